@@ -1,0 +1,1 @@
+"""CLI commands, one module each; each registers itself on clusterfit.cli.app."""

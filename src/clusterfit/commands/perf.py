@@ -1,0 +1,1 @@
+"""The `clusterfit perf` command."""

@@ -1,0 +1,1 @@
+"""The `clusterfit simulate` command."""
