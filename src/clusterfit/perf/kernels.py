@@ -1,0 +1,214 @@
+"""Kernel efficiency curves, fitted on kernels measured on one H200 and carried to other GPUs.
+
+Every kernel time is a roofline with shape-dependent efficiencies plus a fixed start-up cost:
+
+    t_s = t0_s + max(bytes / (bw_bytes_per_s * mem_eff), flops / (peak_flops * compute_eff(shape)))
+
+- ``mem_eff``: fraction of the datasheet bandwidth a streaming kernel reaches (one number per kernel family).
+- ``compute_eff``: a saturating function of the problem size. For GEMMs (y[M,N] = x[M,K] @ W[N,K]^T)
+  ``eff_max / (1 + m0/M + n0/N + k0/K)``: small M, N or K leave tensor cores idle (tile fill, waves, the
+  K-loop prologue). For causal prefill attention ``eff_max / (1 + w0/(B*T))``; for MoE grouped GEMMs
+  ``eff_max / (1 + m0/m)`` with m the tokens routed to one active expert.
+- ``t0_s``: what a single isolated launch cost in the probe (host launch and, for the fp8 rows, the separate
+  dynamic activation-quantisation kernels of torch._scaled_mm). Inside an engine step (CUDA graphs, fused
+  quantisation) this is NOT paid per kernel; the step model uses the engine's per-kernel overhead instead.
+
+Fit: ``fit_h200(kernels, extra)`` minimises the squared log error of the model against every measured row
+(scipy.optimize.least_squares); ``python -m clusterfit.perf.kernels`` writes the result to
+``catalog/kernels/h200-fit.json`` which is what the package reads (no scipy needed at run time).
+
+Carrying to other GPUs (the rule): efficiencies are fractions of the GPU's own datasheet peak FLOP/s and
+bandwidth, so they transfer unchanged; the size constants (m0, n0, k0, w0) transfer unchanged too.
+Limits: this assumes the other GPU's kernels reach the same fraction of peak as Hopper's did (Blackwell
+fp4 GEMMs, Ampere without fp8, and PCIe cards at lower clocks can differ by 10-30%); the engine's
+``compute_scale`` and ``memory_scale`` (catalog/engines.yaml, fitted on published results) absorb the
+average difference, not per-GPU quirks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+CATALOG_DIR = Path(__file__).resolve().parent.parent / "catalog"
+
+#: The H200 the curves were measured on (datasheet figures of the same catalog, bytes/s and FLOP/s).
+H200_BW_BYTES_PER_S = 4.8e12
+H200_PEAK_FLOPS = {"bf16": 989e12, "fp8": 1979e12}
+
+
+@dataclass(frozen=True)
+class GemmCurve:
+    """Roofline efficiency of a dense GEMM for one compute dtype (fractions of datasheet peaks)."""
+
+    t0_s: float
+    mem_eff: float
+    eff_max: float
+    m0: float
+    n0: float
+    k0: float
+
+    def compute_eff(self, m, n, k):
+        m = np.maximum(m, 1.0)
+        return self.eff_max / (1.0 + self.m0 / m + self.n0 / n + self.k0 / k)
+
+
+@dataclass(frozen=True)
+class KernelCurves:
+    """All fitted curves. ``gemm`` is keyed by compute dtype family: 'bf16' and 'fp8' (also used for fp4/int8)."""
+
+    gemm: dict[str, GemmCurve]
+    attn_decode_t0_s: float
+    attn_decode_mem_eff: float
+    attn_prefill_t0_s: float
+    attn_prefill_eff_max: float
+    attn_prefill_w0: float
+    moe_t0_s: float
+    moe_mem_eff: float
+    moe_eff_max: float
+    moe_m0: float
+    copy_mem_eff: float
+    fit_report: dict
+
+    def gemm_curve(self, compute_dtype: str) -> GemmCurve:
+        return self.gemm["bf16" if compute_dtype in ("bf16", "fp16", "fp32") else "fp8"]
+
+
+# ----------------------------------------------------------------------------------------------- models
+def gemm_time_s(c: GemmCurve, m, n, k, weight_bytes_per_elem, act_bytes_per_elem, peak_flops, bw_bytes_per_s,
+                with_t0=True):
+    """Time of y[M,N] = x[M,K] @ W[N,K]^T (numpy-broadcasting)."""
+    m = np.asarray(m, dtype=float)
+    flops = 2.0 * m * n * k
+    nbytes = n * k * weight_bytes_per_elem + m * k * act_bytes_per_elem + m * n * 2.0
+    t = np.maximum(nbytes / (bw_bytes_per_s * c.mem_eff), flops / (peak_flops * c.compute_eff(m, n, k)))
+    return t + (c.t0_s if with_t0 else 0.0)
+
+
+def _gemm_rows(kernels: dict, extra: dict):
+    rows = []
+    for g in kernels["kernels"]["gemm"]:
+        fam = "bf16" if g["dtype"] == "bf16" else "fp8"
+        rows.append((fam, g.get("M_padded", g["M"]), g["N"], g["K"], g["s"]))
+    for g in extra.get("gemm_rowwise_fp8", []):
+        rows.append(("fp8", max(16, g["M"]), g["N"], g["K"], g["s"]))
+    return rows
+
+
+def fit_h200(kernels: dict, extra: dict) -> dict:
+    """Least-squares fit of every curve on the H200 measurements. Returns plain parameters (JSON-able).
+
+    Needs scipy (a development dependency); the package itself only reads the stored result.
+    """
+    from scipy.optimize import least_squares
+
+    bw = H200_BW_BYTES_PER_S
+    out: dict = {"gemm": {}, "report": {}}
+    rows = _gemm_rows(kernels, extra)
+    for fam in ("bf16", "fp8"):
+        r = np.array([x[1:] for x in rows if x[0] == fam], dtype=float)
+        m, n, k, t = r.T
+        wb = 2.0 if fam == "bf16" else 1.0
+        peak = H200_PEAK_FLOPS[fam]
+
+        def resid(p, m=m, n=n, k=k, t=t, wb=wb, peak=peak):
+            c = GemmCurve(p[0] * 1e-6, p[1], p[2], p[3], p[4], p[5])
+            return np.log(gemm_time_s(c, m, n, k, wb, 2.0, peak, bw) / t)
+
+        sol = least_squares(resid, x0=[15.0, 0.8, 0.8, 100.0, 500.0, 500.0],
+                            bounds=([0, 0.2, 0.1, 0, 0, 0], [200, 1.0, 1.0, 5e4, 5e4, 5e4]))
+        p = sol.x
+        out["gemm"][fam] = dict(t0_s=p[0] * 1e-6, mem_eff=p[1], eff_max=p[2], m0=p[3], n0=p[4], k0=p[5])
+        out["report"][f"gemm_{fam}"] = _err_stats(sol.fun)
+
+    att = kernels["kernels"]["attention"]
+    dec = np.array([(a["B"] * a["L"] * 2 * a["hkv"] * a["d"] * 2.0, a["s"]) for a in att
+                    if a["kind"] == "decode" and a["how"] == "enable_gqa"])
+
+    def resid_dec(p):
+        return np.log((p[0] * 1e-6 + dec[:, 0] / (bw * p[1])) / dec[:, 1])
+
+    sol = least_squares(resid_dec, x0=[20.0, 0.9], bounds=([0, 0.2], [500, 1.2]))
+    out["attn_decode"] = dict(t0_s=sol.x[0] * 1e-6, mem_eff=sol.x[1])
+    out["report"]["attn_decode"] = _err_stats(sol.fun)
+
+    pre = np.array([(a["B"] * a["T"], 2.0 * a["B"] * a["hq"] * a["T"] ** 2 * a["d"], a["s"]) for a in att
+                    if a["kind"] == "prefill_causal"])
+
+    def resid_pre(p):
+        eff = p[1] / (1.0 + p[2] / pre[:, 0])
+        return np.log((p[0] * 1e-6 + pre[:, 1] / (H200_PEAK_FLOPS["bf16"] * eff)) / pre[:, 2])
+
+    sol = least_squares(resid_pre, x0=[20.0, 0.7, 1000.0], bounds=([0, 0.1, 0], [500, 1.0, 1e6]))
+    out["attn_prefill"] = dict(t0_s=sol.x[0] * 1e-6, eff_max=sol.x[1], w0=sol.x[2])
+    out["report"]["attn_prefill"] = _err_stats(sol.fun)
+
+    moe = []
+    for e in extra.get("moe", []):
+        n_act = e["active_local_experts"]
+        w_bytes = n_act * 3.0 * e["hidden"] * e["moe_inter"] * 2.0
+        flops = 2.0 * e["routed_tokens_local"] * 3.0 * e["hidden"] * e["moe_inter"]
+        moe.append((w_bytes, flops, e["routed_tokens_local"] / max(n_act, 1), e["s"]))
+    moe = np.array(moe)
+
+    def resid_moe(p):
+        eff = p[2] / (1.0 + p[3] / moe[:, 2])
+        t = p[0] * 1e-6 + np.maximum(moe[:, 0] / (bw * p[1]), moe[:, 1] / (H200_PEAK_FLOPS["bf16"] * eff))
+        return np.log(t / moe[:, 3])
+
+    sol = least_squares(resid_moe, x0=[30.0, 0.6, 0.6, 100.0], bounds=([0, 0.1, 0.05, 0], [500, 1.0, 1.0, 1e5]))
+    out["moe"] = dict(t0_s=sol.x[0] * 1e-6, mem_eff=sol.x[1], eff_max=sol.x[2], m0=sol.x[3])
+    out["report"]["moe"] = _err_stats(sol.fun)
+
+    out["copy"] = dict(mem_eff=kernels["kernels"]["copy"]["bytes_per_s"] / bw,
+                       read_mem_eff=extra.get("read_bandwidth", {}).get("bytes_per_s", 0.0) / bw)
+    out["_what"] = ("Least-squares fit (log time) of clusterfit.perf.kernels curves on catalog/kernels/"
+                    "h200-kernels.json and h200-memory-fp8-moe.json; produced by `python -m clusterfit.perf.kernels`. "
+                    "report: median / max absolute error of the fitted curve per family, percent.")
+    return out
+
+
+def _err_stats(log_resid) -> dict:
+    e = np.abs(np.expm1(np.asarray(log_resid))) * 100
+    return {"rows": int(e.size), "median_abs_err_pct": round(float(np.median(e)), 2),
+            "max_abs_err_pct": round(float(np.max(e)), 2)}
+
+
+def _read_catalog(name: str) -> dict:
+    return json.loads((CATALOG_DIR / "kernels" / name).read_text())
+
+
+def curves_from_params(p: dict) -> KernelCurves:
+    return KernelCurves(
+        gemm={k: GemmCurve(**v) for k, v in p["gemm"].items()},
+        attn_decode_t0_s=p["attn_decode"]["t0_s"], attn_decode_mem_eff=p["attn_decode"]["mem_eff"],
+        attn_prefill_t0_s=p["attn_prefill"]["t0_s"], attn_prefill_eff_max=p["attn_prefill"]["eff_max"],
+        attn_prefill_w0=p["attn_prefill"]["w0"],
+        moe_t0_s=p["moe"]["t0_s"], moe_mem_eff=p["moe"]["mem_eff"], moe_eff_max=p["moe"]["eff_max"],
+        moe_m0=p["moe"]["m0"], copy_mem_eff=p["copy"]["mem_eff"], fit_report=p.get("report", {}))
+
+
+@lru_cache(maxsize=1)
+def load_curves() -> KernelCurves:
+    """The fitted H200 curves shipped with the package (catalog/kernels/h200-fit.json)."""
+    return curves_from_params(_read_catalog("h200-fit.json"))
+
+
+def measured_h200() -> tuple[dict, dict]:
+    """The raw H200 measurements shipped with the package."""
+    return _read_catalog("h200-kernels.json"), _read_catalog("h200-memory-fp8-moe.json")
+
+
+def main() -> None:  # pragma: no cover - a script
+    params = fit_h200(*measured_h200())
+    path = CATALOG_DIR / "kernels" / "h200-fit.json"
+    path.write_text(json.dumps(params, indent=1) + "\n")
+    print(json.dumps(params, indent=1))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
