@@ -1,0 +1,279 @@
+"""Scenario files (YAML or TOML): one workload description shared by `plan`, `simulate` and the web app.
+
+Example (see ``examples/*.yaml``)::
+
+    model: zai-org/GLM-5.3
+    systems: [hgx_h200, dgx_b200, dgx_h100]   # optional; default: every catalog system
+    precision: fp8                            # or a list; default: the checkpoint's own format
+    kv_dtype: fp8                             # optional (or a list)
+    engine: vllm
+    workload:
+      isl: 4000                     # tokens; or {mean: 2000, p50: 1200, p90: 4500} or {tokens: [...], counts: [...]}
+      osl: {mean: 500, p90: 1200}
+      load: {requests_per_s: 10}    # or {output_tokens_per_s: 5000} or {concurrent_sessions: 200}
+      prefix_cache_hit_rate: 0.0
+      agent: {shared_prefix_tokens: 8000, turns: 10, input_tokens_per_turn: 400,
+              output_tokens_per_turn: 600, think_time_s: 5}   # optional; replaces isl/osl
+    slo: {ttft_ms: 2000, ttft_percentile: 90, tpot_ms: 50}   # or tokens_per_s_per_user: 20
+    cost:
+      prices: {hgx_h200: 3.5}       # $/GPU-hour overrides
+      endpoint: {input_per_mtok: 0.6, output_per_mtok: 2.2}   # $/million tokens
+      failover: 1                   # N+k spare replicas
+    search: {max_nodes_per_replica: 4, disaggregated: true}
+    simulation: {...}               # owned by `clusterfit simulate`; passed through untouched
+
+Validation is strict: unknown keys and bad values are errors naming the field (``workload.load``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import ClusterfitError
+from .workload import SLO, AgentSessions, LengthDist, Load, Workload
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LengthSpec(_Strict):
+    """A length distribution: mean and/or percentiles, or a histogram (tokens + counts)."""
+
+    mean: float | None = Field(default=None, gt=0)
+    p50: float | None = Field(default=None, gt=0)
+    p75: float | None = Field(default=None, gt=0)
+    p90: float | None = Field(default=None, gt=0)
+    p95: float | None = Field(default=None, gt=0)
+    p99: float | None = Field(default=None, gt=0)
+    tokens: list[float] | None = None
+    counts: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> LengthSpec:
+        hist = self.tokens is not None or self.counts is not None
+        pct = any(v is not None for v in (self.mean, self.p50, self.p75, self.p90, self.p95, self.p99))
+        if hist and pct:
+            raise ValueError("give either a histogram (tokens + counts) or mean/percentiles, not both")
+        if hist and (self.tokens is None or self.counts is None):
+            raise ValueError("a histogram needs both 'tokens' and 'counts'")
+        if not hist and not pct:
+            raise ValueError("give a number, mean/percentiles (mean, p50, p75, p90, p95, p99) or tokens + counts")
+        return self
+
+    def to_dist(self) -> LengthDist:
+        if self.tokens is not None:
+            return LengthDist.from_histogram(self.tokens, self.counts or [])
+        pct = {q: v for q, v in ((50, self.p50), (75, self.p75), (90, self.p90), (95, self.p95), (99, self.p99))
+               if v is not None}
+        if not pct and self.mean is not None:
+            return LengthDist.fixed(self.mean)
+        return LengthDist.from_percentiles(self.mean, pct)
+
+
+class LoadSpec(_Strict):
+    """Exactly one of: requests/s, output tokens/s (whole cluster), concurrent sessions."""
+
+    requests_per_s: float | None = Field(default=None, gt=0)
+    output_tokens_per_s: float | None = Field(default=None, gt=0)
+    concurrent_sessions: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> LoadSpec:
+        given = [k for k, v in self.model_dump().items() if v is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of requests_per_s, output_tokens_per_s, concurrent_sessions"
+                             + (f" (got {', '.join(given)})" if given else ""))
+        return self
+
+    def to_load(self) -> Load:
+        kind, value = next((k, v) for k, v in self.model_dump().items() if v is not None)
+        return Load(kind, value)
+
+
+class AgentSpec(_Strict):
+    shared_prefix_tokens: int = Field(ge=0)
+    turns: int = Field(ge=1)
+    input_tokens_per_turn: int = Field(ge=1)
+    output_tokens_per_turn: int = Field(ge=1)
+    think_time_s: float = Field(default=0.0, ge=0)
+
+
+class WorkloadSpec(_Strict):
+    isl: float | LengthSpec | None = None
+    osl: float | LengthSpec | None = None
+    load: LoadSpec
+    prefix_cache_hit_rate: float | None = Field(default=None, ge=0, le=1)
+    agent: AgentSpec | None = None
+
+    @model_validator(mode="after")
+    def _lengths(self) -> WorkloadSpec:
+        if self.agent is None and (self.isl is None or self.osl is None):
+            raise ValueError("give 'isl' and 'osl' (or an 'agent' section)")
+        if self.agent is not None and (self.isl is not None or self.osl is not None):
+            raise ValueError("an 'agent' section defines the lengths; remove 'isl' and 'osl'")
+        for name in ("isl", "osl"):
+            v = getattr(self, name)
+            if isinstance(v, (int, float)) and v <= 0:
+                raise ValueError(f"{name} must be > 0 tokens")
+        return self
+
+    def to_workload(self) -> Workload:
+        load = self.load.to_load()
+        if self.agent is not None:
+            hit = 1.0 if self.prefix_cache_hit_rate is None else self.prefix_cache_hit_rate
+            return Workload.agentic(AgentSessions(**self.agent.model_dump()), load, hit)
+        isl, osl = (_dist(f"workload.{n}", v) for n, v in (("isl", self.isl), ("osl", self.osl)))
+        return Workload(isl, osl, load, self.prefix_cache_hit_rate or 0.0)
+
+
+def _dist(field: str, v: float | LengthSpec | None) -> LengthDist:
+    try:
+        if isinstance(v, LengthSpec):
+            return v.to_dist()
+        return LengthDist.fixed(float(v))  # type: ignore[arg-type]
+    except ClusterfitError as exc:
+        raise ClusterfitError(f"{field}: {exc}") from None
+
+
+class SLOSpec(_Strict):
+    ttft_ms: float | None = Field(default=None, gt=0)
+    ttft_percentile: Literal[50, 90, 95, 99] = 90
+    tpot_ms: float | None = Field(default=None, gt=0)
+    tokens_per_s_per_user: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_tpot(self) -> SLOSpec:
+        if self.tpot_ms is not None and self.tokens_per_s_per_user is not None:
+            raise ValueError("give tpot_ms or tokens_per_s_per_user, not both")
+        return self
+
+    def to_slo(self) -> SLO:
+        tpot = self.tpot_ms / 1e3 if self.tpot_ms is not None else (
+            1.0 / self.tokens_per_s_per_user if self.tokens_per_s_per_user else None)
+        return SLO(self.ttft_ms / 1e3 if self.ttft_ms is not None else None, tpot, float(self.ttft_percentile))
+
+
+class EndpointSpec(_Strict):
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class CostSpec(_Strict):
+    prices: dict[str, float] = Field(default_factory=dict)
+    endpoint: EndpointSpec | None = None
+    failover: int = Field(default=0, ge=0)
+    hours_per_month: float = Field(default=730.0, gt=0)
+
+    @model_validator(mode="after")
+    def _positive_prices(self) -> CostSpec:
+        bad = [k for k, v in self.prices.items() if not v > 0]
+        if bad:
+            raise ValueError(f"prices must be > 0 $/GPU-hour (bad: {', '.join(bad)})")
+        return self
+
+
+class SearchSpec(_Strict):
+    max_nodes_per_replica: int = Field(default=4, ge=1, le=64)
+    disaggregated: bool = True
+    max_batch: int | None = Field(default=None, ge=1)
+
+
+class Scenario(_Strict):
+    """A validated scenario file."""
+
+    model: str
+    systems: list[str] | None = None
+    precision: str | list[str] | None = None
+    kv_dtype: str | list[str] | None = None
+    engine: str = "vllm"
+    workload: WorkloadSpec
+    slo: SLOSpec = Field(default_factory=SLOSpec)
+    cost: CostSpec = Field(default_factory=CostSpec)
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    simulation: Any = None
+    name: str | None = None
+    description: str | None = None
+
+    def precisions(self) -> list[str | None]:
+        return _as_list(self.precision)
+
+    def kv_dtypes(self) -> list[str | None]:
+        return _as_list(self.kv_dtype)
+
+    def to_workload(self) -> Workload:
+        return self.workload.to_workload()
+
+    def to_slo(self) -> SLO:
+        return self.slo.to_slo()
+
+
+def _as_list(v: str | list[str] | None) -> list[str | None]:
+    if v is None:
+        return [None]
+    return [v] if isinstance(v, str) else list(v)
+
+
+def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
+    """Validate a scenario already parsed into Python objects; errors name the field."""
+    if not isinstance(data, dict):
+        raise ClusterfitError(f"{source}: a scenario must be a mapping with at least 'model' and 'workload'")
+    try:
+        scenario = Scenario.model_validate(data)
+        scenario.to_workload()  # distribution fits and value checks
+        scenario.to_slo()
+    except ValidationError as exc:
+        raise ClusterfitError(f"{source}: " + _format_errors(exc)) from None
+    except ClusterfitError as exc:
+        raise ClusterfitError(f"{source}: {exc}") from None
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a YAML (.yaml/.yml) or TOML (.toml) scenario file and validate it strictly."""
+    p = Path(path)
+    if not p.is_file():
+        raise ClusterfitError(f"scenario file not found: {p}")
+    text = p.read_text(encoding="utf-8")
+    try:
+        if p.suffix.lower() == ".toml":
+            data = tomllib.loads(text)
+        elif p.suffix.lower() in (".yaml", ".yml", ""):
+            data = yaml.safe_load(text)
+        else:
+            raise ClusterfitError(f"scenario file {p}: use .yaml, .yml or .toml")
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise ClusterfitError(f"scenario file {p} is not valid {p.suffix.lstrip('.').upper()}: {exc}") from None
+    return parse_scenario(data, f"scenario file {p}")
+
+
+def _format_errors(exc: ValidationError) -> str:
+    out = []
+    for err in exc.errors():
+        # A `number | mapping` field reports one error per branch: keep the branch the input was meant for.
+        if err["type"] in ("float_type", "float_parsing") and isinstance(err.get("input"), dict):
+            continue
+        if err["type"] in ("model_type", "dict_type") and not isinstance(err.get("input"), dict) \
+                and any(e["loc"][:-1] == err["loc"][:-1] and e is not err for e in exc.errors()):
+            continue
+        loc = ".".join(str(x) for x in err["loc"] if not (isinstance(x, str) and x in _UNION_TAGS))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        out.append(f"{loc or '(top level)'}: {msg}")
+    # A union (number | mapping) reports one error per branch; keep the mapping branch's, drop duplicates.
+    seen, uniq = set(), []
+    for line in out:
+        if line not in seen:
+            seen.add(line)
+            uniq.append(line)
+    return "; ".join(uniq)
+
+
+_UNION_TAGS = {"float", "LengthSpec", "str", "list[str]", "function-after[_one_form(), LengthSpec]",
+               "function-after[_positive_prices(), CostSpec]"}

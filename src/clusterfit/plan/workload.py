@@ -1,0 +1,340 @@
+"""Workloads and SLOs: what the cluster must serve, and how fast.
+
+A workload is reduced to a small set of weighted *request classes* (numpy arrays), which is what the
+planner's vectorised capacity model consumes:
+
+- ``isl_tokens``: prompt tokens each request attends to (its whole context at prefill);
+- ``uncached_tokens``: prompt tokens that must actually be prefilled (the rest hit the prefix cache);
+- ``weights``: probability of each class (sums to 1);
+- ``osl_mean_tokens``: mean output tokens per request.
+
+Lengths are given fixed, as a distribution by mean and percentiles (a lognormal fitted to them, then
+discretised into equal-probability points), or as a histogram. Load is requests/s, output tokens/s or
+concurrent sessions; agent sessions (a shared system prompt, a context that grows every turn) expand
+into one request class per turn.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ..errors import ClusterfitError
+
+#: Number of equal-probability points a fitted length distribution is discretised into.
+DIST_POINTS = 16
+
+#: Standard-normal quantiles used to fit a lognormal to a percentile.
+_Z = {50: 0.0, 75: 0.6744897501960817, 90: 1.2815515655446004, 95: 1.6448536269514722,
+      99: 2.3263478740408408, 99.9: 3.090232306167813}
+
+
+def _normal_ppf(q: np.ndarray) -> np.ndarray:
+    """Standard-normal quantile function (Acklam's rational approximation, |error| < 1.2e-9)."""
+    a = [-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
+         -3.066479806614716e01, 2.506628277459239e00]
+    b = [-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01,
+         -1.328068155288572e01]
+    c = [-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549732539343734e00,
+         4.374664141464968e00, 2.938163982698783e00]
+    d = [7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00]
+    q = np.asarray(q, dtype=float)
+    out = np.empty_like(q)
+    lo, hi = q < 0.02425, q > 1 - 0.02425
+    mid = ~(lo | hi)
+    r = q[mid] - 0.5
+    s = r * r
+    out[mid] = ((((((a[0] * s + a[1]) * s + a[2]) * s + a[3]) * s + a[4]) * s + a[5]) * r
+                / (((((b[0] * s + b[1]) * s + b[2]) * s + b[3]) * s + b[4]) * s + 1))
+    for mask, sign, qq in ((lo, 1.0, q[lo]), (hi, -1.0, 1 - q[hi])):
+        t = np.sqrt(-2 * np.log(qq))
+        out[mask] = sign * ((((((c[0] * t + c[1]) * t + c[2]) * t + c[3]) * t + c[4]) * t + c[5])
+                            / ((((d[0] * t + d[1]) * t + d[2]) * t + d[3]) * t + 1))
+    return out
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A token-length distribution as weighted points (tokens, probability).
+
+    Build it with :meth:`fixed`, :meth:`from_percentiles` or :meth:`from_histogram`.
+    """
+
+    tokens: np.ndarray
+    weights: np.ndarray
+    description: str = ""
+
+    @classmethod
+    def fixed(cls, tokens: float) -> LengthDist:
+        """Every request has exactly ``tokens`` tokens."""
+        _check_positive("length", tokens)
+        return cls(np.array([float(tokens)]), np.array([1.0]), f"{tokens:g} tokens")
+
+    @classmethod
+    def from_percentiles(cls, mean: float | None = None, percentiles: dict[float, float] | None = None,
+                         points: int = DIST_POINTS) -> LengthDist:
+        """A lognormal fitted to a mean and/or percentiles ({50: 900, 90: 3000, 99: 8000}), discretised.
+
+        Fit: the median is p50 when given (else solved from the mean and the widest percentile); the
+        log-spread sigma is the least-squares fit of ln(p_q / median) = sigma * z_q over the given
+        percentiles (or, with the mean and p50 only, sigma = sqrt(2 ln(mean / p50))). The distribution is
+        cut into ``points`` equal-probability slices represented by their mid quantiles; when a mean is
+        given the points are rescaled so that the mean is exact.
+        """
+        pct = {float(k): float(v) for k, v in (percentiles or {}).items()}
+        for q, v in pct.items():
+            if q not in _Z:
+                raise ClusterfitError(f"length percentile p{q:g} is not supported; use one of "
+                                      f"{', '.join('p' + format(k, 'g') for k in _Z)}")
+            _check_positive(f"p{q:g}", v)
+        if mean is not None:
+            _check_positive("mean", mean)
+        if mean is None and not pct:
+            raise ClusterfitError("a length distribution needs a mean, percentiles or both")
+        vals = [pct[q] for q in sorted(pct)]
+        if any(b < a for a, b in zip(vals, vals[1:])):
+            raise ClusterfitError(f"length percentiles must not decrease: {pct}")
+        tail = {q: v for q, v in pct.items() if q != 50}
+        if 50 in pct:
+            median = pct[50]
+            if tail:
+                z = np.array([_Z[q] for q in tail])
+                sigma = float(np.dot(z, np.log(np.array(list(tail.values())) / median)) / np.dot(z, z))
+            elif mean is not None:
+                if mean < median:
+                    raise ClusterfitError(f"length mean {mean:g} below the median p50={median:g}: a right-skewed "
+                                          "(lognormal) length distribution needs mean >= p50; give a histogram")
+                sigma = math.sqrt(2 * math.log(mean / median))
+            else:
+                sigma = 0.0
+        elif tail and mean is not None:
+            # mean = m * exp(s^2/2), p_q = m * exp(s z): solve s from ln(p_q/mean) = s z - s^2/2 (smaller root).
+            q, v = max(tail.items())
+            z, r = _Z[q], math.log(v / mean)
+            disc = z * z - 2 * r
+            if disc < 0:
+                raise ClusterfitError(f"p{q:g}={v:g} is too far above the mean {mean:g} for a lognormal fit")
+            sigma = z - math.sqrt(disc)
+            median = mean / math.exp(sigma * sigma / 2)
+        elif tail:
+            raise ClusterfitError("give p50 or the mean together with the other length percentiles")
+        else:
+            median, sigma = float(mean), 0.0
+        if sigma < 0:
+            raise ClusterfitError(f"length percentiles {pct} are not right-skewed enough to fit")
+        qs = (np.arange(points) + 0.5) / points
+        tokens = median * np.exp(sigma * _normal_ppf(qs)) if sigma > 0 else np.full(points, median)
+        if mean is not None:
+            tokens *= mean / tokens.mean()
+        desc = ", ".join(([f"mean {mean:g}"] if mean is not None else [])
+                         + [f"p{q:g} {v:g}" for q, v in sorted(pct.items())])
+        return cls(np.maximum(tokens, 1.0), np.full(points, 1.0 / points), f"lognormal fit ({desc})")
+
+    @classmethod
+    def from_histogram(cls, tokens: list[float], counts: list[float]) -> LengthDist:
+        """A histogram: ``tokens`` (bin values) and their ``counts`` (or probabilities)."""
+        t, c = np.asarray(tokens, dtype=float), np.asarray(counts, dtype=float)
+        if t.ndim != 1 or t.shape != c.shape or t.size == 0:
+            raise ClusterfitError("a length histogram needs equally long, non-empty 'tokens' and 'counts' lists")
+        if (t <= 0).any() or (c < 0).any() or c.sum() <= 0:
+            raise ClusterfitError("histogram tokens must be > 0 and counts >= 0 with a positive total")
+        return cls(t, c / c.sum(), f"histogram of {t.size} bins")
+
+    @property
+    def mean(self) -> float:
+        """Mean length, tokens."""
+        return float(np.dot(self.tokens, self.weights))
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile (0 < q < 1) of the discrete distribution, tokens."""
+        order = np.argsort(self.tokens)
+        cum = np.cumsum(self.weights[order])
+        return float(self.tokens[order][min(int(np.searchsorted(cum, q - 1e-12)), len(cum) - 1)])
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ClusterfitError(f"{name} must be a positive number, got {value!r}")
+
+
+LoadKind = Literal["requests_per_s", "output_tokens_per_s", "concurrent_sessions"]
+
+
+@dataclass(frozen=True)
+class Load:
+    """Target load: ``value`` requests/s, output tokens/s (total, whole cluster) or concurrent sessions."""
+
+    kind: LoadKind
+    value: float
+
+    def __post_init__(self) -> None:
+        _check_positive(f"load ({self.kind})", self.value)
+        if self.kind not in ("requests_per_s", "output_tokens_per_s", "concurrent_sessions"):
+            raise ClusterfitError(f"unknown load kind {self.kind!r}")
+
+    def describe(self) -> str:
+        unit = {"requests_per_s": "requests/s", "output_tokens_per_s": "output tokens/s",
+                "concurrent_sessions": "concurrent sessions"}[self.kind]
+        return f"{self.value:g} {unit}"
+
+    def scaled(self, factor: float) -> Load:
+        return Load(self.kind, self.value * factor)
+
+
+@dataclass(frozen=True)
+class AgentSessions:
+    """Multi-turn agent sessions sharing a system prompt, each turn's context = previous context + new tokens.
+
+    shared_prefix_tokens: system prompt / tool definitions common to every session (tokens).
+    turns: turns per session; input_tokens_per_turn / output_tokens_per_turn: new tokens each turn.
+    think_time_s: time between a response and the next turn (tool calls, user), seconds.
+    """
+
+    shared_prefix_tokens: int
+    turns: int
+    input_tokens_per_turn: int
+    output_tokens_per_turn: int
+    think_time_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.shared_prefix_tokens < 0 or self.think_time_s < 0:
+            raise ClusterfitError("agent shared_prefix_tokens and think_time_s must be >= 0")
+        for name in ("turns", "input_tokens_per_turn", "output_tokens_per_turn"):
+            if getattr(self, name) < 1:
+                raise ClusterfitError(f"agent {name} must be >= 1")
+
+    def context_tokens(self) -> np.ndarray:
+        """Prompt tokens of each turn's request (turn k attends prefix + k full turns + its new input)."""
+        k = np.arange(self.turns, dtype=float)
+        per_turn = self.input_tokens_per_turn + self.output_tokens_per_turn
+        return self.shared_prefix_tokens + k * per_turn + self.input_tokens_per_turn
+
+    def reusable_tokens(self) -> np.ndarray:
+        """Tokens of each turn's prompt already seen (shared prefix + earlier turns): cacheable."""
+        return self.context_tokens() - self.input_tokens_per_turn
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What must be served.
+
+    isl / osl: prompt and output length distributions (ignored for isl/osl when ``agent`` is set).
+    load: the target load. prefix_cache_hit_rate: share of cacheable prompt tokens (for agents: the shared
+    prefix and earlier turns; otherwise the whole prompt) found in the prefix cache, 0..1.
+    """
+
+    isl: LengthDist
+    osl: LengthDist
+    load: Load
+    prefix_cache_hit_rate: float = 0.0
+    agent: AgentSessions | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.prefix_cache_hit_rate <= 1.0:
+            raise ClusterfitError(f"prefix_cache_hit_rate must be in [0, 1], got {self.prefix_cache_hit_rate}")
+
+    @classmethod
+    def simple(cls, isl: float, osl: float, load: Load, prefix_cache_hit_rate: float = 0.0) -> Workload:
+        """Fixed prompt and output lengths."""
+        return cls(LengthDist.fixed(isl), LengthDist.fixed(osl), load, prefix_cache_hit_rate)
+
+    @classmethod
+    def agentic(cls, agent: AgentSessions, load: Load, prefix_cache_hit_rate: float = 1.0) -> Workload:
+        """Agent sessions: one request class per turn."""
+        ctx = agent.context_tokens()
+        isl = LengthDist(ctx, np.full(ctx.size, 1.0 / ctx.size), f"agent turns 1..{agent.turns}")
+        return cls(isl, LengthDist.fixed(agent.output_tokens_per_turn), load, prefix_cache_hit_rate, agent)
+
+    # ---- request classes (what the capacity model consumes) ----
+    @property
+    def isl_tokens(self) -> np.ndarray:
+        """Prompt tokens attended per request class (tokens)."""
+        return self.isl.tokens
+
+    @property
+    def uncached_tokens(self) -> np.ndarray:
+        """Prompt tokens actually prefilled per request class, after prefix-cache hits (tokens, >= 1)."""
+        if self.agent is not None:
+            cacheable = self.agent.reusable_tokens()
+        else:
+            cacheable = self.isl.tokens
+        return np.maximum(self.isl.tokens - self.prefix_cache_hit_rate * cacheable, 1.0)
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self.isl.weights
+
+    @property
+    def isl_mean_tokens(self) -> float:
+        return self.isl.mean
+
+    @property
+    def uncached_mean_tokens(self) -> float:
+        return float(np.dot(self.uncached_tokens, self.weights))
+
+    @property
+    def osl_mean_tokens(self) -> float:
+        return self.osl.mean
+
+    @property
+    def decode_context_mean_tokens(self) -> float:
+        """Mean context a decoding sequence attends to: prompt + half the output (tokens)."""
+        return self.isl_mean_tokens + self.osl_mean_tokens / 2
+
+    @property
+    def think_time_s(self) -> float:
+        return self.agent.think_time_s if self.agent else 0.0
+
+    def describe(self) -> str:
+        if self.agent:
+            a = self.agent
+            s = (f"agent sessions: {a.shared_prefix_tokens} shared prefix + {a.turns} turns of "
+                 f"{a.input_tokens_per_turn} in / {a.output_tokens_per_turn} out")
+        else:
+            s = f"ISL {self.isl.description}, OSL {self.osl.description}"
+        if self.prefix_cache_hit_rate:
+            s += f", prefix-cache hit {self.prefix_cache_hit_rate:.0%}"
+        return f"{s}; load {self.load.describe()}"
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Latency targets. None means unconstrained.
+
+    ttft_s: time to first token at percentile ``ttft_percentile`` (90 or 99), seconds.
+    tpot_s: mean time per output token after the first, seconds (= 1 / tokens/s per user).
+    """
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    ttft_percentile: float = 90.0
+
+    def __post_init__(self) -> None:
+        if self.ttft_s is not None:
+            _check_positive("TTFT target", self.ttft_s)
+        if self.tpot_s is not None:
+            _check_positive("TPOT target", self.tpot_s)
+        if not 50 <= self.ttft_percentile < 100:
+            raise ClusterfitError(f"TTFT percentile must be in [50, 100), got {self.ttft_percentile}")
+
+    @classmethod
+    def from_tokens_per_s_per_user(cls, tokens_per_s: float, **kw) -> SLO:
+        """A TPOT target written as a minimum decode speed per user (tokens/s per user)."""
+        _check_positive("tokens/s per user", tokens_per_s)
+        return cls(tpot_s=1.0 / tokens_per_s, **kw)
+
+    def tighter(self, factor: float) -> SLO:
+        """Both targets divided by ``factor`` (>1 is tighter)."""
+        return SLO(None if self.ttft_s is None else self.ttft_s / factor,
+                   None if self.tpot_s is None else self.tpot_s / factor, self.ttft_percentile)
+
+    def describe(self) -> str:
+        parts = []
+        if self.ttft_s is not None:
+            parts.append(f"TTFT p{self.ttft_percentile:g} <= {self.ttft_s * 1e3:g} ms")
+        if self.tpot_s is not None:
+            parts.append(f"TPOT <= {self.tpot_s * 1e3:g} ms ({1 / self.tpot_s:.1f} tokens/s per user)")
+        return ", ".join(parts) or "no latency SLO"
