@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .errors import ClusterfitError
+
 AttnKind = Literal["mha", "gqa", "mqa", "mla", "linear"]
 
 #: Parameter components. Sharding rule per component lives in memory.py.
@@ -111,3 +113,652 @@ class ModelArch:
     quantization: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     source: str = ""
+
+    # ---- derived views -------------------------------------------------------------------------
+
+    @property
+    def total_params(self) -> int:
+        """Parameters of the language model as model cards count them: everything but MTP layers and vision."""
+        return sum(v for k, v in self.params.items() if k not in ("mtp", "vision"))
+
+    @property
+    def loaded_params(self) -> int:
+        """Parameters a serving engine loads by default: total + vision tower (MTP only with speculative decoding)."""
+        return self.total_params + self.params.get("vision", 0)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters touched per token: total minus the routed experts a token does not use (embeddings included)."""
+        inactive = 0.0
+        for layer in self.layers:
+            f = layer.ffn
+            if f.kind == "moe" and f.num_experts:
+                inactive += _expert_params(self.hidden, f) * (f.num_experts - f.top_k)
+        return int(round(self.total_params - inactive))
+
+    @property
+    def active_params_excl_embedding(self) -> int:
+        """Active parameters without the input embedding (the convention of gpt-oss and Qwen model cards)."""
+        return self.active_params - self.params.get("embedding", 0)
+
+    @property
+    def is_moe(self) -> bool:
+        return any(layer.ffn.kind == "moe" for layer in self.layers)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def attention_kinds(self) -> dict[str, int]:
+        """Layer count per attention description, e.g. {'gqa': 80} or {'linear (gated_deltanet)': 36, 'gqa': 12}."""
+        out: dict[str, int] = {}
+        for layer in self.layers:
+            a = layer.attention
+            label = a.kind if a.kind != "linear" else f"linear ({a.linear_kind})"
+            if a.window:
+                label += f" window {a.window}"
+            if a.kv_compress_ratio > 1:
+                label += f" compressed 1/{a.kv_compress_ratio}"
+            if a.index_n_heads:
+                label += " + sparse indexer"
+            out[label] = out.get(label, 0) + 1
+        return out
+
+    def ffn_kinds(self) -> dict[str, int]:
+        """Layer count per FFN kind: 'dense', 'moe'."""
+        out: dict[str, int] = {}
+        for layer in self.layers:
+            out[layer.ffn.kind] = out.get(layer.ffn.kind, 0) + 1
+        return out
+
+
+# ================================================================================================
+# Parameter counting (pure functions of the layer specs)
+# ================================================================================================
+
+
+def _mlp_params(hidden: int, intermediate: int, gated: bool = True, bias: bool = False) -> int:
+    """Gated MLP: gate + up [hidden x I] and down [I x hidden]; non-gated: up + down."""
+    n = (3 if gated else 2) * hidden * intermediate
+    if bias:
+        n += (2 * intermediate if gated else intermediate) + hidden
+    return n
+
+
+def _expert_params(hidden: int, f: FFN) -> int:
+    """Parameters of one routed expert (in the latent width when the MoE is latent)."""
+    width = f.latent_dim or hidden
+    return _mlp_params(width, f.expert_intermediate, f.gated)
+
+
+# ================================================================================================
+# config.json -> ModelArch
+# ================================================================================================
+
+
+def _cfg(d: dict, *keys: str, default=None):
+    for k in keys:
+        if k in d and d[k] is not None:
+            return d[k]
+    return default
+
+
+def _req(d: dict, key: str, name: str):
+    if key not in d or d[key] is None:
+        raise ClusterfitError(f"config for {name} is missing required field '{key}'")
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ClusterfitError(f"config for {name}: field '{key}' must be a positive integer, got {v!r}")
+    return v
+
+
+def _layer_types(t: dict, n: int) -> list[str]:
+    lt = t.get("layer_types")
+    if isinstance(lt, list) and len(lt) >= n:
+        return [str(x) for x in lt[:n]]
+    return ["full_attention"] * n
+
+
+def parse_config(config: dict, name: str = "model", hf_id: str | None = None) -> ModelArch:
+    """Build a ModelArch from a Hugging Face config.json dict.
+
+    Multimodal configs: the language model is read from ``text_config``; the vision tower is counted
+    from ``vision_config`` where its shape is given. Raises ClusterfitError for missing/invalid fields.
+    """
+    if not isinstance(config, dict):
+        raise ClusterfitError(f"config for {name} is not a JSON object")
+    t = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    quant_cfg = config.get("quantization_config") or t.get("quantization_config")
+    model_type = str(t.get("model_type") or config.get("model_type") or "")
+
+    hidden = _req(t, "hidden_size", name)
+    n_layers = _req(t, "num_hidden_layers", name)
+    vocab = _req(t, "vocab_size", name)
+    n_heads = _req(t, "num_attention_heads", name)
+    n_kv = _cfg(t, "num_key_value_heads", default=n_heads)
+    if not isinstance(n_kv, int) or n_kv <= 0 or n_kv > n_heads:
+        raise ClusterfitError(f"config for {name}: num_key_value_heads must be in 1..num_attention_heads, got {n_kv!r}")
+    tie = bool(_cfg(t, "tie_word_embeddings", default=config.get("tie_word_embeddings", False)))
+
+    params = dict.fromkeys(COMPONENTS, 0)
+    notes: list[str] = []
+    layers: list[Layer] = []
+    attn_params: list[tuple[str, int]] = []
+    ltypes = _layer_types(t, n_layers)
+
+    # --- attention per layer ---------------------------------------------------------------------
+    is_mla = t.get("kv_lora_rank") is not None
+    is_v4 = model_type == "deepseek_v4"
+    lin_cfg = t.get("linear_attn_config") if isinstance(t.get("linear_attn_config"), dict) else None
+    for i in range(n_layers):
+        if is_v4:
+            att, p_att, p_idx = _v4_attention(t, i, hidden, n_heads)
+        elif lin_cfg is not None and (i + 1) in set(lin_cfg.get("kda_layers", [])):
+            att, p_att, p_idx = _kda_attention(lin_cfg, hidden), _kda_params(lin_cfg, hidden), 0
+        elif ltypes[i] == "linear_attention":
+            att, p_att, p_idx = _gdn_attention(t, hidden), _gdn_params(t, hidden), 0
+        elif is_mla:
+            att, p_att, p_idx = _mla_attention(t, i, hidden, n_heads)
+        else:
+            att, p_att, p_idx = _gqa_attention(t, i, ltypes[i], hidden, n_heads, n_kv, model_type)
+        key = "linear_attention" if att.kind == "linear" else "attention"
+        params[key] += p_att
+        params["indexer"] += p_idx
+        attn_params.append((key, p_att + p_idx))
+        ffn = _ffn_for_layer(t, i, n_layers, model_type, name)
+        layers.append(Layer(att, ffn))
+
+    # --- FFN params ------------------------------------------------------------------------------
+    mlp_bias = bool(t.get("mlp_bias", False)) or model_type == "gpt_oss"
+    for layer in layers:
+        f = layer.ffn
+        if f.kind == "dense":
+            params["dense_mlp"] += _mlp_params(hidden, f.intermediate, f.gated, mlp_bias and model_type != "gpt_oss")
+            continue
+        per_expert = _expert_params(hidden, f)
+        if model_type == "gpt_oss":  # expert biases: gate_up 2I + down hidden
+            per_expert += 2 * f.expert_intermediate + hidden
+        params["routed_experts"] += per_expert * f.num_experts
+        if f.latent_dim:  # latent MoE: down-projection into the latent, up-projection back, latent norm
+            params["routed_experts"] += 2 * hidden * f.latent_dim + f.latent_dim
+        params["shared_experts"] += f.num_shared * _mlp_params(hidden, f.shared_intermediate, f.gated)
+        router = f.num_experts * hidden
+        if model_type == "gpt_oss" or t.get("topk_method") == "noaux_tc":
+            router += f.num_experts  # router bias / e_score_correction_bias
+        if model_type == "qwen3_next" and f.num_shared:
+            router += hidden  # shared_expert_gate [1 x hidden]
+        params["router"] += router
+
+    # --- norms, embeddings, head -----------------------------------------------------------------
+    norms_per_layer = 4 if model_type.startswith("gemma") else 2
+    hc = int(t.get("hc_mult") or 1)
+    params["norms"] = n_layers * norms_per_layer * hidden + hidden
+    if hc > 1:  # DeepSeek-V4 manifold-constrained hyper-connections: small mixing matrices per layer
+        mix = 2 * hc + hc * hc  # pre, post and residual mixing coefficients, produced from the hc streams
+        params["norms"] += n_layers * 2 * (hc * hidden * mix + mix)
+        notes.append("hyper-connection (hc_mult) mixing weights counted as hc x hidden x (2 hc + hc^2) per sub-layer")
+    params["embedding"] = vocab * hidden
+    params["lm_head"] = 0 if tie else vocab * hidden
+
+    # --- MTP / NextN layers ----------------------------------------------------------------------
+    mtp = int(_cfg(t, "num_nextn_predict_layers", default=0) or 0)
+    if mtp:
+        last_moe = next((lyr for lyr in reversed(layers) if lyr.ffn.kind == "moe"), layers[-1])
+        one = attn_params[-1][1] + _ffn_layer_params(hidden, last_moe.ffn, model_type)
+        # NextN layer: a decoder layer + enorm, hnorm, eh_proj [hidden x 2*hidden], shared head norm
+        params["mtp"] = mtp * (one + 2 * hidden * hidden + 3 * hidden + norms_per_layer * hidden)
+
+    # --- vision tower ------------------------------------------------------------------------------
+    vc = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
+    if vc is not None:
+        params["vision"] = _vision_params(vc, hidden)
+        if params["vision"] == 0:
+            notes.append("vision_config present but its shape is not given: vision tower not counted")
+
+    if model_type == "kimi_linear":
+        notes.append("Kimi Delta Attention and latent-MoE projection shapes follow the config fields; "
+                     "Moonshot's modeling code was not available to verify them (parameter count approximate)")
+    if is_v4:
+        notes.append("DeepSeek-V4 compressor and grouped output projection shapes follow the config fields; "
+                     "no published breakdown to verify them (parameter count approximate)")
+
+    return ModelArch(
+        name=name, hidden=hidden, vocab=vocab, layers=tuple(layers), params=params, tie_embeddings=tie,
+        mtp_layers=mtp, hf_id=hf_id, model_type=model_type,
+        torch_dtype=str(_cfg(t, "torch_dtype", "dtype", default=config.get("torch_dtype") or config.get("dtype") or "bfloat16")),
+        quantization=_quantization(quant_cfg, t, name), notes=tuple(notes),
+        source=str(config.get("_source", "")),
+    )
+
+
+def _ffn_layer_params(hidden: int, f: FFN, model_type: str) -> int:
+    if f.kind == "dense":
+        return _mlp_params(hidden, f.intermediate, f.gated)
+    n = _expert_params(hidden, f) * f.num_experts + f.num_shared * _mlp_params(hidden, f.shared_intermediate, f.gated)
+    return n + f.num_experts * hidden
+
+
+def _gqa_attention(t: dict, i: int, ltype: str, hidden: int, n_heads: int, n_kv: int, model_type: str):
+    d = int(_cfg(t, "head_dim", default=hidden // n_heads))
+    window = None
+    if ltype in ("sliding_attention",) and t.get("sliding_window"):
+        window = int(t["sliding_window"])
+    elif ltype == "chunked_attention" and t.get("attention_chunk_size"):
+        window = int(t["attention_chunk_size"])
+    elif ltype == "full_attention" and t.get("sliding_window") and model_type in ("mistral", "mixtral") \
+            and t.get("use_sliding_window", True) and "layer_types" not in t:
+        window = int(t["sliding_window"])
+    kind = "mha" if n_kv == n_heads else ("mqa" if n_kv == 1 else "gqa")
+    gated_q = model_type == "qwen3_next"  # gated attention: q_proj also produces the output gate
+    p = hidden * n_heads * d * (2 if gated_q else 1) + 2 * hidden * n_kv * d + n_heads * d * hidden
+    if t.get("attention_bias"):
+        p += n_heads * d + 2 * n_kv * d
+        if model_type in ("llama", "gpt_oss"):
+            p += hidden  # o_proj bias
+    if model_type in ("qwen3", "qwen3_moe", "qwen3_next") or t.get("use_qk_norm") or model_type.startswith("gemma3"):
+        p += 2 * d  # q_norm, k_norm
+    if model_type == "gpt_oss":
+        p += n_heads  # attention sinks
+    return Attention(kind, n_heads, n_kv, d, d, window=window), p, 0
+
+
+def _mla_attention(t: dict, i: int, hidden: int, n_heads: int):
+    q_lora = t.get("q_lora_rank")
+    kv_lora = int(t["kv_lora_rank"])
+    rope = int(_cfg(t, "qk_rope_head_dim", default=64))
+    nope = int(_cfg(t, "qk_nope_head_dim", default=128))
+    v = int(_cfg(t, "v_head_dim", default=nope))
+    qk = nope + rope
+    if q_lora:
+        p = hidden * q_lora + q_lora + q_lora * n_heads * qk
+    else:
+        p = hidden * n_heads * qk
+    p += hidden * (kv_lora + rope) + kv_lora + kv_lora * n_heads * (nope + v) + n_heads * v * hidden
+    if t.get("mla_use_output_gate"):
+        p += hidden * n_heads * v
+    idx_heads = int(t.get("index_n_heads") or 0)
+    idx_dim = int(t.get("index_head_dim") or 0)
+    p_idx = 0
+    cached = False
+    if idx_heads:
+        types = t.get("indexer_types")
+        own = not (isinstance(types, list) and i < len(types) and types[i] == "shared")
+        if own:
+            # wq_b [q_lora -> heads*dim], wk [hidden -> dim], k_norm (LayerNorm w+b), weights_proj [hidden -> heads]
+            p_idx = (q_lora or hidden) * idx_heads * idx_dim + hidden * idx_dim + 2 * idx_dim + hidden * idx_heads
+            cached = True
+    att = Attention("mla", n_heads, n_heads, qk, v, q_lora_rank=q_lora, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
+                    index_n_heads=idx_heads, index_head_dim=idx_dim, index_topk=int(t.get("index_topk") or 0),
+                    index_cached=cached)
+    return att, p, p_idx
+
+
+def _v4_attention(t: dict, i: int, hidden: int, n_heads: int):
+    """DeepSeek-V4: one shared 512-wide KV head, low-rank q, grouped low-rank output, KV compression per layer."""
+    d = int(t["head_dim"])
+    q_lora = int(t["q_lora_rank"])
+    o_groups = int(t.get("o_groups") or 1)
+    o_lora = int(t.get("o_lora_rank") or hidden)
+    ratios = t.get("compress_ratios") or []
+    ratio = int(ratios[i]) if i < len(ratios) else 0
+    p = hidden * q_lora + q_lora + q_lora * n_heads * d + hidden * d + d
+    p += n_heads * d * o_lora + o_groups * o_lora * hidden
+    p += n_heads  # attention sinks
+    p_idx = 0
+    idx_heads = int(t.get("index_n_heads") or 0)
+    idx_dim = int(t.get("index_head_dim") or 0)
+    if ratio > 1:
+        # compressor: KV and gate projections into the compressed entry + positional bias per ratio slot
+        p += 2 * hidden * d + ratio * d
+        if ratio <= 4 and idx_heads:
+            p_idx = q_lora * idx_heads * idx_dim + hidden * idx_heads + 2 * hidden * idx_dim + ratio * idx_dim
+    att = Attention("mqa", n_heads, 1, d, d, window=int(t.get("sliding_window") or 0) or None,
+                    q_lora_rank=q_lora, kv_compress_ratio=max(ratio, 1),
+                    index_n_heads=idx_heads if (ratio > 1 and ratio <= 4) else 0, index_head_dim=idx_dim,
+                    index_topk=int(t.get("index_topk") or 0), index_cached=bool(ratio > 1 and ratio <= 4 and idx_heads))
+    return att, p, p_idx
+
+
+def _gdn_attention(t: dict, hidden: int) -> Attention:
+    nk, dk = int(t["linear_num_key_heads"]), int(t["linear_key_head_dim"])
+    nv, dv = int(t["linear_num_value_heads"]), int(t["linear_value_head_dim"])
+    conv = int(t.get("linear_conv_kernel_dim") or 4)
+    state = nv * dk * dv + (2 * nk * dk + nv * dv) * (conv - 1)
+    return Attention("linear", nv, nv, dk, dv, linear_state_elems=state, linear_kind="gated_deltanet")
+
+
+def _gdn_params(t: dict, hidden: int) -> int:
+    nk, dk = int(t["linear_num_key_heads"]), int(t["linear_key_head_dim"])
+    nv, dv = int(t["linear_num_value_heads"]), int(t["linear_value_head_dim"])
+    conv = int(t.get("linear_conv_kernel_dim") or 4)
+    conv_dim = 2 * nk * dk + nv * dv
+    return (hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + conv_dim * conv + 2 * nv + dv
+            + nv * dv * hidden)
+
+
+def _kda_attention(lc: dict, hidden: int) -> Attention:
+    h, d = int(lc["num_heads"]), int(lc["head_dim"])
+    conv = int(lc.get("short_conv_kernel_size") or 4)
+    state = h * d * d + 3 * h * d * (conv - 1)
+    return Attention("linear", h, h, d, d, linear_state_elems=state, linear_kind="kda")
+
+
+def _kda_params(lc: dict, hidden: int) -> int:
+    h, d = int(lc["num_heads"]), int(lc["head_dim"])
+    conv = int(lc.get("short_conv_kernel_size") or 4)
+    hd = h * d
+    p = 3 * hidden * hd + 3 * hd * conv          # q, k, v projections and their short convolutions
+    p += hidden * d + d * hd + hidden * h        # forget-gate low-rank (f_a, f_b) and beta
+    p += hidden * hd if lc.get("use_full_rank_gate") else hidden * d + d * hd  # output gate
+    p += h + hd + d + hd * hidden                # A_log, dt_bias, output norm, o_proj
+    return p
+
+
+def _ffn_for_layer(t: dict, i: int, n_layers: int, model_type: str, name: str) -> FFN:
+    n_exp = int(_cfg(t, "n_routed_experts", "num_local_experts", "num_experts", default=0) or 0)
+    inter = int(_cfg(t, "intermediate_size", default=0) or 0)
+    if n_exp == 0:
+        if inter <= 0:
+            raise ClusterfitError(f"config for {name} is missing required field 'intermediate_size'")
+        return FFN("dense", intermediate=inter)
+    top_k = int(_cfg(t, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", default=0) or 0)
+    if top_k <= 0 or top_k > n_exp:
+        raise ClusterfitError(f"config for {name}: num_experts_per_tok must be in 1..{n_exp}, got {top_k}")
+    # which layers are MoE
+    moe = True
+    first_dense = int(_cfg(t, "first_k_dense_replace", default=0) or 0)
+    mlp_types = t.get("mlp_layer_types")
+    if isinstance(mlp_types, list) and i < len(mlp_types):
+        moe = mlp_types[i] != "dense"
+    elif i < first_dense:
+        moe = False
+    elif isinstance(t.get("moe_layers"), list):
+        moe = i in set(t["moe_layers"])
+    elif t.get("interleave_moe_layer_step"):
+        moe = (i + 1) % int(t["interleave_moe_layer_step"]) == 0
+    elif isinstance(t.get("mlp_only_layers"), list) and i in t["mlp_only_layers"]:
+        moe = False
+    if not moe:
+        dense_i = int(_cfg(t, "intermediate_size_mlp", default=inter) or 0)
+        if dense_i <= 0:
+            raise ClusterfitError(f"config for {name} is missing required field 'intermediate_size'")
+        return FFN("dense", intermediate=dense_i)
+    if model_type in ("mixtral", "gpt_oss", "llama4_text"):
+        expert_i = inter
+    else:
+        expert_i = int(_cfg(t, "moe_intermediate_size", default=0) or 0)
+    if expert_i <= 0:
+        raise ClusterfitError(f"config for {name} is missing required field 'moe_intermediate_size'")
+    n_shared = int(_cfg(t, "n_shared_experts", "num_shared_experts", default=0) or 0)
+    shared_i = expert_i
+    sei = t.get("shared_expert_intermediate_size")
+    if sei is not None:
+        n_shared, shared_i = (1, int(sei)) if int(sei) > 0 else (0, 0)
+    if model_type == "llama4_text":
+        n_shared, shared_i = 1, inter
+    latent = t.get("routed_expert_hidden_size")
+    return FFN("moe", num_experts=n_exp, top_k=top_k, expert_intermediate=expert_i, num_shared=n_shared,
+               shared_intermediate=shared_i, latent_dim=int(latent) if latent else None)
+
+
+def _vision_params(vc: dict, text_hidden: int) -> int:
+    """ViT tower + projector from vision_config (SigLIP / MoonViT style), 0 when the shape is not given."""
+    h = _cfg(vc, "hidden_size", "vt_hidden_size")
+    inter = _cfg(vc, "intermediate_size", "vt_intermediate_size")
+    n = _cfg(vc, "num_hidden_layers", "vt_num_hidden_layers")
+    if not (h and inter and n):
+        return 0
+    patch = int(vc.get("patch_size") or 14)
+    per_layer = 4 * h * h + 4 * h + 2 * h * inter + inter + h + 4 * h  # qkv+o (+bias), mlp (+bias), 2 layernorms
+    p = n * per_layer + 3 * patch * patch * h + h
+    image = vc.get("image_size")
+    if image:
+        p += (int(image) // patch) ** 2 * h  # learned position embeddings
+    elif vc.get("init_pos_emb_height"):
+        p += int(vc["init_pos_emb_height"]) * int(vc.get("init_pos_emb_width") or 1) * h
+    merge = vc.get("merge_kernel_size") or [1, 1]
+    mm_in = h * int(merge[0]) * int(merge[1])
+    p += mm_in * mm_in + mm_in * text_hidden + 2 * mm_in  # projector: MLP after patch merge
+    return p
+
+
+# ================================================================================================
+# Checkpoint quantization -> weight format name per component (see precision.py for the formats)
+# ================================================================================================
+
+_LINEAR_COMPONENTS = ("attention", "linear_attention", "indexer", "dense_mlp", "shared_experts", "routed_experts", "mtp")
+
+
+def _quantization(q: dict | None, t: dict, name: str) -> dict[str, str]:
+    """Weight format per component as the checkpoint stores it (names understood by precision.weight_format).
+
+    fp8 (DeepSeek/GLM style, 128x128 block scales): every Linear of the decoder, embeddings/lm_head/norms/router
+    in bf16. mxfp4 (gpt-oss): routed experts only. compressed-tensors: the config group's format on Linear layers
+    minus the ``ignore`` list (Kimi: routed experts only). DeepSeek-V4 ``expert_dtype: fp4``: routed experts fp4.
+    """
+    base = "bf16" if str(_cfg(t, "torch_dtype", "dtype", default="bfloat16")) in ("bfloat16", "float32") else "fp16"
+    out = dict.fromkeys(COMPONENTS, base)
+    if not q:
+        return out
+    if not isinstance(q, dict):
+        raise ClusterfitError(f"config for {name}: quantization_config must be an object")
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8":
+        block = q.get("weight_block_size")
+        fmt = "fp8_block" if block else "fp8"
+        for c in _LINEAR_COMPONENTS:
+            out[c] = fmt
+    elif method == "mxfp4":
+        out["routed_experts"] = "mxfp4"
+    elif method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        w = next(iter(groups.values()), {}).get("weights", {}) if groups else {}
+        bits, typ, gs = w.get("num_bits"), w.get("type"), w.get("group_size")
+        fmt_name = str(q.get("format", ""))
+        if "mxfp4" in fmt_name or (bits == 4 and typ == "float" and gs == 32):
+            fmt = "mxfp4"
+        elif "nvfp4" in fmt_name or (bits == 4 and typ == "float" and gs == 16):
+            fmt = "nvfp4"
+        elif bits == 4:
+            fmt = f"int4_g{gs}" if gs else "int4"
+        elif bits == 8 and typ == "float":
+            fmt = "fp8_channel"
+        elif bits == 8:
+            fmt = "int8"
+        else:
+            raise ClusterfitError(f"config for {name}: unsupported compressed-tensors weights {w!r}")
+        ignore = " ".join(str(x) for x in q.get("ignore", []))
+        skip = {"attention": "self_attn" in ignore, "shared_experts": "shared_experts" in ignore,
+                "dense_mlp": "mlp\\\\.(gate" in ignore or "mlp\\.(gate" in ignore or "mlp." in ignore,
+                "linear_attention": "self_attn" in ignore, "indexer": "self_attn" in ignore}
+        for c in _LINEAR_COMPONENTS:
+            if not skip.get(c, False):
+                out[c] = fmt
+        if "lm_head" not in ignore:
+            out["lm_head"] = fmt
+    elif method in ("awq", "gptq"):
+        bits = int(q.get("bits", 4))
+        gs = int(q.get("group_size", 128))
+        for c in _LINEAR_COMPONENTS:
+            out[c] = f"int{bits}_g{gs}" if bits == 4 else "int8"
+    elif method in ("modelopt",) and "fp4" in str(q.get("quant_algo", "")).lower():
+        for c in _LINEAR_COMPONENTS:
+            out[c] = "nvfp4"
+    else:
+        raise ClusterfitError(f"config for {name}: unsupported quant_method '{method}' "
+                              "(supported: fp8, mxfp4, compressed-tensors, awq, gptq, modelopt)")
+    expert_dtype = t.get("expert_dtype")
+    if expert_dtype == "fp4":
+        out["routed_experts"] = "mxfp4"
+    return out
+
+
+# ================================================================================================
+# FLOPs
+# ================================================================================================
+
+
+def attention_flops_per_token(model: ModelArch, context: int) -> float:
+    """Attention score + value FLOPs for one new token attending ``context`` cached tokens (all layers).
+
+    Softmax attention: 2 x heads x (qk_dim + v_dim) x attended tokens (QK^T and PV multiply-adds).
+    MLA in absorbed form: per head the key is the latent + rope (kv_lora + rope) and the value the latent.
+    Windows cap the attended tokens; linear attention costs a constant 4 x heads x dk x dv per token;
+    compressed layers attend context / ratio entries (+ the window). Sparse indexers cap MLA at index_topk
+    keys but add the indexer's own 2 x index_heads x index_dim x context.
+    """
+    total = 0.0
+    for layer in model.layers:
+        a = layer.attention
+        if a.kind == "linear":
+            total += 4.0 * a.num_heads * a.head_dim * a.v_head_dim
+            continue
+        n = float(context)
+        if a.window:
+            n = min(n, float(a.window)) if a.kv_compress_ratio == 1 else n
+        if a.kv_compress_ratio > 1:
+            n = context / a.kv_compress_ratio + (a.window or 0)
+        if a.index_topk and a.index_n_heads:
+            total += 2.0 * a.index_n_heads * a.index_head_dim * (context / a.kv_compress_ratio)
+            n = min(n, float(a.index_topk) + (a.window or 0))
+        if a.kind == "mla":
+            total += 2.0 * a.num_heads * ((a.kv_lora_rank or 0) * 2 + (a.qk_rope_head_dim or 0)) * n
+        else:
+            total += 2.0 * a.num_heads * (a.head_dim + a.v_head_dim) * n
+    return total
+
+
+def flops_per_token(model: ModelArch, context: int = 0) -> float:
+    """Forward FLOPs for one token: 2 x active matmul parameters (embedding lookup excluded, LM head included)
+    plus attention over ``context`` cached tokens (see attention_flops_per_token)."""
+    matmul = model.active_params - model.params.get("embedding", 0) - model.params.get("norms", 0)
+    if model.tie_embeddings:
+        matmul += model.params.get("embedding", 0)  # the tied head is still a matmul
+    return 2.0 * matmul + attention_flops_per_token(model, context)
+
+
+# ================================================================================================
+# Catalog of bundled configs
+# ================================================================================================
+
+
+def bare_model(total_params: float, name: str | None = None) -> ModelArch:
+    """A model known only by its parameter count (back-of-envelope mode): no layers, no KV cache estimate."""
+    if not (total_params > 0) or total_params > 1e14:
+        raise ClusterfitError(f"--params must be between 1 and 1e14 parameters, got {total_params:g}")
+    params = dict.fromkeys(COMPONENTS, 0)
+    params["dense_mlp"] = int(total_params)
+    return ModelArch(name=name or f"{_fmt_params(total_params)} parameters", hidden=0, vocab=0, layers=(),
+                     params=params, notes=("back-of-envelope: only the parameter count is known",))
+
+
+def _fmt_params(n: float) -> str:
+    return f"{n / 1e12:g}T" if n >= 1e12 else f"{n / 1e9:g}B"
+
+
+def parse_param_count(text: str) -> float:
+    """'744B' -> 744e9, '1.6T' -> 1.6e12, '70b' -> 70e9, '8e9' -> 8e9."""
+    s = str(text).strip().upper().replace(",", "").replace("_", "")
+    mult = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+    try:
+        if s and s[-1] in mult:
+            value = float(s[:-1]) * mult[s[-1]]
+        else:
+            value = float(s)
+    except ValueError:
+        raise ClusterfitError(f"cannot read parameter count '{text}' (examples: 744B, 1.6T, 70e9)") from None
+    if not value > 0:
+        raise ClusterfitError(f"parameter count must be positive, got '{text}'")
+    return value
+
+
+_MODEL_DIR = "catalog/models"
+
+
+def _catalog_files() -> dict[str, str]:
+    """HF id -> bundled file name, for every config under catalog/models (org__name.json)."""
+    from importlib.resources import files
+
+    out = {}
+    for entry in files("clusterfit").joinpath(_MODEL_DIR).iterdir():
+        if entry.name.endswith(".json") and "__" in entry.name:
+            out[entry.name[:-5].replace("__", "/", 1)] = entry.name
+    return out
+
+
+def model_aliases() -> dict[str, str]:
+    """Lower-case name -> HF id: the HF id itself, the name without org, and short forms
+    (drop -Instruct / -it / -v0.1 / -Instruct-2407 suffixes; Llama-4 without the -17B-nE part)."""
+    import re
+
+    out: dict[str, str] = {}
+    for hf_id in sorted(_catalog_files()):
+        short = hf_id.split("/", 1)[1].lower()
+        names = {hf_id.lower(), short}
+        trimmed = re.sub(r"-(instruct(-\d+)?|it|v0\.1)$", "", short)
+        names.add(trimmed)
+        names.add(re.sub(r"-17b-\d+e(-instruct)?$", "", short))
+        for n in names:
+            out.setdefault(n, hf_id)
+    return out
+
+
+def list_models() -> list[str]:
+    """HF ids of the bundled model configs, sorted."""
+    return sorted(_catalog_files())
+
+
+def read_config_file(path) -> dict:
+    """Read a config.json from disk; malformed JSON -> ClusterfitError naming the file and position."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ClusterfitError(f"cannot read {p}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClusterfitError(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise ClusterfitError(f"{p} must hold a JSON object (a Hugging Face config.json)")
+    return data
+
+
+_CACHE: dict[str, ModelArch] = {}
+
+
+def load_model(name: str) -> ModelArch:
+    """A model by HF id (``deepseek-ai/DeepSeek-V3``), short alias (``deepseek-v3``, case-insensitive) or a path to a
+    config.json (or a folder holding one). Unknown names raise ClusterfitError listing close matches."""
+    import json
+    from importlib.resources import files
+    from pathlib import Path
+
+    from .errors import unknown
+
+    key = str(name).strip()
+    if not key:
+        raise ClusterfitError("model name is empty")
+    if key in _CACHE:
+        return _CACHE[key]
+    p = Path(key)
+    if key.endswith(".json") or p.is_dir() or (p.exists() and p.is_file()):
+        if p.is_dir():
+            p = p / "config.json"
+        if not p.exists():
+            raise ClusterfitError(f"config file not found: {p}")
+        model = parse_config(read_config_file(p), name=p.parent.name if p.name == "config.json" else p.stem)
+        _CACHE[key] = model
+        return model
+    aliases = model_aliases()
+    hf_id = aliases.get(key.lower())
+    if hf_id is None:
+        raise unknown("model", key, sorted(set(aliases.values())) + sorted(aliases))
+    fname = _catalog_files()[hf_id]
+    data = json.loads(files("clusterfit").joinpath(_MODEL_DIR, fname).read_text(encoding="utf-8"))
+    model = parse_config(data, name=hf_id.split("/", 1)[1], hf_id=hf_id)
+    _CACHE[key] = model
+    return model

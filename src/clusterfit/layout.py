@@ -1,0 +1,128 @@
+"""Parallel layouts of one model replica and their validity rules.
+
+A replica spans ``tp * dp * pp`` GPUs:
+  tp: tensor parallelism of attention (heads split; KV heads replicated when tp exceeds them) and dense MLPs;
+  dp: attention data parallelism inside the replica (TensorRT-LLM "DEP", SGLang "DP attention"): dp groups of
+      tp GPUs each run attention for their own sequences; only meaningful for MoE models;
+  ep: expert parallelism of the MoE layers over the tp*dp GPUs of a stage (experts split over ep ranks,
+      each expert tensor-split over moe_tp = tp*dp/ep ranks);
+  pp: pipeline stages (consecutive layers; embedding on the first stage, LM head on the last).
+Replicas (independent copies behind a load balancer) are not part of a layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .arch import ModelArch
+from .errors import ClusterfitError
+
+MAX_PARALLEL = 4096
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in one replica."""
+        return self.tp * self.dp * self.pp
+
+    @property
+    def gpus_per_stage(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def moe_tp(self) -> int:
+        """Tensor-parallel degree of each expert (tp*dp/ep)."""
+        return max(1, self.gpus_per_stage // self.ep)
+
+    def label(self) -> str:
+        parts = [f"TP{self.tp}"]
+        if self.dp > 1:
+            parts.append(f"DP{self.dp}")
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        if self.pp > 1:
+            parts.append(f"PP{self.pp}")
+        return " ".join(parts)
+
+
+def _check_positive(layout: Layout) -> None:
+    for name in ("tp", "pp", "ep", "dp"):
+        v = getattr(layout, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v > MAX_PARALLEL:
+            raise ClusterfitError(f"{name} must be an integer between 1 and {MAX_PARALLEL}, got {v!r}")
+
+
+def layout_problem(model: ModelArch, layout: Layout) -> str | None:
+    """Why ``layout`` cannot run ``model`` (a sentence), or None when it can."""
+    _check_positive(layout)
+    if not model.layers:  # back-of-envelope model: weights split evenly, nothing else to check
+        return None
+    tp = layout.tp
+    for i, layer in enumerate(model.layers):
+        a = layer.attention
+        if a.num_heads % tp:
+            return (f"TP={tp} does not divide the {a.num_heads} attention heads of layer {i} "
+                    f"(valid TP sizes: {', '.join(map(str, valid_tp_sizes(model, 64)))})")
+        kv = a.num_kv_heads
+        if a.kind not in ("mla", "linear") and kv % tp and tp % kv:
+            return (f"TP={tp} does not divide the {kv} KV heads of layer {i}, and the heads cannot be replicated "
+                    f"evenly (TP must divide {kv} or be a multiple of it)")
+    if layout.pp > model.num_layers:
+        return f"PP={layout.pp} exceeds the {model.num_layers} layers"
+    if not model.is_moe:
+        if layout.ep > 1:
+            return f"EP={layout.ep} needs an MoE model; {model.name} is dense"
+        if layout.dp > 1:
+            return f"attention DP={layout.dp} needs an MoE model; for a dense model use replicas instead"
+        return None
+    if layout.gpus_per_stage % layout.ep:
+        return f"EP={layout.ep} must divide tp*dp={layout.gpus_per_stage} (experts live on the GPUs of a stage)"
+    n_exp = max(layer.ffn.num_experts for layer in model.layers)
+    if layout.ep > n_exp:
+        return f"EP={layout.ep} exceeds the {n_exp} experts"
+    return None
+
+
+def validate_layout(model: ModelArch, layout: Layout, system=None) -> None:
+    """Raise ClusterfitError when ``layout`` cannot run ``model`` (on ``system``, if given)."""
+    problem = layout_problem(model, layout)
+    if problem:
+        raise ClusterfitError(f"impossible layout {layout.label()} for {model.name}: {problem}")
+
+
+def valid_tp_sizes(model: ModelArch, max_tp: int) -> list[int]:
+    """TP sizes 1..max_tp (powers of two and divisors) that satisfy the head rules."""
+    out = []
+    for tp in range(1, max_tp + 1):
+        if all(layer.attention.num_heads % tp == 0 for layer in model.layers) and \
+                layout_problem(model, Layout(tp=tp)) is None:
+            out.append(tp)
+    return out
+
+
+def default_layout(model: ModelArch, system, gpus: int) -> Layout:
+    """The default layout for ``gpus`` GPUs: TP inside the scale-up domain (node), PP across it.
+
+    tp = the largest valid TP that divides ``gpus`` and fits in one NVLink domain (at most gpus_per_node
+    unless the domain spans nodes, as on NVL72); pp = gpus / tp. MoE models spread their experts over
+    the tp GPUs of each stage (ep = tp).
+    """
+    if gpus < 1:
+        raise ClusterfitError(f"a replica needs at least one GPU, got {gpus}")
+    cap = min(gpus, system.scale_up_domain_gpus if system is not None else gpus)
+    if system is not None and system.scale_up_domain_gpus == system.gpus_per_node:
+        cap = min(cap, system.gpus_per_node)
+    if not model.layers:
+        return Layout(tp=cap if gpus % cap == 0 else 1, pp=gpus // cap if gpus % cap == 0 else gpus)
+    for tp in sorted(valid_tp_sizes(model, cap), reverse=True):
+        if gpus % tp == 0 and gpus // tp <= model.num_layers:
+            ep = tp if model.is_moe else 1
+            return Layout(tp=tp, pp=gpus // tp, ep=ep)
+    raise ClusterfitError(f"no valid layout of {model.name} on {gpus} GPUs")

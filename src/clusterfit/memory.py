@@ -1,0 +1,473 @@
+"""Memory fit: weights per GPU, runtime reserve, KV-cache budget, max sequences, nodes needed.
+
+Pure functions of (model, precision, layout, system, engine settings). Byte counts are exact for weights and
+KV cache given the formats in precision.py; the runtime reserve mixes measured figures (CUDA context and
+cuBLAS start-up on an H200) with documented engine defaults and estimates, each named in ``Reserve``.
+
+Sharding rules (what one GPU of a layout holds):
+  attention, linear attention: 1/tp of the heads (KV projections replicated when tp > KV heads; MLA's
+    low-rank down-projections q_a / kv_a are replicated, the rest split);
+  dense MLP, shared experts: 1/tp;  routed experts: ceil(E/ep) experts, each 1/moe_tp;
+  embedding, LM head: vocab-parallel 1/tp (first / last pipeline stage);
+  router, norms, sparse-attention indexer: replicated;  layers: ceil(L/pp) on the largest stage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from .arch import Attention, ModelArch
+from .errors import ClusterfitError
+from .hardware import System
+from .layout import Layout, default_layout, layout_problem
+from .precision import Precision, naive_bytes_per_param
+
+#: Measured on an H200 (shared/reference/measured/h200-memory-fp8-moe.json, torch.cuda.mem_get_info):
+#: total 150,109,880,320 B; free after CUDA context creation 149,557,477,376 B.
+CUDA_CONTEXT_BYTES = 150_109_880_320 - 149_557_477_376  # 552,402,944 B
+#: Same file: free after the first bf16 matmul 149,289,041,920 B, of which PyTorch itself reserved 102,760,448 B
+#: for the test tensors; the rest is cuBLAS/runtime start-up outside PyTorch's allocator.
+CUBLAS_BYTES = 149_557_477_376 - 149_289_041_920 - 102_760_448  # 165,675,008 B
+
+#: Bytes per element of linear-attention recurrent state (vLLM keeps Mamba/GDN state in the model dtype).
+LINEAR_STATE_BYTES = 2.0
+#: DeepSeek sparse-attention indexer keys: 128 fp8 values + one fp32 scale per token and layer (vLLM layout).
+INDEXER_BYTES_PER_ELEM = 1.0
+INDEXER_SCALE_BYTES = 4.0
+
+
+@dataclass(frozen=True)
+class EngineMemory:
+    """How a serving engine budgets GPU memory.
+
+    mode 'total_fraction' (vLLM gpu_memory_utilization, SGLang mem_fraction_static): the engine may use
+      ``fraction`` x device memory for weights + activations + KV cache (SGLang: weights + KV only);
+    mode 'free_fraction' (TensorRT-LLM kv_cache_free_gpu_mem_fraction): KV gets ``fraction`` of the memory
+      still free after weights, runtime and activations are allocated.
+    max_batched_tokens: tokens per forward pass the activation workspace is sized for.
+    cuda_graph_bytes / nccl_bytes: estimates (not measured here), per GPU.
+    """
+
+    name: str
+    mode: str
+    fraction: float
+    max_batched_tokens: int
+    max_num_seqs: int
+    cuda_graph_bytes: int
+    nccl_bytes: int
+    activations_in_fraction: bool = True
+    source: str = ""
+
+
+ENGINES: dict[str, EngineMemory] = {
+    "vllm": EngineMemory(
+        "vllm", "total_fraction", 0.90, 8192, 256, 1 << 30, 512 << 20,
+        source="vLLM engine args: gpu_memory_utilization default 0.9, max_num_seqs 256, "
+               "max_num_batched_tokens 8192 for the OpenAI server (V1 scheduler); CUDA-graph and NCCL sizes "
+               "are clusterfit estimates"),
+    "sglang": EngineMemory(
+        "sglang", "total_fraction", 0.88, 8192, 256, 1 << 30, 512 << 20, activations_in_fraction=False,
+        source="SGLang server args: mem_fraction_static covers weights + KV pool (default chosen by GPU memory "
+               "and TP, ~0.88 on 80-192 GB GPUs); chunked_prefill_size 8192; graph/NCCL sizes are estimates"),
+    "trtllm": EngineMemory(
+        "trtllm", "free_fraction", 0.90, 8192, 2048, 1 << 30, 512 << 20,
+        source="TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9, max_num_tokens 8192, "
+               "max_batch_size 2048; graph/NCCL sizes are estimates"),
+}
+
+
+def engine_memory(name: str, gpu_memory_utilization: float | None = None,
+                  max_batched_tokens: int | None = None) -> EngineMemory:
+    """Engine preset by name, with optional overrides (validated)."""
+    key = str(name).lower().replace("-", "").replace("_", "")
+    key = {"tensorrtllm": "trtllm", "trt": "trtllm"}.get(key, key)
+    if key not in ENGINES:
+        raise ClusterfitError(f"unknown engine '{name}'. Known: {', '.join(ENGINES)}")
+    e = ENGINES[key]
+    if gpu_memory_utilization is not None:
+        if not 0.05 <= gpu_memory_utilization <= 1.0:
+            raise ClusterfitError(f"--gpu-memory-utilization must be in 0.05..1.0, got {gpu_memory_utilization}")
+        e = replace(e, fraction=gpu_memory_utilization)
+    if max_batched_tokens is not None:
+        if not 1 <= max_batched_tokens <= 1_048_576:
+            raise ClusterfitError(f"--max-batched-tokens must be in 1..1048576, got {max_batched_tokens}")
+        e = replace(e, max_batched_tokens=max_batched_tokens)
+    return e
+
+
+# ================================================================================================
+# Weights
+# ================================================================================================
+
+
+def _attention_split(model: ModelArch, a: Attention, tp: int) -> tuple[float, float]:
+    """(sharded, replicated) parameter counts of one attention layer under TP."""
+    h = model.hidden
+    if a.kind == "mla":
+        q_down = (h * a.q_lora_rank + a.q_lora_rank) if a.q_lora_rank else 0
+        kv_down = h * ((a.kv_lora_rank or 0) + (a.qk_rope_head_dim or 0)) + (a.kv_lora_rank or 0)
+        return -1.0, float(q_down + kv_down)  # -1: "the rest", filled in by the caller
+    if a.kind in ("gqa", "mha", "mqa") and a.num_kv_heads < tp:
+        kv_proj = 2 * h * a.num_kv_heads * a.head_dim
+        # each GPU keeps one full KV head: the KV projection is 1/num_kv per GPU instead of 1/tp
+        return -1.0, kv_proj * (1.0 / a.num_kv_heads - 1.0 / tp) * tp
+    return -1.0, 0.0
+
+
+def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout, include_mtp: bool = False) -> int:
+    """Bytes of weights on the most loaded GPU of ``layout`` (exact for the formats in ``precision``)."""
+    p = model.params
+    if not model.layers:
+        total = sum(precision.bytes_for(c, n) for c, n in p.items())
+        return int(math.ceil(total / layout.gpus))
+    tp, pp = layout.tp, layout.pp
+    L = model.num_layers
+    per_stage = math.ceil(L / pp)
+    stage_layers = model.layers[:per_stage] if pp > 1 else model.layers
+    frac_layers = len(stage_layers) / L
+
+    b = 0.0
+    # attention: split across tp, with replicated pieces
+    attn_total = p["attention"] + p["linear_attention"]
+    if attn_total:
+        rep = 0.0
+        for layer in model.layers:
+            _, r = _attention_split(model, layer.attention, tp)
+            rep += r
+        sharded = attn_total - rep if rep < attn_total else 0.0
+        per_gpu = sharded / tp + rep
+        # split into the two components by their share, for their own formats
+        share = p["attention"] / attn_total
+        b += frac_layers * (precision.bytes_for("attention", per_gpu * share)
+                            + precision.bytes_for("linear_attention", per_gpu * (1 - share)))
+    b += frac_layers * precision.bytes_for("indexer", p["indexer"])
+    b += frac_layers * precision.bytes_for("dense_mlp", p["dense_mlp"]) / tp
+    b += frac_layers * precision.bytes_for("shared_experts", p["shared_experts"]) / tp
+    if p["routed_experts"]:
+        n_exp = max(layer.ffn.num_experts for layer in model.layers)
+        per_rank = math.ceil(n_exp / layout.ep) / n_exp
+        b += frac_layers * precision.bytes_for("routed_experts", p["routed_experts"]) * per_rank / layout.moe_tp
+    b += frac_layers * (precision.bytes_for("router", p["router"]) + precision.bytes_for("norms", p["norms"]))
+    if pp == 1:
+        b += (precision.bytes_for("embedding", p["embedding"]) + precision.bytes_for("lm_head", p["lm_head"])) / tp
+    else:  # the first stage holds the embedding, the last the head: the larger of the two ends
+        b += max(precision.bytes_for("embedding", p["embedding"]), precision.bytes_for("lm_head", p["lm_head"])
+                 or precision.bytes_for("embedding", p["embedding"])) / tp
+    b += precision.bytes_for("vision", p["vision"]) / tp
+    if include_mtp:
+        b += precision.bytes_for("mtp", p["mtp"]) / tp
+    return int(math.ceil(b))
+
+
+# ================================================================================================
+# KV cache
+# ================================================================================================
+
+
+def _layer_kv_elems_per_token(a: Attention, kv_heads_per_gpu: float) -> float:
+    """Cached elements per token for one layer (no window cap; compression applied)."""
+    if a.kind == "linear":
+        return 0.0
+    if a.kind == "mla":
+        return float((a.kv_lora_rank or 0) + (a.qk_rope_head_dim or 0))
+    per = 2.0 * kv_heads_per_gpu * a.head_dim
+    if a.num_kv_heads == 1 and a.kv_compress_ratio >= 1 and a.q_lora_rank and a.head_dim >= 512:
+        per = float(a.head_dim)  # DeepSeek-V4: one shared KV vector (keys = values)
+    return per / a.kv_compress_ratio
+
+
+def _kv_heads_per_gpu(a: Attention, tp: int) -> float:
+    return max(1.0, a.num_kv_heads / tp)
+
+
+def _indexer_bytes_per_token(a: Attention) -> float:
+    if not a.index_cached:
+        return 0.0
+    return (a.index_head_dim * INDEXER_BYTES_PER_ELEM + INDEXER_SCALE_BYTES) / a.kv_compress_ratio
+
+
+def kv_bytes_per_token(model: ModelArch, precision: Precision) -> float:
+    """KV bytes per token of the whole model, one copy (no TP sharding), before any window cap.
+
+    Llama-3.1-70B bf16: 80 layers x 2 (K,V) x 8 heads x 128 x 2 B = 327,680.
+    DeepSeek-V3 bf16 (MLA latent + rope key): 61 x (512 + 64) x 2 B = 70,272.
+    """
+    total = 0.0
+    for layer in model.layers:
+        a = layer.attention
+        total += _layer_kv_elems_per_token(a, a.num_kv_heads) * precision.kv_bytes_per_elem
+        total += _indexer_bytes_per_token(a)
+    return total
+
+
+def _stage_layers(model: ModelArch, layout: Layout):
+    per_stage = math.ceil(model.num_layers / layout.pp)
+    return model.layers[:per_stage]
+
+
+def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: Layout) -> float:
+    """KV bytes per token on one GPU of the largest stage (KV heads split by tp, replicated when tp exceeds
+    them; MLA latents replicated on every TP rank). No window cap."""
+    total = 0.0
+    for layer in _stage_layers(model, layout):
+        a = layer.attention
+        total += _layer_kv_elems_per_token(a, _kv_heads_per_gpu(a, layout.tp)) * precision.kv_bytes_per_elem
+        total += _indexer_bytes_per_token(a)
+    return total
+
+
+def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout, context: int,
+                          block_size: int = 1) -> float:
+    """KV bytes one sequence of ``context`` tokens needs on one GPU of the largest stage.
+
+    Windows cap a layer at ``window`` tokens; compressed layers keep context/ratio entries plus the window;
+    linear-attention layers keep a constant recurrent state (heads split by tp). ``block_size`` rounds each
+    layer's tokens up to whole paged blocks (vLLM default 16).
+    """
+    if context < 0:
+        raise ClusterfitError(f"context must be >= 0 tokens, got {context}")
+    if block_size < 1:
+        raise ClusterfitError(f"block size must be >= 1 token, got {block_size}")
+    total = 0.0
+    for layer in _stage_layers(model, layout):
+        a = layer.attention
+        if a.kind == "linear":
+            total += a.linear_state_elems / layout.tp * LINEAR_STATE_BYTES
+            continue
+        per_tok = _layer_kv_elems_per_token(a, _kv_heads_per_gpu(a, layout.tp)) * precision.kv_bytes_per_elem
+        idx = _indexer_bytes_per_token(a)
+        if a.kv_compress_ratio > 1:
+            entries = math.ceil(context / a.kv_compress_ratio)
+            full = _layer_kv_elems_per_token(a, 1) * a.kv_compress_ratio * precision.kv_bytes_per_elem
+            total += _blocks(entries, block_size) * (per_tok + idx) * a.kv_compress_ratio
+            total += _blocks(min(context, a.window or 0), block_size) * full
+            continue
+        tokens = min(context, a.window) if a.window else context
+        total += _blocks(tokens, block_size) * (per_tok + idx)
+    return total
+
+
+def _blocks(tokens: int, block_size: int) -> int:
+    return math.ceil(tokens / block_size) * block_size
+
+
+# ================================================================================================
+# Runtime reserve and the fit
+# ================================================================================================
+
+
+def activation_bytes_per_gpu(model: ModelArch, layout: Layout, engine: EngineMemory) -> int:
+    """Peak activation workspace of one forward pass of ``max_batched_tokens`` tokens, per GPU (estimate).
+
+    Live at the peak: the residual stream and a normed copy (2 x hidden), the widest projection output of a layer
+    on this GPU (fused QKV, gate+up of the dense MLP, or the MoE's top_k x (gate+up+down) intermediate cache of
+    the fused-MoE kernel), in 16-bit; plus fp32 logits for max_num_seqs sampled rows over the vocab shard.
+    """
+    if not model.layers:
+        return 0
+    T = engine.max_batched_tokens
+    widest = 0.0
+    for layer in model.layers:
+        a, f = layer.attention, layer.ffn
+        qkv = (a.num_heads * a.head_dim + 2 * max(1, a.num_kv_heads // layout.tp) * a.head_dim * layout.tp) / layout.tp
+        widest = max(widest, qkv)
+        if f.kind == "dense":
+            widest = max(widest, 2 * f.intermediate / layout.tp)
+        else:
+            widest = max(widest, f.top_k * (3 * f.expert_intermediate / layout.moe_tp) + f.top_k * model.hidden,
+                          2 * f.num_shared * f.shared_intermediate / layout.tp)
+    per_token = 2 * model.hidden + widest
+    logits = engine.max_num_seqs * model.vocab / layout.tp * 4
+    return int(T * per_token * 2 + logits)
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """Runtime memory per GPU that is neither weights nor KV cache, bytes (which figure is measured is noted)."""
+
+    cuda_context: int          # measured on an H200
+    cublas: int                # measured on an H200
+    nccl: int                  # estimate; 0 on one GPU
+    cuda_graphs: int           # estimate
+    activations: int           # estimate, see activation_bytes_per_gpu
+
+    @property
+    def total(self) -> int:
+        return self.cuda_context + self.cublas + self.nccl + self.cuda_graphs + self.activations
+
+    def as_dict(self) -> dict[str, int]:
+        return {"cuda_context": self.cuda_context, "cublas": self.cublas, "nccl": self.nccl,
+                "cuda_graphs": self.cuda_graphs, "activations": self.activations, "total": self.total}
+
+
+def runtime_reserve(model: ModelArch, layout: Layout, engine: EngineMemory) -> Reserve:
+    """Reserve per GPU for ``engine`` running ``layout``."""
+    return Reserve(CUDA_CONTEXT_BYTES, CUBLAS_BYTES, engine.nccl_bytes if layout.gpus > 1 else 0,
+                   engine.cuda_graph_bytes, activation_bytes_per_gpu(model, layout, engine))
+
+
+def kv_budget_bytes_per_gpu(device_bytes: int, weights: int, reserve: Reserve, engine: EngineMemory) -> int:
+    """KV-cache bytes per GPU the engine allocates (may be negative: does not fit).
+
+    vLLM: fraction x device - weights - activations - context/cuBLAS/NCCL (graphs live in the 1-fraction headroom).
+    SGLang: fraction x device - weights (activations, graphs and runtime live in the headroom).
+    TensorRT-LLM: fraction x (device - weights - all of the reserve).
+    """
+    if engine.mode == "free_fraction":
+        return int(engine.fraction * (device_bytes - weights - reserve.total))
+    if engine.activations_in_fraction:
+        budget = engine.fraction * device_bytes - weights - reserve.activations - reserve.cuda_context \
+            - reserve.cublas - reserve.nccl
+        headroom = (1 - engine.fraction) * device_bytes
+        if reserve.cuda_graphs > headroom:
+            budget -= reserve.cuda_graphs - headroom
+        return int(budget)
+    budget = engine.fraction * device_bytes - weights
+    headroom = (1 - engine.fraction) * device_bytes
+    if reserve.total > headroom:
+        budget -= reserve.total - headroom
+    return int(budget)
+
+
+@dataclass(frozen=True)
+class Naive:
+    """The spreadsheet view: parameters x bytes per parameter against marketed node memory."""
+
+    bytes_per_param: float
+    weight_bytes: int
+    node_bytes: int
+    fits: bool
+    nodes_needed: int
+    left_bytes: int
+
+    def as_dict(self) -> dict:
+        return {"bytes_per_param": self.bytes_per_param, "weight_bytes": self.weight_bytes,
+                "node_bytes": self.node_bytes, "fits": self.fits, "nodes_needed": self.nodes_needed,
+                "left_bytes": self.left_bytes}
+
+
+def naive_fit(total_params: float, precision_name: str, system: System, nodes: int = 1) -> Naive:
+    """Back-of-envelope fit: ``total_params`` x (2|1|0.5) bytes against marketed GB x gpus_per_node x nodes."""
+    bpp = naive_bytes_per_param(precision_name)
+    weights = int(round(total_params * bpp))
+    node = system.node_memory_bytes
+    need = max(1, math.ceil(weights / node))
+    return Naive(bpp, weights, node, weights <= node * nodes, need, node * nodes - weights)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The realistic fit of one replica of ``layout`` on ``nodes`` nodes of ``system`` (bytes, per GPU unless named)."""
+
+    system: str
+    nodes: int
+    gpus: int
+    layout: Layout
+    engine: str
+    context: int
+    device_bytes: int
+    weight_bytes_per_gpu: int
+    weight_bytes_total: int
+    reserve: Reserve
+    kv_budget_bytes_per_gpu: int
+    kv_bytes_per_token: float
+    kv_bytes_per_token_per_gpu: float
+    kv_bytes_per_sequence_per_gpu: float
+    max_kv_tokens: int
+    max_sequences: int
+    fits: bool
+    reason: str
+    nodes_needed: int | None = None
+    naive: Naive | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict:
+        d = {
+            "system": self.system, "nodes": self.nodes, "gpus": self.gpus,
+            "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "ep": self.layout.ep, "dp": self.layout.dp},
+            "engine": self.engine, "context": self.context, "fits": self.fits, "reason": self.reason,
+            "nodes_needed": self.nodes_needed, "device_bytes_per_gpu": self.device_bytes,
+            "weight_bytes": self.weight_bytes_total, "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
+            "reserve_bytes_per_gpu": self.reserve.as_dict(), "kv_budget_bytes_per_gpu": self.kv_budget_bytes_per_gpu,
+            "kv_budget_bytes": max(0, self.kv_budget_bytes_per_gpu) * self.gpus,
+            "kv_bytes_per_token": int(round(self.kv_bytes_per_token)),
+            "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
+            "kv_bytes_per_sequence_per_gpu": self.kv_bytes_per_sequence_per_gpu,
+            "max_kv_tokens": self.max_kv_tokens, "max_sequences": self.max_sequences,
+            "naive": self.naive.as_dict() if self.naive else None, "notes": list(self.notes),
+        }
+        return d
+
+
+def fit(model: ModelArch, system: System, precision: Precision, layout: Layout | None = None, nodes: int = 1,
+        engine: EngineMemory | str = "vllm", context: int = 32768, block_size: int = 16,
+        include_mtp: bool = False) -> FitResult:
+    """Fit one replica on ``nodes`` nodes of ``system``: weights, reserve, KV budget, max sequences at ``context``.
+
+    ``layout`` defaults to default_layout over all GPUs of the nodes (TP inside a node, PP across nodes).
+    max_kv_tokens counts token slots per replica (per-GPU budget / per-GPU bytes per token x dp groups).
+    """
+    if nodes < 1 or nodes > 4096:
+        raise ClusterfitError(f"nodes must be in 1..4096, got {nodes}")
+    if context < 1 or context > 100_000_000:
+        raise ClusterfitError(f"context must be in 1..100,000,000 tokens, got {context}")
+    eng = engine_memory(engine) if isinstance(engine, str) else engine
+    gpus = nodes * system.gpus_per_node
+    lay = layout or default_layout(model, system, gpus)
+    problem = layout_problem(model, lay)
+    if problem:
+        raise ClusterfitError(f"impossible layout {lay.label()} for {model.name}: {problem}")
+    if lay.gpus > gpus:
+        raise ClusterfitError(f"layout {lay.label()} needs {lay.gpus} GPUs but {nodes} node(s) of {system.id} "
+                              f"have {gpus}")
+    device = system.gpu.usable_memory_bytes
+    w = weight_bytes_per_gpu(model, precision, lay, include_mtp)
+    w_total = _weight_bytes_total(model, precision, include_mtp)
+    reserve = runtime_reserve(model, lay, eng)
+    budget = kv_budget_bytes_per_gpu(device, w, reserve, eng)
+    notes: list[str] = []
+    if not model.layers:
+        fits = budget > 0
+        return FitResult(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, 0.0,
+                         0.0, 0.0, 0, 0, fits, "weights fit (no architecture: KV cache unknown)" if fits else
+                         "weights and runtime reserve exceed the engine's memory budget", notes=tuple(notes))
+    per_tok = kv_bytes_per_token(model, precision)
+    per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay)
+    per_seq = kv_bytes_per_sequence(model, precision, lay, context, block_size)
+    groups = lay.dp
+    if budget <= 0:
+        max_tokens, max_seqs = 0, 0
+    else:
+        max_tokens = int(budget // per_tok_gpu) * groups if per_tok_gpu > 0 else 0
+        max_seqs = int(budget // per_seq) * groups if per_seq > 0 else 0
+        if per_tok_gpu == 0:
+            max_tokens = max_seqs * context
+    fits = max_seqs >= 1
+    if budget <= 0:
+        reason = (f"weights {w / 1e9:.1f} GB + reserve {reserve.total / 1e9:.1f} GB per GPU exceed the "
+                  f"{eng.name} budget of {eng.fraction:.2f} x {device / 1e9:.1f} GB")
+    elif not fits:
+        reason = f"KV budget {budget / 1e9:.2f} GB per GPU holds no sequence of {context} tokens"
+    else:
+        reason = f"{max_seqs} sequences of {context} tokens"
+    return FitResult(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, per_tok,
+                     per_tok_gpu, per_seq, max_tokens, max_seqs, fits, reason, notes=tuple(notes))
+
+
+def _weight_bytes_total(model: ModelArch, precision: Precision, include_mtp: bool) -> int:
+    skip = () if include_mtp else ("mtp",)
+    return int(round(sum(precision.bytes_for(c, n) for c, n in model.params.items() if c not in skip)))
+
+
+def nodes_needed(model: ModelArch, system: System, precision: Precision, engine: EngineMemory | str = "vllm",
+                 context: int = 32768, block_size: int = 16, max_nodes: int = 64) -> int | None:
+    """Smallest node count whose default layout holds the weights and at least one sequence of ``context``."""
+    for n in range(1, max_nodes + 1):
+        try:
+            r = fit(model, system, precision, None, n, engine, context, block_size)
+        except ClusterfitError:
+            continue
+        if r.fits:
+            return n
+    return None
