@@ -1,0 +1,70 @@
+"""Serving-engine constants (vLLM, SGLang, TensorRT-LLM) from catalog/engines.yaml.
+
+Each engine has a handful of constants, the same for every model and GPU (optionally one override per GPU
+family); they are fitted on the development CSV by ``python -m clusterfit.perf.calibration`` and the fit
+result is written back to the YAML with the command that produced it:
+
+- step_overhead_s: host-side time per engine iteration (scheduling, input preparation, sampling launch).
+- kernel_overhead_s: time per kernel beyond its roofline inside a CUDA-graph step (launch gap, tail wave).
+- compute_scale / memory_scale: multiply the H200-fitted compute / bandwidth efficiencies (the engine's
+  kernels against torch's).
+- max_batch: the engine's cap on concurrently running sequences (max_num_seqs / max_batch_size).
+- max_num_tokens: tokens per iteration (prefill chunk budget).
+- gpu_memory_utilization: fraction of device memory the engine lets weights + KV use.
+- kv_reservation: 'full' (reserves isl+osl per admitted request, TensorRT-LLM GUARANTEED_NO_EVICT) or
+  'average' (pages allocated as generated: isl+osl/2 on average, vLLM / SGLang).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from ..errors import unknown
+
+ENGINES_YAML = Path(__file__).resolve().parent.parent / "catalog" / "engines.yaml"
+ALIASES = {"trt-llm": "trtllm", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt": "trtllm"}
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    step_overhead_s: float
+    kernel_overhead_s: float
+    compute_scale: float
+    memory_scale: float
+    max_batch: int
+    max_num_tokens: int
+    gpu_memory_utilization: float
+    kv_reservation: str = "average"
+    by_gpu_family: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def for_gpu(self, gpu_id: str) -> "Engine":
+        """The constants with a GPU-family override applied (family = first matching key in gpu id)."""
+        gid = gpu_id.lower()
+        for fam, over in self.by_gpu_family.items():
+            if fam in gid:
+                return replace(self, **over)
+        return self
+
+
+@lru_cache(maxsize=4)
+def load_engines(path: str | None = None) -> dict[str, Engine]:
+    data = yaml.safe_load(Path(path or ENGINES_YAML).read_text())
+    out = {}
+    for name, v in data["engines"].items():
+        v = dict(v)
+        v.pop("notes", None)
+        out[name] = Engine(name=name, **v)
+    return out
+
+
+def get_engine(name: str, path: str | None = None) -> Engine:
+    engines = load_engines(path)
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in engines:
+        raise unknown("engine", name, engines)
+    return engines[key]
