@@ -1,0 +1,345 @@
+"""The cluster: replicas behind a load balancer, driven by one event heap.
+
+Events are replica step/segment ends, failures, restarts, autoscaling ticks and replica start-ups;
+arrivals are merged in from the sorted request table. At equal times replica events go first, so a
+request arriving exactly when a step ends joins the next step. Everything random comes from one
+``numpy.random.Generator`` seeded by the config: a seed gives the same result every time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ClusterfitError
+from .balancer import Balancer
+from .config import SimulationConfig
+from .ledger import COMPLETED, FAILED, PENDING, REJECTED, Ledger
+from .replica import Replica
+from .stepmodel import StepModel, StepTimer
+from .workload import Requests
+
+_REPLICA, _FAIL, _RESTART, _TICK, _READY = 0, 1, 2, 3, 4
+
+
+@dataclass
+class Sample:
+    """Cluster state at one sampling instant (time in seconds, counts in requests)."""
+
+    t_s: float
+    waiting: int
+    running: int
+    kv_utilisation: float
+    live_replicas: int
+
+
+@dataclass
+class SimRun:
+    """Raw outcome of one simulation: the per-request ledger and the state the metrics need."""
+
+    requests: dict[str, np.ndarray]
+    replicas: list[dict]
+    samples: list[Sample]
+    events: list[dict]
+    replica_seconds: float
+    gpus_per_replica: int
+    end_s: float
+    sim_wall_s: float
+    config: SimulationConfig
+    extra: dict = field(default_factory=dict)
+
+
+def replicas_on_node(node: int, replicas: int, gpus_per_replica: int, gpus_per_node: int) -> list[int]:
+    """Replicas that use a GPU of ``node`` when replicas are packed onto nodes in order."""
+    out = []
+    for r in range(replicas):
+        first = (r * gpus_per_replica) // gpus_per_node
+        last = ((r + 1) * gpus_per_replica - 1) // gpus_per_node
+        if first <= node <= last:
+            out.append(r)
+    return out
+
+
+class Cluster:
+    """A simulated cluster for one workload; call :meth:`run` once."""
+
+    def __init__(self, requests: Requests, step_model: StepModel, config: SimulationConfig,
+                 gpus_per_node: int | None = None) -> None:
+        if len(requests) == 0:
+            raise ClusterfitError("no requests to simulate")
+        self.config = config
+        self.step_model = step_model
+        self.ledger = Ledger(requests)
+        rspec = config.replica
+        self.max_batch = int(rspec.max_batch or step_model.max_batch)
+        kv = int(step_model.kv_capacity_tokens)
+        if kv <= rspec.block_size:
+            raise ClusterfitError(f"the replica has {kv} KV token slots: nothing fits (check the memory fit)")
+        if self.max_batch < 1:
+            raise ClusterfitError("max batch must be >= 1")
+        self.kv_capacity = kv
+        max_ctx = int(np.max(requests.input_tokens + requests.output_tokens))
+        self.timer = StepTimer(step_model, rspec.token_budget, self.max_batch, max_ctx, exact=config.exact_steps)
+        self.gpus_per_replica = int(getattr(step_model, "gpus", 1) or 1)
+        self.gpus_per_node = int(config.gpus_per_node or gpus_per_node or max(8, self.gpus_per_replica))
+        self.rng = np.random.default_rng(config.seed)
+        self.balancer = Balancer(config.policy, np.random.default_rng([config.seed, 1]))
+        self.replicas: list[Replica] = []
+        self.load: list[float] = []
+        self.up_since: list[float] = []
+        self.replica_seconds = 0.0
+        for _ in range(config.replicas):
+            self._new_replica(0.0, ready=True)
+        self.balancer.rebuild(self.replicas)
+        admit_cap = kv * (1 - rspec.watermark)
+        self.too_big = ((requests.input_tokens + requests.output_tokens + rspec.block_size) > admit_cap).tolist()
+        self.heap: list[tuple] = []
+        self.seq = 0
+        self.hold: deque[int] = deque()
+        self.samples: list[Sample] = []
+        self.events: list[dict] = []
+        self.pending_starts = 0
+
+    # --- replicas -------------------------------------------------------------------------------
+    def _new_replica(self, now_s: float, ready: bool) -> Replica:
+        rep = Replica(len(self.replicas), self.timer, self.ledger, self.kv_capacity, self.config.replica,
+                      self.max_batch)
+        rep.alive = ready
+        rep.clock = now_s
+        self.replicas.append(rep)
+        self.load.append(0.0 if ready else math.inf)
+        self.up_since.append(now_s)  # GPUs are paid for from the moment they are requested
+        return rep
+
+    def _push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, a, b))
+
+    def _schedule(self, rep: Replica) -> None:
+        t = rep.plan()
+        if t != math.inf:
+            self.seq += 1
+            heapq.heappush(self.heap, (t, self.seq, _REPLICA, rep.index, rep.version))
+
+    def _stop(self, rep: Replica, now_s: float) -> None:
+        """Take a replica out of service (failure or drained); its GPU time stops counting."""
+        if rep.alive and not math.isnan(self.up_since[rep.index]):
+            self.replica_seconds += now_s - self.up_since[rep.index]
+        self.up_since[rep.index] = math.nan
+        rep.alive = False
+        self.load[rep.index] = math.inf
+
+    # --- routing --------------------------------------------------------------------------------
+    def _route(self, req: int, now_s: float) -> None:
+        led = self.ledger
+        if self.too_big[req]:
+            led.status[req] = REJECTED
+            return
+        r = self.balancer.choose(led.prefix_key[req], self.load, self.replicas)
+        if r < 0:
+            self.hold.append(req)
+            return
+        rep = self.replicas[r]
+        if rep.max_queue is not None and len(rep.waiting) >= rep.max_queue:
+            led.status[req] = REJECTED
+            return
+        led.replica[req] = r
+        rep.enqueue(req, now_s)
+        self.load[r] += 1
+        if rep.next_event_s == math.inf:
+            self._schedule(rep)
+
+    def _drain_hold(self, now_s: float) -> None:
+        hold, self.hold = self.hold, deque()
+        for req in hold:
+            self._route(req, now_s)
+
+    # --- failures and scaling -------------------------------------------------------------------
+    def _fail(self, index: int, now_s: float, restart_s: float | None, cause: str) -> None:
+        rep = self.replicas[index]
+        if not rep.alive:
+            return
+        lost = rep.in_flight()
+        self._stop(rep, now_s)
+        rep.reset(now_s)
+        self.balancer.rebuild(self.replicas)
+        led = self.ledger
+        retried = failed = 0
+        for req in lost:
+            led.retries[req] += 1
+            led.first_token_s[req] = math.nan
+            led.generated[req] = 0
+            if led.retries[req] > self.config.max_retries:
+                led.status[req] = FAILED
+                led.finish_s[req] = now_s
+                failed += 1
+            else:
+                self._route(req, now_s)
+                retried += 1
+        self.events.append({"t_s": now_s, "event": "replica_lost", "replica": index, "cause": cause,
+                            "in_flight": len(lost), "retried": retried, "failed": failed})
+        if restart_s is not None:
+            self._push(now_s + restart_s, _RESTART, index)
+
+    def _restart(self, index: int, now_s: float, event: str = "replica_restarted") -> None:
+        rep = self.replicas[index]
+        if rep.alive:
+            return
+        rep.reset(now_s)
+        rep.alive = True
+        rep.accepting = True
+        self.load[index] = 0.0
+        self.up_since[index] = now_s if math.isnan(self.up_since[index]) else self.up_since[index]
+        self.balancer.rebuild(self.replicas)
+        self.events.append({"t_s": now_s, "event": event, "replica": index})
+        self._drain_hold(now_s)
+
+    def _tick(self, now_s: float, arrivals_left: bool) -> None:
+        spec = self.config.autoscale
+        live = [r for r in self.replicas if r.alive and r.accepting]
+        busy = sum(r.outstanding() for r in self.replicas if r.alive)
+        mean = (sum(r.outstanding() for r in live) / len(live)) if live else math.inf
+        count = len(live) + self.pending_starts
+        if mean > spec.up_outstanding and count < spec.max_replicas:
+            rep = self._new_replica(now_s, ready=False)
+            self.pending_starts += 1
+            self._push(now_s + spec.startup_s, _READY, rep.index)
+            self.events.append({"t_s": now_s, "event": "scale_up", "replica": rep.index,
+                                "mean_outstanding": mean})
+        elif mean < spec.down_outstanding and count > spec.min_replicas and len(live) > 1:
+            rep = min(live, key=lambda r: r.outstanding())
+            rep.accepting = False
+            self.load[rep.index] = math.inf
+            self.balancer.rebuild(self.replicas)
+            self.events.append({"t_s": now_s, "event": "scale_down", "replica": rep.index,
+                                "mean_outstanding": mean})
+            if rep.outstanding() == 0:
+                self._stop(rep, now_s)
+        if arrivals_left or busy or self.hold:
+            self._push(now_s + spec.interval_s, _TICK)
+
+    # --- main loop ------------------------------------------------------------------------------
+    def run(self) -> SimRun:
+        """Simulate until every request is completed, rejected or failed."""
+        wall0 = time.perf_counter()
+        cfg = self.config
+        led = self.ledger
+        arrivals = led.arrival_s
+        n = led.n
+        for f in cfg.failures:
+            if f.replica is not None:
+                if f.replica >= cfg.replicas:
+                    raise ClusterfitError(f"failure names replica {f.replica}, but there are {cfg.replicas}")
+                self._push(f.at_s, _FAIL, f.replica, 0)
+            else:
+                hit = replicas_on_node(f.node, cfg.replicas, self.gpus_per_replica, self.gpus_per_node)
+                if not hit:
+                    raise ClusterfitError(f"failure names node {f.node}, but the replicas use only "
+                                          f"{-(-cfg.replicas * self.gpus_per_replica // self.gpus_per_node)} nodes")
+                for r in hit:
+                    self._push(f.at_s, _FAIL, r, f.node + 1)
+        restart_of = {}
+        for f in cfg.failures:
+            restart_of.setdefault((f.at_s, f.replica, f.node), f.restart_s)
+        if cfg.autoscale is not None:
+            self._push(arrivals[0] + cfg.autoscale.interval_s, _TICK)
+        span = max(arrivals[-1] - arrivals[0], 1e-9)
+        window = cfg.window_s or _nice_window(span)
+        next_sample = arrivals[0]
+        heap = self.heap
+        replicas = self.replicas
+        load = self.load
+        route = self._route
+        i = 0
+        t = arrivals[0]
+        while True:
+            ta = arrivals[i] if i < n else math.inf
+            if heap and heap[0][0] <= ta:
+                t, _, kind, a, b = heapq.heappop(heap)
+                if kind == _REPLICA:
+                    rep = replicas[a]
+                    if b != rep.version:
+                        continue
+                    rep.finish_event()
+                    self._schedule(rep)
+                    if rep.accepting:
+                        load[a] = rep.outstanding()
+                    elif rep.alive and rep.outstanding() == 0:
+                        self._stop(rep, t)
+                elif kind == _FAIL:
+                    node = b - 1
+                    key = (t, a if node < 0 else None, node if node >= 0 else None)
+                    self._fail(a, t, restart_of.get(key), "replica" if node < 0 else f"node {node}")
+                elif kind == _RESTART:
+                    self._restart(a, t)
+                elif kind == _READY:
+                    self.pending_starts -= 1
+                    self._restart(a, t, "scale_up_ready")
+                else:
+                    self._tick(t, i < n)
+            elif i < n:
+                t = ta
+                route(i, t)
+                i += 1
+            else:
+                break
+            if t >= next_sample:
+                self._sample(t)
+                next_sample = t + window if t > next_sample + window else next_sample + window
+        self._sample(t)
+        for req in self.hold:  # nowhere to run: no replica ever came back
+            led.status[req] = FAILED
+            led.finish_s[req] = t
+        for rep in replicas:
+            if rep.alive:
+                self._stop(rep, t)
+        pending = sum(1 for s in led.status if s == PENDING)
+        if pending:
+            raise ClusterfitError(f"internal error: {pending} requests neither completed, rejected nor failed")
+        return SimRun(
+            requests=led.arrays(),
+            replicas=[{"replica": r.index, "completed": r.completed, "preemptions": r.preemptions,
+                       "busy_s": r.busy_s, "steps": r.steps, "output_tokens": r.tokens_out} for r in replicas],
+            samples=self.samples,
+            events=self.events,
+            replica_seconds=self.replica_seconds,
+            gpus_per_replica=self.gpus_per_replica,
+            end_s=t,
+            sim_wall_s=time.perf_counter() - wall0,
+            config=cfg,
+            extra={"window_s": window, "kv_capacity_tokens": self.kv_capacity, "max_batch": self.max_batch},
+        )
+
+    def _sample(self, t: float) -> None:
+        waiting = running = 0
+        util = 0.0
+        live = 0
+        for rep in self.replicas:
+            if not rep.alive:
+                continue
+            live += 1
+            waiting += len(rep.waiting)
+            running += len(rep.prefill) + rep.d
+            util += rep.kv_used / rep.cap
+        self.samples.append(Sample(t, waiting, running, util / live if live else 0.0, live))
+
+
+def _nice_window(span_s: float) -> float:
+    """A window length giving about 60 windows over ``span_s``, rounded to 1-2-5 x 10^k seconds."""
+    raw = span_s / 60
+    exp = math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * 10**exp >= raw:
+            return float(m * 10**exp)
+    return float(10 ** (exp + 1))
+
+
+def run_simulation(requests: Requests, step_model: StepModel, config: SimulationConfig,
+                   gpus_per_node: int | None = None) -> SimRun:
+    """Simulate ``requests`` on ``config.replicas`` replicas whose steps take ``step_model`` times."""
+    return Cluster(requests, step_model, config, gpus_per_node).run()

@@ -1,0 +1,161 @@
+"""The ``simulation:`` section of a scenario file, as pydantic models.
+
+Every field carries its unit in its name (``_s`` seconds, ``_rps`` requests per second, ``tokens``).
+Only what the simulation needs lives here; the model, system, precision, layout, workload lengths and
+SLOs come from the rest of the scenario (or the CLI) and are passed in separately.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+POLICIES = ("round_robin", "random", "least_outstanding", "least_kv", "power_of_two", "affinity")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LengthSpec(_Strict):
+    """A token-length distribution.
+
+    fixed: always ``value``. lognormal: mean ``mean`` tokens and coefficient of variation ``cv``.
+    empirical: draw from ``values`` with optional ``weights``. Draws are clipped to [min, max].
+    """
+
+    dist: Literal["fixed", "lognormal", "empirical"] = "fixed"
+    value: int | None = Field(default=None, ge=1)
+    mean: float | None = Field(default=None, gt=0)
+    cv: float = Field(default=1.0, ge=0)
+    values: list[int] | None = None
+    weights: list[float] | None = None
+    min: int = Field(default=1, ge=1)
+    max: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "LengthSpec":
+        if self.dist == "fixed" and self.value is None:
+            raise ValueError("fixed lengths need `value`")
+        if self.dist == "lognormal" and self.mean is None:
+            raise ValueError("lognormal lengths need `mean`")
+        if self.dist == "empirical":
+            if not self.values:
+                raise ValueError("empirical lengths need `values`")
+            if any(v < 1 for v in self.values):
+                raise ValueError("empirical lengths must be >= 1 token")
+            if self.weights is not None and (len(self.weights) != len(self.values)
+                                             or any(w < 0 for w in self.weights) or sum(self.weights) <= 0):
+                raise ValueError("`weights` must be as long as `values`, non-negative, not all zero")
+        return self
+
+
+class ArrivalSpec(_Strict):
+    """How requests (or sessions) arrive.
+
+    poisson: exponential gaps at ``rate_rps``. gamma: gamma gaps with coefficient of variation ``cv``
+    (cv > 1 is bursty). mmpp: a two-state Markov-modulated Poisson process spending ``burst_fraction``
+    of the time at ``burst_factor`` x the base rate, mean dwell ``dwell_s`` in the burst state, with the
+    same long-run mean ``rate_rps``. diurnal: rate_rps x (1 + amplitude x sin(2 pi t / period_s)).
+    """
+
+    process: Literal["poisson", "gamma", "mmpp", "diurnal"] = "poisson"
+    rate_rps: float | None = Field(default=None, gt=0)
+    cv: float = Field(default=2.0, gt=0)
+    burst_factor: float = Field(default=4.0, ge=1)
+    burst_fraction: float = Field(default=0.1, gt=0, lt=1)
+    dwell_s: float = Field(default=10.0, gt=0)
+    period_s: float = Field(default=86400.0, gt=0)
+    amplitude: float = Field(default=0.5, ge=0, le=1)
+
+
+class SessionSpec(_Strict):
+    """Multi-turn agent sessions: sessions arrive by the arrival process, each has a geometric number
+    of turns (mean ``turns_mean``), turns ``think_time_s`` apart (open loop). Turn k+1's prompt is turn
+    k's prompt and answer plus ``new_tokens`` new tokens, so it shares that prefix."""
+
+    turns_mean: float = Field(default=4.0, ge=1)
+    think_time_s: float = Field(default=10.0, ge=0)
+    new_tokens: LengthSpec = LengthSpec(dist="lognormal", mean=200, cv=1.0)
+
+
+class SpeculativeSpec(_Strict):
+    """Speculative decoding: ``draft_tokens`` proposals per step, each accepted with probability
+    ``acceptance`` (independent), so a step yields (1 - a^(k+1)) / (1 - a) tokens per sequence.
+    ``draft_cost`` is the drafter's time per draft token as a fraction of a target decode step."""
+
+    draft_tokens: int = Field(default=3, ge=1, le=16)
+    acceptance: float = Field(default=0.7, ge=0, lt=1)
+    draft_cost: float = Field(default=0.05, ge=0)
+
+
+class ReplicaSpec(_Strict):
+    """The engine's scheduler on one replica.
+
+    max_batch: most sequences running at once (default: the step model's ``max_batch``).
+    token_budget: most tokens (prefill chunks + decode tokens) per step (vLLM max_num_batched_tokens).
+    block_size: KV block size, tokens. watermark: share of KV blocks kept free at admission.
+    max_queue: most requests waiting on a replica; beyond it arrivals are rejected (None: unbounded).
+    """
+
+    max_batch: int | None = Field(default=None, ge=1)
+    token_budget: int = Field(default=8192, ge=16)
+    block_size: int = Field(default=16, ge=1)
+    watermark: float = Field(default=0.01, ge=0, lt=1)
+    prefix_cache: bool = True
+    max_queue: int | None = Field(default=None, ge=1)
+    speculative: SpeculativeSpec | None = None
+
+
+class FailureSpec(_Strict):
+    """A replica (``replica``) or a whole node (``node``) lost at ``at_s``; back after ``restart_s``
+    (None: never). Requests in flight on it are retried on other replicas."""
+
+    at_s: float = Field(ge=0)
+    replica: int | None = Field(default=None, ge=0)
+    node: int | None = Field(default=None, ge=0)
+    restart_s: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> "FailureSpec":
+        if (self.replica is None) == (self.node is None):
+            raise ValueError("a failure names exactly one of `replica` or `node`")
+        return self
+
+
+class AutoscaleSpec(_Strict):
+    """Every ``interval_s``: if mean outstanding requests per live replica exceeds ``up_outstanding``
+    add a replica (ready after ``startup_s``); below ``down_outstanding`` drain one. Bounded by
+    [min_replicas, max_replicas]."""
+
+    interval_s: float = Field(default=10.0, gt=0)
+    up_outstanding: float = Field(default=32.0, gt=0)
+    down_outstanding: float = Field(default=2.0, ge=0)
+    min_replicas: int = Field(default=1, ge=1)
+    max_replicas: int = Field(default=64, ge=1)
+    startup_s: float = Field(default=60.0, ge=0)
+
+
+class SimulationConfig(_Strict):
+    """The ``simulation:`` section of a scenario file."""
+
+    replicas: int = Field(default=1, ge=1)
+    requests: int = Field(default=10_000, ge=1)
+    seed: int = 0
+    policy: Literal["round_robin", "random", "least_outstanding", "least_kv", "power_of_two",
+                    "affinity"] = "least_outstanding"
+    arrival: ArrivalSpec = ArrivalSpec()
+    input: LengthSpec | None = None
+    output: LengthSpec | None = None
+    sessions: SessionSpec | None = None
+    trace: str | None = None
+    replica: ReplicaSpec = ReplicaSpec()
+    failures: list[FailureSpec] = []
+    autoscale: AutoscaleSpec | None = None
+    max_retries: int = Field(default=3, ge=0)
+    window_s: float | None = Field(default=None, gt=0)
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    slo_ttft_s: float | None = Field(default=None, gt=0)
+    slo_tpot_s: float | None = Field(default=None, gt=0)
+    exact_steps: bool = False

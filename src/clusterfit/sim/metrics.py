@@ -1,0 +1,181 @@
+"""Metrics from a simulation run: latency percentiles, goodput against SLOs, throughput, queues,
+KV utilisation, preemptions, per replica and per time window; CSV writers.
+
+Definitions (seconds unless named otherwise):
+    ttft: first output token time - arrival (a retried request counts from its original arrival).
+    tpot: (finish - first token) / (output tokens - 1), requests with more than one output token.
+    e2e:  finish - arrival.
+    goodput: share of *all* requests that completed and met every SLO given (without SLOs: completed).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .cluster import SimRun
+from .ledger import COMPLETED, FAILED, REJECTED
+
+PERCENTILES = (50, 90, 99)
+
+
+def percentiles(x: np.ndarray) -> dict[str, float | None]:
+    """p50/p90/p99 and mean of ``x`` (None when empty)."""
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return {f"p{p}": None for p in PERCENTILES} | {"mean": None}
+    q = np.percentile(x, PERCENTILES)
+    return {f"p{p}": float(v) for p, v in zip(PERCENTILES, q)} | {"mean": float(x.mean())}
+
+
+def latencies(req: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TTFT, TPOT and end-to-end latency per request, seconds (nan where undefined)."""
+    done = req["status"] == COMPLETED
+    ttft = np.where(done, req["first_token_s"] - req["arrival_s"], np.nan)
+    e2e = np.where(done, req["finish_s"] - req["arrival_s"], np.nan)
+    n_out = req["output_tokens"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(done & (n_out > 1), (req["finish_s"] - req["first_token_s"]) / (n_out - 1), np.nan)
+    return ttft, tpot, e2e
+
+
+def meets_slo(ttft: np.ndarray, tpot: np.ndarray, status: np.ndarray, slo_ttft_s: float | None,
+              slo_tpot_s: float | None) -> np.ndarray:
+    """Boolean per request: completed and within every SLO given (TPOT of 1-token answers passes)."""
+    ok = status == COMPLETED
+    if slo_ttft_s is not None:
+        ok &= ttft <= slo_ttft_s
+    if slo_tpot_s is not None:
+        ok &= ~(tpot > slo_tpot_s)
+    return ok
+
+
+def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None) -> dict:
+    """The report of a run as one JSON-ready dict (the shape `clusterfit simulate --json` prints)."""
+    req = run.requests
+    status = req["status"]
+    n = int(status.size)
+    ttft, tpot, e2e = latencies(req)
+    good = meets_slo(ttft, tpot, status, slo_ttft_s, slo_tpot_s)
+    done = status == COMPLETED
+    t0 = float(req["arrival_s"][0])
+    duration = max(run.end_s - t0, 1e-12)
+    out_tokens = float(req["output_tokens"][done].sum())
+    in_tokens = float(req["input_tokens"][done].sum())
+    samples = run.samples
+    waiting = np.array([s.waiting for s in samples], float)
+    kv = np.array([s.kv_utilisation for s in samples], float)
+    return {
+        "requests": n,
+        "completed": int(done.sum()),
+        "rejected": int((status == REJECTED).sum()),
+        "failed": int((status == FAILED).sum()),
+        "retried": int((req["retries"] > 0).sum()),
+        "preemptions": int(req["preemptions"].sum()),
+        "ttft_s": percentiles(ttft),
+        "tpot_s": percentiles(tpot),
+        "e2e_s": percentiles(e2e),
+        "goodput": float(good.sum() / n),
+        "goodput_rps": float(good.sum() / duration),
+        "slo": {"ttft_s": slo_ttft_s, "tpot_s": slo_tpot_s},
+        "throughput": {
+            "requests_per_s": float(done.sum() / duration),
+            "output_tokens_per_s": out_tokens / duration,
+            "input_tokens_per_s": in_tokens / duration,
+        },
+        "duration_s": duration,
+        "queue": {"mean_waiting": _mean(waiting), "max_waiting": float(waiting.max()) if waiting.size else 0.0},
+        "kv_utilisation": {"mean": _mean(kv), "max": float(kv.max()) if kv.size else 0.0},
+        "replicas": run.config.replicas,
+        "gpus_per_replica": run.gpus_per_replica,
+        "gpu_hours": run.replica_seconds * run.gpus_per_replica / 3600.0,
+        "policy": run.config.policy,
+        "seed": run.config.seed,
+        "per_replica": per_replica(run, ttft, duration),
+        "windows": windows(run, ttft, e2e, good),
+        "events": run.events,
+        "sim_wall_s": run.sim_wall_s,
+    }
+
+
+def _mean(x: np.ndarray) -> float:
+    return float(x.mean()) if x.size else 0.0
+
+
+def per_replica(run: SimRun, ttft: np.ndarray, duration_s: float) -> list[dict]:
+    """Completed requests, preemptions, busy share and TTFT p50/p99 per replica."""
+    rep_of = run.requests["replica"]
+    out = []
+    for r in run.replicas:
+        mine = ttft[rep_of == r["replica"]]
+        p = percentiles(mine)
+        out.append({**r, "utilisation": r["busy_s"] / duration_s, "ttft_p50_s": p["p50"], "ttft_p99_s": p["p99"]})
+    return out
+
+
+def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) -> list[dict]:
+    """Per time window (``run.extra['window_s']``): arrivals, completions, failures, TTFT / e2e
+    percentiles and goodput of the requests arriving in it, and sampled queue, KV and live replicas."""
+    req = run.requests
+    w = float(run.extra["window_s"])
+    arr = req["arrival_s"]
+    t0 = float(arr[0])
+    n_win = max(1, int(math.ceil((run.end_s - t0) / w + 1e-9)))
+    edges = t0 + w * np.arange(n_win + 1)
+    a_idx = np.searchsorted(arr, edges)
+    fin = req["finish_s"]
+    status = req["status"]
+    completed = np.histogram(fin[status == COMPLETED], edges)[0]
+    failed = np.histogram(fin[status == FAILED], edges)[0]
+    st = np.array([s.t_s for s in run.samples])
+    s_idx = np.searchsorted(st, edges)
+    out = []
+    for k in range(n_win):
+        lo, hi = a_idx[k], a_idx[k + 1]
+        tt = percentiles(ttft[lo:hi])
+        ee = percentiles(e2e[lo:hi])
+        ss = run.samples[s_idx[k]:s_idx[k + 1]]
+        out.append({
+            "t_s": float(edges[k]),
+            "arrivals": int(hi - lo),
+            "completed": int(completed[k]),
+            "failed": int(failed[k]),
+            "ttft_p50_s": tt["p50"], "ttft_p99_s": tt["p99"], "e2e_p99_s": ee["p99"],
+            "goodput": float(good[lo:hi].mean()) if hi > lo else None,
+            "waiting": float(np.mean([s.waiting for s in ss])) if ss else None,
+            "kv_utilisation": float(np.mean([s.kv_utilisation for s in ss])) if ss else None,
+            "live_replicas": int(min(s.live_replicas for s in ss)) if ss else None,
+        })
+    return out
+
+
+def write_windows_csv(report: dict, path: str | Path) -> None:
+    """The per-window time series of ``report`` as CSV (one row per window)."""
+    rows = report["windows"]
+    with open(path, "w", newline="") as fh:
+        wr = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["t_s"])
+        wr.writeheader()
+        wr.writerows(rows)
+
+
+def write_requests_csv(run: SimRun, path: str | Path) -> None:
+    """One row per request: arrival, lengths, first token, finish, status, replica, retries, preemptions."""
+    req = run.requests
+    names = {COMPLETED: "completed", REJECTED: "rejected", FAILED: "failed"}
+    ttft, tpot, e2e = latencies(req)
+    with open(path, "w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(["arrival_s", "input_tokens", "output_tokens", "status", "replica", "ttft_s", "tpot_s",
+                     "e2e_s", "retries", "preemptions"])
+        for i in range(req["status"].size):
+            wr.writerow([f"{req['arrival_s'][i]:.6f}", int(req["input_tokens"][i]), int(req["output_tokens"][i]),
+                         names.get(int(req["status"][i]), "pending"), int(req["replica"][i]),
+                         _fmt(ttft[i]), _fmt(tpot[i]), _fmt(e2e[i]), int(req["retries"][i]),
+                         int(req["preemptions"][i])])
+
+
+def _fmt(x: float) -> str:
+    return "" if not np.isfinite(x) else f"{x:.6f}"

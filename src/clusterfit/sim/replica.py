@@ -1,0 +1,326 @@
+"""One serving replica: an engine's scheduler at iteration level.
+
+Continuous batching with chunked prefill under a token budget per step, paged KV with admission
+control, preemption by recompute when KV runs out, a per-replica LRU prefix cache and optional
+speculative decoding. Step times come from a :class:`~clusterfit.sim.stepmodel.StepTimer`.
+
+Speed: the replica never does per-token Python work. While the batch composition is fixed (no
+arrival, completion or KV event), it plans a *decode segment* of many steps at once: step times as
+one numpy array, the segment ending at the next completion, the KV limit, or a cap; an arrival in
+the middle cuts the segment at the step boundary after it. Steps that carry prefill chunks are
+simulated one by one (about one per arriving request).
+
+KV accounting is in tokens: each sequence holds its context plus one block (the partly filled last
+block and the slot for the next token). Prompts reserve their whole context at admission.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import OrderedDict, deque
+
+import numpy as np
+
+from .config import ReplicaSpec
+from .ledger import COMPLETED, Ledger
+from .stepmodel import StepTimer
+
+SEGMENT_CAP_STEPS = 512  # most decode steps planned at once (bounds work wasted when cut)
+
+
+class Replica:
+    """The scheduler state of one replica (all token counts in tokens, times in seconds)."""
+
+    def __init__(self, index: int, timer: StepTimer, ledger: Ledger, kv_capacity_tokens: int,
+                 spec: ReplicaSpec, max_batch: int) -> None:
+        self.index = index
+        self.timer = timer
+        self.ledger = ledger
+        self.cap = float(kv_capacity_tokens)
+        self.admit_cap = float(kv_capacity_tokens) * (1.0 - spec.watermark)
+        self.block = spec.block_size
+        self.max_batch = max_batch
+        self.budget = spec.token_budget
+        self.prefix_cache = spec.prefix_cache
+        self.max_queue = spec.max_queue
+        sp = spec.speculative
+        if sp is None:
+            self.tokens_per_step, self.verify, self.draft_factor = 1.0, 0, 1.0
+        else:
+            a, k = sp.acceptance, sp.draft_tokens
+            self.tokens_per_step = (1.0 - a ** (k + 1)) / (1.0 - a)
+            self.verify = k
+            self.draft_factor = 1.0 + sp.draft_cost * k
+        self.alive = True
+        self.accepting = True
+        self.reset(0.0)
+        self.preemptions = 0
+        self.completed = 0
+        self.busy_s = 0.0
+        self.steps = 0
+        self.tokens_out = 0.0
+
+    def reset(self, now_s: float) -> None:
+        """Empty the replica (start, restart after a failure): no requests, no KV, no cache."""
+        self.waiting: deque[int] = deque()
+        self.prefill: list[list[int]] = []  # [request, tokens left to compute, tokens in KV, context]
+        self.prefill_reserved = 0.0
+        self.running: dict[int, tuple[float, float, float]] = {}  # req -> (join G, join ctx, finish G)
+        self.heap: list[tuple[float, int]] = []
+        self.G = 0.0  # tokens each running sequence has produced since the replica started
+        self.d = 0
+        self.S = 0.0
+        self.cache: OrderedDict[int, int] = OrderedDict()
+        self.cache_tokens = 0
+        self.clock = now_s
+        self.version = getattr(self, "version", 0) + 1  # monotonic: stale events never match
+        self.next_event_s = math.inf
+        self.seg_t0 = 0.0
+        self.seg_cum: np.ndarray | None = None
+        self.seg_n = 0
+        self.step_chunks: list[int] = []
+        self.step_s_last = 0.0
+
+    # --- views ----------------------------------------------------------------------------------
+    @property
+    def kv_used(self) -> float:
+        """KV tokens held by prompts being prefilled and running sequences (not the prefix cache)."""
+        return self.prefill_reserved + self.S + self.d * self.block
+
+    def outstanding(self) -> int:
+        """Requests on this replica: waiting, prefilling or decoding."""
+        return len(self.waiting) + len(self.prefill) + self.d
+
+    def in_flight(self) -> list[int]:
+        """Every request on this replica."""
+        return list(self.waiting) + [e[0] for e in self.prefill] + list(self.running)
+
+    # --- events ---------------------------------------------------------------------------------
+    def enqueue(self, req: int, now_s: float) -> None:
+        """A request arrives at ``now_s``; if a decode segment is running, cut it at the next step.
+
+        Afterwards :meth:`idle` tells whether the cluster must call :meth:`plan`.
+        """
+        self.waiting.append(req)
+        if self.next_event_s == math.inf:
+            if self.clock < now_s:
+                self.clock = now_s
+            return
+        if self.seg_cum is not None and self.next_event_s > now_s:
+            cum = self.seg_cum
+            j = int(np.searchsorted(cum, now_s - self.seg_t0, side="left"))
+            if j + 1 < self.seg_n:
+                self._advance_decode(j + 1, self.seg_t0 + float(cum[j]))
+                self.seg_cum = None
+                self.version += 1
+                self.next_event_s = math.inf
+
+    def idle(self) -> bool:
+        """True when nothing is planned (the cluster must call :meth:`plan`)."""
+        return self.next_event_s == math.inf
+
+    def finish_event(self) -> None:
+        """Apply the step or segment that ends at ``next_event_s``."""
+        t = self.next_event_s
+        if self.seg_cum is not None:
+            self._advance_decode(self.seg_n, t)
+            self.seg_cum = None
+        else:
+            self._finish_mixed_step(t)
+        self.next_event_s = math.inf
+        self._complete_finished(t)
+
+    def plan(self) -> float:
+        """Plan the next step or decode segment from ``clock``; return when it ends (inf: idle)."""
+        self.version += 1
+        self._make_room_for_decode()
+        self._admit()
+        if self.prefill:
+            t = self._plan_mixed_step()
+        elif self.d:
+            t = self._plan_segment()
+        else:
+            t = math.inf
+        self.next_event_s = t
+        return t
+
+    # --- scheduling -----------------------------------------------------------------------------
+    def _evict_cache(self, budget_tokens: float) -> None:
+        """Drop least recently used prefix-cache entries until KV + cache <= ``budget_tokens``."""
+        used = self.kv_used
+        cache = self.cache
+        while cache and used + self.cache_tokens > budget_tokens:
+            _, tok = cache.popitem(last=False)
+            self.cache_tokens -= tok
+
+    def _make_room_for_decode(self) -> None:
+        """Preempt (by recompute) the latest-admitted sequences until the next step's tokens fit."""
+        grow = self.d * self.tokens_per_step
+        while self.d and self.kv_used + grow > self.cap:
+            self._preempt_last()
+            grow = self.d * self.tokens_per_step
+        self._evict_cache(self.cap - grow)
+
+    def _preempt_last(self) -> None:
+        req, (jg, jc, _fg) = self.running.popitem()
+        ctx = jc + (self.G - jg)
+        self.S -= ctx
+        self.d -= 1
+        if self.d == 0:
+            self.S = 0.0
+        led = self.ledger
+        led.generated[req] = min(led.output_tokens[req] - 1, int(ctx) - led.input_tokens[req])
+        led.preemptions[req] += 1
+        self.preemptions += 1
+        self.waiting.appendleft(req)
+
+    def _admit(self) -> None:
+        """Admit waiting requests FCFS while batch slots and KV (below the watermark) allow."""
+        led = self.ledger
+        waiting = self.waiting
+        grow = self.d * self.tokens_per_step
+        while waiting and self.d + len(self.prefill) < self.max_batch:
+            req = waiting[0]
+            gen = led.generated[req]
+            ctx = led.input_tokens[req] + gen
+            reserve = ctx + self.block
+            if self.kv_used + reserve + grow > self.admit_cap:
+                break
+            waiting.popleft()
+            hit = 0
+            key = led.prefix_key[req]
+            if self.prefix_cache and key >= 0:
+                cached = self.cache.pop(key, 0)
+                self.cache_tokens -= cached
+                if gen == 0:
+                    hit = min(cached, led.shared_tokens[req], ctx - 1)
+            self.prefill.append([req, ctx - hit, hit, ctx])
+            self.prefill_reserved += reserve
+        self._evict_cache(self.cap - grow)
+
+    def _plan_mixed_step(self) -> float:
+        """One step carrying prefill chunks (FCFS under the token budget) and every decode token."""
+        d, k = self.d, self.verify
+        left = self.budget - d * (1 + k)
+        p = 0
+        pa = 0
+        chunks = self.step_chunks
+        chunks.clear()
+        for entry in self.prefill:
+            if left <= 0:
+                break
+            c = entry[1] if entry[1] < left else left
+            pa += c * entry[2] + c * (c + 1) // 2
+            p += c
+            left -= c
+            chunks.append(c)
+        if d:
+            extra = d * k
+            dt = self.timer.step_s(p + extra, pa + extra * (self.S / d), d, self.S)
+            if k:
+                dt *= self.draft_factor
+        else:
+            dt = self.timer.step_s(p, pa, 0, 0)
+        self.step_s_last = dt
+        return self.clock + dt
+
+    def _finish_mixed_step(self, t: float) -> None:
+        led = self.ledger
+        self.busy_s += self.step_s_last
+        self.steps += 1
+        if self.d:
+            e = self.tokens_per_step
+            self.G += e
+            self.S += self.d * e
+            self.tokens_out += self.d * e
+        done_prefills = 0
+        for entry, c in zip(self.prefill, self.step_chunks):
+            entry[1] -= c
+            entry[2] += c
+            if entry[1] == 0:
+                done_prefills += 1
+        if done_prefills:
+            keep = []
+            for entry in self.prefill:
+                if entry[1] > 0:
+                    keep.append(entry)
+                    continue
+                req, _, _, ctx = entry
+                self.prefill_reserved -= ctx + self.block
+                if led.generated[req] == 0:
+                    led.first_token_s[req] = t
+                self.tokens_out += 1
+                produced = led.generated[req] + 1
+                remaining = led.output_tokens[req] - produced
+                if remaining <= 0:
+                    self._complete(req, ctx + 1, t)
+                    continue
+                fg = self.G + remaining
+                self.running[req] = (self.G, ctx + 1.0, fg)
+                heapq.heappush(self.heap, (fg, req))
+                self.d += 1
+                self.S += ctx + 1.0
+            self.prefill = keep
+        self.clock = t
+
+    def _plan_segment(self) -> float:
+        """Plan pure-decode steps until the next completion, the KV limit or the cap."""
+        heap, running = self.heap, self.running
+        while heap:
+            fg, req = heap[0]
+            r = running.get(req)
+            if r is not None and r[2] == fg:
+                break
+            heapq.heappop(heap)
+        e = self.tokens_per_step
+        n_done = max(1, math.ceil((heap[0][0] - self.G) / e - 1e-9))
+        growth = self.d * e
+        n_kv = max(1, int((self.cap - self.kv_used) // growth))
+        n = min(n_done, n_kv, SEGMENT_CAP_STEPS)
+        times = self.timer.decode_steps_s(self.d, self.S, n, e, self.verify)
+        if self.verify:
+            times = times * self.draft_factor
+        cum = np.cumsum(times)
+        self.seg_t0 = self.clock
+        self.seg_cum = cum
+        self.seg_n = n
+        return self.clock + float(cum[-1])
+
+    def _advance_decode(self, steps: int, t: float) -> None:
+        """Apply ``steps`` pure-decode steps of the current segment, ending at ``t``."""
+        e = self.tokens_per_step
+        self.busy_s += float(self.seg_cum[steps - 1])
+        self.steps += steps
+        self.G += steps * e
+        self.S += steps * e * self.d
+        self.tokens_out += steps * e * self.d
+        self.clock = t
+
+    def _complete_finished(self, t: float) -> None:
+        heap, running = self.heap, self.running
+        g = self.G + 1e-9
+        while heap and heap[0][0] <= g:
+            fg, req = heapq.heappop(heap)
+            r = running.get(req)
+            if r is None or r[2] != fg:
+                continue
+            del running[req]
+            ctx = r[1] + (self.G - r[0])
+            self.S -= ctx
+            self.d -= 1
+            self._complete(req, ctx, t)
+        if self.d == 0:
+            self.S = 0.0
+
+    def _complete(self, req: int, ctx: float, t: float) -> None:
+        led = self.ledger
+        led.finish_s[req] = t
+        led.status[req] = COMPLETED
+        self.completed += 1
+        key = led.prefix_key[req]
+        if self.prefix_cache and key >= 0:
+            tok = int(ctx)
+            old = self.cache.pop(key, 0)
+            self.cache[key] = tok
+            self.cache_tokens += tok - old

@@ -1,0 +1,191 @@
+"""What the simulator needs from the performance model, and a fast lookup of step times.
+
+The simulator codes against :class:`StepModel` (a Protocol): anything with these members works,
+in particular ``clusterfit.perf.compile_step(...)``. Tests use small step models of their own.
+
+Calling a full op-level model once per engine step would dominate the simulation (millions of steps),
+so :class:`StepTimer` evaluates the model once, vectorised, on grids and interpolates:
+
+    step_s(p, pa, d, da) ~= F(p, d) + A_pre(p, pa) + A_dec(d, da)
+
+where F is the step with no attention context (GEMMs, communication, overheads), A_pre the extra time
+of prefill attention and A_dec the extra time of decode attention (both linear-ish in the keys
+attended). Pure prefill and pure decode steps are exact at the grid points; between points the error
+is that of linear interpolation on geometric grids (a test bounds it). ``exact=True`` calls the model
+directly instead.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..errors import ClusterfitError
+
+
+@runtime_checkable
+class StepModel(Protocol):
+    """One replica's engine step time, in seconds (numpy-broadcasting).
+
+    prefill_tokens: new prompt tokens computed this step.
+    prefill_attended: sum over those tokens of the keys each attends (a chunk of n tokens after c
+        cached contributes n*c + n*(n+1)/2).
+    decode_seqs: sequences producing one token this step.
+    decode_attended: sum of their context lengths, tokens.
+    """
+
+    kv_capacity_tokens: int
+    max_batch: int
+    gpus: int
+
+    def step_s(self, prefill_tokens, prefill_attended, decode_seqs, decode_attended): ...
+
+    def decode_step_s(self, batch, context): ...
+
+    def prefill_s(self, tokens, cached=0): ...
+
+
+def chunk_attended(tokens: int, cached: int) -> int:
+    """Keys attended by a prefill chunk of ``tokens`` new tokens after ``cached`` tokens (causal)."""
+    return tokens * cached + tokens * (tokens + 1) // 2
+
+
+def _geom_grid(lo: float, hi: float, n: int) -> np.ndarray:
+    """``n`` points from lo to hi, geometric, as unique floats (lo > 0)."""
+    return np.unique(np.geomspace(max(lo, 1e-9), max(hi, lo * 1.0001), n))
+
+
+class StepTimer:
+    """Step times for the simulator, from a :class:`StepModel`, in seconds.
+
+    token_budget: most tokens (prefill + decode) in one step.
+    max_context: longest context a sequence can reach, tokens (sets the grids' upper ends).
+    exact: call the model directly for every step instead of interpolating tables.
+    """
+
+    def __init__(self, model: StepModel, token_budget: int, max_batch: int, max_context: int,
+                 exact: bool = False) -> None:
+        if token_budget < 1 or max_batch < 1 or max_context < 1:
+            raise ClusterfitError("token budget, max batch and max context must be >= 1")
+        self.model = model
+        self.exact = exact
+        self.token_budget = int(token_budget)
+        self.max_batch = int(max_batch)
+        self.max_context = int(max_context)
+        if not exact:
+            self._build_tables()
+
+    # --- tables -----------------------------------------------------------------------------
+    def _call(self, p, pa, d, da) -> np.ndarray:
+        out = np.asarray(self.model.step_s(p, pa, d, da), dtype=float)
+        if not np.all(np.isfinite(out)) or np.any(out <= 0):
+            raise ClusterfitError("the step model returned a non-positive or non-finite step time")
+        return out
+
+    def _build_tables(self) -> None:
+        mb = self.max_batch
+        # decode batch: every integer up to 512, then a geometric grid.
+        d_axis = np.arange(0, min(mb, 512) + 1, dtype=float)
+        if mb > 512:
+            d_axis = np.unique(np.concatenate([d_axis, np.round(_geom_grid(512, mb, 48))]))
+        p_axis = np.unique(np.concatenate([[0.0], np.round(_geom_grid(1, self.token_budget, 72))]))
+        c_axis = np.unique(np.concatenate([[0.0], _geom_grid(1, self.max_context, 64)]))
+        self.d_axis, self.p_axis, self.c_axis = d_axis, p_axis, c_axis
+        P, D = np.meshgrid(p_axis, d_axis, indexing="ij")
+        pos = (P + D) > 0
+        f = np.zeros_like(P)
+        f[pos] = self._call(P[pos], 0.0, D[pos], 0.0)
+        self.F = f  # [p, d]
+        # prefill attention: mean keys per prefill token c (0..max_context)
+        Pp, Cp = np.meshgrid(p_axis[1:], c_axis, indexing="ij")
+        ap = self._call(Pp, Pp * Cp, 0.0, 0.0) - self._call(Pp, 0.0, 0.0, 0.0)
+        self.A_pre = np.vstack([np.zeros((1, c_axis.size)), np.maximum(ap, 0.0)])  # [p, c]
+        # decode attention: mean context per decode sequence c
+        Dd, Cd = np.meshgrid(d_axis[1:], c_axis, indexing="ij")
+        ad = self._call(0.0, 0.0, Dd, Dd * Cd) - self._call(0.0, 0.0, Dd, 0.0)
+        self.A_dec = np.vstack([np.zeros((1, c_axis.size)), np.maximum(ad, 0.0)])  # [d, c]
+        self._p_list = p_axis.tolist()
+        self._d_list = d_axis.tolist()
+        self._c_list = c_axis.tolist()
+        self._d_exact = mb <= 512
+        self._F_list = f.tolist()
+        self._Apre_list = self.A_pre.tolist()
+        self._Adec_list = self.A_dec.tolist()
+
+    @staticmethod
+    def _locate(axis: list[float], x: float) -> tuple[int, float]:
+        """Index i and weight w so that x ~ axis[i]*(1-w) + axis[i+1]*w (clamped at the ends)."""
+        n = len(axis)
+        if x <= axis[0]:
+            return 0, 0.0
+        if x >= axis[-1]:
+            if x > axis[-1] and n >= 2:  # linear extrapolation past the last point
+                return n - 2, (x - axis[-2]) / (axis[-1] - axis[-2])
+            return n - 2, 1.0
+        i = bisect_right(axis, x) - 1
+        return i, (x - axis[i]) / (axis[i + 1] - axis[i])
+
+    def _d_index(self, d: int) -> tuple[int, float]:
+        if self._d_exact:
+            return (d - 1, 1.0) if d > 0 else (0, 0.0)
+        return self._locate(self._d_list, float(d))
+
+    @staticmethod
+    def _lerp_row(row: list[float], i: int, w: float) -> float:
+        return row[i] + (row[i + 1] - row[i]) * w
+
+    def step_s(self, prefill_tokens: int, prefill_attended: int, decode_seqs: int,
+               decode_attended: int) -> float:
+        """Time of one mixed step, seconds (scalar arguments as in :class:`StepModel`)."""
+        if self.exact:
+            return float(self._call(prefill_tokens, prefill_attended, decode_seqs, decode_attended))
+        ip, wp = self._locate(self._p_list, float(prefill_tokens))
+        idd, wd = self._d_index(decode_seqs)
+        F = self._F_list
+        f0 = F[ip][idd] + (F[ip][idd + 1] - F[ip][idd]) * wd
+        f1 = F[ip + 1][idd] + (F[ip + 1][idd + 1] - F[ip + 1][idd]) * wd
+        t = f0 + (f1 - f0) * wp
+        if prefill_tokens > 0:
+            ic, wc = self._locate(self._c_list, prefill_attended / prefill_tokens)
+            A = self._Apre_list
+            a0 = self._lerp_row(A[ip], ic, wc)
+            a1 = self._lerp_row(A[ip + 1], ic, wc)
+            t += a0 + (a1 - a0) * wp
+        if decode_seqs > 0:
+            ic, wc = self._locate(self._c_list, decode_attended / decode_seqs)
+            A = self._Adec_list
+            a0 = self._lerp_row(A[idd], ic, wc)
+            a1 = self._lerp_row(A[idd + 1], ic, wc)
+            t += a0 + (a1 - a0) * wd
+        return t
+
+    def decode_steps_s(self, decode_seqs: int, decode_attended0: float, steps: int,
+                       tokens_per_step: float = 1.0, verify_tokens: int = 0) -> np.ndarray:
+        """Times of ``steps`` consecutive pure-decode steps, seconds (array of length ``steps``).
+
+        The batch stays ``decode_seqs`` sequences; their summed context starts at ``decode_attended0``
+        and grows by ``decode_seqs * tokens_per_step`` per step. ``verify_tokens`` > 0 is speculative
+        decoding: each sequence also verifies that many draft tokens per step (charged as extra tokens
+        through the GEMMs; the KV is read once per step).
+        """
+        ctx = decode_attended0 + decode_seqs * tokens_per_step * np.arange(steps)
+        extra = decode_seqs * verify_tokens
+        if self.exact:
+            c = ctx / decode_seqs
+            return self._call(extra, extra * c, decode_seqs, ctx) * np.ones(steps)
+        idd, wd = self._d_index(decode_seqs)
+        ip, wp = self._locate(self._p_list, float(extra))
+        F = self.F
+        f0 = F[ip, idd] + (F[ip, idd + 1] - F[ip, idd]) * wd
+        f1 = F[ip + 1, idd] + (F[ip + 1, idd + 1] - F[ip + 1, idd]) * wd
+        f = f0 + (f1 - f0) * wp
+        row = self.A_dec[idd] + (self.A_dec[idd + 1] - self.A_dec[idd]) * wd
+        c = ctx / decode_seqs
+        a = np.interp(c, self.c_axis, row)
+        if c[-1] > self.c_axis[-1]:  # extrapolate linearly past the grid
+            over = c > self.c_axis[-1]
+            slope = (row[-1] - row[-2]) / (self.c_axis[-1] - self.c_axis[-2])
+            a[over] = row[-1] + slope * (c[over] - self.c_axis[-1])
+        return f + a

@@ -1,0 +1,174 @@
+"""Requests to simulate: arrival processes, length distributions, multi-turn sessions.
+
+A workload is a :class:`Requests` table of numpy arrays sorted by arrival time. Generators are pure
+functions of a config and a ``numpy.random.Generator`` (deterministic for a seed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ClusterfitError
+from .config import ArrivalSpec, LengthSpec, SessionSpec
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Requests sorted by arrival.
+
+    arrival_s: arrival time, seconds from the start. input_tokens / output_tokens: prompt and answer
+    lengths, tokens (>= 1). prefix_key: cache / affinity key (a session id; -1 for none).
+    shared_tokens: leading prompt tokens equal to the previous context of the same prefix key, which
+    a prefix cache can serve (0 for none).
+    """
+
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    prefix_key: np.ndarray
+    shared_tokens: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.arrival_s.size)
+
+    @classmethod
+    def build(cls, arrival_s, input_tokens, output_tokens, prefix_key=None, shared_tokens=None) -> "Requests":
+        """Validate, sort by arrival (stable) and return a Requests table."""
+        a = np.asarray(arrival_s, dtype=float)
+        n = a.size
+        i = np.asarray(input_tokens, dtype=np.int64).reshape(n)
+        o = np.asarray(output_tokens, dtype=np.int64).reshape(n)
+        k = np.full(n, -1, np.int64) if prefix_key is None else np.asarray(prefix_key, np.int64).reshape(n)
+        s = np.zeros(n, np.int64) if shared_tokens is None else np.asarray(shared_tokens, np.int64).reshape(n)
+        if n and (np.any(~np.isfinite(a)) or np.any(a < 0)):
+            raise ClusterfitError("arrival times must be finite and >= 0")
+        if n and (np.any(i < 1) or np.any(o < 1)):
+            raise ClusterfitError("input and output lengths must be >= 1 token")
+        s = np.clip(s, 0, i - 1) if n else s
+        order = np.argsort(a, kind="stable")
+        return cls(a[order], i[order], o[order], k[order], s[order])
+
+    @property
+    def duration_s(self) -> float:
+        """Time from the first to the last arrival, seconds."""
+        return float(self.arrival_s[-1] - self.arrival_s[0]) if len(self) else 0.0
+
+
+def draw_lengths(spec: LengthSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` token lengths from ``spec`` (int64, clipped to [min, max])."""
+    if spec.dist == "fixed":
+        x = np.full(n, spec.value, dtype=float)
+    elif spec.dist == "lognormal":
+        sigma2 = np.log1p(spec.cv**2)
+        mu = np.log(spec.mean) - sigma2 / 2
+        x = rng.lognormal(mu, np.sqrt(sigma2), n)
+    else:
+        values = np.asarray(spec.values, dtype=float)
+        p = None if spec.weights is None else np.asarray(spec.weights, float) / np.sum(spec.weights)
+        x = rng.choice(values, size=n, p=p)
+    x = np.maximum(np.rint(x), spec.min)
+    if spec.max is not None:
+        x = np.minimum(x, spec.max)
+    return x.astype(np.int64)
+
+
+def arrival_times(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` increasing arrival times, seconds from 0, from the process in ``spec``."""
+    if spec.rate_rps is None:
+        raise ClusterfitError("the arrival process needs `rate_rps` (requests per second)")
+    lam = spec.rate_rps
+    if spec.process == "poisson":
+        gaps = rng.exponential(1.0 / lam, n)
+    elif spec.process == "gamma":
+        shape = 1.0 / spec.cv**2
+        gaps = rng.gamma(shape, 1.0 / (lam * shape), n)
+    elif spec.process == "mmpp":
+        return _mmpp(spec, n, rng)
+    else:
+        return _diurnal(spec, n, rng)
+    t = np.cumsum(gaps)
+    return t - t[0] if n else t
+
+
+def _mmpp(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Two-state Markov-modulated Poisson arrivals with long-run mean rate ``rate_rps``."""
+    f, b, lam = spec.burst_fraction, spec.burst_factor, spec.rate_rps
+    if f * b >= 1:
+        raise ClusterfitError("mmpp: burst_fraction x burst_factor must be < 1 (the base rate would be <= 0)")
+    lam_hi = b * lam
+    lam_lo = lam * (1 - f * b) / (1 - f)
+    dwell_hi = spec.dwell_s
+    dwell_lo = dwell_hi * (1 - f) / f
+    out: list[np.ndarray] = []
+    got, t, hi = 0, 0.0, False
+    while got < n:
+        dwell = rng.exponential(dwell_hi if hi else dwell_lo)
+        rate = lam_hi if hi else lam_lo
+        k = rng.poisson(rate * dwell)
+        if k:
+            out.append(t + np.sort(rng.uniform(0.0, dwell, k)))
+            got += k
+        t += dwell
+        hi = not hi
+    times = np.concatenate(out)[:n]
+    return times - times[0]
+
+
+def _diurnal(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Sinusoidal-rate Poisson arrivals by thinning a process at the peak rate."""
+    peak = spec.rate_rps * (1 + spec.amplitude)
+    out: list[np.ndarray] = []
+    got, t0 = 0, 0.0
+    while got < n:
+        m = max(1024, int(1.2 * (n - got) * (1 + spec.amplitude)))
+        t = t0 + np.cumsum(rng.exponential(1.0 / peak, m))
+        rate = spec.rate_rps * (1 + spec.amplitude * np.sin(2 * np.pi * t / spec.period_s))
+        keep = t[rng.uniform(0, peak, m) < rate]
+        out.append(keep)
+        got += keep.size
+        t0 = t[-1]
+    times = np.concatenate(out)[:n]
+    return times - times[0]
+
+
+def generate(n: int, arrival: ArrivalSpec, input_spec: LengthSpec, output_spec: LengthSpec,
+             rng: np.random.Generator, sessions: SessionSpec | None = None) -> Requests:
+    """``n`` requests: independent ones, or multi-turn sessions when ``sessions`` is given."""
+    if n < 1:
+        raise ClusterfitError("the workload needs at least one request")
+    if sessions is None:
+        return Requests.build(arrival_times(arrival, n, rng), draw_lengths(input_spec, n, rng),
+                              draw_lengths(output_spec, n, rng))
+    return _sessions(n, arrival, input_spec, output_spec, sessions, rng)
+
+
+def _sessions(n: int, arrival: ArrivalSpec, input_spec: LengthSpec, output_spec: LengthSpec,
+              spec: SessionSpec, rng: np.random.Generator) -> Requests:
+    """Agent sessions: first prompt from ``input_spec``, later turns extend the previous context."""
+    p = 1.0 / spec.turns_mean
+    n_sessions_guess = int(n * p * 1.5) + 16
+    turns = rng.geometric(p, n_sessions_guess)
+    while turns.sum() < n:
+        turns = np.concatenate([turns, rng.geometric(p, n_sessions_guess)])
+    cum = np.cumsum(turns)
+    n_sessions = int(np.searchsorted(cum, n) + 1)
+    turns = turns[:n_sessions].copy()
+    turns[-1] -= int(cum[n_sessions - 1] - n)
+    starts = arrival_times(arrival, n_sessions, rng)
+    session = np.repeat(np.arange(n_sessions), turns)
+    first = np.concatenate([[0], np.cumsum(turns)[:-1]])
+    turn_index = np.arange(n) - np.repeat(first, turns)
+    arrivals = np.repeat(starts, turns) + turn_index * spec.think_time_s
+    out_tokens = draw_lengths(output_spec, n, rng)
+    new_tokens = draw_lengths(spec.new_tokens, n, rng)
+    first_prompt = draw_lengths(input_spec, n_sessions, rng)
+    # context before each turn's new tokens: previous prompt + previous answer, accumulated per session
+    new_tokens[first] = first_prompt
+    grow = new_tokens + out_tokens
+    csum = np.cumsum(grow)
+    session_base = np.repeat(csum[first] - grow[first], turns)
+    shared = csum - grow - session_base  # context accumulated before this turn
+    input_tokens = shared + new_tokens
+    return Requests.build(arrivals, input_tokens, out_tokens, session, shared)
