@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -53,44 +54,78 @@ def hardware_payload(catalog: HardwareCatalog) -> dict[str, Any]:
 
 
 _COLUMNS: list[tuple[str, str, str]] = [
-    # (row key, header with unit, format)
+    # (row key, header with unit, format); the title says "per GPU unless marked per node" and "dense"
     ("id", "system", "s"),
     ("gpu", "GPU", "s"),
     ("gpus_per_node", "GPUs/\nnode", "d"),
-    ("scale_up_domain_gpus", "scale-up\ndomain\n(GPUs)", "d"),
-    ("hbm_gb_per_gpu", "HBM/GPU\n(GB, mkt)", ".0f"),
-    ("hbm_gib_visible_per_gpu", "visible/GPU\n(GiB)", ".1f"),
-    ("hbm_gb_per_node", "HBM/node\n(GB)", ".0f"),
-    ("mem_bw_tbs_per_gpu", "mem BW/GPU\n(TB/s)", ".2f"),
-    ("bf16_tflops_dense_per_gpu", "BF16/GPU\n(TFLOP/s\ndense)", ".0f"),
-    ("fp8_tflops_dense_per_gpu", "FP8/GPU\n(TFLOP/s\ndense)", ".0f"),
-    ("fp4_tflops_dense_per_gpu", "FP4/GPU\n(TFLOP/s\ndense)", ".0f"),
-    ("nvlink_gbs_per_gpu_per_dir", "scale-up/GPU\n(GB/s\nper dir)", ".0f"),
-    ("nic_gbps_per_gpu", "NIC/GPU\n(Gb/s)", ".0f"),
-    ("network_gbps_per_node", "NIC/node\n(Gb/s)", ".0f"),
+    ("scale_up_domain_gpus", "domain\nGPUs", "d"),
+    ("hbm_gb_per_gpu", "HBM GB\nmarketed", ".0f"),
+    ("hbm_gib_visible_per_gpu", "visible\nGiB", ".1f"),
+    ("hbm_gb_per_node", "HBM/node\nGB", ".0f"),
+    ("mem_bw_tbs_per_gpu", "mem BW\nTB/s", ".2f"),
+    ("bf16_tflops_dense_per_gpu", "BF16\nTFLOP/s", ".0f"),
+    ("fp8_tflops_dense_per_gpu", "FP8\nTFLOP/s", ".0f"),
+    ("fp4_tflops_dense_per_gpu", "FP4\nTFLOP/s", ".0f"),
+    ("nvlink_gbs_per_gpu_per_dir", "scale-up\nGB/s/dir", ".0f"),
+    ("nic_gbps_per_gpu", "NIC\nGb/s", ".0f"),
+    ("network_gbps_per_node", "NIC/node\nGb/s", ".0f"),
 ]
+
+# Left out first when the terminal is too narrow (numbers are never cut; --json has everything).
+_DROP_ORDER = ["gpu", "network_gbps_per_node", "hbm_gb_per_node", "hbm_gib_visible_per_gpu",
+               "fp4_tflops_dense_per_gpu", "scale_up_domain_gpus", "gpus_per_node"]
 
 
 def render_hardware(console: Console, rows: list[dict[str, Any]]) -> None:
     """Draw the rows as a rich table; '-' marks a value the catalog does not have, '*' a row with unverified
-    fields, '~' a visible-memory figure derived from nvidia-smi by the measured H200 ratio."""
-    table = Table(title="clusterfit hardware (per GPU unless marked per node; FLOP/s dense, no sparsity)",
-                  header_style="bold", show_lines=False)
-    for i, (_, header, _) in enumerate(_COLUMNS):
-        table.add_column(header, justify="left" if i < 2 else "right", no_wrap=i < 2)
+    fields, '~' a visible-memory figure derived from nvidia-smi by the measured H200 ratio.
+
+    Numbers are never cut: on a narrow terminal whole columns are left out (and named below the table).
+    """
+    formatted = []
     for row in rows:
-        cells = []
-        for key, _, fmt in _COLUMNS:
-            cells.append(_cell(row.get(key), fmt))
+        cells = {key: _cell(row.get(key), fmt) for key, _, fmt in _COLUMNS}
         if row.get("unverified"):
-            cells[0] += "*"
+            cells["id"] += "*"
         if row.get("hbm_visible_derived"):
-            cells[5] = "~" + cells[5]
-        table.add_row(*cells)
-    console.print(table)
-    console.print("* some fields unverified (see catalog/hardware.yaml);  ~ visible memory derived from "
-                  "nvidia-smi MiB by the H200 torch/nvidia-smi ratio;  GB = 1e9 bytes, GiB = 2^30 bytes",
-                  style="dim", highlight=False)
+            cells["hbm_gib_visible_per_gpu"] = "~" + cells["hbm_gib_visible_per_gpu"]
+        formatted.append(cells)
+    skipped: list[str] = []
+    for key in _DROP_ORDER:
+        if _needed_width(formatted, skipped) <= console.width:
+            break
+        skipped.append(key)
+    console.print(_table(formatted, skipped))
+    note = ("per GPU unless marked per node; FLOP/s dense (no sparsity); scale-up per direction; "
+            "GB = 1e9 bytes, GiB = 2^30 bytes. * some fields unverified (see catalog/hardware.yaml); "
+            "~ visible memory derived from nvidia-smi MiB by the H200 torch/nvidia-smi ratio.")
+    if skipped:
+        note += f" Left out for width: {', '.join(skipped)} (see --json)."
+    console.print(note, style="dim", highlight=False)
+
+
+def _needed_width(formatted: list[dict[str, str]], skipped: list[str]) -> int:
+    """Characters the table needs without cutting any number or header word (1 space each side)."""
+    need = 0
+    for key, header, _ in _COLUMNS:
+        if key not in skipped:
+            content = max((len(c[key]) for c in formatted), default=1)
+            need += max(content, *(len(line) for line in header.split("\n"))) + 3  # padding + rule
+    return need
+
+
+def _table(formatted: list[dict[str, str]], skipped: list[str]) -> Table:
+    columns = [c for c in _COLUMNS if c[0] not in skipped]
+    table = Table(title="clusterfit hardware", header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1),
+                  pad_edge=False)
+    for key, header, _ in columns:
+        content = max((len(c[key]) for c in formatted), default=1)
+        words = max(len(line) for line in header.split("\n"))
+        table.add_column(header, justify="left" if key in ("id", "gpu") else "right",
+                         min_width=max(content, words))
+    for cells in formatted:
+        table.add_row(*(cells[key] for key, _, _ in columns))
+    return table
 
 
 def _cell(value: Any, fmt: str) -> str:
