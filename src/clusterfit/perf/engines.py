@@ -1,7 +1,7 @@
 """Serving-engine constants (vLLM, SGLang, TensorRT-LLM) from catalog/engines.yaml.
 
 Each engine has a handful of constants, the same for every model and GPU (optionally one override per GPU
-family); they are fitted on the development CSV by ``python -m clusterfit.perf.calibration`` and the fit
+family); they are fitted on the development CSV by ``python benchmarks/accuracy.py CSV --calibrate`` and the fit
 result is written back to the YAML with the command that produced it:
 
 - step_overhead_s: host-side time per engine iteration (scheduling, input preparation, sampling launch).

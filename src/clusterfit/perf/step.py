@@ -145,10 +145,14 @@ class StepModel:
             add("linear_attention", t_lin, "memory_s")
 
         # MoE routed experts: all tokens of the stage spread over ep ranks
-        for (count, ffn, hidden, ep, moe_tp, wbpe, peak) in self._moe:
+        for (count, ffn, hidden, ep, moe_tp, wbpe, peak, dtype) in self._moe:
             flops, wbytes, abytes, pairs, active = ops.moe_flops_bytes(ffn, hidden, ep, moe_tp, tokens, wbpe)
             per_expert = pairs / np.maximum(active, 1e-9)
-            eff = c.moe_eff_max * self.engine.compute_scale / (1.0 + c.moe_m0 / np.maximum(per_expert, 1e-9))
+            width, inter = ops.moe_expert_shape(ffn, hidden)
+            gc = c.gemm_curve(dtype)
+            # small expert matrices fill fewer tiles: the GEMM fit's n0/k0 terms on the expert's narrower side
+            shape_pen = gc.n0 / max(inter / moe_tp, 1.0) + gc.k0 / max(width, 1.0)
+            eff = c.moe_eff_max * self.engine.compute_scale / (1.0 + c.moe_m0 / np.maximum(per_expert, 1e-9) + shape_pen)
             t = count * np.maximum((wbytes + abytes) / (self.bw_bytes_per_s * c.moe_mem_eff * self.engine.memory_scale),
                                    flops / (peak * eff))
             add("moe_experts", np.where(tokens > 0, t, 0.0), "memory_s")
@@ -337,7 +341,7 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
                             gpu.peak_flops(f.compute_dtype), curve_for(f.compute_dtype)))
     attn = [(cnt, *key) for key, cnt in attn_counts.items()]
     ef = _fmt(precision, "routed_experts")
-    moe = [(cnt, ffn, hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ef.compute_dtype))
+    moe = [(cnt, ffn, hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ef.compute_dtype), ef.compute_dtype)
            for ffn, cnt in moe_counts.items()]
 
     # communication setup
@@ -354,7 +358,7 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
 
     # weights and KV per GPU (own count, consistent with the op model)
     w_bytes = sum(g.count * g.n * g.k * g.w_bytes_per_elem for g in gemms if g.name != "lm_head")
-    for (cnt, ffn, hid, ep_, mtp, wbpe, _) in moe:
+    for (cnt, ffn, hid, ep_, mtp, wbpe, _, _d) in moe:
         width, inter = ops.moe_expert_shape(ffn, hid)
         w_bytes += cnt * (ffn.num_experts / ep_) * (3 if ffn.gated else 2) * width * inter / mtp * wbpe
     w_bytes = w_bytes * frac + (lm.n * lm.k * f.bytes_per_param) + \

@@ -1,0 +1,392 @@
+"""Predict every row of a published-measurements CSV and report the error.
+
+    python benchmarks/accuracy.py /work/shared/reference/published/measured-dev.csv [--json] [--rows]
+
+CSV format: shared/reference/published/measured-dev.csv (see its README). Mapping rules (documented, the
+same for every row):
+- model: the catalog's name/alias; Llama-3-70B uses Llama-3.1-70B's architecture (same shapes), the
+  Llama-2 / Mistral-7B architectures missing from the catalog are given inline below (public HF configs).
+- GPU: the hardware catalog's aliases -> its standard system (hgx_h200, dgx_b200, gb200_nvl72, ...).
+- precision_weights: fp16/bf16 -> 16-bit, fp8* -> fp8 (block-wise DeepSeek native -> the checkpoint),
+  fp4/nvfp4* -> nvfp4, mxfp4 -> mxfp4; "nvfp4 MoE ..." -> checkpoint with nvfp4 experts.
+  precision_kv empty -> fp8 KV for fp8/fp4 weights on TensorRT-LLM, else 16-bit.
+- layout: tp/pp/ep/dp as given. tp=ep=dp=N (TensorRT-LLM DEP) -> attention-DP N with EP N (tp 1). A dp
+  without ep is N replicas. Missing layout -> the smallest TP (power of two, inside one node, pp 1) whose
+  weights leave room for KV, replicas over the remaining GPUs.
+- engine: the engine column's family (TensorRT-LLM / vLLM / SGLang).
+- load: 'max throughput' / 'request rate INF' / 'concurrency N (max throughput)' -> max-throughput mode;
+  'static batch size N' -> static batching; 'batch 1' / decode_tokens_per_s_batch1 / tokens_per_s_per_user
+  -> batch-1 decode; 'batch size 1' ttft_ms -> prefill time; prefill-only rows -> prefill throughput.
+- Skipped (with the reason): MLPerf rows (the README gives no input-length average for their datasets;
+  Server/Interactive are SLO-bound), open-loop QPS rows (need the queueing simulator), speculative
+  decoding (MTP), disaggregated decode-only rows, models/GPUs missing from the catalogs, layouts that do
+  not fit.
+Percent errors are (predicted - measured) / measured x 100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+import time
+from functools import lru_cache
+
+import numpy as np
+
+from clusterfit.arch import load_model, parse_config
+from clusterfit.errors import ClusterfitError
+from clusterfit.hardware import load_hardware
+from clusterfit.layout import Layout
+from clusterfit.perf import compile_step
+from clusterfit.perf.serving import cycle_s, max_throughput_batch, static_batch_s
+from clusterfit.precision import resolve_precision
+
+MODEL_MAP = {
+    "Llama-3.1-8B": "meta-llama/Llama-3.1-8B", "Llama-3.1-70B": "meta-llama/Llama-3.1-70B",
+    "Llama-3.3-70B": "meta-llama/Llama-3.3-70B-Instruct", "Llama-3-70B": "meta-llama/Llama-3.1-70B",
+    "Llama-3.1-405B": "meta-llama/Llama-3.1-405B", "Mixtral-8x7B": "mistralai/Mixtral-8x7B-v0.1",
+    "Mixtral-8x22B": "mistralai/Mixtral-8x22B-v0.1", "Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
+    "Qwen3-235B-A22B": "Qwen/Qwen3-235B-A22B", "Qwen3-8B": "Qwen/Qwen3-8B",
+    "Llama-4-Maverick": "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+    "Llama-4-Scout": "meta-llama/Llama-4-Scout-17B-16E-Instruct", "gpt-oss-120b": "openai/gpt-oss-120b",
+    "gpt-oss-20b": "openai/gpt-oss-20b", "DeepSeek-R1": "deepseek-ai/DeepSeek-R1",
+    "DeepSeek-R1-0528": "deepseek-ai/DeepSeek-R1", "DeepSeek-V3": "deepseek-ai/DeepSeek-V3",
+    "DeepSeek-V3/R1": "deepseek-ai/DeepSeek-V3", "DeepSeek-V3.2": "deepseek-ai/DeepSeek-V3.2",
+}
+
+#: Architectures not in the model catalog: public Hugging Face config.json fields (meta-llama/Llama-2-*-hf,
+#: mistralai/Mistral-7B-v0.1).
+INLINE_CONFIGS = {
+    "Llama-2-70B": dict(model_type="llama", hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                        num_attention_heads=64, num_key_value_heads=8, vocab_size=32000, torch_dtype="float16"),
+    "Llama-2-13B": dict(model_type="llama", hidden_size=5120, intermediate_size=13824, num_hidden_layers=40,
+                        num_attention_heads=40, num_key_value_heads=40, vocab_size=32000, torch_dtype="float16"),
+    "Llama-2-7B": dict(model_type="llama", hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=32, vocab_size=32000, torch_dtype="float16"),
+    "Mistral-7B": dict(model_type="mistral", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, vocab_size=32000, torch_dtype="bfloat16"),
+}
+
+THROUGHPUT_METRICS = ("output_tokens_per_s_total", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_node",
+                      "mlperf_offline_tokens_per_s", "input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node",
+                      "total_tokens_per_s_per_gpu")
+
+
+class Skip(Exception):
+    pass
+
+
+@lru_cache(maxsize=None)
+def model_for(name: str):
+    if name in INLINE_CONFIGS:
+        return parse_config(INLINE_CONFIGS[name], name=name)
+    if name not in MODEL_MAP:
+        raise Skip(f"model {name} not in the catalog")
+    return load_model(MODEL_MAP[name])
+
+
+@lru_cache(maxsize=None)
+def system_for(gpu: str):
+    try:
+        return load_hardware().system(gpu)
+    except ClusterfitError as e:
+        raise Skip(f"GPU {gpu}: {e}") from None
+
+
+def engine_for(text: str) -> str:
+    t = text.lower()
+    if "sglang" in t:
+        return "sglang"
+    if "vllm" in t:
+        return "vllm"
+    return "trtllm"
+
+
+def precision_for(model, weights: str, kv: str, engine: str):
+    w = weights.lower()
+    experts = None
+    if "moe" in w and "nvfp4" in w:
+        prec, experts = None, "nvfp4"
+    elif "mxfp4" in w:
+        prec = "mxfp4"
+    elif "fp4" in w:
+        prec = "nvfp4"
+    elif "block" in w:
+        prec = None
+    elif w.startswith("fp8"):
+        prec = "fp8"
+    elif w.startswith("fp16"):
+        prec = "fp16"
+    elif w.startswith("bf16"):
+        prec = "bf16"
+    else:
+        raise Skip(f"precision '{weights}'")
+    if kv:
+        kvd = "fp8" if kv.startswith("fp8") else "bf16"
+    else:
+        kvd = "fp8" if engine == "trtllm" and ("fp8" in w or "fp4" in w) else None
+    return resolve_precision(model, prec, experts, kvd)
+
+
+def _int(x, default=None):
+    try:
+        return int(float(x))
+    except (TypeError, ValueError):
+        return default
+
+
+@lru_cache(maxsize=None)
+def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp):
+    model = model_for(model_name)
+    system = system_for(gpu)
+    prec = precision_for(model, weights, kv, engine)
+    sm = compile_step(model, system, Layout(tp=tp, pp=pp, ep=ep, dp=dp), prec, engine, engines_path=ENGINES_PATH)
+    return sm
+
+
+ENGINES_PATH = None  # catalog/engines.yaml unless calibrating
+
+
+FAMILIES = {"a100": "a100", "l40s": "l40s", "rtx_pro": "rtx_pro", "b200": "blackwell", "b300": "blackwell"}
+
+
+def calibrate(path: str, engine: str = "trtllm") -> dict:
+    """Fit the engine's constants on the throughput rows of a CSV: global (step_overhead_s, compute_scale,
+    memory_scale), then one (compute_scale, memory_scale) pair per GPU family. Soft-L1 loss on log error."""
+    import tempfile
+
+    import yaml
+    from scipy.optimize import least_squares
+
+    from clusterfit.perf.engines import ENGINES_YAML, load_engines
+
+    global ENGINES_PATH
+    base = yaml.safe_load(ENGINES_YAML.read_text())
+    rows = [r for r in csv.DictReader(open(path, newline="")) if r["metric"] in THROUGHPUT_METRICS
+            and engine_for(r["engine"]) == engine]
+    tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+
+    def evaluate_with(cfg, subset):
+        with open(tmp.name, "w") as f:
+            yaml.safe_dump(cfg, f)
+        global ENGINES_PATH
+        ENGINES_PATH = tmp.name
+        step_for.cache_clear()
+        load_engines.cache_clear()
+        out = []
+        for r in subset:
+            try:
+                out.append(np.log(predict_row(r) / float(r["value"])))
+            except (Skip, ClusterfitError):
+                pass
+        return np.array(out) if out else np.zeros(1)
+
+    e = base["engines"][engine]
+    e["by_gpu_family"] = {}
+
+    def glob(p):
+        e.update(step_overhead_s=float(p[0]) * 1e-3, compute_scale=float(p[1]), memory_scale=float(p[2]))
+        return evaluate_with(base, hopper)
+
+    hopper = [r for r in rows if not any(k in r["gpu"].lower().replace("-", "_") for k in FAMILIES)]
+    sol = least_squares(glob, x0=[2.0, 1.0, 1.0], bounds=([0.1, 0.3, 0.3], [20, 1.5, 1.3]), loss="soft_l1",
+                        f_scale=0.1, diff_step=0.05)
+    glob(sol.x)
+    fams = {}
+    for key, fam in FAMILIES.items():
+        fams.setdefault(fam, []).append(key)
+    for fam, keys in fams.items():
+        sub = [r for r in rows if any(k in r["gpu"].lower().replace("-", "_") for k in keys)]
+        if len(sub) < 10:
+            continue
+
+        def famf(p, keys=keys, sub=sub):
+            for k in keys:
+                e["by_gpu_family"][k] = {"compute_scale": float(p[0]), "memory_scale": float(p[1])}
+            return evaluate_with(base, sub)
+
+        s2 = least_squares(famf, x0=[e["compute_scale"], e["memory_scale"]], bounds=([0.2, 0.2], [1.5, 1.3]),
+                           loss="soft_l1", f_scale=0.1, diff_step=0.05)
+        famf(s2.x)
+    ENGINES_PATH = None
+    return base
+
+
+
+def layout_for(row, model_name, engine):
+    n = _int(row["num_gpus"], 1)
+    tp, pp, ep, dp = (_int(row[k]) for k in ("tp", "pp", "ep", "dp"))
+    if tp is not None and ep and dp and tp == ep == dp and tp > 1:
+        return (1, pp or 1, ep, dp), n // (ep * (pp or 1))   # DEP: attention DP + EP
+    if tp is None and pp is None:
+        sysm = system_for(row["gpu"])
+        t = 1
+        while t <= min(n, sysm.gpus_per_node):
+            try:
+                sm = step_for(model_name, row["gpu"], row["precision_weights"], row["precision_kv"], engine, t, 1,
+                              1, 1)
+                if sm.kv_capacity_tokens > 0 and sm.max_sequences(2048) >= 8:
+                    return (t, 1, 1, 1), n // t
+            except ClusterfitError:
+                pass
+            t *= 2
+        raise Skip("no TP inside one node fits")
+    tp = tp or 1
+    pp = pp or 1
+    ep = ep or 1
+    is_moe = any(L.ffn.kind == "moe" for L in model_for(model_name).layers)
+    if dp and dp > 1 and not (is_moe and ep > 1):
+        return (tp, pp, ep, 1), n // (tp * pp)     # dp = independent replicas
+    dp = dp or 1
+    return (tp, pp, ep, dp), max(1, n // (tp * pp * dp))
+
+
+def predict_row(row) -> float:
+    mode = row["concurrency_or_mode"].lower()
+    metric = row["metric"]
+    if row["id"].startswith("MLPERF"):
+        raise Skip("MLPerf dataset rows: the README gives no input-length average (Server/Interactive are SLO-bound)")
+    if "mtp" in mode or "speculative" in row["notes"].lower() and "no speculative" not in mode:
+        raise Skip("speculative decoding (MTP) is not modelled")
+    if "request rate" in mode and "inf" not in mode:
+        raise Skip("open-loop request-rate rows need the queueing simulator")
+    if "decode-only" in mode or "decode, multi-node" in mode or "decode:" in mode or "simulated" in mode:
+        raise Skip("disaggregated decode-only / simulated rows")
+    if "sharegpt" in mode or "concurrency sweep" in mode:
+        raise Skip("dataset-length or sweep-peak rows without fixed lengths")
+    isl, osl = _int(row["isl"]), _int(row["osl"])
+    if not isl or not osl:
+        raise Skip("no isl/osl")
+    engine = engine_for(row["engine"])
+    model_name = row["model"]
+    model_for(model_name)
+    (tp, pp, ep, dp), replicas = layout_for(row, model_name, engine)
+    sm = step_for(model_name, row["gpu"], row["precision_weights"], row["precision_kv"], engine, tp, pp, ep, dp)
+    if sm.kv_capacity_tokens <= 0:
+        raise Skip("layout does not fit in memory (no KV left)")
+    n = _int(row["num_gpus"], sm.gpus * replicas)
+    replicas = max(1, n // sm.gpus)
+    if metric in ("ttft_ms",) and "batch size 1" in mode:
+        return float(sm.prefill_s(isl) + sm.decode_step_s(1, isl)) * 1e3
+    if metric in ("tokens_per_s_per_user", "decode_tokens_per_s_batch1"):
+        return 1.0 / float(sm.decode_step_s(1, isl + osl / 2))
+    if metric in ("input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node", "total_tokens_per_s_per_gpu"):
+        chunk = float(sm.engine.max_num_tokens) * sm.dp
+        t = float(sm.step_s(chunk, chunk * (isl + 1) / 2, 0, 0))
+        per_gpu = chunk / t / sm.gpus
+        return per_gpu * (8 if metric.endswith("per_node") else 1)
+    if metric not in THROUGHPUT_METRICS:
+        raise Skip(f"metric {metric} in this load regime is not predicted")
+    m = re.search(r"static batch size (\d+)", mode)
+    if m:
+        b = float(m.group(1))
+        b_rep = b / replicas if "out_tps=output_seqlen*batch_size/total_latency/tp" not in row["notes"] else b
+        total = replicas * b_rep * osl / float(static_batch_s(sm, b_rep, isl, osl))
+    elif "max throughput" in mode or "inf" in mode or "all at once" in mode or "offline" in mode \
+            or mode.startswith("concurrency"):
+        b = float(max_throughput_batch(sm, isl, osl))
+        if b < 1:
+            raise Skip("KV cache holds no request")
+        total = replicas * b * osl / float(cycle_s(sm, b, isl, osl))
+    else:
+        raise Skip(f"load regime '{row['concurrency_or_mode']}'")
+    if metric == "output_tokens_per_s_per_gpu":
+        return total / n
+    if metric == "output_tokens_per_s_per_node":
+        return total / n * 8
+    return total
+
+
+def summarise(errs: list[float]) -> dict:
+    a = np.abs(errs)
+    return {"n": len(errs), "median_ape": round(float(np.median(a)), 2), "mean_ape": round(float(np.mean(a)), 2),
+            "median_signed_error": round(float(np.median(errs)), 2), "p90_ape": round(float(np.percentile(a, 90)), 2)}
+
+
+def evaluate(path: str):
+    rows = list(csv.DictReader(open(path, newline="")))
+    results, skipped = [], {}
+    for r in rows:
+        try:
+            pred = predict_row(r)
+            meas = float(r["value"])
+            if not np.isfinite(pred) or pred <= 0:
+                raise Skip("non-positive prediction")
+            results.append((r, pred, meas, (pred - meas) / meas * 100.0))
+        except Skip as e:
+            skipped[str(e)] = skipped.get(str(e), 0) + 1
+        except ClusterfitError as e:
+            key = f"clusterfit error: {str(e)[:80]}"
+            skipped[key] = skipped.get(key, 0) + 1
+    return rows, results, skipped
+
+
+def report(rows, results, skipped) -> dict:
+    errs = [e for *_, e in results]
+    out = {"rows": len(rows), "predicted": len(results), "skipped": sum(skipped.values())}
+    out.update({k: v for k, v in summarise(errs).items() if k != "n"} if errs else {})
+    thr = [e for r, *_, e in results if r["metric"] in THROUGHPUT_METRICS]
+    out["throughput_rows"] = summarise(thr) if thr else {}
+    for key, col in (("by_metric", "metric"), ("by_gpu", "gpu"), ("by_model", "model")):
+        groups: dict = {}
+        for r, *_, e in results:
+            groups.setdefault(r[col], []).append(e)
+        out[key] = {k: summarise(v) for k, v in sorted(groups.items())}
+    out["skipped_reasons"] = dict(sorted(skipped.items(), key=lambda kv: -kv[1]))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("csv")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--worst", type=int, default=10, help="print the N worst rows")
+    ap.add_argument("--rows", action="store_true", help="print every predicted row")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="fit the TensorRT-LLM constants on this CSV and write them to catalog/engines.yaml")
+    a = ap.parse_args(argv)
+    if a.calibrate:
+        import yaml
+
+        from clusterfit.perf.engines import ENGINES_YAML
+
+        cfg = calibrate(a.csv)
+        header = "".join(line + "\n" for line in ENGINES_YAML.read_text().splitlines() if line.startswith("#"))
+        ENGINES_YAML.write_text(header + yaml.safe_dump(cfg, sort_keys=False))
+        print(yaml.safe_dump(cfg["engines"]["trtllm"], sort_keys=False))
+        return 0
+    t0 = time.perf_counter()
+    rows, results, skipped = evaluate(a.csv)
+    dt = time.perf_counter() - t0
+    out = report(rows, results, skipped)
+    out["seconds"] = round(dt, 3)
+    if a.json:
+        sys.stdout.write(json.dumps(out, indent=1) + "\n")
+        return 0
+    fmt = "{:<12} {:<16} {:<15} {:>3} {:<10} {:>6}/{:<6} {:<28} {:>11} {:>11} {:>7}"
+    print(fmt.format("id", "model", "gpu", "n", "tp/pp/ep/dp", "isl", "osl", "metric", "predicted", "measured", "err%"))
+    worst = sorted(results, key=lambda x: -abs(x[3]))
+    show = results if a.rows else worst[: a.worst]
+    for r, p, m, e in show:
+        lay = "/".join(r[k] or "-" for k in ("tp", "pp", "ep", "dp"))
+        print(fmt.format(r["id"], r["model"][:16], r["gpu"][:15], r["num_gpus"], lay, r["isl"], r["osl"],
+                         r["metric"][:28], f"{p:.4g}", f"{m:.4g}", f"{e:+.1f}"))
+    print(f"\nrows {out['rows']}  predicted {out['predicted']}  skipped {out['skipped']}  ({dt:.2f} s)")
+    print(f"all predicted: median APE {out.get('median_ape')}%  mean APE {out.get('mean_ape')}%  "
+          f"bias {out.get('median_signed_error')}%  p90 {out.get('p90_ape')}%")
+    print(f"throughput rows: {out['throughput_rows']}")
+    for key in ("by_metric", "by_gpu", "by_model"):
+        print(f"\n{key}:")
+        for k, v in out[key].items():
+            print(f"  {k:<34} n={v['n']:<4} median {v['median_ape']:>6}%  bias {v['median_signed_error']:>+7}%  p90 {v['p90_ape']:>6}%")
+    print("\nskipped:")
+    for k, v in out["skipped_reasons"].items():
+        print(f"  {v:>4}  {k}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

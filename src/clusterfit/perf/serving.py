@@ -1,0 +1,115 @@
+"""Serving metrics from a compiled StepModel: TTFT, TPOT, tokens/s per GPU and per user.
+
+Request-life accounting (continuous / in-flight batching, chunked prefill), used for a closed loop of
+``concurrency`` clients and for max-throughput mode:
+
+    B requests run together. Over one "generation" of osl decode iterations every running request emits
+    osl tokens and, in steady state, B new prompts of isl tokens are prefilled in chunks of the engine's
+    max_num_tokens, mixed into the decode iterations. So
+
+    cycle_s = osl * decode_step_s(B, isl + osl/2)
+              + (B * isl / chunk) * [step_s(chunk prefill + B decodes) - decode_step_s(B)]   (prefill's marginal cost)
+    output tokens/s = B * osl / cycle_s;   TPOT = cycle_s / osl;   TTFT = prefill_s(isl) + one decode step.
+
+Max-throughput mode (trtllm-bench throughput, MLPerf Offline: all requests queued): B grows until KV memory
+(per request isl+osl tokens reserved by TensorRT-LLM, isl+osl/2 on average for vLLM/SGLang paged
+allocation) or the engine's max batch caps it.
+
+Static batching (TensorRT-LLM v0.9 gptSessionBenchmark): B prompts are prefilled together, then osl decode
+iterations at contexts isl..isl+osl: ``static_batch`` below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ClusterfitError
+from .step import StepModel, compile_step
+
+
+def kv_limited_batch(sm: StepModel, isl, osl):
+    """Sequences the KV cache admits at once under the engine's reservation policy."""
+    per_req = (np.asarray(isl, float) + np.asarray(osl, float)) if sm.engine.kv_reservation == "full" else \
+        (np.asarray(isl, float) + np.asarray(osl, float) / 2.0)
+    return sm.max_sequences(per_req)
+
+
+def max_throughput_batch(sm: StepModel, isl, osl):
+    return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), sm.max_batch), 0.0)
+
+
+def cycle_s(sm: StepModel, batch, isl, osl):
+    """Seconds for ``batch`` concurrent requests to each prefill ``isl`` and decode ``osl`` tokens."""
+    b = np.asarray(batch, float)
+    isl = np.asarray(isl, float)
+    osl = np.asarray(osl, float)
+    ctx = isl + osl / 2.0
+    dec = sm.decode_step_s(b, ctx)
+    chunk = np.minimum(float(sm.engine.max_num_tokens) * sm.dp, np.maximum(b * isl, 1.0))
+    mixed = sm.step_s(chunk, chunk * (isl + 1.0) / 2.0, b, b * ctx)
+    n_chunks = b * isl / chunk
+    return osl * dec + n_chunks * np.maximum(mixed - dec, 0.0)
+
+
+def static_batch_s(sm: StepModel, batch, isl, osl):
+    """Seconds of one static batch: B prompts prefilled together, then osl decode iterations."""
+    b = np.asarray(batch, float)
+    isl = np.asarray(isl, float)
+    pre = sm.step_s(b * isl, b * isl * (isl + 1.0) / 2.0, 0.0, 0.0)
+    return pre + np.asarray(osl, float) * sm.decode_step_s(b, isl + np.asarray(osl, float) / 2.0)
+
+
+def predict(model, system, layout, precision, engine="vllm", isl=1024, osl=1024, concurrency=None, batch=None,
+            context=None, max_throughput=False, step_model: StepModel | None = None) -> dict:
+    """Serving metrics of one replica. Exactly one load: concurrency, batch (+context), or max_throughput."""
+    modes = sum([concurrency is not None, batch is not None, bool(max_throughput)])
+    if modes != 1:
+        raise ClusterfitError("give exactly one of --concurrency, --batch (with --context) or --max-throughput")
+    if isl < 1 or osl < 1:
+        raise ClusterfitError(f"--isl and --osl must be >= 1 (got {isl}, {osl})")
+    sm = step_model or compile_step(model, system, layout, precision, engine)
+    if sm.kv_capacity_tokens <= 0:
+        raise ClusterfitError(f"{getattr(model, 'name', 'model')} does not fit on {sm.gpus} x {system.gpu.id} with "
+                              f"this layout and precision (no memory left for the KV cache)")
+    cap = float(max_throughput_batch(sm, isl, osl))
+    if cap < 1:
+        raise ClusterfitError(f"the KV cache holds no request of {isl}+{osl} tokens on this layout")
+    ttft = float(sm.prefill_s(isl))
+    if batch is not None:
+        if batch < 1:
+            raise ClusterfitError(f"--batch must be >= 1, got {batch}")
+        ctx = float(context if context is not None else isl + osl / 2)
+        b = float(batch)
+        step = float(sm.decode_step_s(b, ctx))
+        tpot = step
+        out_tps = b / step
+        ttft = ttft + step
+    else:
+        if concurrency is not None:
+            if concurrency < 1:
+                raise ClusterfitError(f"--concurrency must be >= 1, got {concurrency}")
+            b = float(min(concurrency, cap))
+        else:
+            b = cap
+        ctx = isl + osl / 2
+        cyc = float(cycle_s(sm, b, isl, osl))
+        step = float(sm.decode_step_s(b, ctx))
+        tpot = cyc / osl
+        out_tps = b * osl / cyc
+        ttft = ttft + step
+    bd = sm.breakdown(0.0, 0.0, b, b * ctx)
+    return {
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "output_tokens_per_s": out_tps,
+        "output_tokens_per_s_per_gpu": out_tps / sm.gpus,
+        "tokens_per_s_per_user": 1.0 / tpot,
+        "batch": b,
+        "kv_limited_batch": cap,
+        "decode_step_s": step,
+        "prefill_s": float(sm.prefill_s(isl)),
+        "gpus": sm.gpus,
+        "kv_capacity_tokens": float(sm.kv_capacity_tokens),
+        "weight_bytes_per_gpu": float(sm.weight_bytes_per_gpu),
+        "breakdown": bd,
+    }
