@@ -1,0 +1,50 @@
+"""Speed of the performance model: predict every row of a published CSV, and evaluate a StepModel on arrays.
+
+    python benchmarks/perf_speed.py [CSV]   -> prints rates, writes benchmarks/results/perf_speed.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import accuracy  # noqa: E402
+
+from clusterfit.arch import load_model  # noqa: E402
+from clusterfit.hardware import load_hardware  # noqa: E402
+from clusterfit.layout import Layout  # noqa: E402
+from clusterfit.perf import compile_step  # noqa: E402
+from clusterfit.precision import resolve_precision  # noqa: E402
+
+
+def main() -> None:
+    csv_path = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/reference/published/measured-dev.csv"
+    t0 = time.perf_counter()
+    rows, results, skipped = accuracy.evaluate(csv_path)
+    dt_rows = time.perf_counter() - t0
+    m = load_model("deepseek-ai/DeepSeek-V3")
+    s = load_hardware().system("h200")
+    p = resolve_precision(m)
+    t0 = time.perf_counter()
+    n_compile = 50
+    for _ in range(n_compile):
+        sm = compile_step(m, s, Layout(tp=8, ep=8), p, "trtllm")
+    dt_compile = (time.perf_counter() - t0) / n_compile
+    b = np.arange(1, 100_001, dtype=float)
+    t0 = time.perf_counter()
+    sm.decode_step_s(b, 2048.0)
+    dt_eval = time.perf_counter() - t0
+    out = {"csv_rows": len(rows), "predicted_rows": len(results), "seconds_all_rows": round(dt_rows, 3),
+           "rows_per_s": round(len(rows) / dt_rows, 1), "compile_step_s_deepseek_v3": dt_compile,
+           "decode_steps_per_s_vectorised": round(len(b) / dt_eval)}
+    print(json.dumps(out, indent=1))
+    Path(__file__).resolve().parent.joinpath("results", "perf_speed.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Performance model: hand-computed FLOP/byte counts, collectives, kernel composition, physics bounds, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from clusterfit.arch import list_models, load_model
+from clusterfit.hardware import load_hardware
+from clusterfit.layout import Layout
+from clusterfit.perf import compile_step, comm, ops, predict
+from clusterfit.perf.kernels import load_curves, measured_h200
+from clusterfit.precision import resolve_precision
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return load_hardware().system("h200")
+
+
+# ------------------------------------------------------------------ hand-computed FLOPs and bytes
+def test_llama8b_op_counts():
+    m = load_model("meta-llama/Llama-3.1-8B")
+    att, ffn = m.layers[0].attention, m.layers[0].ffn
+    g = {x.name: x for x in ops.attention_gemms(att, 4096, tp=1) + ops.dense_mlp_gemms(ffn, 4096, tp=1)}
+    assert (g["qkv_proj"].n, g["qkv_proj"].k) == ((32 + 2 * 8) * 128, 4096)  # 6144 x 4096
+    assert (g["o_proj"].n, g["o_proj"].k) == (4096, 4096)
+    assert (g["mlp_gate_up"].n, g["mlp_down"].k) == (2 * 14336, 14336)
+    # per layer weights = 6144*4096 + 4096*4096 + 3*4096*14336 = 218,103,808 elements
+    assert sum(x.weight_elems() for x in g.values()) == 218_103_808
+    # decode attention per cached token, bf16 KV: 8 kv heads * (128+128) * 2 bytes = 4096 B; 32 heads * 512 FLOPs
+    flops, nbytes = ops.decode_attention_per_token(att, tp=1, kv_bytes_per_elem=2.0)
+    assert (flops, nbytes) == (32 * 512.0, 4096.0)
+    # TP8: one kv head per rank, 4 query heads
+    assert ops.decode_attention_per_token(att, tp=8, kv_bytes_per_elem=2.0) == (4 * 512.0, 512.0)
+
+
+def test_deepseek_v3_mla_moe_counts():
+    m = load_model("deepseek-ai/DeepSeek-V3")
+    att, ffn = m.layers[10].attention, m.layers[10].ffn
+    # absorbed MLA: latent 512 + rope 64 read once; 128 heads * (2*576 + 2*512) FLOPs per cached token
+    assert ops.decode_attention_per_token(att, tp=1, kv_bytes_per_elem=1.0) == (128 * (2 * 576 + 2 * 512.0), 576.0)
+    # MoE on EP8, 1 token: 8 pairs over 8 ranks -> 1 pair per rank; distinct experts 256*(1-(1-8/256)^1) = 8 -> 1 per rank
+    flops, wbytes, abytes, pairs, active = ops.moe_flops_bytes(ffn, 7168, ep=8, moe_tp=1, tokens=1.0,
+                                                               weight_bytes_per_elem=1.0)
+    assert pairs == pytest.approx(1.0) and active == pytest.approx(1.0)
+    assert flops == pytest.approx(2 * 3 * 7168 * 2048)
+    assert wbytes == pytest.approx(3 * 7168 * 2048)
+    # large batch touches every local expert
+    assert ops.moe_flops_bytes(ffn, 7168, 8, 1, 4096.0, 1.0)[4] == pytest.approx(32.0, rel=1e-6)
+    assert ops.expected_distinct_experts(256, 8, 2) == pytest.approx(256 * (1 - (1 - 8 / 256) ** 2))
+
+
+# ---------------------------------------------------------------------------- communication
+def test_allreduce_8gpu_nvlink(h200):
+    up, _ = comm.links_for(h200)
+    assert up.bw_bytes_per_s == pytest.approx(450e9 * comm.NVLINK_EFF)
+    b = 64e6
+    ring = 2 * 7 * comm.NVLINK_HOP_S + 2 * 7 / 8 * b / up.bw_bytes_per_s
+    two_shot = 2 * comm.NVLINK_HOP_S + 2 * 7 / 8 * b / up.bw_bytes_per_s
+    assert comm.all_reduce_s(b, 8, up) == pytest.approx(min(ring, two_shot))
+    small = 16e3  # one-shot wins for small messages
+    assert comm.all_reduce_s(small, 8, up) == pytest.approx(comm.NVLINK_HOP_S + 7 * small / up.bw_bytes_per_s)
+
+
+def test_all_to_all_two_nodes(h200):
+    up, out = comm.links_for(h200)
+    b = 100e6  # each of 16 ranks sends 100 MB spread over 16 ranks; 7/16 stays in the node, 8/16 crosses IB
+    expect = comm.NET_HOP_S + max(b * 7 / 16 / up.bw_bytes_per_s, b * 8 / 16 / out.bw_bytes_per_s)
+    assert comm.all_to_all_s(b, 16, h200) == pytest.approx(expect)
+    assert out.bw_bytes_per_s == pytest.approx(50e9 * comm.NET_EFF)
+
+
+# --------------------------------------------------------------- composition from measured kernels
+def test_h200_decode_step_matches_measured_kernels(h200):
+    """A Llama-3.1-8B decode step (batch 64, context 2048, bf16, TP1) against the sum of the measured kernels."""
+    k, _ = measured_h200()
+    gem = {(g["M"], g["K"], g["N"]): g["s"] for g in k["kernels"]["gemm"] if g["dtype"] == "bf16"}
+    att = {(a["B"], a["L"]): a["s"] for a in k["kernels"]["attention"]
+           if a["kind"] == "decode" and a.get("how") == "enable_gqa"}
+    c = load_curves()
+    per_layer = gem[(64, 4096, 6144)] + gem[(64, 4096, 28672)] + gem[(64, 14336, 4096)] - 3 * c.gemm["bf16"].t0_s
+    per_layer += att[(64, 2048)] - c.attn_decode_t0_s
+    # o_proj (4096x4096) was not measured: its bytes at the measured qkv bandwidth
+    per_layer += (gem[(64, 4096, 6144)] - c.gemm["bf16"].t0_s) * 4096 / 6144
+    measured_sum = 32 * per_layer
+    m = load_model("meta-llama/Llama-3.1-8B")
+    sm = compile_step(m, h200, Layout(tp=1), resolve_precision(m), "trtllm")
+    bd = sm.breakdown(0, 0, 64, 64 * 2048)["by_op_s"]
+    model_sum = sum(bd[x] for x in ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "attention_decode"))
+    scale = sm.engine.memory_scale
+    assert model_sum * scale == pytest.approx(measured_sum, rel=0.2)
+
+
+# ---------------------------------------------------------------------------------- physics bounds
+SYSTEMS = ["hgx_h200", "dgx_h100", "dgx_b200", "dgx_a100", "l40s_8x"]
+
+
+@pytest.mark.parametrize("system_id", SYSTEMS)
+def test_physics_bounds_every_model(system_id):
+    hw = load_hardware()
+    s = hw.system(system_id)
+    for name in list_models():
+        m = load_model(name)
+        p = resolve_precision(m)
+        lay = Layout(tp=s.gpus_per_node, ep=s.gpus_per_node if any(L.ffn.kind == "moe" for L in m.layers) else 1)
+        sm = compile_step(m, s, lay, p, "vllm", kv_budget_bytes_per_gpu=1e9)
+        dec = float(sm.decode_step_s(1, 1))
+        assert dec >= sm.weight_bytes_per_gpu * 0 + _active_bytes_floor(sm) / s.gpu.mem_bw_bytes_per_s
+        pre = float(sm.prefill_s(8192))
+        flops = 2.0 * (m.active_params if hasattr(m, "active_params") else 0) * 8192 / sm.gpus
+        assert pre >= flops / max(s.gpu.dense_flops.values()), name
+
+
+def _active_bytes_floor(sm):
+    """Bytes every batch-1 decode must read: non-expert GEMM weights on one GPU (all layers)."""
+    return sum(g.count * g.n * g.k * g.w_bytes_per_elem for g in sm._gemms)
+
+
+def test_predict_keys_and_monotonic(h200):
+    m = load_model("meta-llama/Llama-3.1-8B")
+    p = resolve_precision(m)
+    out = predict(m, h200, Layout(tp=1), p, "vllm", 1024, 512, concurrency=8)
+    for k in ("ttft_s", "tpot_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
+              "batch", "decode_step_s", "prefill_s", "breakdown"):
+        assert k in out
+    hi = predict(m, h200, Layout(tp=1), p, "vllm", 1024, 512, concurrency=64)
+    assert hi["output_tokens_per_s"] > out["output_tokens_per_s"] and hi["tpot_s"] > out["tpot_s"]
+    sm = compile_step(m, h200, Layout(tp=1), p, "vllm")
+    b = np.array([1, 2, 4, 8, 16])
+    steps = sm.step_s(0 * b, 0 * b, b, b * 1000.0)
+    assert steps.shape == (5,) and np.all(np.diff(steps) >= 0)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", *args],
+                          capture_output=True, text=True)
+
+
+def test_cli_json_and_errors():
+    r = _cli("perf", "meta-llama/Llama-3.1-8B", "--system", "h200", "--tp", "1", "--isl", "512", "--osl", "128",
+             "--batch", "8", "--context", "600", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["batch"] == 8 and d["tpot_s"] > 0 and "by_op_s" in d["breakdown"]
+    assert _cli("perf", "meta-llama/Llama-3.1-8B", "--system", "h200", "--isl", "512", "--osl", "128").returncode == 2
+    assert _cli("perf", "no-such-model", "--system", "h200", "--isl", "1", "--osl", "1",
+                "--concurrency", "1").returncode == 2
+    assert _cli("perf", "meta-llama/Llama-3.1-8B", "--system", "h200", "--isl", "512", "--osl", "128",
+                "--concurrency", "4", "--engine", "nope").returncode == 2
