@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_BISECT_STEPS = 48
+_BISECT_STEPS = 40
 
 
 def utilisation(arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -38,38 +38,38 @@ def mean_wait_s(arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.nd
 
 
 def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
-                    weights: np.ndarray) -> np.ndarray:
-    """The q-quantile (0 < q < 1) of wait + own service, seconds; inf where the server is saturated.
+                    weights: np.ndarray, own_s: np.ndarray | None = None) -> np.ndarray:
+    """The q-quantile (0 < q < 1) of wait + own time, seconds; inf where the server is saturated.
 
     arrival_per_s: shape (...), requests/s reaching one server.
-    service_s: shape (..., K) service time of each of K request classes, seconds.
+    service_s: shape (..., K), time each of K request classes occupies the server (drives the wait), s.
     weights: shape (K,), class probabilities summing to 1.
+    own_s: shape (..., K), the request's own time from reaching the head of the queue to its first
+        token (defaults to ``service_s``; differs when prefills share steps, see capacity.py), s.
     """
     lam = np.asarray(arrival_per_s, dtype=float)
     s = np.asarray(service_s, dtype=float)
     w = np.asarray(weights, dtype=float)
+    own = s if own_s is None else np.asarray(own_s, dtype=float)
     rho = lam * (s @ w)
     wbar = mean_wait_s(lam, s, w)
     saturated = ~(rho < 1.0)
     rho_c = np.where(saturated | (rho <= 0), 0.5, rho)
-    decay = np.where(saturated | (rho <= 0) | (wbar <= 0), np.inf, rho_c / np.where(wbar > 0, wbar, 1.0))
+    decay = np.where(saturated | (rho <= 0) | ~(wbar > 0), np.inf, rho_c / np.where(wbar > 0, wbar, 1.0))
     tail = 1.0 - q
-
-    def exceed(t: np.ndarray) -> np.ndarray:
-        x = t[..., None] - s
-        with np.errstate(invalid="ignore", over="ignore"):
-            pw = np.where(x < 0, 1.0, np.where(np.isinf(decay[..., None]), 0.0,
-                                               rho_c[..., None] * np.exp(-decay[..., None] * np.maximum(x, 0))))
-        return pw @ w
-
-    smax = s.max(axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         wq = np.where(np.isinf(decay), 0.0, np.log(np.maximum(rho_c / tail, 1.0)) / decay)
-    lo = np.zeros_like(smax)
-    hi = smax + wq + 1e-12
+    if w.size == 1:  # one request class: the quantile is closed-form
+        return np.where(saturated, np.inf, own[..., 0] + wq)
+    lo = np.zeros(np.broadcast(own.max(axis=-1), wq).shape)
+    hi = own.max(axis=-1) + wq + 1e-12
+    dcol, rcol = decay[..., None], rho_c[..., None]
     for _ in range(_BISECT_STEPS):
         mid = 0.5 * (lo + hi)
-        over = exceed(mid) > tail
+        x = mid[..., None] - own
+        with np.errstate(over="ignore", invalid="ignore"):
+            pw = np.where(x < 0, 1.0, np.where(np.isinf(dcol), 0.0, rcol * np.exp(-dcol * np.maximum(x, 0.0))))
+        over = pw @ w > tail
         lo = np.where(over, mid, lo)
         hi = np.where(over, hi, mid)
     return np.where(saturated, np.inf, hi)

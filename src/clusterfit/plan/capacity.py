@@ -1,0 +1,172 @@
+"""Per-replica capacity within the SLO, from a compiled StepModel, vectorised over batch sizes.
+
+Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM/SGLang run it):
+
+- Every engine step carries the decode batch ``B`` (one token each) plus prefill tokens from a budget of
+  ``max_num_tokens - B`` per step (vLLM counts decode tokens in ``max_num_batched_tokens``).
+- In steady state each step also carries, on average, ``B * E[uncached prompt] / E[output]`` prefill
+  tokens, so TPOT(B) = step_s(that prefill, B decodes at the mean decode context). The replica then
+  completes ``B / (E[output] * TPOT)`` requests/s (Little's law over the decode batch).
+- TTFT: the prefill budget is an M/G/1 server (see queueing.py). Request class i occupies it for
+  ``u_i / budget * step_full_i`` seconds (its share of full prefill steps); its own prefill takes
+  ``ceil(u_i / budget)`` steps of its chunk with the decode batch riding along. TTFT p-quantile =
+  quantile of wait + own prefill over the request classes.
+- KV: B <= sequences that fit the KV budget at the mean context (prompt + half the output; paged
+  allocation holds what is in use, not the maximum) and B <= the engine's batch cap.
+
+Disaggregated serving splits this: a prefill replica is the same M/G/1 server with the whole token
+budget and no decode batch, plus the KV transfer to the decode replica (per-GPU KV bytes over the link
+crossed, not overlapped: conservative); a decode replica runs TPOT(B) = decode_step_s(B, context).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .queueing import mean_wait_s, ttft_quantile_s
+from .workload import SLO, Workload
+
+#: Batch sizes tried per replica: unique integers on a geometric grid from 1 to the engine cap.
+BATCH_POINTS = 40
+#: Arrival-rate points tried for a disaggregated prefill replica (fractions of its saturation rate).
+PREFILL_LOAD_POINTS = 48
+
+
+def batch_grid(max_batch: int, points: int = BATCH_POINTS) -> np.ndarray:
+    """Unique integer batch sizes from 1 to ``max_batch`` on a geometric grid (float array)."""
+    return np.unique(np.round(np.geomspace(1, max(1, max_batch), points)))
+
+
+def _class_prefill(wl: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """(uncached tokens u_i, keys attended per prefilled token a_i) per request class."""
+    u = wl.uncached_tokens
+    cached = wl.isl_tokens - u
+    attended_total = u * cached + u * (u + 1) / 2.0
+    return u, attended_total / u
+
+
+@dataclass
+class AggregatedCurve:
+    """Arrays over the batch grid (shape (nB,)) for one aggregated replica."""
+
+    batch: np.ndarray
+    tpot_s: np.ndarray
+    rate_rps: np.ndarray          # requests/s the replica completes at this batch
+    ttft_s: np.ndarray            # TTFT at the SLO percentile (inf when the prefill queue saturates)
+    ttft_mean_s: np.ndarray       # own prefill + P-K mean wait (for Little's law with sessions)
+    kv_ok: np.ndarray
+    tpot_ok: np.ndarray
+    ttft_ok: np.ndarray
+    decode_only_s: np.ndarray     # the same batch with no prefill in the step (a disaggregated decode replica)
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.kv_ok & self.tpot_ok & self.ttft_ok
+
+
+def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray) -> AggregatedCurve:
+    """Throughput and latency of one aggregated replica at each batch size (vectorised)."""
+    B = np.asarray(batch, dtype=float)
+    osl = wl.osl_mean_tokens
+    ctx = wl.decode_context_mean_tokens
+    u, a = _class_prefill(wl)
+    w = wl.weights
+    chunk = float(sm.engine.max_num_tokens)
+    budget = np.maximum(chunk - B, 0.0)
+    # steady-state TPOT: decode batch + the amortised prefill of the requests that replace finished ones
+    pre_tok = np.minimum(B * float(np.dot(u, w)) / osl, np.maximum(budget, 1.0))
+    pre_att = pre_tok * float(np.dot(u * a, w) / np.dot(u, w))
+    Bc, bud = B[:, None], np.maximum(budget, 1.0)[:, None]
+    n_chunks = np.ceil(u / bud)
+    own_tok = u / n_chunks
+    nB, K = B.size, u.size
+    ones = np.ones((nB, K))
+    # one vectorised call: [steady-state step | full-budget prefill step | own-chunk step | pure decode]
+    P = np.concatenate([pre_tok, (bud * ones).ravel(), (own_tok * ones).ravel(), np.zeros(nB)])
+    A = np.concatenate([pre_att, (bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
+    D = np.concatenate([B, (Bc * ones).ravel(), (Bc * ones).ravel(), B])
+    t = np.asarray(sm.step_s(P, A, D, D * ctx))
+    tpot = t[:nB]
+    step_full = t[nB:nB + nB * K].reshape(nB, K)
+    own = n_chunks * t[nB + nB * K:nB + 2 * nB * K].reshape(nB, K)
+    decode_only = t[nB + 2 * nB * K:]
+    rate = B / (osl * tpot)
+    occupancy = u / bud * step_full
+    q = slo.ttft_percentile / 100.0
+    ttft = ttft_quantile_s(q, rate, occupancy, w, own)
+    ttft = np.where(budget > 0, ttft, np.inf)
+    ttft_mean = own @ w + mean_wait_s(rate, occupancy, w)
+    kv_seqs = np.asarray(sm.max_sequences(ctx), dtype=float)
+    kv_ok = (B <= kv_seqs) & (B <= sm.max_batch)
+    tpot_ok = tpot <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
+    ttft_ok = np.isfinite(ttft) & (ttft <= (slo.ttft_s if slo.ttft_s is not None else np.inf))
+    return AggregatedCurve(B, tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, decode_only)
+
+
+@dataclass
+class PrefillCapacity:
+    """A disaggregated prefill replica: max requests/s within the TTFT SLO, and TTFT there."""
+
+    rate_rps: float
+    ttft_s: float
+    kv_transfer_s: float
+    points: int
+
+
+def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link) -> PrefillCapacity:
+    """Largest arrival rate at which a prefill-only replica keeps TTFT (+ KV transfer) within the SLO."""
+    u, a = _class_prefill(wl)
+    w = wl.weights
+    chunk = float(sm.engine.max_num_tokens)
+    # same chunking as StepModel.prefill_s, in one vectorised call with the full-budget steps
+    n_chunks = np.maximum(np.ceil(u / chunk), 1.0)
+    per = u / n_chunks
+    cached = wl.isl_tokens - u
+    attended = u * cached + per * per * n_chunks * (n_chunks - 1) / 2.0 + n_chunks * per * (per + 1) / 2.0
+    t = np.asarray(sm.step_s(np.concatenate([np.full(u.size, chunk), per]),
+                             np.concatenate([chunk * a, attended / n_chunks]), 0.0, 0.0, microbatches=1))
+    step_full, own = t[:u.size], n_chunks * t[u.size:]
+    occupancy = u / chunk * step_full
+    kv_bytes = np.asarray(sm.kv_bytes_per_sequence(wl.isl_tokens), dtype=float)
+    transfer = kv_link.hop_s + kv_bytes / kv_link.bw_bytes_per_s
+    total_own = own + transfer
+    sat = 1.0 / float(occupancy @ w)
+    lam = sat * np.geomspace(1e-3, 0.995, PREFILL_LOAD_POINTS)
+    q = slo.ttft_percentile / 100.0
+    ttft = ttft_quantile_s(q, lam, np.broadcast_to(occupancy, (lam.size, occupancy.size)), w,
+                           np.broadcast_to(total_own, (lam.size, total_own.size)))
+    limit = slo.ttft_s if slo.ttft_s is not None else np.inf
+    ok = ttft <= limit
+    if not ok.any():
+        return PrefillCapacity(0.0, float(ttft[0]), float(transfer @ w), lam.size)
+    i = int(np.flatnonzero(ok)[-1])
+    return PrefillCapacity(float(lam[i]), float(ttft[i]), float(transfer @ w), lam.size)
+
+
+@dataclass
+class DecodeCurve:
+    batch: np.ndarray
+    tpot_s: np.ndarray
+    rate_rps: np.ndarray
+    kv_ok: np.ndarray
+    tpot_ok: np.ndarray
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.kv_ok & self.tpot_ok
+
+
+def decode_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, decode_step_s: np.ndarray | None = None) -> DecodeCurve:
+    """A disaggregated decode replica: TPOT and requests/s at each batch size.
+
+    ``decode_step_s``: precomputed ``sm.decode_step_s(batch, context)`` (aggregated_curve returns it).
+    """
+    B = np.asarray(batch, dtype=float)
+    ctx = wl.decode_context_mean_tokens
+    tpot = np.asarray(sm.decode_step_s(B, ctx)) if decode_step_s is None else np.asarray(decode_step_s)
+    rate = B / (wl.osl_mean_tokens * tpot)
+    kv_ok = (B <= np.asarray(sm.max_sequences(ctx), dtype=float)) & (B <= sm.max_batch)
+    tpot_ok = tpot <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
+    return DecodeCurve(B, tpot, rate, kv_ok, tpot_ok)

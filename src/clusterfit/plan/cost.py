@@ -1,0 +1,199 @@
+"""Cost of a plan and the comparison with a per-token endpoint.
+
+Units: prices in $/GPU-hour; plan cost in $/hour and $/month; token prices in $ per million tokens
+($/Mtok); loads in requests/s (whole cluster) unless the name says otherwise.
+
+Renting is per node: a replica smaller than a node shares it with other replicas, but the plan pays for
+whole nodes (``nodes x gpus_per_node``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ..errors import ClusterfitError
+
+HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
+
+_PRICES_FILE = Path(__file__).resolve().parent.parent / "catalog" / "prices.yaml"
+
+
+@dataclass(frozen=True)
+class Price:
+    """An indicative rental price for one GPU of a system, $/GPU-hour, with where it came from."""
+
+    usd_per_gpu_hour: float
+    source: str
+    date: str | None = None
+    kind: str = ""
+
+    def describe(self) -> str:
+        when = f", {self.date}" if self.date else ""
+        return f"${self.usd_per_gpu_hour:.2f}/GPU-h ({self.source}{when})"
+
+
+@dataclass(frozen=True)
+class EndpointPrice:
+    """A per-token API endpoint: $ per million input tokens and per million output tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def __post_init__(self) -> None:
+        if self.input_per_mtok < 0 or self.output_per_mtok < 0 or not math.isfinite(
+                self.input_per_mtok + self.output_per_mtok):
+            raise ClusterfitError("endpoint prices must be finite and >= 0 $/Mtok")
+
+    @classmethod
+    def parse(cls, text: str) -> EndpointPrice:
+        """Parse ``in=0.6,out=2.2`` ($/Mtok)."""
+        vals: dict[str, float] = {}
+        for part in text.split(","):
+            key, sep, val = part.partition("=")
+            key = key.strip().lower()
+            if not sep or key not in ("in", "out", "input", "output"):
+                raise ClusterfitError(f"--endpoint-price expects in=$/Mtok,out=$/Mtok (e.g. in=0.6,out=2.2), got {text!r}")
+            try:
+                vals[key[:2] if key.startswith("in") else "out"] = float(val.strip().lstrip("$"))
+            except ValueError:
+                raise ClusterfitError(f"--endpoint-price: {val!r} is not a number") from None
+        if set(vals) != {"in", "out"}:
+            raise ClusterfitError(f"--endpoint-price needs both in= and out= (got {text!r})")
+        return cls(vals["in"], vals["out"])
+
+    def usd_per_request(self, isl_tokens: float, osl_tokens: float) -> float:
+        """$ for one request of ``isl_tokens`` in and ``osl_tokens`` out."""
+        return (isl_tokens * self.input_per_mtok + osl_tokens * self.output_per_mtok) / 1e6
+
+    def cost_per_hour(self, requests_per_s: float, isl_tokens: float, osl_tokens: float) -> float:
+        """$/hour the endpoint charges at a steady load."""
+        return requests_per_s * 3600.0 * self.usd_per_request(isl_tokens, osl_tokens)
+
+
+def parse_price_overrides(items: list[str] | None) -> dict[str, float]:
+    """Parse ``--price system=$/h`` options into {system: $/GPU-hour}."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, val = item.partition("=")
+        try:
+            price = float(val.strip().lstrip("$").removesuffix("/h"))
+        except ValueError:
+            price = float("nan")
+        if not sep or not key.strip() or not price > 0 or not math.isfinite(price):
+            raise ClusterfitError(f"--price expects SYSTEM=$/GPU-hour with a positive number (e.g. hgx_h200=3.5), got {item!r}")
+        out[key.strip()] = price
+    return out
+
+
+def catalog_prices() -> dict[str, Price]:
+    """Indicative $/GPU-hour per GPU id, from the hardware catalog (``load_prices``) and ``prices.yaml``.
+
+    Per GPU the lowest current on-demand quote is taken (historic list prices and reservations are used
+    only when nothing else is quoted); ``catalog/prices.yaml`` fills GPUs the hardware catalog lacks.
+    """
+    quotes: dict[str, list[Price]] = {}
+    for gpu, price in _hardware_quotes() + _own_quotes():
+        quotes.setdefault(gpu, []).append(price)
+    return {gpu: min(ps, key=_preference) for gpu, ps in quotes.items()}
+
+
+def _preference(p: Price) -> tuple[int, float]:
+    kind = p.kind.lower()
+    current_on_demand = "on-demand" in kind and "historic" not in kind
+    return (0 if current_on_demand else 1, p.usd_per_gpu_hour)
+
+
+def _hardware_quotes() -> list[tuple[str, Price]]:
+    try:
+        from ..hardware import load_prices  # type: ignore[attr-defined]
+    except ImportError:
+        return []
+    out = []
+    for q in load_prices():
+        get = (lambda k, q=q: q.get(k)) if isinstance(q, dict) else (lambda k, q=q: getattr(q, k, None))
+        gpu, usd = get("gpu_id") or get("gpu"), get("usd_per_gpu_hour")
+        if not gpu or not usd:
+            continue
+        src = " ".join(str(x) for x in (get("provider"), get("instance")) if x)
+        src = f"{src}: {get('source')}" if get("source") else src
+        out.append((str(gpu), Price(float(usd), src, get("date"), str(get("kind") or ""))))
+    return out
+
+
+def _own_quotes() -> list[tuple[str, Price]]:
+    if not _PRICES_FILE.is_file():
+        return []
+    data = yaml.safe_load(_PRICES_FILE.read_text(encoding="utf-8")) or {}
+    return [(str(q["gpu"]), Price(float(q["usd_per_gpu_hour"]), str(q["source"]), q.get("date"), str(q.get("kind", ""))))
+            for q in data.get("prices", [])]
+
+
+def resolve_price(system_id: str, gpu_id: str, overrides: dict[str, float],
+                  catalog: dict[str, Price]) -> Price | None:
+    """The $/GPU-hour for a system: user override (by system id or GPU id) first, then the catalog."""
+    for key in (system_id, gpu_id):
+        if key in overrides:
+            return Price(overrides[key], "user override (--price)")
+    return catalog.get(gpu_id)
+
+
+def cost_per_hour(nodes: int | np.ndarray, gpus_per_node: int, usd_per_gpu_hour: float) -> float | np.ndarray:
+    """$/hour for renting ``nodes`` whole nodes."""
+    return np.asarray(nodes) * gpus_per_node * usd_per_gpu_hour
+
+
+def usd_per_mtok(cost_per_hour_usd: float, tokens_per_s: float) -> float:
+    """$ per million tokens when ``tokens_per_s`` tokens/s carry the whole hourly cost."""
+    if tokens_per_s <= 0:
+        return math.inf
+    return cost_per_hour_usd / (tokens_per_s * 3600.0 / 1e6)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Replicas of one kind in a plan: ``capacity_rps`` requests/s each, ``usd_per_hour`` each, k spares."""
+
+    capacity_rps: float
+    usd_per_hour: float
+    spares: int = 0
+
+    def cluster_cost_per_hour(self, requests_per_s: np.ndarray) -> np.ndarray:
+        n = np.maximum(np.ceil(np.asarray(requests_per_s) / self.capacity_rps - 1e-9), 1)
+        return (n + self.spares) * self.usd_per_hour
+
+
+def break_even_rps(pools: list[Pool], endpoint_usd_per_request: float) -> float | None:
+    """Smallest load (requests/s) from which a cluster sized for it costs no more than the endpoint.
+
+    The cluster's cost is a staircase (whole replicas, N+k); the endpoint's is linear in load. Returns
+    None when even a fully loaded cluster costs more per request than the endpoint.
+    """
+    e = endpoint_usd_per_request * 3600.0  # $/hour per request/s
+    if e <= 0:
+        return None
+    marginal = sum(p.usd_per_hour / p.capacity_rps for p in pools)  # $/hour per request/s, fully loaded
+    if e <= marginal * (1 + 1e-12):
+        return None
+    fixed = sum((p.spares + 1) * p.usd_per_hour for p in pools)
+    lam_max = 2 * (fixed / (e - marginal) + max(p.capacity_rps for p in pools))
+    bps = [np.arange(0, math.ceil(lam_max / p.capacity_rps) + 2) * p.capacity_rps for p in pools]
+    edges = np.unique(np.concatenate(bps))
+    if edges.size > 2_000_000:
+        raise ClusterfitError("break-even search too large; check the endpoint price")
+    lo, hi = edges[:-1], edges[1:]
+    cost = sum(p.cluster_cost_per_hour(hi) for p in pools)  # constant on (lo, hi]
+    cross = np.maximum(lo, cost / e)
+    ok = (cross <= hi) & (cross > 0)
+    if not ok.any():
+        return None
+    return float(cross[np.argmax(ok)])
+
+
+def verdict(cluster_usd_per_hour: float, endpoint_usd_per_hour: float) -> str:
+    """'cluster' when the cluster costs no more than the endpoint at this load, else 'endpoint'."""
+    return "cluster" if cluster_usd_per_hour <= endpoint_usd_per_hour else "endpoint"

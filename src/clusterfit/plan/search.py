@@ -1,0 +1,141 @@
+"""The search: every system x precision x KV dtype x valid layout x batch cap, aggregated and disaggregated.
+
+For each (system, precision, KV dtype) the candidate layouts are enumerated as arrays (layouts.py),
+pruned by a weight-bytes lower bound (a replica whose GPUs cannot even hold the weights is skipped before
+compiling), compiled once each (``perf.compile_step``), and evaluated over a whole batch grid at once
+(capacity.py). A candidate's capacity is the largest load one replica carries within the SLO; the
+replicas for the target load follow, plus the N+k failover spares, then nodes, GPUs and cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ClusterfitError
+from .capacity import (AggregatedCurve, DecodeCurve, PrefillCapacity, aggregated_curve, batch_grid,
+                       decode_curve, prefill_capacity)
+from .layouts import candidate_layouts
+from .workload import SLO, Workload
+
+
+@dataclass
+class Candidate:
+    """One compiled replica layout on one system at one precision, with its curves."""
+
+    system: object
+    precision: object
+    precision_name: str
+    kv_dtype: str
+    layout: tuple[int, int, int, int]           # tp, pp, ep, dp
+    step: object                                # perf StepModel
+    agg: AggregatedCurve | None = None
+    decode: DecodeCurve | None = None
+    prefill: PrefillCapacity | None = None
+
+    @property
+    def gpus(self) -> int:
+        tp, pp, _, dp = self.layout
+        return tp * pp * dp
+
+    @property
+    def nodes(self) -> int:
+        """Nodes one replica spans (1 when it fits inside a node)."""
+        return max(1, math.ceil(self.gpus / self.system.gpus_per_node))
+
+    def label(self) -> str:
+        tp, pp, ep, dp = self.layout
+        parts = [f"TP{tp}"] + ([f"DP{dp}"] if dp > 1 else []) + ([f"EP{ep}"] if ep > 1 else []) + \
+            ([f"PP{pp}"] if pp > 1 else [])
+        return " ".join(parts)
+
+
+@dataclass
+class SearchSpace:
+    """What to search. ``precisions``/``kv_dtypes``: None entries mean the checkpoint's / engine's default."""
+
+    systems: list
+    precisions: list[str | None]
+    kv_dtypes: list[str | None]
+    engine: str = "vllm"
+    max_nodes_per_replica: int = 4
+    disaggregated: bool = True
+    max_batch: int | None = None
+    #: Largest replica tried, as a multiple of the fewest GPUs that could hold the weights (at least one
+    #: node). Bigger replicas only split the same work thinner; raise it for very tight TPOT targets.
+    max_replica_factor: int = 4
+
+
+@dataclass
+class SearchResult:
+    candidates: list[Candidate]
+    configurations_evaluated: int
+    skipped: list[str] = field(default_factory=list)   # (system, precision): why nothing fits
+
+
+def weights_lower_bound_gpus(model, system, precision, utilisation: float) -> int:
+    """Fewest GPUs whose memory (x engine utilisation) could hold the weights: a pruning bound."""
+    weight_bytes = sum(precision.bytes_for(c, n) for c, n in model.params.items() if c not in ("mtp", "vision"))
+    usable = system.gpu.usable_memory_bytes * utilisation
+    return max(1, math.ceil(weight_bytes / usable))
+
+
+def max_replica_gpus(system, max_nodes: int) -> int:
+    """Largest replica tried: ``max_nodes`` nodes, or as many GPUs inside a larger NVLink domain (NVL72)."""
+    return max(max_nodes * system.gpus_per_node, min(system.scale_up_domain_gpus, max_nodes * 8))
+
+
+def search(model, space: SearchSpace, workload: Workload, slo: SLO) -> SearchResult:
+    """Compile and evaluate every candidate; returns them with their capacity curves."""
+    from ..perf import compile_step
+    from ..perf.comm import links_for
+    from ..perf.engines import get_engine
+    from ..precision import resolve_precision
+
+    engine = get_engine(space.engine)
+    candidates: list[Candidate] = []
+    evaluated = 0
+    skipped: list[str] = []
+    for system in space.systems:
+        eng = engine.for_gpu(system.gpu.id)
+        up, out = links_for(system)
+        kv_link = up if system.scale_up_domain_gpus > system.gpus_per_node else out
+        max_gpus = max_replica_gpus(system, space.max_nodes_per_replica)
+        for prec_name in space.precisions:
+            for kv in space.kv_dtypes:
+                prec = resolve_precision(model, prec_name, kv_dtype=kv)
+                min_gpus = weights_lower_bound_gpus(model, system, prec, eng.gpu_memory_utilization)
+                top = min(max_gpus, max(system.gpus_per_node, space.max_replica_factor * min_gpus))
+                layouts = candidate_layouts(model, system, top, min_gpus)
+                found = 0
+                for tp, pp, ep, dp in layouts.tolist():
+                    lay = _layout(tp, pp, ep, dp)
+                    try:
+                        sm = compile_step(model, system, lay, prec, eng)
+                    except ClusterfitError:
+                        continue
+                    if sm.kv_capacity_tokens <= 0:
+                        continue
+                    cap = sm.max_batch if space.max_batch is None else min(sm.max_batch, space.max_batch)
+                    grid = batch_grid(cap)
+                    c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm)
+                    c.agg = aggregated_curve(sm, workload, slo, grid)
+                    evaluated += grid.size
+                    if space.disaggregated:
+                        c.decode = decode_curve(sm, workload, slo, grid, c.agg.decode_only_s)
+                        c.prefill = prefill_capacity(sm, workload, slo, kv_link)
+                        evaluated += grid.size + c.prefill.points
+                    candidates.append(c)
+                    found += 1
+                if not found:
+                    skipped.append(f"{system.id} {prec.name}: no layout up to {max_gpus} GPUs fits "
+                                   f"(weights alone need >= {min_gpus} GPUs)")
+    return SearchResult(candidates, evaluated, skipped)
+
+
+def _layout(tp: int, pp: int, ep: int, dp: int):
+    from ..layout import Layout
+
+    return Layout(tp=int(tp), pp=int(pp), ep=int(ep), dp=int(dp))
