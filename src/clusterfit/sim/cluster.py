@@ -84,7 +84,10 @@ class Cluster:
             raise ClusterfitError("max batch must be >= 1")
         self.kv_capacity = kv
         max_ctx = int(np.max(requests.input_tokens + requests.output_tokens))
-        self.timer = StepTimer(step_model, rspec.token_budget, self.max_batch, max_ctx, exact=config.exact_steps)
+        engine = getattr(step_model, "engine", None)
+        self.token_budget = int(rspec.token_budget or (getattr(engine, "max_num_tokens", 0)
+                                                       * int(getattr(step_model, "dp", 1) or 1)) or 8192)
+        self.timer = StepTimer(step_model, self.token_budget, self.max_batch, max_ctx, exact=config.exact_steps)
         self.gpus_per_replica = int(getattr(step_model, "gpus", 1) or 1)
         self.gpus_per_node = int(config.gpus_per_node or gpus_per_node or max(8, self.gpus_per_replica))
         self.rng = np.random.default_rng(config.seed)
@@ -108,7 +111,7 @@ class Cluster:
     # --- replicas -------------------------------------------------------------------------------
     def _new_replica(self, now_s: float, ready: bool) -> Replica:
         rep = Replica(len(self.replicas), self.timer, self.ledger, self.kv_capacity, self.config.replica,
-                      self.max_batch)
+                      self.max_batch, self.token_budget)
         rep.alive = ready
         rep.clock = now_s
         self.replicas.append(rep)
@@ -312,7 +315,8 @@ class Cluster:
             end_s=t,
             sim_wall_s=time.perf_counter() - wall0,
             config=cfg,
-            extra={"window_s": window, "kv_capacity_tokens": self.kv_capacity, "max_batch": self.max_batch},
+            extra={"window_s": window, "kv_capacity_tokens": self.kv_capacity, "max_batch": self.max_batch,
+                   "token_budget": self.token_budget},
         )
 
     def _sample(self, t: float) -> None:

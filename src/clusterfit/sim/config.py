@@ -73,9 +73,12 @@ class ArrivalSpec(_Strict):
 class SessionSpec(_Strict):
     """Multi-turn agent sessions: sessions arrive by the arrival process, each has a geometric number
     of turns (mean ``turns_mean``), turns ``think_time_s`` apart (open loop). Turn k+1's prompt is turn
-    k's prompt and answer plus ``new_tokens`` new tokens, so it shares that prefix."""
+    k's prompt and answer plus ``new_tokens`` new tokens, so it shares that prefix. ``turns`` fixes
+    the number of turns instead; ``shared_prefix_tokens`` (a system prompt) starts every first turn."""
 
     turns_mean: float = Field(default=4.0, ge=1)
+    turns: int | None = Field(default=None, ge=1)
+    shared_prefix_tokens: int = Field(default=0, ge=0)
     think_time_s: float = Field(default=10.0, ge=0)
     new_tokens: LengthSpec = LengthSpec(dist="lognormal", mean=200, cv=1.0)
 
@@ -94,13 +97,14 @@ class ReplicaSpec(_Strict):
     """The engine's scheduler on one replica.
 
     max_batch: most sequences running at once (default: the step model's ``max_batch``).
-    token_budget: most tokens (prefill chunks + decode tokens) per step (vLLM max_num_batched_tokens).
+    token_budget: most tokens (prefill chunks + decode tokens) per step (vLLM max_num_batched_tokens;
+        default: the step model's engine ``max_num_tokens``, else 8192).
     block_size: KV block size, tokens. watermark: share of KV blocks kept free at admission.
     max_queue: most requests waiting on a replica; beyond it arrivals are rejected (None: unbounded).
     """
 
     max_batch: int | None = Field(default=None, ge=1)
-    token_budget: int = Field(default=8192, ge=16)
+    token_budget: int | None = Field(default=None, ge=16)
     block_size: int = Field(default=16, ge=1)
     watermark: float = Field(default=0.01, ge=0, lt=1)
     prefix_cache: bool = True
@@ -138,10 +142,16 @@ class AutoscaleSpec(_Strict):
 
 
 class SimulationConfig(_Strict):
-    """The ``simulation:`` section of a scenario file."""
+    """The ``simulation:`` section of a scenario file.
+
+    requests: how many to simulate (default 10,000 generated; a trace is used whole unless given).
+    arrival / input / output / sessions override the scenario's workload; ``trace`` replaces it.
+    slo_ttft_s / slo_tpot_s override the scenario's SLOs. exact_steps: call the step model every
+    step instead of interpolating its tables (slow; for checking).
+    """
 
     replicas: int = Field(default=1, ge=1)
-    requests: int = Field(default=10_000, ge=1)
+    requests: int | None = Field(default=None, ge=1)
     seed: int = 0
     policy: Literal["round_robin", "random", "least_outstanding", "least_kv", "power_of_two",
                     "affinity"] = "least_outstanding"

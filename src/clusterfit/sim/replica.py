@@ -33,7 +33,7 @@ class Replica:
     """The scheduler state of one replica (all token counts in tokens, times in seconds)."""
 
     def __init__(self, index: int, timer: StepTimer, ledger: Ledger, kv_capacity_tokens: int,
-                 spec: ReplicaSpec, max_batch: int) -> None:
+                 spec: ReplicaSpec, max_batch: int, token_budget: int) -> None:
         self.index = index
         self.timer = timer
         self.ledger = ledger
@@ -41,7 +41,7 @@ class Replica:
         self.admit_cap = float(kv_capacity_tokens) * (1.0 - spec.watermark)
         self.block = spec.block_size
         self.max_batch = max_batch
-        self.budget = spec.token_budget
+        self.budget = token_budget
         self.prefix_cache = spec.prefix_cache
         self.max_queue = spec.max_queue
         sp = spec.speculative

@@ -147,11 +147,12 @@ def generate(n: int, arrival: ArrivalSpec, input_spec: LengthSpec, output_spec: 
 def _sessions(n: int, arrival: ArrivalSpec, input_spec: LengthSpec, output_spec: LengthSpec,
               spec: SessionSpec, rng: np.random.Generator) -> Requests:
     """Agent sessions: first prompt from ``input_spec``, later turns extend the previous context."""
-    p = 1.0 / spec.turns_mean
+    p = 1.0 / (spec.turns or spec.turns_mean)
     n_sessions_guess = int(n * p * 1.5) + 16
-    turns = rng.geometric(p, n_sessions_guess)
+    draw = (lambda m: np.full(m, spec.turns)) if spec.turns else (lambda m: rng.geometric(p, m))
+    turns = draw(n_sessions_guess)
     while turns.sum() < n:
-        turns = np.concatenate([turns, rng.geometric(p, n_sessions_guess)])
+        turns = np.concatenate([turns, draw(n_sessions_guess)])
     cum = np.cumsum(turns)
     n_sessions = int(np.searchsorted(cum, n) + 1)
     turns = turns[:n_sessions].copy()
@@ -163,7 +164,7 @@ def _sessions(n: int, arrival: ArrivalSpec, input_spec: LengthSpec, output_spec:
     arrivals = np.repeat(starts, turns) + turn_index * spec.think_time_s
     out_tokens = draw_lengths(output_spec, n, rng)
     new_tokens = draw_lengths(spec.new_tokens, n, rng)
-    first_prompt = draw_lengths(input_spec, n_sessions, rng)
+    first_prompt = draw_lengths(input_spec, n_sessions, rng) + spec.shared_prefix_tokens
     # context before each turn's new tokens: previous prompt + previous answer, accumulated per session
     new_tokens[first] = first_prompt
     grow = new_tokens + out_tokens
