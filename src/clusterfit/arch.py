@@ -83,6 +83,7 @@ class FFN:
     shared_intermediate: int = 0
     latent_dim: int | None = None
     gated: bool = True
+    expert_bias: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,11 @@ class ModelArch:
         return self.active_params - self.params.get("embedding", 0)
 
     @property
+    def active_params_non_embedding(self) -> int:
+        """Active parameters without the input embedding and the LM head (Qwen/GLM "non-embedding" convention)."""
+        return self.active_params_excl_embedding - self.params.get("lm_head", 0)
+
+    @property
     def is_moe(self) -> bool:
         return any(layer.ffn.kind == "moe" for layer in self.layers)
 
@@ -188,7 +194,7 @@ def _mlp_params(hidden: int, intermediate: int, gated: bool = True, bias: bool =
 def _expert_params(hidden: int, f: FFN) -> int:
     """Parameters of one routed expert (in the latent width when the MoE is latent)."""
     width = f.latent_dim or hidden
-    return _mlp_params(width, f.expert_intermediate, f.gated)
+    return _mlp_params(width, f.expert_intermediate, f.gated, f.expert_bias)
 
 
 # ================================================================================================
@@ -276,8 +282,6 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
             params["dense_mlp"] += _mlp_params(hidden, f.intermediate, f.gated, mlp_bias and model_type != "gpt_oss")
             continue
         per_expert = _expert_params(hidden, f)
-        if model_type == "gpt_oss":  # expert biases: gate_up 2I + down hidden
-            per_expert += 2 * f.expert_intermediate + hidden
         params["routed_experts"] += per_expert * f.num_experts
         if f.latent_dim:  # latent MoE: down-projection into the latent, up-projection back, latent norm
             params["routed_experts"] += 2 * hidden * f.latent_dim + f.latent_dim
@@ -498,7 +502,8 @@ def _ffn_for_layer(t: dict, i: int, n_layers: int, model_type: str, name: str) -
         n_shared, shared_i = 1, inter
     latent = t.get("routed_expert_hidden_size")
     return FFN("moe", num_experts=n_exp, top_k=top_k, expert_intermediate=expert_i, num_shared=n_shared,
-               shared_intermediate=shared_i, latent_dim=int(latent) if latent else None)
+               shared_intermediate=shared_i, latent_dim=int(latent) if latent else None,
+               expert_bias=model_type == "gpt_oss")
 
 
 def _vision_params(vc: dict, text_hidden: int) -> int:

@@ -18,9 +18,14 @@ def close_matches(word: str, choices: Iterable[str], n: int = 5) -> list[str]:
     return ([lowered[h] for h in hits] + substr)[:n]
 
 
+#: The command that lists the known names of each kind.
+LISTING = {"model": "clusterfit models", "system": "clusterfit hardware", "gpu": "clusterfit hardware"}
+
+
 def unknown(kind: str, word: str, choices: Iterable[str]) -> ClusterfitError:
-    """A ClusterfitError for an unknown name, listing close matches."""
-    choices = list(choices)
+    """A ClusterfitError for an unknown name, listing close matches (choices may include aliases)."""
+    choices = list(dict.fromkeys(choices))
     hits = close_matches(word, choices)
     hint = f" Did you mean: {', '.join(hits)}?" if hits else ""
-    return ClusterfitError(f"unknown {kind} '{word}'.{hint} Known: {len(choices)} (see `clusterfit {kind}s`).")
+    listing = LISTING.get(kind, f"clusterfit {kind}s")
+    return ClusterfitError(f"unknown {kind} '{word}'.{hint} See `{listing}` for the full list.")

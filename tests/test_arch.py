@@ -1,0 +1,199 @@
+"""Parameter counts, layer and attention kinds, KV bytes per token: checked against published figures and by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from clusterfit.arch import flops_per_token, list_models, load_model, parse_config
+from clusterfit.errors import ClusterfitError
+from clusterfit.layout import Layout
+from clusterfit.memory import kv_bytes_per_sequence, kv_bytes_per_token
+from clusterfit.precision import resolve_precision
+
+# Published counts (shared/reference/models/README.md, from model cards / READMEs). Each published figure is
+# rounded to the digits given; ``digits`` is the place of its last digit in billions (1 = whole billions,
+# 0.1 = one decimal, 100 = "1.6T" style). A count passes when it is within 1% of the figure OR within half a
+# unit of its last digit (i.e. it rounds to the published figure). Active-parameter conventions differ between
+# model cards; ``conv`` names what each card counts:
+#   incl = embeddings included; excl = without the input embedding; nonemb = without embedding and LM head.
+PUBLISHED = [
+    # hf_id, total_B, total_digit, active_B, active_digit, active convention, note
+    ("meta-llama/Llama-3.1-8B", 8, 1, None, None, None, "rounded '8B'"),
+    ("meta-llama/Llama-3.1-70B", 70, 1, None, None, None, "'70B': 70.55B is within 1%"),
+    ("meta-llama/Llama-3.1-405B", 405, 1, None, None, None, ""),
+    ("meta-llama/Llama-3.3-70B-Instruct", 70, 1, None, None, None, ""),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", 400, 1, 17, 1, "incl", "'400B'"),
+    ("Qwen/Qwen3-8B", 8.2, 0.1, None, None, None, ""),
+    ("Qwen/Qwen3-32B", 32.8, 0.1, None, None, None, ""),
+    ("Qwen/Qwen3-30B-A3B", 30.5, 0.1, 3.3, 0.2, "incl", "card truncates: 3.353B counted -> '3.3B' (digit widened)"),
+    ("Qwen/Qwen3-235B-A22B", 235, 1, 22, 1, "incl", ""),
+    ("Qwen/Qwen3-Coder-480B-A35B-Instruct", 480, 1, 35, 1, "excl", ""),
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", 80, 1, 3, 1, "nonemb", "'80B-A3B'"),
+    ("deepseek-ai/DeepSeek-V3", 671, 1, 37, 1, "excl", "671B excludes the 14B MTP module"),
+    ("deepseek-ai/DeepSeek-R1", 671, 1, 37, 1, "excl", ""),
+    ("deepseek-ai/DeepSeek-V3.1", 671, 1, 37, 1, "excl", ""),
+    ("deepseek-ai/DeepSeek-V3.2", 671, 1, 37, 1, "excl", "indexer adds 0.85B; '671B' as published"),
+    ("deepseek-ai/DeepSeek-V4-Flash", 284, 1, 13, 1, "excl", ""),
+    ("deepseek-ai/DeepSeek-V4-Pro", 1600, 100, 49, 1, "excl", "'1.6T' is rounded to 0.1T"),
+    ("moonshotai/Kimi-K2-Instruct", 1000, 100, 32, 1, "excl", "'1T' is rounded"),
+    ("moonshotai/Kimi-K2.5", 1000, 100, 32, 1, "excl", "'1T' is rounded"),
+    ("zai-org/GLM-4.5", 355, 1, 32, 1, "nonemb", ""),
+    ("zai-org/GLM-4.6", 355, 1, 32, 1, "nonemb", ""),
+    ("zai-org/GLM-5", 744, 1, 40, 1, "nonemb", "'744B-A40B'"),
+    ("zai-org/GLM-5-FP8", 744, 1, 40, 1, "nonemb", ""),
+    ("zai-org/GLM-5.1", 744, 1, 40, 1, "nonemb", ""),
+    # 'A40B' is nominal for the family; 5.2 shares one indexer per 4 layers (0.20B vs 0.73B), so its
+    # non-embedding active count is 39.35B: 1.6% under the nominal figure (digit widened to 2B, said here).
+    ("zai-org/GLM-5.2", 744, 1, 40, 2, "nonemb", "nominal A40B"),
+    ("openai/gpt-oss-20b", 21, 1, 3.6, 0.1, "excl", ""),
+    ("openai/gpt-oss-120b", 117, 1, 5.1, 0.1, "excl", ""),
+    ("mistralai/Mixtral-8x7B-v0.1", 46.7, 0.1, 12.9, 0.1, "incl", ""),
+    ("mistralai/Mixtral-8x22B-v0.1", 141, 1, 39, 1, "incl", ""),
+    ("mistralai/Mistral-Large-Instruct-2407", 123, 1, None, None, None, ""),
+    ("google/gemma-3-27b-it", 27, 1, None, None, None, "text model; the 0.4B SigLIP tower is counted apart"),
+]
+
+# Models whose published figure is not a careful count, with the reason the test says out loud.
+NOMINAL = {
+    # Llama 4 Scout's "109B" includes the vision encoder, which the cached config does not describe.
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": (109, 0.015, "109B includes the vision encoder (absent here)"),
+    # phi-4's "14B" is the nominal size in its name; the checkpoint holds 14.66B.
+    "microsoft/phi-4": (14, 0.05, "nominal '14B' in the model name"),
+}
+# No published count exists for these (README: 'not verified' / 'not found').
+UNPUBLISHED = {"zai-org/GLM-5.3", "moonshotai/Kimi-K3"}
+
+
+def _close(value_b: float, published_b: float, digit: float) -> bool:
+    return abs(value_b - published_b) <= max(0.01 * published_b, digit / 2)
+
+
+def test_every_catalog_model_is_covered():
+    listed = {row[0] for row in PUBLISHED} | set(NOMINAL) | UNPUBLISHED
+    assert listed == set(list_models())
+
+
+@pytest.mark.parametrize("hf_id,total,tdig,active,adig,conv,note", PUBLISHED, ids=[r[0] for r in PUBLISHED])
+def test_parameter_counts_match_published(hf_id, total, tdig, active, adig, conv, note):
+    m = load_model(hf_id)
+    assert _close(m.total_params / 1e9, total, tdig), (m.total_params / 1e9, total, note)
+    if active is not None:
+        value = {"incl": m.active_params, "excl": m.active_params_excl_embedding,
+                 "nonemb": m.active_params_non_embedding}[conv]
+        assert _close(value / 1e9, active, adig), (value / 1e9, active, conv)
+
+
+@pytest.mark.parametrize("hf_id", sorted(NOMINAL))
+def test_nominal_counts(hf_id):
+    published, tol, why = NOMINAL[hf_id]
+    m = load_model(hf_id)
+    assert abs(m.total_params / 1e9 - published) / published <= tol, why
+
+
+def test_gpt_oss_exact_counts_by_hand():
+    # gpt-oss-120b by hand: per layer attention q/k/v/o + biases + sinks; 128 experts with biases; router.
+    h, L, E, I, V = 2880, 36, 128, 2880, 201088
+    attn = h * 64 * 64 + 2 * h * 8 * 64 + 64 * 64 * h + (64 * 64 + 2 * 8 * 64) + h + 64 + 2 * 64 * 0
+    expert = h * 2 * I + 2 * I + I * h + h
+    router = E * h + E
+    norms = L * 2 * h + h
+    total = L * (attn + E * expert + router) + norms + 2 * V * h
+    m = load_model("gpt-oss-120b")
+    assert m.total_params == total
+    assert m.active_params_excl_embedding == total - V * h - L * (E - 4) * expert
+
+
+def test_deepseek_v3_attention_by_hand():
+    # MLA: q_a [7168x1536] + norm, q_b [1536 x 128*192], kv_a [7168 x 576] + norm, kv_b [512 x 128*256], o [16384x7168]
+    per_layer = 7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256 + 128 * 128 * 7168
+    m = load_model("deepseek-ai/DeepSeek-V3")
+    assert m.params["attention"] == 61 * per_layer
+    assert m.ffn_kinds() == {"dense": 3, "moe": 58}
+    assert m.params["routed_experts"] == 58 * 256 * 3 * 7168 * 2048
+
+
+def test_layer_and_attention_kinds():
+    assert load_model("llama-3.1-70b").attention_kinds() == {"gqa": 80}
+    assert load_model("deepseek-v3").attention_kinds() == {"mla": 61}
+    assert load_model("gemma-3-27b-it").attention_kinds() == {"gqa window 1024": 52, "gqa": 10}
+    assert load_model("qwen3-next-80b-a3b").attention_kinds() == {"linear (gated_deltanet)": 36, "gqa": 12}
+    assert load_model("kimi-k3").attention_kinds() == {"linear (kda)": 69, "mla": 24}
+    assert load_model("deepseek-v3.2").attention_kinds() == {"mla + sparse indexer": 61}
+    assert load_model("llama-4-scout").attention_kinds() == {"gqa window 8192": 36, "gqa": 12}
+    assert load_model("mixtral-8x7b").ffn_kinds() == {"moe": 32}
+    assert load_model("llama-4-maverick").ffn_kinds() == {"dense": 24, "moe": 24}
+
+
+def test_kv_bytes_per_token_by_hand():
+    llama = load_model("meta-llama/Llama-3.1-70B")
+    assert kv_bytes_per_token(llama, resolve_precision(llama)) == 80 * 2 * 8 * 128 * 2 == 327_680
+    ds = load_model("deepseek-ai/DeepSeek-V3")
+    assert kv_bytes_per_token(ds, resolve_precision(ds, kv_dtype="bf16")) == 61 * (512 + 64) * 2 == 70_272
+    assert kv_bytes_per_token(ds, resolve_precision(ds, kv_dtype="fp8")) == 61 * 576
+
+
+def test_sliding_window_kv_by_hand():
+    # gpt-oss-120b: 18 full + 18 sliding (128-token window) layers, 8 KV heads of 64, bf16.
+    m = load_model("gpt-oss-120b")
+    p = resolve_precision(m)
+    per_layer_tok = 2 * 8 * 64 * 2
+    one = Layout()
+    assert kv_bytes_per_sequence(m, p, one, 100) == 36 * 100 * per_layer_tok
+    assert kv_bytes_per_sequence(m, p, one, 10_000) == (18 * 10_000 + 18 * 128) * per_layer_tok
+
+
+def test_hybrid_linear_attention_state_by_hand():
+    # Qwen3-Next: 12 full-attention layers (2 KV heads x 256, bf16) grow with context; 36 Gated DeltaNet layers
+    # keep a constant state of 32 x 128 x 128 recurrent + (2*16*128 + 32*128) x 3 conv elements, bf16.
+    m = load_model("qwen3-next-80b-a3b")
+    p = resolve_precision(m)
+    state = 36 * (32 * 128 * 128 + (2 * 16 * 128 + 32 * 128) * 3) * 2
+    assert state == 39_518_208
+    assert kv_bytes_per_token(m, p) == 12 * 2 * 2 * 256 * 2
+    for ctx in (1, 1000, 100_000):
+        assert kv_bytes_per_sequence(m, p, Layout(), ctx) == state + ctx * 12 * 2 * 2 * 256 * 2
+
+
+def test_flops_per_token_dense_by_hand():
+    m = load_model("llama-3.1-8b")
+    matmul = m.total_params - m.params["embedding"] - m.params["norms"]
+    assert flops_per_token(m, 0) == 2 * matmul
+    # attention at context c: 32 layers x 2 x 32 heads x (128 + 128) x c
+    assert math.isclose(flops_per_token(m, 1000) - flops_per_token(m, 0), 32 * 2 * 32 * 256 * 1000)
+
+
+def test_checkpoint_formats():
+    assert load_model("gpt-oss-120b").quantization["routed_experts"] == "mxfp4"
+    assert load_model("gpt-oss-120b").quantization["attention"] == "bf16"
+    assert load_model("deepseek-v3").quantization["routed_experts"] == "fp8_block"
+    assert load_model("deepseek-v3").quantization["embedding"] == "bf16"
+    k = load_model("kimi-k2.5").quantization
+    assert (k["routed_experts"], k["attention"], k["shared_experts"], k["lm_head"]) == ("int4_g32", "bf16", "bf16", "bf16")
+    v4 = load_model("deepseek-v4-pro").quantization
+    assert (v4["routed_experts"], v4["attention"]) == ("mxfp4", "fp8_block")
+
+
+@pytest.mark.parametrize("config,msg", [
+    ({"num_hidden_layers": 2}, "missing required field 'hidden_size'"),
+    ({"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "num_attention_heads": 4,
+      "num_key_value_heads": 8, "intermediate_size": 8}, "num_key_value_heads must be in 1..num_attention_heads"),
+    ({"hidden_size": -64, "num_hidden_layers": 2}, "'hidden_size' must be a positive integer"),
+    ({"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "num_attention_heads": 4}, "intermediate_size"),
+    ([1, 2], "not a JSON object"),
+])
+def test_malformed_configs(config, msg):
+    with pytest.raises(ClusterfitError, match=msg):
+        parse_config(config, "bad")
+
+
+def test_unknown_model_lists_close_matches():
+    with pytest.raises(ClusterfitError, match=r"unknown model 'glm-5\.4'.*glm-5\.3"):
+        load_model("glm-5.4")
+
+
+def test_aliases_case_insensitive():
+    assert load_model("DeepSeek-V3").hf_id == "deepseek-ai/DeepSeek-V3"
+    assert load_model("DEEPSEEK-AI/deepseek-v3").hf_id == "deepseek-ai/DeepSeek-V3"
+    assert load_model("llama-3.3-70b").hf_id == "meta-llama/Llama-3.3-70B-Instruct"

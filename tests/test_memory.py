@@ -1,0 +1,219 @@
+"""Memory fit: the naive sizing table reproduced, GLM-5.3 realistic view checked by hand, properties, errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clusterfit.arch import load_model
+from clusterfit.hardware import load_hardware
+from clusterfit.layout import Layout
+from clusterfit.memory import (CUBLAS_BYTES, CUDA_CONTEXT_BYTES, ENGINES, fit, kv_bytes_per_sequence,
+                               weight_bytes_per_gpu)
+from clusterfit.precision import resolve_precision
+
+GB = 10**9
+H200_BYTES = 150_109_880_320
+
+
+# ---- the sizing table of the issue, by the naive view --------------------------------------------
+
+def test_naive_table_fp8(run_json):
+    out = run_json("fit", "--params", "744B", "--precision", "fp8", "--system", "h100", "--system", "h200",
+                   "--system", "b200")
+    naive = {r["system"]: r["naive"] for r in out["results"]}
+    assert naive["dgx_h100"]["fits"] is False and naive["dgx_h100"]["nodes_needed"] == 2
+    assert naive["hgx_h200"]["fits"] is True and naive["hgx_h200"]["left_bytes"] == 1128 * GB - 744 * GB == 384 * GB
+    assert naive["dgx_b200"]["fits"] is True and naive["dgx_b200"]["left_bytes"] == 1440 * GB - 744 * GB == 696 * GB
+
+
+def test_naive_table_bf16(run_json):
+    out = run_json("fit", "--params", "744B", "--precision", "bf16", "-s", "h100", "-s", "h200", "-s", "b200")
+    naive = {r["system"]: r["naive"] for r in out["results"]}
+    assert naive["dgx_h100"]["weight_bytes"] == 1488 * GB
+    assert [naive[s]["nodes_needed"] for s in ("dgx_h100", "hgx_h200", "dgx_b200")] == [3, 2, 2]
+    assert not any(naive[s]["fits"] for s in naive)
+
+
+# ---- GLM-5.3 at fp8, realistic, by hand ------------------------------------------------------------
+
+def _glm53_by_hand():
+    """Component counts of zai-org/GLM-5.3 from its config.json, written out."""
+    h, L, V, H = 6144, 78, 154880, 64
+    q_down = h * 2048 + 2048                 # q_a_proj + q_a_layernorm (replicated under TP)
+    kv_down = h * (512 + 64) + 512           # kv_a_proj_with_mqa + kv_a_layernorm (replicated)
+    q_up = 2048 * H * (192 + 64)             # q_b_proj
+    kv_up = 512 * H * (192 + 256)            # kv_b_proj
+    o = H * 256 * h
+    full_indexers = 21                       # indexer_types: 'full' layers
+    indexer = 2048 * 32 * 128 + h * 128 + 2 * 128 + h * 32
+    return dict(h=h, L=L, V=V, q_down=q_down, kv_down=kv_down, sharded_attn=q_up + kv_up + o,
+                indexer=full_indexers * indexer, dense=3 * 3 * h * 12288, experts=75 * 256 * 3 * h * 2048,
+                shared=75 * 3 * h * 2048, router=75 * (256 * h + 256), norms=L * 2 * h + h)
+
+
+def test_glm53_weights_per_gpu_by_hand():
+    m = load_model("zai-org/GLM-5.3")
+    p = resolve_precision(m, "fp8")
+    c = _glm53_by_hand()
+    fp8 = 1.0                                # --precision fp8: per-tensor scales (one fp32 per tensor: 0)
+    per_gpu = (c["L"] * (c["sharded_attn"] / 8 + c["q_down"] + c["kv_down"]) * fp8
+               + c["indexer"] * fp8                            # replicated
+               + (c["dense"] + c["shared"] + c["experts"]) / 8 * fp8
+               + (c["router"] + c["norms"]) * 2                # bf16, replicated
+               + 2 * c["V"] * c["h"] * 2 / 8)                  # bf16 embedding + LM head, vocab-parallel
+    assert weight_bytes_per_gpu(m, p, Layout(tp=8, ep=8)) == math.ceil(per_gpu)
+
+
+@pytest.mark.parametrize("system,visible", [("h200", H200_BYTES), ("b200", None), ("h100", None)])
+def test_glm53_realistic_fit_by_hand(system, visible):
+    m = load_model("zai-org/GLM-5.3")
+    p = resolve_precision(m, "fp8")
+    s = load_hardware().system(system)
+    device = s.gpu.usable_memory_bytes
+    if visible:
+        assert device == visible
+    nodes = 2 if system == "h100" else 1
+    lay = Layout(tp=8, pp=2, ep=8) if system == "h100" else Layout(tp=8, ep=8)
+    r32 = fit(m, s, p, None, nodes, "vllm", 32768)
+    assert r32.layout == lay
+    w = weight_bytes_per_gpu(m, p, lay)
+    # vLLM-style reserve: measured context + cuBLAS, estimated NCCL 512 MiB and activations of 8192 tokens:
+    # 16-bit residual + normed copy (2 x 6144) + fused-MoE cache top_k x 3 x 2048 + top_k x hidden (EP: moe_tp=1),
+    # plus fp32 logits for 256 sequences over a 1/8 vocab shard.
+    act = 8192 * 2 * (2 * 6144 + 8 * 3 * 2048 + 8 * 6144) + 256 * 154880 // 8 * 4
+    assert r32.reserve.activations == act
+    budget = int(0.9 * device - w - act - CUDA_CONTEXT_BYTES - CUBLAS_BYTES - (512 << 20))
+    assert r32.kv_budget_bytes_per_gpu == budget
+    # MLA latent (512) + rope key (64), bf16, replicated on every TP rank, + fp8 indexer keys (128 + 4 B scale)
+    # on 21 layers; with PP2 a GPU holds 39 of 78 layers.
+    layers = 78 // (2 if system == "h100" else 1)
+    idx_layers = 21 if system != "h100" else sum(1 for x in m.layers[:39] if x.attention.index_cached)
+    per_token = layers * 576 * 2 + idx_layers * 132
+    assert r32.kv_bytes_per_token_per_gpu == per_token
+    for ctx, res in ((32768, r32), (131072, fit(m, s, p, None, nodes, "vllm", 131072))):
+        per_seq = per_token * ctx            # 32768 and 131072 are whole 16-token blocks
+        assert res.max_sequences == budget // per_seq
+    # sanity of the story the table tells: H200 holds 12 sequences at 32k and 3 at 128k
+    if system == "h200":
+        assert (r32.max_sequences, budget // (per_token * 131072)) == (12, 3)
+
+
+def test_nodes_needed_realistic(run_json):
+    out = run_json("fit", "glm-5.3", "--precision", "fp8", "-s", "h100", "-s", "h200", "-s", "b200")
+    assert [r["nodes_needed"] for r in out["results"]] == [2, 1, 1]
+    assert out["model"]["kv_bytes_per_token"] == 78 * 576 * 2 + 21 * 132
+    r = out["results"][1]
+    for key in ("system", "nodes", "fits", "nodes_needed", "weight_bytes", "kv_budget_bytes", "kv_bytes_per_token",
+                "max_sequences", "naive"):
+        assert key in r
+    assert out["model"]["total_params"] == load_model("glm-5.3").total_params
+
+
+# ---- properties ----------------------------------------------------------------------------------
+
+MODELS = ["llama-3.1-70b", "deepseek-v3", "gpt-oss-120b", "qwen3-next-80b-a3b", "gemma-3-27b-it", "glm-5.3"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(MODELS), st.integers(min_value=40, max_value=400), st.integers(1, 60),
+       st.sampled_from([1024, 8192, 65536]))
+def test_more_memory_never_holds_fewer_sequences(name, gb, extra_gb, context):
+    from dataclasses import replace
+
+    m = load_model(name)
+    p = resolve_precision(m, "fp8")
+    s = load_hardware().system("h200")
+    small = replace(s, gpu=replace(s.gpu, visible_memory_bytes=gb * GB))
+    big = replace(s, gpu=replace(s.gpu, visible_memory_bytes=(gb + extra_gb) * GB))
+    lay = Layout(tp=8, ep=8 if m.is_moe else 1)
+    assert fit(m, big, p, lay, 1, "vllm", context).max_sequences >= fit(m, small, p, lay, 1, "vllm", context).max_sequences
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(MODELS), st.integers(1, 4))
+def test_more_nodes_never_need_more_weight_bytes_per_gpu(name, nodes):
+    from clusterfit.layout import default_layout
+
+    m = load_model(name)
+    p = resolve_precision(m, "fp8")
+    s = load_hardware().system("h100")
+    w1 = weight_bytes_per_gpu(m, p, default_layout(m, s, 8 * nodes))
+    w2 = weight_bytes_per_gpu(m, p, default_layout(m, s, 8 * (nodes + 1)))
+    assert w2 <= w1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["llama-3.1-8b", "gpt-oss-20b", "gemma-3-27b-it", "deepseek-v3"]), st.integers(1, 200_000))
+def test_kv_grows_linearly_until_window_caps(name, ctx):
+    m = load_model(name)
+    p = resolve_precision(m)
+    lay = Layout()
+    per_token_growth = sum(
+        (2 * a.num_kv_heads * a.head_dim if a.kind != "mla" else (a.kv_lora_rank + a.qk_rope_head_dim))
+        * p.kv_bytes_per_elem
+        for a in (layer.attention for layer in m.layers) if not a.window or ctx < a.window)
+    assert kv_bytes_per_sequence(m, p, lay, ctx + 1) - kv_bytes_per_sequence(m, p, lay, ctx) == per_token_growth
+    windows = [layer.attention.window for layer in m.layers if layer.attention.window]
+    if windows and ctx > max(windows):
+        full_only = kv_bytes_per_sequence(m, p, lay, ctx + 1000) - kv_bytes_per_sequence(m, p, lay, ctx)
+        assert full_only == 1000 * per_token_growth
+
+
+def test_engines_documented():
+    for e in ENGINES.values():
+        assert e.source and 0 < e.fraction <= 1
+
+
+# ---- errors: one message, exit code 2 ---------------------------------------------------------------
+
+@pytest.mark.parametrize("args,msg", [
+    (("fit", "glm-5.4"), "unknown model 'glm-5.4'. Did you mean: glm-5.3"),
+    (("fit", "llama-3.1-8b", "-s", "h900"), "unknown system 'h900'"),
+    (("fit", "llama-3.1-8b", "--precision", "fp7"), "unknown precision 'fp7'"),
+    (("fit", "llama-3.1-8b", "--kv-dtype", "int3"), "unknown KV-cache dtype 'int3'"),
+    (("fit", "llama-3.1-70b", "--tp", "3"), "TP=3 does not divide the 64 attention heads"),
+    (("fit", "llama-3.1-70b", "--tp", "-2"), "tp must be an integer between 1 and 4096"),
+    (("fit", "llama-3.1-8b", "--ep", "2"), "EP=2 needs an MoE model"),
+    (("fit", "deepseek-v3", "--tp", "8", "--ep", "3"), "EP=3 must divide tp*dp=8"),
+    (("fit", "llama-3.1-8b", "--context", "-5"), "context must be in 1..100,000,000"),
+    (("fit", "llama-3.1-8b", "--context", "1000000000"), "context must be in 1..100,000,000"),
+    (("fit", "llama-3.1-8b", "--nodes", "0"), "--nodes must be in 1..4096"),
+    (("fit", "llama-3.1-8b", "--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization must be in 0.05..1.0"),
+    (("fit", "--params", "-3B", "--precision", "fp8"), "parameter count must be positive"),
+    (("fit", "--params", "lots", "--precision", "fp8"), "cannot read parameter count 'lots'"),
+    (("fit", "--params", "1e20", "--precision", "fp8"), "--params must be between"),
+    (("fit", "--params", "70B"), "--params needs --precision"),
+    (("fit",), "give a MODEL or --params"),
+])
+def test_errors_exit_2(run_cli, args, msg):
+    code, out, err = run_cli(*args)
+    assert code == 2
+    assert msg in " ".join(err.split())
+    assert "Traceback" not in err
+
+
+def test_malformed_and_incomplete_config_files(run_cli, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"hidden_size": 10,')
+    code, _, err = run_cli("fit", str(bad))
+    assert code == 2 and "is not valid JSON" in err
+    bad.write_text('{"hidden_size": 4096}')
+    code, _, err = run_cli("fit", str(tmp_path))
+    assert code == 2 and "missing required field 'num_hidden_layers'" in err
+    code, _, err = run_cli("fit", str(tmp_path / "missing.json"))
+    assert code == 2 and "not found" in " ".join(err.split())
+
+
+def test_local_config_path(run_json, tmp_path):
+    import json
+    from importlib.resources import files
+
+    src = files("clusterfit").joinpath("catalog/models/meta-llama__Llama-3.1-8B.json").read_text()
+    (tmp_path / "config.json").write_text(src)
+    out = run_json("fit", str(tmp_path / "config.json"), "-s", "h100")
+    assert out["model"]["total_params"] == load_model("llama-3.1-8b").total_params
+    assert json.loads(src)["hidden_size"] == 4096
