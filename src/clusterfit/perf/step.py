@@ -135,9 +135,11 @@ class StepModel:
             add("attention_decode", t_dec, "memory_s")
             add("attention_prefill", t_pre, "compute_s")
             if iflops:
-                idx_keys = d * full_ctx + p * avg_pre
-                t_idx = np.maximum(count * ibytes * d * full_ctx / bw_attn,
-                                   count * iflops * idx_keys / (self._attn_peak_flops * pre_eff))
+                # decode queries score every cached index key of their own sequence (a batched GEMV: read
+                # the fp8 keys once); prefill tokens score their causal prefix at the prefill efficiency.
+                dec_peak = self._attn_peak_flops * c.attn_prefill_eff_max * self.engine.compute_scale
+                t_idx = np.maximum(count * ibytes * d * full_ctx / bw_attn, count * iflops * d * full_ctx / dec_peak)
+                t_idx = t_idx + count * iflops * p * avg_pre / (self._attn_peak_flops * pre_eff)
                 add("dsa_indexer", t_idx, "compute_s")
         lf, lb = self._linear
         if lf or lb:
@@ -324,8 +326,8 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
             dflops, dbytes = ops.decode_attention_per_token(att, tp, kvb)
             pflops = ops.prefill_attention_flops_per_pair(att, tp)
             iflops, ibytes = ops.indexer_per_attended_token(att) if att.index_n_heads else (0.0, 0.0)
-            if not att.index_cached:
-                ibytes = 0.0
+            if not att.index_cached:  # a layer sharing another layer's indexer reuses its top-k: no scoring
+                iflops, ibytes = 0.0, 0.0
             attn_counts[(att.window or 0, att.kv_compress_ratio or 1, att.index_topk or 0,
                          dflops, dbytes, pflops, iflops, ibytes)] += 1
         elem_bytes += ops.elementwise_bytes_per_token(hidden, ffn, tp)
