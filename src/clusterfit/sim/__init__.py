@@ -1,0 +1,25 @@
+"""Cluster simulator: workloads and traces, replicas (continuous batching, chunked prefill, paged KV,
+preemption, prefix cache, speculative decoding), load balancer, failures and autoscaling, metrics.
+
+Public API:
+    simulate(step_model, SimulationConfig, workload=None, slo=None) -> (report dict, SimRun)
+    build_requests(SimulationConfig, workload=None) -> Requests
+    load_trace(path) -> Requests;  generate(n, arrival, input, output, rng, sessions=None) -> Requests
+    compile_replica(model, system, ...) -> (StepModel, System)
+"""
+
+from .api import build_requests, compile_replica, parse_simulation, simulate
+from .cluster import SimRun, run_simulation
+from .config import (POLICIES, ArrivalSpec, AutoscaleSpec, FailureSpec, LengthSpec, ReplicaSpec, SessionSpec,
+                     SimulationConfig, SpeculativeSpec)
+from .metrics import summarize
+from .stepmodel import StepModel, StepTimer
+from .traces import load_trace, sample_traces
+from .workload import Requests, generate
+
+__all__ = [
+    "POLICIES", "ArrivalSpec", "AutoscaleSpec", "FailureSpec", "LengthSpec", "ReplicaSpec", "Requests",
+    "SessionSpec", "SimRun", "SimulationConfig", "SpeculativeSpec", "StepModel", "StepTimer", "build_requests",
+    "compile_replica", "generate", "load_trace", "parse_simulation", "run_simulation", "sample_traces",
+    "simulate", "summarize",
+]

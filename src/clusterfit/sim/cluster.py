@@ -25,6 +25,7 @@ from .stepmodel import StepModel, StepTimer
 from .workload import Requests
 
 _REPLICA, _FAIL, _RESTART, _TICK, _READY = 0, 1, 2, 3, 4
+SAMPLES_PER_WINDOW = 10  # queue / KV / live-replica samples per metrics window
 
 
 @dataclass
@@ -293,7 +294,8 @@ class Cluster:
                 break
             if t >= next_sample:
                 self._sample(t)
-                next_sample = t + window if t > next_sample + window else next_sample + window
+                every = window / SAMPLES_PER_WINDOW
+                next_sample = t + every if t > next_sample + every else next_sample + every
         self._sample(t)
         for req in self.hold:  # nowhere to run: no replica ever came back
             led.status[req] = FAILED

@@ -53,8 +53,13 @@ def meets_slo(ttft: np.ndarray, tpot: np.ndarray, status: np.ndarray, slo_ttft_s
     return ok
 
 
-def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None) -> dict:
-    """The report of a run as one JSON-ready dict (the shape `clusterfit simulate --json` prints)."""
+def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
+              ttft_percentile: float = 90.0) -> dict:
+    """The report of a run as one JSON-ready dict (the shape `clusterfit simulate --json` prints).
+
+    ``holds_slo``: the TTFT at ``ttft_percentile`` and the mean TPOT of completed requests are within
+    the SLOs given and no request was rejected or failed (None without SLOs).
+    """
     req = run.requests
     status = req["status"]
     n = int(status.size)
@@ -80,7 +85,8 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
         "e2e_s": percentiles(e2e),
         "goodput": float(good.sum() / n),
         "goodput_rps": float(good.sum() / duration),
-        "slo": {"ttft_s": slo_ttft_s, "tpot_s": slo_tpot_s},
+        "slo": {"ttft_s": slo_ttft_s, "tpot_s": slo_tpot_s, "ttft_percentile": ttft_percentile},
+        "holds_slo": _holds(ttft, tpot, status, slo_ttft_s, slo_tpot_s, ttft_percentile),
         "throughput": {
             "requests_per_s": float(done.sum() / duration),
             "output_tokens_per_s": out_tokens / duration,
@@ -99,6 +105,19 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
         "events": run.events,
         "sim_wall_s": run.sim_wall_s,
     }
+
+
+def _holds(ttft, tpot, status, slo_ttft_s, slo_tpot_s, pct) -> bool | None:
+    if slo_ttft_s is None and slo_tpot_s is None:
+        return None
+    if np.any(status != COMPLETED):
+        return False
+    ok = True
+    if slo_ttft_s is not None:
+        ok &= bool(np.percentile(ttft, pct) <= slo_ttft_s)
+    if slo_tpot_s is not None and np.isfinite(tpot).any():
+        ok &= bool(np.nanmean(tpot) <= slo_tpot_s)
+    return ok
 
 
 def _mean(x: np.ndarray) -> float:
