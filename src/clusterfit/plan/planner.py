@@ -1,0 +1,471 @@
+"""The planner: from a question (model, workload, SLO, systems, prices) to a costed recommendation.
+
+``plan(request)`` runs the search, sizes every candidate for the target load (replicas + N+k spares,
+nodes, GPUs), picks the cheapest plan per system and overall, explains what binds, draws the Pareto
+frontier (output tokens/s per GPU against tokens/s per user) per system, and compares the cost with a
+per-token endpoint. It returns one JSON-ready dict: the shape the CLI's ``--json`` prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ClusterfitError
+from .cost import (HOURS_PER_MONTH, EndpointPrice, Pool, break_even_rps, catalog_prices, resolve_price,
+                   usd_per_mtok, verdict)
+from .pareto import pareto_front
+from .search import Candidate, SearchSpace, search
+from .workload import SLO, Workload
+
+
+@dataclass
+class PlanRequest:
+    """A planning question. Loads, lengths and SLOs live in ``workload`` and ``slo``."""
+
+    model: str
+    workload: Workload
+    slo: SLO
+    systems: list[str] | None = None
+    precisions: list[str | None] = field(default_factory=lambda: [None])
+    kv_dtypes: list[str | None] = field(default_factory=lambda: [None])
+    engine: str = "vllm"
+    failover: int = 0
+    prices: dict[str, float] = field(default_factory=dict)
+    endpoint: EndpointPrice | None = None
+    max_nodes_per_replica: int = 4
+    disaggregated: bool = True
+    max_batch: int | None = None
+    hours_per_month: float = HOURS_PER_MONTH
+
+
+# ------------------------------------------------------------------------------------------ sizing
+def _need(wl: Workload) -> float:
+    """Target load in the unit capacities are measured in: requests/s, or sessions for session loads."""
+    if wl.load.kind == "requests_per_s":
+        return wl.load.value
+    if wl.load.kind == "output_tokens_per_s":
+        return wl.load.value / wl.osl_mean_tokens
+    return wl.load.value
+
+
+def _load_capacity(wl: Workload, rate, tpot, ttft_mean):
+    """What one replica carries in the load's unit: requests/s, or concurrent sessions (Little's law)."""
+    if wl.load.kind == "concurrent_sessions":
+        return rate * (wl.osl_mean_tokens * tpot + ttft_mean + wl.think_time_s)
+    return rate
+
+
+def _nodes(replicas: int, gpus_per_replica: int, gpus_per_node: int) -> int:
+    """Nodes rented: small replicas share nodes, large ones take whole nodes each."""
+    if gpus_per_replica <= gpus_per_node:
+        return math.ceil(replicas * gpus_per_replica / gpus_per_node)
+    return replicas * math.ceil(gpus_per_replica / gpus_per_node)
+
+
+@dataclass
+class _Sized:
+    """A candidate sized for the target load (aggregated: one pool; disaggregated: two)."""
+
+    mode: str
+    system: object
+    precision: str
+    kv_dtype: str
+    main: Candidate                    # aggregated replica, or the decode replica
+    prefill: Candidate | None
+    batch: float                       # operating batch per (decode) replica
+    best_batch: float                  # batch at full capacity
+    capacity: float                    # load units per replica at full capacity
+    replicas: int                      # serving replicas (decode pool), spares excluded
+    prefill_replicas: int
+    spares: int
+    tpot_s: float
+    ttft_s: float
+    rate_rps: float                    # requests/s the plan serves at the target load
+    full_rate_rps: float               # requests/s with every serving replica at capacity
+    nodes: int
+    gpus: int
+    price: object | None
+    binding: str = ""
+    why: str = ""
+    breakdown: dict = field(default_factory=dict)
+
+    @property
+    def cost_per_hour(self) -> float | None:
+        return None if self.price is None else self.nodes * self.system.gpus_per_node * self.price.usd_per_gpu_hour
+
+    def sort_key(self) -> tuple:
+        cost = self.cost_per_hour
+        return (cost if cost is not None else math.inf, self.nodes * self.system.gpus_per_node, self.gpus, self.tpot_s)
+
+
+def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> _Sized | None:
+    a = c.agg
+    cap_units = _load_capacity(wl, a.rate_rps, a.tpot_s, a.ttft_mean_s)
+    ok = a.feasible
+    if not ok.any():
+        return None
+    caps = np.where(ok, cap_units, -np.inf)
+    best = int(np.argmax(caps))
+    n = max(1, math.ceil(need / caps[best] - 1e-9))
+    op = int(np.flatnonzero(ok & (cap_units >= need / n - 1e-12))[0])
+    rate_op = float(a.rate_rps[op])
+    if wl.load.kind == "concurrent_sessions":
+        served_rps = n * need / n / (wl.osl_mean_tokens * a.tpot_s[op] + a.ttft_mean_s[op] + wl.think_time_s)
+    else:
+        served_rps = need
+    total = n + k
+    nodes = _nodes(total, c.gpus, c.system.gpus_per_node)
+    return _Sized("aggregated", c.system, c.precision_name, c.kv_dtype, c, None, float(a.batch[op]),
+                  float(a.batch[best]), float(caps[best]), n, 0, k, float(a.tpot_s[op]), float(a.ttft_s[op]),
+                  float(served_rps), float(n * a.rate_rps[best]), nodes, total * c.gpus, price)
+
+
+def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl: Workload, need: float, k: int,
+                        price) -> _Sized | None:
+    node = decodes[0].system.gpus_per_node if decodes else 8
+    best_d = None
+    for c in decodes:
+        d = c.decode
+        ok = d.feasible
+        if not ok.any():
+            continue
+        ttft_guess = 0.0
+        units = _load_capacity(wl, d.rate_rps, d.tpot_s, ttft_guess)
+        caps = np.where(ok, units, -np.inf)
+        b = int(np.argmax(caps))
+        n = max(1, math.ceil(need / caps[b] - 1e-9))
+        nodes = _nodes(n + k, c.gpus, node)
+        if best_d is None or nodes < best_d[0] or (nodes == best_d[0] and c.gpus * (n + k) < best_d[4]):
+            op = int(np.flatnonzero(ok & (units >= need / n - 1e-12))[0])
+            best_d = (nodes, c, n, b, c.gpus * (n + k), op, float(caps[b]))
+    if best_d is None:
+        return None
+    _, dc, n_d, b, _, op, cap = best_d
+    d = dc.decode
+    tpot = float(d.tpot_s[op])
+    best_p = None
+    for c in prefills:
+        p = c.prefill
+        if p is None or p.rate_rps <= 0:
+            continue
+        if wl.load.kind == "concurrent_sessions":
+            lam = need / (wl.osl_mean_tokens * tpot + p.ttft_s + wl.think_time_s)
+        else:
+            lam = need
+        n = max(1, math.ceil(lam / p.rate_rps - 1e-9))
+        nodes = _nodes(n + k, c.gpus, node)
+        if best_p is None or nodes < best_p[0] or (nodes == best_p[0] and c.gpus * (n + k) < best_p[3]):
+            best_p = (nodes, c, n, c.gpus * (n + k), lam)
+    if best_p is None:
+        return None
+    p_nodes, pc, n_p, p_gpus, lam = best_p
+    d_nodes = _nodes(n_d + k, dc.gpus, node)
+    full = min(n_d * float(d.rate_rps[b]), n_p * pc.prefill.rate_rps)
+    return _Sized("disaggregated", dc.system, dc.precision_name, dc.kv_dtype, dc, pc, float(d.batch[op]),
+                  float(d.batch[b]), cap, n_d, n_p, k, tpot, float(pc.prefill.ttft_s), float(lam), full,
+                  p_nodes + d_nodes, (n_d + k) * dc.gpus + (n_p + k) * pc.gpus, price)
+
+
+# ---------------------------------------------------------------------------------------- binding
+_KIND_WORD = {"memory_s": "bandwidth", "compute_s": "compute", "communication_s": "network", "overhead_s": "overhead"}
+
+
+def _step_breakdown(s: _Sized, wl: Workload) -> dict:
+    sm = s.main.step
+    B = s.best_batch
+    ctx = wl.decode_context_mean_tokens
+    if s.mode == "aggregated":
+        u = float(np.dot(wl.uncached_tokens, wl.weights))
+        pre = min(B * u / wl.osl_mean_tokens, max(sm.engine.max_num_tokens - B, 1.0))
+        br = sm.breakdown(pre, pre * (wl.isl_mean_tokens - u + (u + 1) / 2), B, B * ctx)
+    else:
+        br = sm.breakdown(0.0, 0.0, B, B * ctx)
+    return br
+
+
+def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
+    """Fill ``binding`` (one word) and ``why`` (a sentence) for a sized plan, at its full-capacity batch."""
+    br = _step_breakdown(s, wl)
+    kinds = br["by_kind_s"]
+    step = br["step_s"]
+    s.breakdown = {"step_s": step, **{k: v for k, v in kinds.items()}}
+    dominant = max(kinds, key=lambda k: kinds[k]) if kinds else "memory_s"
+    share = kinds.get(dominant, 0.0) / step if step else 0.0
+    comm = kinds.get("communication_s", 0.0)
+    sm = s.main.step
+    internode = s.main.gpus > s.system.scale_up_domain_gpus
+    curve = s.main.agg if s.mode == "aggregated" else s.main.decode
+    B = curve.batch
+    i = int(np.flatnonzero(B == s.best_batch)[0])
+    nxt = i + 1 if i + 1 < B.size else None
+    ctx = wl.decode_context_mean_tokens
+    kv_seqs = float(np.asarray(sm.max_sequences(ctx)))
+    step_word = f"{_KIND_WORD[dominant]}-bound ({share:.0%} of the {step * 1e3:.1f} ms step)"
+    if nxt is None:
+        s.binding = "engine"
+        s.why = f"the engine's batch cap ({sm.max_batch}) is reached; the step there is {step_word}"
+    elif not curve.kv_ok[nxt]:
+        if B[nxt] > kv_seqs:
+            s.binding = "memory"
+            s.why = (f"KV cache: the replica holds {kv_seqs:.0f} sequences of {ctx:.0f} tokens, so the batch stops "
+                     f"at {s.best_batch:.0f}")
+        else:
+            s.binding = "engine"
+            s.why = f"the engine's batch cap ({sm.max_batch}) is reached; the step there is {step_word}"
+    elif not curve.tpot_ok[nxt]:
+        s.binding = _KIND_WORD[dominant] if dominant != "overhead_s" else "slo"
+        s.why = (f"TPOT target {slo.tpot_s * 1e3:g} ms is met up to batch {s.best_batch:.0f}; the decode step is "
+                 f"{step_word}")
+    else:
+        s.binding = "compute" if dominant == "compute_s" else "slo"
+        s.why = (f"TTFT p{slo.ttft_percentile:g} target {slo.ttft_s * 1e3 if slo.ttft_s else float('inf'):g} ms: "
+                 f"prefill queueing caps the batch at {s.best_batch:.0f}; the step is {step_word}")
+    if comm > 0.15 * step:
+        where = "between nodes (network)" if internode else "over NVLink"
+        s.why += f"; communication {where} takes {comm * 1e3:.1f} ms per step ({comm / step:.0%})"
+        if internode and s.binding not in ("memory", "engine"):
+            s.binding = "network" if comm >= kinds.get(dominant, 0) * 0.5 else s.binding
+
+
+# ------------------------------------------------------------------------------------------- json
+def _row(s: _Sized, wl: Workload, hours: float) -> dict:
+    c = s.main
+    tp, pp, ep, dp = c.layout
+    cost = s.cost_per_hour
+    out_tps = s.rate_rps * wl.osl_mean_tokens
+    in_tps = s.rate_rps * wl.isl_mean_tokens
+    full_out = s.full_rate_rps * wl.osl_mean_tokens
+    row = {
+        "system": s.system.id, "gpu": s.system.gpu.id, "mode": s.mode, "precision": s.precision,
+        "kv_dtype": s.kv_dtype, "layout": c.label(), "tp": tp, "pp": pp, "ep": ep, "dp": dp,
+        "nodes_per_replica": c.nodes, "gpus_per_replica": c.gpus, "replicas": s.replicas + s.spares,
+        "serving_replicas": s.replicas, "spare_replicas": s.spares, "nodes": s.nodes,
+        "total_gpus": s.gpus, "rented_gpus": s.nodes * s.system.gpus_per_node,
+        "batch": s.batch, "max_batch_within_slo": s.best_batch,
+        "price_per_gpu_hour": None if s.price is None else s.price.usd_per_gpu_hour,
+        "price_source": None if s.price is None else s.price.describe(),
+        "cost_per_hour": cost, "cost_per_month": None if cost is None else cost * hours,
+        "cost_per_mtok_out": None if cost is None else usd_per_mtok(cost, out_tps),
+        "cost_per_mtok_in": None if cost is None else usd_per_mtok(cost, in_tps),
+        "cost_per_mtok_out_full_load": None if cost is None else usd_per_mtok(cost, full_out),
+        "cost_per_mtok_in_full_load": None if cost is None else usd_per_mtok(cost, s.full_rate_rps * wl.isl_mean_tokens),
+        "ttft_s": s.ttft_s, "tpot_s": s.tpot_s, "tokens_per_s_per_user": 1.0 / s.tpot_s,
+        "requests_per_s": s.rate_rps, "output_tokens_per_s": out_tps,
+        "output_tokens_per_s_per_gpu": out_tps / s.gpus,
+        "full_load_requests_per_s": s.full_rate_rps, "full_load_output_tokens_per_s": full_out,
+        "internode_replica": c.gpus > s.system.scale_up_domain_gpus,
+        "step_breakdown_s": s.breakdown, "binding": s.binding, "why": s.why,
+    }
+    if s.prefill is not None:
+        p = s.prefill
+        ptp, ppp, pep, pdp = p.layout
+        row["prefill"] = {"layout": p.label(), "tp": ptp, "pp": ppp, "ep": pep, "dp": pdp, "gpus_per_replica": p.gpus,
+                          "replicas": s.prefill_replicas + s.spares, "requests_per_s_per_replica": p.prefill.rate_rps,
+                          "kv_transfer_s": p.prefill.kv_transfer_s}
+        row["xPyD"] = f"{s.prefill_replicas + s.spares}P{s.replicas + s.spares}D"
+    return row
+
+
+def _pareto(cands: list[Candidate], wl: Workload) -> list[dict]:
+    xs, ys, meta = [], [], []
+    osl = wl.osl_mean_tokens
+    for c in cands:
+        a = c.agg
+        m = a.kv_ok & a.ttft_ok
+        xs.append(1.0 / a.tpot_s[m])
+        ys.append(a.rate_rps[m] * osl / c.gpus)
+        meta += [("aggregated", c.label(), b) for b in a.batch[m]]
+    pre = [c.gpus / c.prefill.rate_rps for c in cands if c.prefill is not None and c.prefill.rate_rps > 0]
+    if pre:
+        gp = min(pre)  # prefill GPU-seconds per request/s, best prefill layout
+        for c in cands:
+            d = c.decode
+            if d is None:
+                continue
+            m = d.kv_ok
+            xs.append(1.0 / d.tpot_s[m])
+            ys.append(osl / (c.gpus / d.rate_rps[m] + gp))
+            meta += [("disaggregated", c.label(), b) for b in d.batch[m]]
+    if not xs:
+        return []
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    idx = pareto_front(x, y)
+    return [{"tokens_per_s_per_user": float(x[i]), "output_tokens_per_s_per_gpu": float(y[i]),
+             "mode": meta[i][0], "layout": meta[i][1], "batch": float(meta[i][2])} for i in idx]
+
+
+def _closest(cands: list[Candidate], slo: SLO) -> dict | None:
+    """The candidate that misses the SLO by the smallest factor, and what binds there."""
+    best = None
+    for c in cands:
+        a = c.agg
+        r_tpot = a.tpot_s / slo.tpot_s if slo.tpot_s else np.zeros_like(a.tpot_s)
+        r_ttft = a.ttft_s / slo.ttft_s if slo.ttft_s else np.zeros_like(a.ttft_s)
+        worst = np.where(a.kv_ok, np.maximum(r_tpot, r_ttft), np.inf)
+        i = int(np.argmin(worst))
+        if best is None or worst[i] < best[0]:
+            best = (float(worst[i]), c, i, float(r_tpot[i]), float(r_ttft[i]))
+    if best is None or not math.isfinite(best[0]):
+        return None
+    _, c, i, rt, rf = best
+    a = c.agg
+    br = c.step.breakdown(0.0, 0.0, a.batch[i], a.batch[i] * 1.0)
+    kinds = br["by_kind_s"]
+    dominant = max(kinds, key=lambda k: kinds[k])
+    missed = []
+    if rt > 1:
+        missed.append(f"TPOT {a.tpot_s[i] * 1e3:.1f} ms vs target {slo.tpot_s * 1e3:g} ms ({rt:.2f}x)")
+    if rf > 1:
+        missed.append(f"TTFT p{slo.ttft_percentile:g} {a.ttft_s[i] * 1e3:.0f} ms vs target "
+                      f"{slo.ttft_s * 1e3:g} ms ({rf:.2f}x)")
+    binding = "slo" if not missed else ("compute" if rf >= rt else _KIND_WORD[dominant])
+    tp, pp, ep, dp = c.layout
+    return {"system": c.system.id, "precision": c.precision_name, "layout": c.label(), "tp": tp, "pp": pp,
+            "ep": ep, "dp": dp, "gpus_per_replica": c.gpus, "batch": float(a.batch[i]),
+            "tpot_s": float(a.tpot_s[i]), "ttft_s": float(a.ttft_s[i]), "missed": missed, "binding": binding,
+            "why": (f"even at batch {a.batch[i]:.0f} the best configuration misses: " + "; ".join(missed)
+                    + f". Its decode step is {_KIND_WORD[dominant]}-bound "
+                    f"({kinds[dominant] / br['step_s']:.0%} of {br['step_s'] * 1e3:.1f} ms at batch 1).")}
+
+
+# ------------------------------------------------------------------------------------------- plan
+def resolve_systems(names: list[str] | None):
+    from ..hardware import load_hardware
+
+    hw = load_hardware()
+    if not names:
+        return list(hw.systems.values())
+    out, seen = [], set()
+    for n in names:
+        s = hw.system(n)
+        if s.id not in seen:
+            seen.add(s.id)
+            out.append(s)
+    return out
+
+
+def plan(req: PlanRequest) -> dict:
+    """Answer a planning question; returns the JSON-ready result (see module docstring)."""
+    from ..arch import load_model
+
+    if req.failover < 0:
+        raise ClusterfitError(f"--failover must be >= 0, got {req.failover}")
+    model = load_model(req.model)
+    systems = resolve_systems(req.systems)
+    space = SearchSpace(systems, req.precisions, req.kv_dtypes, req.engine, req.max_nodes_per_replica,
+                        req.disaggregated, req.max_batch)
+    wl, slo = req.workload, req.slo
+    result = search(model, space, wl, slo)
+    prices = catalog_prices()
+    need = _need(wl)
+    by_group: dict[tuple, list[Candidate]] = {}
+    for c in result.candidates:
+        by_group.setdefault((c.system.id, c.precision_name, c.kv_dtype), []).append(c)
+    best_per_system: dict[str, _Sized] = {}
+    for (sys_id, _, _), cands in by_group.items():
+        system = cands[0].system
+        price = resolve_price(sys_id, system.gpu.id, req.prices, prices)
+        options = [s for s in (_size_aggregated(c, wl, need, req.failover, price) for c in cands) if s]
+        if req.disaggregated:
+            d = _size_disaggregated(cands, cands, wl, need, req.failover, price)
+            if d is not None:
+                options.append(d)
+        if not options:
+            continue
+        top = min(options, key=_Sized.sort_key)
+        if sys_id not in best_per_system or top.sort_key() < best_per_system[sys_id].sort_key():
+            best_per_system[sys_id] = top
+    for s in best_per_system.values():
+        _explain(s, wl, slo)
+    ranked = sorted(best_per_system.values(), key=_Sized.sort_key)
+    rows = [_row(s, wl, req.hours_per_month) for s in ranked]
+    pareto = {}
+    for sys_id in dict.fromkeys(c.system.id for c in result.candidates):
+        pareto[sys_id] = _pareto([c for c in result.candidates if c.system.id == sys_id], wl)
+    out: dict = {
+        "model": model.name, "workload": wl.describe(), "slo": slo.describe(), "failover": req.failover,
+        "engine": req.engine, "feasible": bool(rows), "recommended": None, "per_system": rows,
+        "pareto": pareto, "configurations_evaluated": result.configurations_evaluated,
+        "candidates_compiled": len(result.candidates), "not_fitting": result.skipped,
+        "queueing_model": "M/G/1 per replica prefill (Pollaczek-Khinchine mean wait, exponential tail "
+                          "P(W>x)=rho*exp(-rho*x/W)); TTFT percentile of wait + own prefill",
+    }
+    priced = [r for r in rows if r["cost_per_hour"] is not None]
+    if rows:
+        rec = dict(priced[0] if priced else rows[0])
+        rec["explanation"] = _recommendation_text(rec, priced or rows, wl, slo, bool(priced))
+        out["recommended"] = rec
+        if req.endpoint is not None and rec["cost_per_hour"] is not None:
+            out["endpoint"] = _endpoint(rec, ranked[0], req, wl)  # priced plans sort first
+    else:
+        closest = _closest(result.candidates, slo)
+        out["closest"] = closest
+        out["explanation"] = _infeasible_text(closest, slo, wl, result)
+    return out
+
+
+def _recommendation_text(rec: dict, rows: list[dict], wl: Workload, slo: SLO, priced: bool) -> str:
+    layout = rec["layout"] + (f" decode + {rec['prefill']['layout']} prefill ({rec['xPyD']})" if rec.get("prefill") else "")
+    spare = f" including {rec['spare_replicas']} spare" if rec["spare_replicas"] else ""
+    text = (f"{rec['replicas']} x {rec['system']} replica(s){spare} ({rec['precision']}, {layout}, "
+            f"{rec['gpus_per_replica']} GPUs over {rec['nodes_per_replica']} node(s) each): {rec['nodes']} node(s), "
+            f"{rec['total_gpus']} GPUs")
+    if rec["cost_per_hour"] is not None:
+        text += (f", ${rec['cost_per_hour']:,.2f}/h (${rec['cost_per_month']:,.0f}/month), "
+                 f"${rec['cost_per_mtok_out']:.2f} per million output tokens at the target load")
+    text += (f". At {wl.load.describe()} each replica runs batch {rec['batch']:.0f} with TPOT "
+             f"{rec['tpot_s'] * 1e3:.1f} ms and TTFT p{slo.ttft_percentile:g} {rec['ttft_s'] * 1e3:.0f} ms. "
+             f"What binds: {rec['binding']} - {rec['why']}.")
+    if len(rows) > 1 and priced and rows[1]["cost_per_hour"]:
+        r2 = rows[1]
+        text += (f" Next best: {r2['system']} at ${r2['cost_per_hour']:,.2f}/h "
+                 f"({r2['cost_per_hour'] / rec['cost_per_hour'] - 1:+.0%}).")
+    if not priced:
+        text += " No catalog price for these systems: ranked by GPUs; pass --price SYSTEM=$/GPU-hour."
+    return text
+
+
+def _infeasible_text(closest: dict | None, slo: SLO, wl: Workload, result) -> str:
+    if closest is None:
+        reasons = "; ".join(result.skipped) or "no candidate fits in memory"
+        return f"No configuration can serve this model: {reasons}."
+    return (f"No configuration meets {slo.describe()}. Closest: {closest['system']} {closest['precision']} "
+            f"{closest['layout']} - {closest['why']} What binds: {closest['binding']}.")
+
+
+def _endpoint(rec: dict, sized: _Sized, req: PlanRequest, wl: Workload) -> dict:
+    ep = req.endpoint
+    assert ep is not None
+    cluster = rec["cost_per_hour"]
+    endpoint_cost = ep.cost_per_hour(rec["requests_per_s"], wl.isl_mean_tokens, wl.osl_mean_tokens)
+    per_req = ep.usd_per_request(wl.isl_mean_tokens, wl.osl_mean_tokens)
+    pools = [Pool(_rps_per_replica(sized), sized.main.gpus * sized.price.usd_per_gpu_hour, req.failover)]
+    if sized.prefill is not None:
+        pools.append(Pool(sized.prefill.prefill.rate_rps, sized.prefill.gpus * sized.price.usd_per_gpu_hour,
+                          req.failover))
+    be = break_even_rps(pools, per_req)
+    v = verdict(cluster, endpoint_cost)
+    scale = cluster / endpoint_cost if endpoint_cost > 0 else math.inf
+    return {
+        "input_per_mtok": ep.input_per_mtok, "output_per_mtok": ep.output_per_mtok,
+        "endpoint_cost_per_hour": endpoint_cost, "cluster_cost_per_hour": cluster,
+        "verdict": v, "break_even_requests_per_s": be,
+        "break_even_output_tokens_per_s": None if be is None else be * wl.osl_mean_tokens,
+        "cluster_equivalent_per_mtok": {"input": ep.input_per_mtok * scale, "output": ep.output_per_mtok * scale},
+        "explanation": (
+            f"At {rec['requests_per_s']:.3g} requests/s the endpoint would cost ${endpoint_cost:,.2f}/h against "
+            f"${cluster:,.2f}/h for the cluster: {'rent the cluster' if v == 'cluster' else 'use the endpoint'}. "
+            + (f"The cluster (sized for the load, N+{req.failover}) breaks even from {be:.3g} requests/s "
+               f"({be * wl.osl_mean_tokens:,.0f} output tokens/s)." if be is not None else
+               "Even fully loaded, the cluster costs more per token than the endpoint: no break-even.")),
+    }
+
+
+def _rps_per_replica(s: _Sized) -> float:
+    """Requests/s one (decode) replica completes at its full-capacity batch."""
+    curve = s.main.agg if s.mode == "aggregated" else s.main.decode
+    i = int(np.flatnonzero(curve.batch == s.best_batch)[0])
+    return float(curve.rate_rps[i])
