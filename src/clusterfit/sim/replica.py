@@ -26,7 +26,8 @@ from .config import ReplicaSpec
 from .ledger import COMPLETED, Ledger
 from .stepmodel import StepTimer
 
-SEGMENT_CAP_STEPS = 512  # most decode steps planned at once (bounds work wasted when cut)
+SEGMENT_CAP_STEPS = 512  # most decode steps planned at once with the exact step model (array work)
+LINEAR_SEGMENT_CAP_STEPS = 1 << 20  # with tables a segment is O(1) however long
 
 
 class Replica:
@@ -76,8 +77,11 @@ class Replica:
         self.clock = now_s
         self.version = getattr(self, "version", 0) + 1  # monotonic: stale events never match
         self.next_event_s = math.inf
+        self.in_segment = False
         self.seg_t0 = 0.0
-        self.seg_cum: np.ndarray | None = None
+        self.seg_cum: np.ndarray | None = None  # step-end times of the segment (exact step model)
+        self.seg_alpha = 0.0  # or: step j takes seg_alpha + seg_beta * j seconds (tables)
+        self.seg_beta = 0.0
         self.seg_n = 0
         self.step_chunks: list[int] = []
         self.step_s_last = 0.0
@@ -107,12 +111,11 @@ class Replica:
             if self.clock < now_s:
                 self.clock = now_s
             return
-        if self.seg_cum is not None and self.next_event_s > now_s:
-            cum = self.seg_cum
-            j = int(np.searchsorted(cum, now_s - self.seg_t0, side="left"))
-            if j + 1 < self.seg_n:
-                self._advance_decode(j + 1, self.seg_t0 + float(cum[j]))
-                self.seg_cum = None
+        if self.in_segment and self.next_event_s > now_s:
+            k = self._steps_until(now_s - self.seg_t0)
+            if k < self.seg_n:
+                self._advance_decode(k, self.seg_t0 + self._seg_elapsed(k))
+                self.in_segment = False
                 self.version += 1
                 self.next_event_s = math.inf
 
@@ -123,9 +126,9 @@ class Replica:
     def finish_event(self) -> None:
         """Apply the step or segment that ends at ``next_event_s``."""
         t = self.next_event_s
-        if self.seg_cum is not None:
+        if self.in_segment:
             self._advance_decode(self.seg_n, t)
-            self.seg_cum = None
+            self.in_segment = False
         else:
             self._finish_mixed_step(t)
         self.next_event_s = math.inf
@@ -277,20 +280,51 @@ class Replica:
         n_done = max(1, math.ceil((heap[0][0] - self.G) / e - 1e-9))
         growth = self.d * e
         n_kv = max(1, int((self.cap - self.kv_used) // growth))
-        n = min(n_done, n_kv, SEGMENT_CAP_STEPS)
-        times = self.timer.decode_steps_s(self.d, self.S, n, e, self.verify)
-        if self.verify:
-            times = times * self.draft_factor
-        cum = np.cumsum(times)
+        n = min(n_done, n_kv)
         self.seg_t0 = self.clock
-        self.seg_cum = cum
+        self.in_segment = True
+        timer = self.timer
+        if timer.exact:
+            n = min(n, SEGMENT_CAP_STEPS)
+            times = timer.decode_steps_s(self.d, self.S, n, e, self.verify) * self.draft_factor
+            self.seg_cum = np.cumsum(times)
+        else:
+            alpha, beta, n_lin = timer.decode_linear(self.d, self.S, e, self.verify)
+            n = min(n, n_lin, LINEAR_SEGMENT_CAP_STEPS)
+            self.seg_alpha = alpha * self.draft_factor
+            self.seg_beta = beta * self.draft_factor
         self.seg_n = n
-        return self.clock + float(cum[-1])
+        return self.clock + self._seg_elapsed(n)
+
+    def _seg_elapsed(self, k: int) -> float:
+        """Seconds from the segment start to the end of its ``k``-th step."""
+        if self.seg_cum is not None:
+            return float(self.seg_cum[k - 1])
+        return k * self.seg_alpha + self.seg_beta * (k * (k - 1) // 2)
+
+    def _steps_until(self, x_s: float) -> int:
+        """Fewest steps (>= 1) of the segment whose end is at or after ``x_s`` seconds from its start."""
+        if self.seg_cum is not None:
+            return int(np.searchsorted(self.seg_cum, x_s, side="left")) + 1
+        a, b = self.seg_alpha, self.seg_beta
+        if x_s <= a:
+            return 1
+        if b > 1e-15 * a:
+            h = a - b / 2
+            k = math.ceil((-h + math.sqrt(h * h + 2 * b * x_s)) / b)
+        else:
+            k = math.ceil(x_s / a)
+        k = max(1, k)
+        while k > 1 and self._seg_elapsed(k - 1) >= x_s:
+            k -= 1
+        while self._seg_elapsed(k) < x_s:
+            k += 1
+        return k
 
     def _advance_decode(self, steps: int, t: float) -> None:
         """Apply ``steps`` pure-decode steps of the current segment, ending at ``t``."""
         e = self.tokens_per_step
-        self.busy_s += float(self.seg_cum[steps - 1])
+        self.busy_s += self._seg_elapsed(steps)
         self.steps += steps
         self.G += steps * e
         self.S += steps * e * self.d

@@ -161,6 +161,40 @@ class StepTimer:
             t += a0 + (a1 - a0) * wd
         return t
 
+    def decode_linear(self, decode_seqs: int, decode_attended0: float, tokens_per_step: float = 1.0,
+                      verify_tokens: int = 0) -> tuple[float, float, int]:
+        """Pure-decode step times as a line: step j (0-based) takes ``alpha + beta * j`` seconds for
+        ``steps`` steps (>= 1), while the mean context stays inside one table cell (where the table's
+        interpolation is linear, so this is exactly what :meth:`decode_steps_s` returns).
+        Not available with ``exact=True``."""
+        d = decode_seqs
+        c0 = decode_attended0 / d
+        idd, wd = self._d_index(d)
+        extra = d * verify_tokens
+        F = self._F_list
+        if extra:
+            ip, wp = self._locate(self._p_list, float(extra))
+            f0 = F[ip][idd] + (F[ip][idd + 1] - F[ip][idd]) * wd
+            f1 = F[ip + 1][idd] + (F[ip + 1][idd + 1] - F[ip + 1][idd]) * wd
+            f = f0 + (f1 - f0) * wp
+        else:
+            f = F[0][idd] + (F[0][idd + 1] - F[0][idd]) * wd
+        A = self._Adec_list
+        lo, hi = A[idd], A[idd + 1]
+        cax = self._c_list
+        ic, wc = self._locate(cax, c0)
+        x0, x1 = cax[ic], cax[ic + 1]
+        y0 = lo[ic] + (hi[ic] - lo[ic]) * wd
+        y1 = lo[ic + 1] + (hi[ic + 1] - lo[ic + 1]) * wd
+        slope = (y1 - y0) / (x1 - x0)
+        alpha = f + y0 + slope * (c0 - x0)
+        beta = slope * tokens_per_step
+        if c0 >= x1 or ic + 2 >= len(cax) and c0 >= x0:  # past the grid: one line to infinity
+            steps = 1 << 30
+        else:
+            steps = max(1, int((x1 - c0) / tokens_per_step) + 1)
+        return alpha, beta, steps
+
     def decode_steps_s(self, decode_seqs: int, decode_attended0: float, steps: int,
                        tokens_per_step: float = 1.0, verify_tokens: int = 0) -> np.ndarray:
         """Times of ``steps`` consecutive pure-decode steps, seconds (array of length ``steps``).
