@@ -170,6 +170,7 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
 
 
 # ---------------------------------------------------------------------------------------- binding
+#: Step-time kinds (perf breakdown) in plain words; "overhead" = engine step and kernel-launch overhead.
 _KIND_WORD = {"memory_s": "bandwidth", "compute_s": "compute", "communication_s": "network", "overhead_s": "overhead"}
 
 
@@ -408,11 +409,17 @@ def plan(req: PlanRequest) -> dict:
 
 
 def _recommendation_text(rec: dict, rows: list[dict], wl: Workload, slo: SLO, priced: bool) -> str:
-    layout = rec["layout"] + (f" decode + {rec['prefill']['layout']} prefill ({rec['xPyD']})" if rec.get("prefill") else "")
     spare = f" including {rec['spare_replicas']} spare" if rec["spare_replicas"] else ""
-    text = (f"{rec['replicas']} x {rec['system']} replica(s){spare} ({rec['precision']}, {layout}, "
-            f"{rec['gpus_per_replica']} GPUs over {rec['nodes_per_replica']} node(s) each): {rec['nodes']} node(s), "
-            f"{rec['total_gpus']} GPUs")
+    if rec.get("prefill"):
+        p = rec["prefill"]
+        text = (f"disaggregated {rec['xPyD']} on {rec['system']} ({rec['precision']}): {p['replicas']} prefill "
+                f"replica(s) {p['layout']} ({p['gpus_per_replica']} GPUs) and {rec['replicas']} decode replica(s) "
+                f"{rec['layout']} ({rec['gpus_per_replica']} GPUs){spare} per pool: {rec['nodes']} node(s), "
+                f"{rec['total_gpus']} GPUs")
+    else:
+        text = (f"{rec['replicas']} x {rec['system']} replica(s){spare} ({rec['precision']}, {rec['layout']}, "
+                f"{rec['gpus_per_replica']} GPUs over {rec['nodes_per_replica']} node(s) each): {rec['nodes']} "
+                f"node(s), {rec['total_gpus']} GPUs")
     if rec["cost_per_hour"] is not None:
         text += (f", ${rec['cost_per_hour']:,.2f}/h (${rec['cost_per_month']:,.0f}/month), "
                  f"${rec['cost_per_mtok_out']:.2f} per million output tokens at the target load")

@@ -1,0 +1,120 @@
+"""The planner end to end on catalog models: monotonicity, impossible SLOs, the GLM-5.3 node question, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clusterfit.plan.cost import EndpointPrice
+from clusterfit.plan.planner import PlanRequest, plan
+from clusterfit.plan.workload import SLO, Load, Workload
+
+MODEL = "Qwen/Qwen3-8B"
+
+
+def _plan(rate=20.0, ttft=2.0, tpot=0.05, systems=("dgx_h100",), kind="requests_per_s", **kw):
+    wl = Workload.simple(2000, 400, Load(kind, rate))
+    return plan(PlanRequest(MODEL, wl, SLO(ttft, tpot), systems=list(systems), **kw))
+
+
+@settings(max_examples=8, deadline=None)
+@given(factor=st.floats(1.0, 4.0), rate=st.floats(5.0, 200.0))
+def test_tighter_slo_never_cheaper(factor, rate):
+    loose = _plan(rate=rate)
+    tight = _plan(rate=rate, ttft=2.0 / factor, tpot=0.05 / factor)
+    if tight["feasible"]:
+        assert tight["recommended"]["cost_per_hour"] >= loose["recommended"]["cost_per_hour"] - 1e-9
+
+
+@settings(max_examples=8, deadline=None)
+@given(rate=st.floats(1.0, 300.0), more=st.floats(1.0, 5.0))
+def test_more_load_never_fewer_replicas(rate, more):
+    a = _plan(rate=rate, disaggregated=False)["recommended"]
+    b = _plan(rate=rate * more, disaggregated=False)["recommended"]
+    if a["layout"] == b["layout"]:
+        assert b["replicas"] >= a["replicas"]
+    assert b["total_gpus"] >= a["total_gpus"] or b["cost_per_hour"] >= a["cost_per_hour"] - 1e-9
+
+
+@settings(max_examples=10, deadline=None)
+@given(p_in=st.floats(0.01, 5.0), p_out=st.floats(0.01, 20.0), up=st.floats(1.0, 10.0))
+def test_higher_endpoint_price_never_favours_endpoint(p_in, p_out, up):
+    base = _plan(rate=30.0, endpoint=EndpointPrice(p_in, p_out))["endpoint"]
+    dear = _plan(rate=30.0, endpoint=EndpointPrice(p_in * up, p_out * up))["endpoint"]
+    if base["verdict"] == "cluster":
+        assert dear["verdict"] == "cluster"
+    if base["break_even_requests_per_s"] is not None:
+        assert dear["break_even_requests_per_s"] <= base["break_even_requests_per_s"] + 1e-9
+
+
+def test_load_kinds_agree():
+    # 20 req/s of 400 output tokens is 8000 output tokens/s: same plan.
+    a = _plan(rate=20.0)["recommended"]
+    b = _plan(rate=8000.0, kind="output_tokens_per_s")["recommended"]
+    assert (a["total_gpus"], a["layout"]) == (b["total_gpus"], b["layout"])
+
+
+def test_impossible_slo_names_closest_and_binding():
+    r = _plan(tpot=0.0002, ttft=0.001)
+    assert r["feasible"] is False and r["recommended"] is None
+    closest = r["closest"]
+    assert closest["system"] == "dgx_h100" and closest["missed"]
+    assert closest["binding"] in ("bandwidth", "compute", "network", "memory", "overhead", "slo")
+    assert "No configuration meets" in r["explanation"] and "Closest" in r["explanation"]
+
+
+def test_failover_adds_replicas():
+    a = _plan(rate=50.0, disaggregated=False)["recommended"]
+    b = _plan(rate=50.0, disaggregated=False, failover=2)["recommended"]
+    assert b["spare_replicas"] == 2 and b["serving_replicas"] == a["serving_replicas"]
+
+
+def test_glm53_fp8_node_question():
+    wl = Workload.simple(4000, 500, Load("requests_per_s", 5))
+    r = plan(PlanRequest("zai-org/GLM-5.3", wl, SLO(2.0, 0.05), systems=["hgx_h200", "dgx_b200", "dgx_h100"],
+                         precisions=["fp8"], failover=1))
+    rows = {row["system"]: row for row in r["per_system"]}
+    assert set(rows) == {"hgx_h200", "dgx_b200", "dgx_h100"}
+    assert rows["hgx_h200"]["nodes_per_replica"] == 1 and rows["dgx_b200"]["nodes_per_replica"] == 1
+    h100 = rows["dgx_h100"]
+    assert h100["nodes_per_replica"] == 2 and h100["internode_replica"] is True
+    assert h100["step_breakdown_s"]["communication_s"] > 0
+    for row in rows.values():
+        assert row["tpot_s"] <= 0.05 and row["ttft_s"] <= 2.0
+        assert row["cost_per_hour"] > 0 and row["cost_per_mtok_out"] > 0
+
+
+def test_cli_json_shape(tmp_path):
+    out = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", MODEL, "--isl", "2000", "--osl", "400",
+                          "--rate", "20", "--ttft-ms", "2000", "--tpot-ms", "50", "--system", "h100", "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    keys = {"system", "precision", "tp", "pp", "ep", "dp", "nodes_per_replica", "gpus_per_replica", "replicas",
+            "total_gpus", "cost_per_hour", "cost_per_mtok_out", "ttft_s", "tpot_s", "binding"}
+    assert keys <= set(data["per_system"][0]) and keys <= set(data["recommended"])
+    assert data["configurations_evaluated"] > 0
+
+
+def test_cli_errors():
+    bad = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", MODEL, "--isl", "100", "--osl", "10"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "target load" in bad.stderr
+    bad = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", MODEL, "--isl", "100", "--osl", "10",
+                          "--rate", "1", "--endpoint-price", "in=x"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "endpoint-price" in bad.stderr
+
+
+def test_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "front.png"
+    r = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", MODEL, "--isl", "2000", "--osl", "400",
+                        "--rate", "20", "--tpot-ms", "50", "--system", "h100", "--system", "h200",
+                        "--plot", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > 1000

@@ -1,0 +1,146 @@
+"""Planner building blocks checked by hand: workload, queueing, capacity optimum, cost, Pareto, scenarios."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from clusterfit.errors import ClusterfitError
+from clusterfit.plan.capacity import aggregated_curve
+from clusterfit.plan.cost import EndpointPrice, Pool, break_even_rps, parse_price_overrides, usd_per_mtok, verdict
+from clusterfit.plan.pareto import pareto_front
+from clusterfit.plan.planner import _size_aggregated
+from clusterfit.plan.queueing import mean_wait_s, ttft_quantile_s
+from clusterfit.plan.scenario import load_scenario, parse_scenario
+from clusterfit.plan.workload import SLO, AgentSessions, LengthDist, Load, Workload
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+class LinearStep:
+    """A fake StepModel: step = 10 ms + 0.1 ms per decode sequence + 0.02 ms per prefill token."""
+
+    def __init__(self):
+        self.engine = SimpleNamespace(max_num_tokens=8192)
+        self.max_batch = 64
+        self.gpus = 8
+
+    def step_s(self, P, A, D, Ad, microbatches=None):
+        return 0.010 + 1e-4 * np.asarray(D, float) + 2e-5 * np.asarray(P, float)
+
+    def max_sequences(self, context):
+        return 1000.0
+
+
+def test_hand_computed_optimum():
+    # isl 1000, osl 100, no cache: each step carries B*1000/100 = 10B prefill tokens on average, so
+    # TPOT(B) = 0.010 + 1e-4 B + 2e-5 * 10 B = 0.010 + 3e-4 B.  TPOT <= 20 ms  =>  B <= 33.3  =>  B* = 33.
+    # Capacity = 33 / (100 * (0.010 + 0.0099)) = 16.583 requests/s; 40 requests/s need ceil(2.41) = 3
+    # replicas, +1 spare = 4 replicas of 8 GPUs = 32 GPUs on 4 nodes.
+    wl = Workload.simple(1000, 100, Load("requests_per_s", 40))
+    slo = SLO(tpot_s=0.020)
+    sm = LinearStep()
+    curve = aggregated_curve(sm, wl, slo, np.arange(1, 65, dtype=float))
+    assert curve.tpot_s[32] == pytest.approx(0.010 + 3e-4 * 33)
+    cand = SimpleNamespace(agg=curve, gpus=8, system=SimpleNamespace(gpus_per_node=8), precision_name="fp8",
+                           kv_dtype="fp8")
+    sized = _size_aggregated(cand, wl, 40.0, 1, None)
+    assert sized.best_batch == 33
+    assert sized.capacity == pytest.approx(33 / (100 * 0.0199))
+    assert sized.replicas == 3 and sized.spares == 1
+    assert sized.nodes == 4 and sized.gpus == 32
+    # operating point: 40/3 = 13.33 req/s per replica -> smallest B with B/(100(0.01+3e-4 B)) >= 13.33:
+    # B >= 13.33/(10 - 0.4) ... B (1 - 0.4) >= 13.33 -> B >= 22.2 -> 23
+    assert sized.batch == 23
+
+
+def test_queue_matches_md1_by_hand():
+    # deterministic 0.1 s service, 5 req/s: rho 0.5, P-K mean wait = 5 * 0.01 / (2 * 0.5) = 0.05 s;
+    # P(W > x) = 0.5 exp(-10 x) = 0.1 at x = ln 5 / 10; p90 TTFT = 0.1 + 0.1609 s.
+    assert mean_wait_s(np.array(5.0), np.array([0.1]), np.array([1.0])) == pytest.approx(0.05)
+    q = ttft_quantile_s(0.9, np.array([5.0]), np.array([[0.1]]), np.array([1.0]))
+    assert q[0] == pytest.approx(0.1 + math.log(5) / 10)
+    # the same through the multi-class bisection (two identical classes)
+    q2 = ttft_quantile_s(0.9, np.array([5.0]), np.array([[0.1, 0.1]]), np.array([0.5, 0.5]))
+    assert q2[0] == pytest.approx(q[0], rel=1e-6)
+    assert np.isinf(ttft_quantile_s(0.9, np.array([10.0]), np.array([[0.1]]), np.array([1.0]))[0])
+
+
+def test_length_distributions():
+    d = LengthDist.from_percentiles(mean=2000, percentiles={50: 1200, 90: 4500})
+    assert d.mean == pytest.approx(2000)
+    assert 1000 < d.quantile(0.5) < 1400
+    h = LengthDist.from_histogram([100, 1000], [3, 1])
+    assert h.mean == pytest.approx(325)
+    with pytest.raises(ClusterfitError):
+        LengthDist.from_percentiles(percentiles={50: 100, 90: 50})
+
+
+def test_agent_sessions_prefix_cache():
+    a = AgentSessions(shared_prefix_tokens=1000, turns=3, input_tokens_per_turn=100, output_tokens_per_turn=200)
+    wl = Workload.agentic(a, Load("concurrent_sessions", 10), prefix_cache_hit_rate=1.0)
+    assert wl.isl_tokens.tolist() == [1100, 1400, 1700]
+    assert wl.uncached_tokens.tolist() == [100, 100, 100]
+
+
+def test_cost_and_break_even_by_hand():
+    assert usd_per_mtok(36.0, 1000.0) == pytest.approx(10.0)   # 3.6 Mtok/h for $36/h
+    # replica: 10 req/s for $100/h, one spare; endpoint $0.01/request = $36/h per req/s.
+    # One serving replica covers up to 10 req/s at $200/h: break-even at 200/36 = 5.56 req/s.
+    assert break_even_rps([Pool(10, 100, 1)], 0.01) == pytest.approx(200 / 36)
+    assert break_even_rps([Pool(10, 100, 0)], 0.001) is None   # endpoint cheaper even at full load
+    assert verdict(10, 11) == "cluster" and verdict(12, 11) == "endpoint"
+    assert EndpointPrice.parse("in=0.6,out=2.2") == EndpointPrice(0.6, 2.2)
+    assert parse_price_overrides(["hgx_h200=3.5"]) == {"hgx_h200": 3.5}
+    for bad in ("in=0.6", "x=1,out=2", "in=a,out=1"):
+        with pytest.raises(ClusterfitError):
+            EndpointPrice.parse(bad)
+    with pytest.raises(ClusterfitError):
+        parse_price_overrides(["h200=-1"])
+
+
+def test_pareto_front():
+    x = np.array([1, 2, 3, 2, 1, 0.5])
+    y = np.array([5, 4, 1, 3, 5, 6])
+    assert pareto_front(x, y).tolist() == [5, 0, 1, 2]
+
+
+def test_examples_load():
+    files = sorted(EXAMPLES.glob("*.y*ml")) + sorted(EXAMPLES.glob("*.toml"))
+    assert len(files) >= 3
+    for f in files:
+        sc = load_scenario(f)
+        assert sc.to_workload().load.value > 0
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"model": "x", "workload": {"isl": 100, "osl": 10, "load": {}}}, "workload.load"),
+    ({"model": "x", "workload": {"isl": {"mean": -1}, "osl": 10, "load": {"requests_per_s": 1}}}, "workload.isl.mean"),
+    ({"model": "x", "workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": 1}}, "slo": {"ttft": 1}}, "slo.ttft"),
+    ({"model": "x", "workload": {"isl": {"p50": 100, "p90": 50}, "osl": 10, "load": {"requests_per_s": 1}}},
+     "workload.isl"),
+    ({"workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": 1}}}, "model"),
+    ({"model": "x", "workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": 1}},
+      "cost": {"prices": {"h200": 0}}}, "cost"),
+    ({"model": "x", "workload": {"osl": 10, "load": {"requests_per_s": 1}}}, "workload"),
+])
+def test_scenario_errors_name_the_field(data, field):
+    with pytest.raises(ClusterfitError) as exc:
+        parse_scenario(data)
+    assert f"{field}:" in str(exc.value)
+
+
+def test_scenario_file_errors(tmp_path):
+    bad = tmp_path / "s.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ClusterfitError, match="not valid YAML"):
+        load_scenario(bad)
+    with pytest.raises(ClusterfitError, match="not found"):
+        load_scenario(tmp_path / "missing.yaml")
+    ok = tmp_path / "s.toml"
+    ok.write_text('model = "m"\n[workload]\nisl = 10\nosl = 5\nload = {requests_per_s = 2}\n[simulation]\nanything = 1\n')
+    assert load_scenario(ok).simulation == {"anything": 1}
