@@ -243,10 +243,16 @@ class StepModel:
         return total
 
     def max_sequences(self, context):
-        """Sequences of ``context`` tokens whose KV fits the replica (before the engine's batch cap)."""
-        per = self.kv_bytes_per_sequence(context) * self.pp
-        budget = self.kv_capacity_tokens * self.kv_bytes_per_token_per_gpu * self.pp
-        return np.floor(budget / np.maximum(per, 1e-9) * 1.0) * self.dp
+        """Sequences of ``context`` tokens whose KV fits the replica (before the engine's batch cap).
+
+        Each attention-DP rank keeps its own sequences in its own KV pool (one GPU's budget; under DP the
+        per-token KV of a GQA layer is the full per-token KV, heads are not split across DP ranks), so the
+        replica holds ``dp`` x the sequences of one rank. ``kv_capacity_tokens`` is replica-wide (already
+        x dp), hence the per-rank budget is kv_capacity_tokens / dp tokens.
+        """
+        per = self.kv_bytes_per_sequence(context)
+        budget_per_rank = self.kv_capacity_tokens / max(self.dp, 1) * self.kv_bytes_per_token_per_gpu
+        return np.floor(budget_per_rank / np.maximum(per, 1e-9)) * self.dp
 
 
 # ------------------------------------------------------------------------------------------ compile
