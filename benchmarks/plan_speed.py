@@ -1,0 +1,113 @@
+"""Planner speed: the full search for DeepSeek-V3 over every catalog system and layout, whole process.
+
+    python benchmarks/plan_speed.py [--repeat 5] [--no-pin]
+
+Runs ``clusterfit plan deepseek-ai/DeepSeek-V3 --isl 4000 --osl 500 --rate 10 --ttft-ms 2000 --tpot-ms 50
+--json`` as a fresh process pinned to one CPU core (``taskset -c 0`` where available), ``--repeat`` times,
+and reports the median wall time of the whole process (interpreter start, imports, catalogs, search,
+JSON) and the configurations evaluated. Writes benchmarks/results/plan_speed.json.
+
+If the pip package ``aiconfigurator`` is importable, the same question (DeepSeek-V3, ISL 4000 / OSL 500,
+TTFT 2000 ms, TPOT 50 ms, one 8-GPU node, on each system it knows among h100_sxm, h200_sxm, b200_sxm) goes
+through ``aiconfigurator cli default`` and the time ratio is printed; otherwise it says it is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULT = ROOT / "benchmarks" / "results" / "plan_speed.json"
+QUESTION = ["deepseek-ai/DeepSeek-V3", "--isl", "4000", "--osl", "500", "--rate", "10", "--ttft-ms", "2000",
+            "--tpot-ms", "50", "--json"]
+AIC_SYSTEMS = ["h100_sxm", "h200_sxm", "b200_sxm"]
+
+
+def _pin() -> list[str]:
+    return ["taskset", "-c", "0"] if shutil.which("taskset") else []
+
+
+def run_clusterfit(pin: bool) -> tuple[float, dict]:
+    cmd = (_pin() if pin else []) + [sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", *QUESTION]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"clusterfit plan failed ({out.returncode}): {out.stderr.strip()}")
+    return wall, json.loads(out.stdout)
+
+
+def run_aiconfigurator(pin: bool) -> dict:
+    if importlib.util.find_spec("aiconfigurator") is None:
+        return {"installed": False}
+    exe = shutil.which("aiconfigurator")
+    base = [exe] if exe else [sys.executable, "-m", "aiconfigurator.main"]
+    times, errors = [], []
+    for system in AIC_SYSTEMS:
+        cmd = (_pin() if pin else []) + base + ["cli", "default", "--model", "DEEPSEEK_V3", "--total_gpus", "8",
+                                                "--system", system, "--isl", "4000", "--osl", "500",
+                                                "--ttft", "2000", "--tpot", "50"]
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        dt = time.perf_counter() - t0
+        if out.returncode == 0:
+            times.append(dt)
+        else:
+            errors.append(f"{system}: exit {out.returncode}: {out.stderr.strip().splitlines()[-1:] or ''}")
+    return {"installed": True, "systems": AIC_SYSTEMS, "wall_s_total": sum(times), "runs_ok": len(times),
+            "errors": errors}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-pin", action="store_true", help="do not pin to one core")
+    args = ap.parse_args()
+    pin = not args.no_pin
+    walls, data = [], {}
+    for _ in range(max(1, args.repeat)):
+        wall, data = run_clusterfit(pin)
+        walls.append(wall)
+    median = statistics.median(walls)
+    rec = data.get("recommended") or {}
+    print(f"clusterfit plan {' '.join(QUESTION[:-1])}")
+    print(f"  whole process, one core{' (taskset -c 0)' if pin and _pin() else ''}: median {median:.3f} s "
+          f"over {len(walls)} runs (min {min(walls):.3f}, max {max(walls):.3f})")
+    print(f"  configurations evaluated: {data['configurations_evaluated']:,} "
+          f"({data['candidates_compiled']} replica layouts compiled, "
+          f"{len(data['per_system'])} systems with a plan)")
+    if rec:
+        print(f"  recommended: {rec['system']} {rec['layout']} x{rec['replicas']}, ${rec['cost_per_hour']:,.2f}/h")
+    aic = run_aiconfigurator(pin)
+    if not aic["installed"]:
+        print("  aiconfigurator: not installed (pip install aiconfigurator to compare)")
+    elif aic["runs_ok"]:
+        ratio = aic["wall_s_total"] / median
+        aic["ratio_vs_clusterfit"] = ratio
+        print(f"  aiconfigurator cli default, {aic['runs_ok']} systems: {aic['wall_s_total']:.1f} s "
+              f"-> clusterfit is {ratio:.0f}x faster on this question")
+    else:
+        print(f"  aiconfigurator installed but failed: {'; '.join(aic['errors'])}")
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps({
+        "command": "clusterfit plan " + " ".join(QUESTION), "pinned_one_core": bool(pin and _pin()),
+        "wall_s_median": median, "wall_s_runs": walls, "configurations_evaluated": data["configurations_evaluated"],
+        "candidates_compiled": data["candidates_compiled"], "systems_with_plan": len(data["per_system"]),
+        "recommended": {k: rec.get(k) for k in ("system", "layout", "replicas", "total_gpus", "cost_per_hour")},
+        "aiconfigurator": aic, "python": platform.python_version(), "machine": platform.machine(),
+        "date": time.strftime("%Y-%m-%d"),
+    }, indent=2) + "\n")
+    print(f"  wrote {RESULT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
