@@ -32,6 +32,20 @@ def _fmt(precision, component):
     return precision.formats[component]
 
 
+def effective_compute_dtype(gpu, dtype: str) -> str:
+    """The tensor-core math a GEMM with ``dtype`` weights really runs in on ``gpu``.
+
+    Only GPUs with fp4 tensor cores (Blackwell: a ``fp4`` entry in the catalog's dense peaks) run mxfp4 /
+    nvfp4 weights in fp4 math. Hopper, Ada and Ampere have none: the engines dequantise fp4 weights in the
+    GEMM's main loop and multiply in bf16 (W4A16: the Marlin / Machete / triton mxfp4 kernels), so both the
+    peak FLOP/s and the efficiency curve are bf16's, while the bytes read stay 4-bit. (hardware.Gpu.peak_flops
+    would fall back fp4 -> fp8, which no shipped fp4 kernel does on those GPUs.)
+    """
+    if dtype == "fp4" and not gpu.dense_flops.get("fp4"):
+        return "bf16"
+    return dtype
+
+
 @dataclass
 class _GemmGroup:
     name: str
@@ -341,15 +355,17 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
     gemms = []
     for (name, comp, n, k, rows), cnt in gemm_counts.items():
         f = _fmt(precision, comp)
-        gemms.append(_GemmGroup(name, n, k, cnt, rows, f.bytes_per_param, gpu.peak_flops(f.compute_dtype),
-                                curve_for(f.compute_dtype)))
+        cd = effective_compute_dtype(gpu, f.compute_dtype)
+        gemms.append(_GemmGroup(name, n, k, cnt, rows, f.bytes_per_param, gpu.peak_flops(cd), curve_for(cd)))
     lm = ops.lm_head_gemm(model.vocab, hidden, tp)
     f = _fmt(precision, "lm_head")
+    cd = effective_compute_dtype(gpu, f.compute_dtype)
     gemms.append(_GemmGroup("lm_head", lm.n, lm.k, 1.0, "logits", f.bytes_per_param,
-                            gpu.peak_flops(f.compute_dtype), curve_for(f.compute_dtype)))
+                            gpu.peak_flops(cd), curve_for(cd)))
     attn = [(cnt, *key) for key, cnt in attn_counts.items()]
     ef = _fmt(precision, "routed_experts")
-    moe = [(cnt, ffn, hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ef.compute_dtype), ef.compute_dtype)
+    ecd = effective_compute_dtype(gpu, ef.compute_dtype)
+    moe = [(cnt, ffn, hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ecd), ecd)
            for ffn, cnt in moe_counts.items()]
 
     # communication setup
@@ -359,7 +375,7 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
     pp_link = up if gpus <= domain else out
     first_moe = next((L.ffn for L in model.layers if L.ffn.kind == "moe"), None)
     fanout = min(first_moe.top_k, ep) if first_moe else 0
-    act_dtype_fp8 = ef.compute_dtype in ("fp8", "fp4")
+    act_dtype_fp8 = ecd in ("fp8", "fp4")
     comm_cfg = dict(allreduce_per_step=allreduce_per_step, tp_link=tp_link, pp_link=pp_link,
                     a2a_per_step=a2a_per_step, a2a_ranks=tp * dp, a2a_fanout=fanout,
                     dispatch_bytes=1.0 if act_dtype_fp8 else 2.0, system=system)
