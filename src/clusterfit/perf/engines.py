@@ -11,6 +11,8 @@ result is written back to the YAML with the command that produced it:
 - max_batch: the engine's cap on concurrently running sequences (max_num_seqs / max_batch_size).
 - max_num_tokens: tokens per iteration (prefill chunk budget).
 - gpu_memory_utilization: fraction of device memory the engine lets weights + KV use.
+- expert_load_cv: relative spread of one EP rank's routed load from routing skew (perf.ops.ep_max_load_factor);
+  the MoE layer waits for the most loaded rank.
 - kv_reservation: 'full' (reserves isl+osl per admitted request, TensorRT-LLM GUARANTEED_NO_EVICT) or
   'average' (pages allocated as generated: isl+osl/2 on average, vLLM / SGLang).
 """
@@ -40,6 +42,7 @@ class Engine:
     max_num_tokens: int
     gpu_memory_utilization: float
     kv_reservation: str = "average"
+    expert_load_cv: float = 0.0
     by_gpu_family: dict = field(default_factory=dict, compare=False, hash=False)
 
     def for_gpu(self, gpu_id: str) -> "Engine":

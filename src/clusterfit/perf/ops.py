@@ -197,6 +197,22 @@ def moe_flops_bytes(ffn: FFN, hidden: int, ep: int, moe_tp: int, tokens, weight_
     return flops, wbytes, abytes, pairs, active
 
 
+def ep_max_load_factor(mean_pairs_per_rank, ep: int, load_cv: float = 0.0):
+    """Expected (most loaded EP rank's routed pairs) / (mean pairs per rank): the MoE layer waits for it.
+
+    Each of the B*k routed (token, expert) pairs lands on one of ``ep`` ranks; with mean mu pairs per rank the
+    count on a rank has variance mu (multinomial, uniform routing) plus (cv*mu)^2 from routing skew (popular
+    experts; ``load_cv`` is the relative spread of a rank's load that skew adds, an engine constant). The
+    expected maximum of ``ep`` such loads is, by the normal approximation, mu + sigma*sqrt(2 ln ep). Uniform
+    routing alone gives a few percent at large batch; skew keeps a floor of 1 + cv*sqrt(2 ln ep).
+    """
+    mu = np.maximum(np.asarray(mean_pairs_per_rank, dtype=float), 1e-9)
+    if ep <= 1:
+        return np.ones_like(mu)
+    sigma = np.sqrt(mu * (1.0 - 1.0 / ep) + (load_cv * mu) ** 2)
+    return 1.0 + sigma * np.sqrt(2.0 * np.log(ep)) / mu
+
+
 def moe_side_gemms(ffn: FFN, hidden: int, tp: int) -> list[Gemm]:
     """Router, shared experts and latent projections of one MoE layer on one attention rank."""
     g = [Gemm("router", "router", ffn.num_experts, hidden)]

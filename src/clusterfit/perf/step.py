@@ -163,6 +163,10 @@ class StepModel:
         # MoE routed experts: all tokens of the stage spread over ep ranks
         for (count, ffn, hidden, ep, moe_tp, wbpe, peak, dtype) in self._moe:
             flops, wbytes, abytes, pairs, active = ops.moe_flops_bytes(ffn, hidden, ep, moe_tp, tokens, wbpe)
+            imb = ops.ep_max_load_factor(pairs, ep, self.engine.expert_load_cv)
+            flops = flops * imb
+            abytes = abytes * imb
+            pairs = pairs * imb
             per_expert = pairs / np.maximum(active, 1e-9)
             width, inter = ops.moe_expert_shape(ffn, hidden)
             gc = c.gemm_curve(dtype)
