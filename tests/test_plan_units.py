@@ -38,7 +38,8 @@ class LinearStep:
 
 def test_hand_computed_optimum():
     # isl 1000, osl 100, no cache: each step carries B*1000/100 = 10B prefill tokens on average, so
-    # TPOT(B) = 0.010 + 1e-4 B + 2e-5 * 10 B = 0.010 + 3e-4 B.  TPOT <= 20 ms  =>  B <= 33.3  =>  B* = 33.
+    # TPOT(B) = d(B) + B * (prefill step - decode step) / osl = 0.010 + 1e-4 B + B * (2e-5 * 1000) / 100
+    #        = 0.010 + 3e-4 B.  TPOT <= 20 ms  =>  B <= 33.3  =>  B* = 33.
     # Capacity = 33 / (100 * (0.010 + 0.0099)) = 16.583 requests/s; 40 requests/s need ceil(2.41) = 3
     # replicas, +1 spare = 4 replicas of 8 GPUs = 32 GPUs on 4 nodes.
     wl = Workload.simple(1000, 100, Load("requests_per_s", 40))

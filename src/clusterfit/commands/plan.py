@@ -38,6 +38,8 @@ def plan_command(
     endpoint_price: Optional[str] = typer.Option(None, "--endpoint-price", help="Per-token endpoint, e.g. in=0.6,out=2.2 ($/Mtok)."),
     max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most nodes per replica (default 4)."),
     no_disagg: bool = typer.Option(False, "--no-disagg", help="Aggregated serving only."),
+    verify: bool = typer.Option(False, "--verify", help="Simulate the recommended plan and report if it holds."),
+    verify_requests: int = typer.Option(20_000, "--verify-requests", help="Requests simulated by --verify."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write each system's Pareto front to a PNG."),
 ) -> None:
@@ -46,6 +48,13 @@ def plan_command(
                         precision, kv_dtype, engine, prefix_cache_hit, scenario, failover, price, endpoint_price,
                         max_nodes, no_disagg)
     result = plan(req)
+    if verify:
+        from ..plan.verify import verify_plan
+
+        if verify_requests < 1:
+            raise ClusterfitError(f"--verify-requests must be >= 1, got {verify_requests}")
+        result["verify"] = verify_plan(result, req.model, req.workload, req.slo, req.engine, req.simulation,
+                                       verify_requests)
     if plot is not None:
         from ..plan.plot import plot_pareto
 
@@ -64,11 +73,13 @@ def build_request(model, isl, osl, rate, concurrency, tokens_per_s, ttft_ms, ttf
         raise ClusterfitError("give only one of --rate, --concurrency, --tokens-per-s")
     prices: dict[str, float] = {}
     endpoint = None
+    simulation = None
     hours = HOURS_PER_MONTH
     if scenario is not None:
         from ..plan.scenario import load_scenario
 
         sc = load_scenario(scenario)
+        simulation = sc.simulation
         wl = sc.to_workload()
         slo = sc.to_slo()
         model = model or sc.model
@@ -114,7 +125,7 @@ def build_request(model, isl, osl, rate, concurrency, tokens_per_s, ttft_ms, ttf
     return PlanRequest(model, wl, slo, systems=system or None, precisions=list(precision or [None]),
                        kv_dtypes=list(kv_dtype or [None]), engine=engine or "vllm", failover=failover or 0,
                        prices=prices, endpoint=endpoint, max_nodes_per_replica=max_nodes or 4,
-                       disaggregated=not no_disagg, hours_per_month=hours)
+                       disaggregated=not no_disagg, hours_per_month=hours, simulation=simulation)
 
 
 def _money(v) -> str:
@@ -144,5 +155,14 @@ def render(result: dict, console: Console) -> None:
         console.print(f"[bold green]Recommended:[/] {result['recommended']['explanation']}", soft_wrap=True)
     if result.get("endpoint"):
         console.print(f"[bold]Endpoint:[/] {result['endpoint']['explanation']}", soft_wrap=True)
+    v = result.get("verify")
+    if v:
+        if v.get("simulated"):
+            console.print(f"[bold]Simulated[/] {v['requests']:,} requests on {v['replicas']} replica(s): TTFT p90 "
+                          f"{v['ttft_s']['p90'] * 1e3:.0f} ms, p99 {v['ttft_s']['p99'] * 1e3:.0f} ms; TPOT p90 "
+                          f"{v['tpot_s']['p90'] * 1e3:.1f} ms; goodput {v['goodput']:.1%}: "
+                          + ("[green]holds the SLOs[/]" if v.get("holds_slo") else "[red]misses the SLOs[/]"))
+        else:
+            console.print(f"[bold]Not simulated:[/] {v['reason']}")
     console.print(f"[dim]{result['configurations_evaluated']:,} configurations evaluated "
                   f"({result['candidates_compiled']} replica layouts compiled). TTFT: {result['queueing_model']}.[/]")

@@ -4,9 +4,11 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
 
 - Every engine step carries the decode batch ``B`` (one token each) plus prefill tokens from a budget of
   ``max_num_tokens - B`` per step (vLLM counts decode tokens in ``max_num_batched_tokens``).
-- In steady state each step also carries, on average, ``B * E[uncached prompt] / E[output]`` prefill
-  tokens, so TPOT(B) = step_s(that prefill, B decodes at the mean decode context). The replica then
-  completes ``B / (E[output] * TPOT)`` requests/s (Little's law over the decode batch).
+- A request's prompt runs in ``ceil(u / budget)`` chunk steps alongside the decode batch; what those
+  steps cost beyond plain decode steps is spread over the batch's output tokens, so the mean
+  TPOT(B) = d(B) + B * E[chunk steps - n d(B)] / E[output], d(B) = decode_step_s(B, mean context)
+  (steps that carry a chunk are slower than the mean: the inter-token spikes users see). The replica
+  then completes ``B / (E[output] * TPOT)`` requests/s (Little's law over the decode batch).
 - TTFT: the prefill budget is an M/G/1 server (see queueing.py). Request class i occupies it for
   ``u_i / budget * step_full_i`` seconds (its share of full prefill steps); its own prefill takes
   ``ceil(u_i / budget)`` steps of its chunk with the decode batch riding along. TTFT p-quantile =
@@ -75,23 +77,24 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray) -> Aggregate
     w = wl.weights
     chunk = float(sm.engine.max_num_tokens)
     budget = np.maximum(chunk - B, 0.0)
-    # steady-state TPOT: decode batch + the amortised prefill of the requests that replace finished ones
-    pre_tok = np.minimum(B * float(np.dot(u, w)) / osl, np.maximum(budget, 1.0))
-    pre_att = pre_tok * float(np.dot(u * a, w) / np.dot(u, w))
     Bc, bud = B[:, None], np.maximum(budget, 1.0)[:, None]
     n_chunks = np.ceil(u / bud)
     own_tok = u / n_chunks
     nB, K = B.size, u.size
     ones = np.ones((nB, K))
-    # one vectorised call: [steady-state step | full-budget prefill step | own-chunk step | pure decode]
-    P = np.concatenate([pre_tok, (bud * ones).ravel(), (own_tok * ones).ravel(), np.zeros(nB)])
-    A = np.concatenate([pre_att, (bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
-    D = np.concatenate([B, (Bc * ones).ravel(), (Bc * ones).ravel(), B])
+    # one vectorised call: [full-budget prefill step | own-chunk step | pure decode step], all with B decodes
+    P = np.concatenate([(bud * ones).ravel(), (own_tok * ones).ravel(), np.zeros(nB)])
+    A = np.concatenate([(bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
+    D = np.concatenate([(Bc * ones).ravel(), (Bc * ones).ravel(), B])
     t = np.asarray(sm.step_s(P, A, D, D * ctx))
-    tpot = t[:nB]
-    step_full = t[nB:nB + nB * K].reshape(nB, K)
-    own = n_chunks * t[nB + nB * K:nB + 2 * nB * K].reshape(nB, K)
-    decode_only = t[nB + 2 * nB * K:]
+    step_full = t[:nB * K].reshape(nB, K)
+    own = n_chunks * t[nB * K:2 * nB * K].reshape(nB, K)
+    decode_only = t[2 * nB * K:]
+    # steady state: each request's prefill adds (its chunk steps - the decode steps they replace) to the
+    # decode batch's time; spread over the E[output] tokens of the B sequences:
+    #   TPOT = d(B) + B * E[own_i - n_i d(B)] / E[output]          (mean TPOT; steps with a chunk are slower)
+    extra = (own - n_chunks * decode_only[:, None]) @ w
+    tpot = decode_only + B * np.maximum(extra, 0.0) / osl
     rate = B / (osl * tpot)
     occupancy = u / bud * step_full
     q = slo.ttft_percentile / 100.0

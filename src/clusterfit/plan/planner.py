@@ -39,6 +39,7 @@ class PlanRequest:
     disaggregated: bool = True
     max_batch: int | None = None
     hours_per_month: float = HOURS_PER_MONTH
+    simulation: object = None          # the scenario's opaque ``simulation:`` section (for --verify)
 
 
 # ------------------------------------------------------------------------------------------ sizing
@@ -175,16 +176,9 @@ _KIND_WORD = {"memory_s": "bandwidth", "compute_s": "compute", "communication_s"
 
 
 def _step_breakdown(s: _Sized, wl: Workload) -> dict:
-    sm = s.main.step
+    """Seconds per kind of one decode step of the plan's replica at its full-capacity batch."""
     B = s.best_batch
-    ctx = wl.decode_context_mean_tokens
-    if s.mode == "aggregated":
-        u = float(np.dot(wl.uncached_tokens, wl.weights))
-        pre = min(B * u / wl.osl_mean_tokens, max(sm.engine.max_num_tokens - B, 1.0))
-        br = sm.breakdown(pre, pre * (wl.isl_mean_tokens - u + (u + 1) / 2), B, B * ctx)
-    else:
-        br = sm.breakdown(0.0, 0.0, B, B * ctx)
-    return br
+    return s.main.step.breakdown(0.0, 0.0, B, B * wl.decode_context_mean_tokens)
 
 
 def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
