@@ -253,7 +253,7 @@ class Cluster:
         if cfg.autoscale is not None:
             self._push(arrivals[0] + cfg.autoscale.interval_s, _TICK)
         span = max(arrivals[-1] - arrivals[0], 1e-9)
-        window = cfg.window_s or _nice_window(span)
+        window = cfg.window_s or nice_window(max(span, 1.0))
         next_sample = arrivals[0]
         heap = self.heap
         replicas = self.replicas
@@ -335,7 +335,7 @@ class Cluster:
         self.samples.append(Sample(t, waiting, running, util / live if live else 0.0, live))
 
 
-def _nice_window(span_s: float) -> float:
+def nice_window(span_s: float) -> float:
     """A window length giving about 60 windows over ``span_s``, rounded to 1-2-5 x 10^k seconds."""
     raw = span_s / 60
     exp = math.floor(math.log10(raw))

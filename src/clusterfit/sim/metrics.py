@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import SimRun
+from .cluster import SimRun, nice_window
 from .ledger import COMPLETED, FAILED, REJECTED
 
 PERCENTILES = (50, 90, 99)
@@ -142,6 +142,8 @@ def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) ->
     w = float(run.extra["window_s"])
     arr = req["arrival_s"]
     t0 = float(arr[0])
+    if (run.end_s - t0) / w > 2000:  # the run outlasted its arrivals by far: coarser windows
+        w = nice_window(run.end_s - t0)
     n_win = max(1, int(math.ceil((run.end_s - t0) / w + 1e-9)))
     edges = t0 + w * np.arange(n_win + 1)
     a_idx = np.searchsorted(arr, edges)
