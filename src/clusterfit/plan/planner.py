@@ -212,8 +212,11 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
             s.why = f"the engine's batch cap ({sm.max_batch}) is reached; the step there is {step_word}"
     elif not curve.tpot_ok[nxt]:
         s.binding = _KIND_WORD[dominant] if dominant != "overhead_s" else "slo"
-        s.why = (f"TPOT target {slo.tpot_s * 1e3:g} ms is met up to batch {s.best_batch:.0f}; the decode step is "
-                 f"{step_word}")
+        tpot_here = float(curve.tpot_s[i])
+        prefill_share = (f" + {(tpot_here - step) * 1e3:.1f} ms of prefill chunks per token"
+                         if s.mode == "aggregated" and tpot_here > step * 1.01 else "")
+        s.why = (f"TPOT target {slo.tpot_s * 1e3:g} ms is met up to batch {s.best_batch:.0f} (TPOT = the decode "
+                 f"step{prefill_share}); the decode step is {step_word}")
     else:
         s.binding = "compute" if dominant == "compute_s" else "slo"
         s.why = (f"TTFT p{slo.ttft_percentile:g} target {slo.ttft_s * 1e3 if slo.ttft_s else float('inf'):g} ms: "
