@@ -118,3 +118,46 @@ def test_plot(tmp_path):
                         "--plot", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert out.stat().st_size > 1000
+
+
+def test_scenario_cli_agent_sessions_and_overrides(tmp_path):
+    sc = tmp_path / "agents.yaml"
+    sc.write_text(
+        "model: Qwen/Qwen3-8B\nsystems: [dgx_h100]\n"
+        "workload:\n  agent: {shared_prefix_tokens: 4000, turns: 6, input_tokens_per_turn: 300,\n"
+        "          output_tokens_per_turn: 300, think_time_s: 3}\n  load: {concurrent_sessions: 200}\n"
+        "slo: {ttft_ms: 2000, tpot_ms: 40}\ncost: {failover: 1, prices: {dgx_h100: 3.0}}\n"
+        "simulation: {requests: 100}\n")
+    out = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", "--scenario",
+                          str(sc), "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)["recommended"]
+    assert rec["price_per_gpu_hour"] == 3.0 and rec["spare_replicas"] == 1
+    assert "agent sessions" in json.loads(out.stdout)["workload"]
+    more = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", "--scenario",
+                           str(sc), "--concurrency", "2000", "--json"], capture_output=True, text=True)
+    assert json.loads(more.stdout)["recommended"]["total_gpus"] >= rec["total_gpus"]
+
+
+def test_long_tailed_lengths_cost_more_than_their_mean():
+    from clusterfit.plan.workload import LengthDist
+
+    fixed = Workload.simple(2000, 400, Load("requests_per_s", 40))
+    tailed = Workload(LengthDist.from_percentiles(2000, {50: 1000, 99: 16000}), LengthDist.fixed(400),
+                      Load("requests_per_s", 40))
+    slo = SLO(0.8, 0.05, 99.0)
+    a = plan(PlanRequest(MODEL, fixed, slo, systems=["dgx_h100"], disaggregated=False))
+    b = plan(PlanRequest(MODEL, tailed, slo, systems=["dgx_h100"], disaggregated=False))
+    if b["feasible"]:
+        assert b["recommended"]["cost_per_hour"] >= a["recommended"]["cost_per_hour"]
+
+
+def test_verify_simulates_the_recommended_plan():
+    out = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", MODEL, "--isl", "1000",
+                          "--osl", "200", "--rate", "5", "--ttft-ms", "2000", "--tpot-ms", "50", "--system", "h100",
+                          "--no-disagg", "--verify", "--verify-requests", "300", "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    v = json.loads(out.stdout)["verify"]
+    assert v["simulated"] is True and v["requests"] == 300
+    assert v["completed"] + v["rejected"] + v["failed"] == 300

@@ -113,8 +113,8 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
     n = max(1, math.ceil(need / caps[best] - 1e-9))
     op = int(np.flatnonzero(ok & (cap_units >= need / n - 1e-12))[0])
     rate_op = float(a.rate_rps[op])
-    if wl.load.kind == "concurrent_sessions":
-        served_rps = n * need / n / (wl.osl_mean_tokens * a.tpot_s[op] + a.ttft_mean_s[op] + wl.think_time_s)
+    if wl.load.kind == "concurrent_sessions":  # Little's law: sessions / (time per turn incl. think time)
+        served_rps = need / (wl.osl_mean_tokens * a.tpot_s[op] + a.ttft_mean_s[op] + wl.think_time_s)
     else:
         served_rps = need
     total = n + k
@@ -219,8 +219,9 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
                  f"step{prefill_share}); the decode step is {step_word}")
     else:
         s.binding = "compute" if dominant == "compute_s" else "slo"
-        s.why = (f"TTFT p{slo.ttft_percentile:g} target {slo.ttft_s * 1e3 if slo.ttft_s else float('inf'):g} ms: "
-                 f"prefill queueing caps the batch at {s.best_batch:.0f}; the step is {step_word}")
+        target = (f"TTFT p{slo.ttft_percentile:g} target {slo.ttft_s * 1e3:g} ms" if slo.ttft_s is not None
+                  else "prefill capacity (the prefill queue saturates)")
+        s.why = f"{target}: prefill queueing caps the batch at {s.best_batch:.0f}; the decode step is {step_word}"
     if comm > 0.15 * step:
         where = "between nodes (network)" if internode else "over NVLink"
         s.why += f"; communication {where} takes {comm * 1e3:.1f} ms per step ({comm / step:.0%})"
