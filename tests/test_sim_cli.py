@@ -1,0 +1,85 @@
+"""`clusterfit simulate`: MODEL and --scenario forms, JSON shape, outputs, errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+KEYS = {"requests", "completed", "rejected", "failed", "ttft_s", "tpot_s", "e2e_s", "goodput", "sim_wall_s"}
+
+
+def test_model_form_json(run_cli):
+    code, out, err = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "1000",
+                             "--osl", "200", "--rate", "30", "--replicas", "2", "--requests", "3000", "--seed", "3",
+                             "--policy", "power_of_two", "--ttft-ms", "500", "--tpot-ms", "40", "--json")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert KEYS <= set(rep)
+    assert rep["requests"] == 3000 and rep["completed"] + rep["rejected"] + rep["failed"] == 3000
+    assert set(rep["ttft_s"]) == {"p50", "p90", "p99", "mean"}
+    assert 0 <= rep["goodput"] <= 1 and rep["policy"] == "power_of_two" and rep["gpus_per_replica"] == 1
+    again = json.loads(run_cli("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "1000",
+                               "--osl", "200", "--rate", "30", "--replicas", "2", "--requests", "3000", "--seed", "3",
+                               "--policy", "power_of_two", "--ttft-ms", "500", "--tpot-ms", "40", "--json")[1])
+    assert again["ttft_s"] == rep["ttft_s"] and again["e2e_s"] == rep["e2e_s"]
+
+
+def test_failure_table_plot_and_csv(run_cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    png, win, per = tmp_path / "sim.png", tmp_path / "win.csv", tmp_path / "req.csv"
+    code, out, err = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "800",
+                             "--osl", "150", "--length-cv", "1", "--rate", "40", "--replicas", "4", "--requests",
+                             "6000", "--fail-at", "60", "--restart-after", "30", "--plot", str(png), "--csv", str(win),
+                             "--requests-csv", str(per))
+    assert code == 0, err
+    assert "replica_lost" in out and "replica_restarted" in out and "TTFT" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = list(csv.DictReader(win.open()))
+    assert rows and {"t_s", "ttft_p99_s", "waiting", "kv_utilisation", "live_replicas"} <= set(rows[0])
+    reqs = list(csv.DictReader(per.open()))
+    assert len(reqs) == 6000 and {r["status"] for r in reqs} <= {"completed", "rejected", "failed"}
+
+
+def test_scenario_form(run_cli, tmp_path):
+    scen = tmp_path / "s.yaml"
+    scen.write_text(
+        "model: meta-llama/Llama-3.1-8B\nsystems: [hgx_h200]\nworkload:\n  isl: {mean: 1500, p50: 1000}\n"
+        "  osl: 200\n  load: {requests_per_s: 20}\nslo: {ttft_ms: 1000, tpot_ms: 50}\n"
+        "simulation:\n  replicas: 2\n  requests: 2000\n  policy: least_kv\n"
+        "  arrival: {process: gamma, cv: 2}\n  failures: [{at_s: 30, replica: 1, restart_s: 20}]\n")
+    code, out, err = run_cli("simulate", "--scenario", str(scen), "--json")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["requests"] == 2000 and rep["replicas"] == 2 and rep["policy"] == "least_kv"
+    assert rep["slo"]["ttft_s"] == pytest.approx(1.0) and isinstance(rep["holds_slo"], bool)
+    assert [e["event"] for e in rep["events"]] == ["replica_lost", "replica_restarted"]
+    code, out, err = run_cli("simulate", "--scenario", str(scen), "--replicas", "3", "--requests", "500", "--json")
+    assert code == 0 and json.loads(out)["replicas"] == 3
+
+
+def test_trace_form(run_cli):
+    code, out, err = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--trace",
+                             "azure_conv_sample.csv", "--replicas", "2", "--json")
+    assert code == 0, err
+    assert json.loads(out)["requests"] == 2000
+
+
+@pytest.mark.parametrize("args, match", [
+    (("simulate",), "MODEL or --scenario"),
+    (("simulate", "meta-llama/Llama-3.1-8B"), "--system"),
+    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--osl", "10", "--rate", "1"),
+     "no input lengths"),
+    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10"),
+     "no arrival rate"),
+    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
+      "--policy", "fastest"), "policy"),
+    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--trace", "nope.csv"), "trace file not found"),
+    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
+      "--requests", "10", "--plot", "x.jpg"), "PNG"),
+])
+def test_errors_exit_2(run_cli, args, match):
+    code, out, err = run_cli(*args)
+    assert code == 2
+    assert match in err

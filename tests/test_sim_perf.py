@@ -1,0 +1,58 @@
+"""The simulator against the performance model: light-load agreement and step-table accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clusterfit.perf import predict
+from clusterfit.sim import ArrivalSpec, LengthSpec, SimulationConfig, StepTimer, compile_replica, generate, simulate
+
+CASES = [
+    ("meta-llama/Llama-3.1-8B", "hgx_h200", 1, 1000, 200),
+    ("Qwen/Qwen3-30B-A3B", "hgx_h200", 1, 3000, 300),
+    ("meta-llama/Llama-3.1-70B", "hgx_h200", 4, 12000, 150),  # prompt longer than the token budget: 2 chunks
+]
+
+
+@pytest.mark.parametrize("model, system, gpus, isl, osl", CASES)
+def test_single_replica_light_load_matches_perf_model(model, system, gpus, isl, osl):
+    """One replica, requests far apart: TTFT is the perf model's prefill time and TPOT its decode step
+    at the mean context (isl + osl/2), within 2%."""
+    sm, _ = compile_replica(model, system, gpus=gpus)
+    ref = predict(None, None, None, None, isl=isl, osl=osl, batch=1, context=isl + osl / 2, step_model=sm)
+    reqs = generate(60, ArrivalSpec(rate_rps=0.02), LengthSpec(value=isl), LengthSpec(value=osl),
+                    np.random.default_rng(0))
+    report, _ = simulate(sm, SimulationConfig(replicas=1), requests=reqs)
+    assert report["completed"] == 60
+    # perf's ttft_s adds one decode step after the prefill; the simulator emits the first token at the
+    # end of the step that finishes the prompt, which is perf's prefill_s.
+    assert report["ttft_s"]["p50"] == pytest.approx(ref["prefill_s"], rel=0.02)
+    assert report["tpot_s"]["p50"] == pytest.approx(ref["tpot_s"], rel=0.02)
+
+
+def test_step_tables_match_the_model():
+    """Interpolated step times stay within 1% of the model over random mixed steps."""
+    sm, _ = compile_replica("Qwen/Qwen3-30B-A3B", "hgx_h200", gpus=1)
+    timer = StepTimer(sm, 8192, sm.max_batch, 40_000)
+    rng = np.random.default_rng(1)
+    err = []
+    for _ in range(500):
+        p = int(rng.integers(0, 8000))
+        d = int(rng.integers(0 if p else 1, sm.max_batch))
+        pa, da = p * rng.uniform(0, 30_000), d * rng.uniform(1, 30_000)
+        err.append(timer.step_s(p, pa, d, da) / float(sm.step_s(p, pa, d, da)) - 1)
+    assert np.max(np.abs(err)) < 0.01
+    a, b, n = timer.decode_linear(37, 37 * 5000.0)
+    exact = timer.decode_steps_s(37, 37 * 5000.0, min(n, 50))
+    assert np.allclose(a + b * np.arange(exact.size), exact, rtol=1e-12)
+
+
+def test_exact_steps_agree_with_tables():
+    sm, _ = compile_replica("meta-llama/Llama-3.1-8B", "hgx_h200", gpus=1)
+    reqs = generate(400, ArrivalSpec(rate_rps=8), LengthSpec(dist="lognormal", mean=1500),
+                    LengthSpec(dist="lognormal", mean=200), np.random.default_rng(2))
+    fast, _ = simulate(sm, SimulationConfig(), requests=reqs)
+    exact, _ = simulate(sm, SimulationConfig(exact_steps=True), requests=reqs)
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        assert fast[key]["mean"] == pytest.approx(exact[key]["mean"], rel=0.01), key

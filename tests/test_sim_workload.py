@@ -1,0 +1,144 @@
+"""Simulator workloads: arrival processes, lengths, sessions, trace import and its errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from clusterfit.errors import ClusterfitError
+from clusterfit.sim import ArrivalSpec, LengthSpec, SessionSpec, generate, load_trace, sample_traces
+from clusterfit.sim.api import build_requests, parse_simulation
+from clusterfit.sim.workload import arrival_times, draw_lengths
+
+
+@pytest.mark.parametrize("process", ["poisson", "gamma", "mmpp", "diurnal"])
+def test_arrival_processes_keep_the_mean_rate(process):
+    spec = ArrivalSpec(process=process, rate_rps=50.0, cv=3.0, burst_factor=4, burst_fraction=0.1, dwell_s=5,
+                       period_s=200.0, amplitude=0.8)
+    t = arrival_times(spec, 200_000, np.random.default_rng(1))
+    assert np.all(np.diff(t) >= 0) and t[0] == 0
+    assert 200_000 / t[-1] == pytest.approx(50.0, rel=0.05)
+
+
+def test_bursty_processes_are_burstier_than_poisson():
+    def cv_of_counts(process):
+        t = arrival_times(ArrivalSpec(process=process, rate_rps=50.0, cv=3.0), 100_000, np.random.default_rng(2))
+        counts = np.histogram(t, np.arange(0, t[-1], 1.0))[0]
+        return counts.std() / counts.mean()
+    assert cv_of_counts("gamma") > 2 * cv_of_counts("poisson")
+    assert cv_of_counts("mmpp") > 2 * cv_of_counts("poisson")
+
+
+def test_lengths():
+    rng = np.random.default_rng(0)
+    assert np.all(draw_lengths(LengthSpec(value=7), 10, rng) == 7)
+    x = draw_lengths(LengthSpec(dist="lognormal", mean=1000, cv=1.0), 200_000, rng)
+    assert x.mean() == pytest.approx(1000, rel=0.02) and x.std() / x.mean() == pytest.approx(1.0, rel=0.05)
+    e = draw_lengths(LengthSpec(dist="empirical", values=[10, 1000], weights=[3, 1]), 100_000, rng)
+    assert (e == 10).mean() == pytest.approx(0.75, abs=0.01)
+    clip = draw_lengths(LengthSpec(dist="lognormal", mean=1000, cv=2.0, max=1500, min=5), 10_000, rng)
+    assert clip.max() <= 1500 and clip.min() >= 5
+    with pytest.raises(ValueError):
+        LengthSpec(dist="lognormal")
+
+
+def test_sessions_grow_their_context_and_share_a_prefix():
+    req = generate(500, ArrivalSpec(rate_rps=1.0), LengthSpec(value=1000), LengthSpec(value=100),
+                   np.random.default_rng(3), SessionSpec(turns=5, think_time_s=10, shared_prefix_tokens=500,
+                                                         new_tokens=LengthSpec(value=50)))
+    assert len(req) == 500
+    for s in range(3):
+        m = req.prefix_key == s
+        ins, shared = req.input_tokens[m], req.shared_tokens[m]
+        assert ins.tolist() == [1500, 1650, 1800, 1950, 2100]  # previous prompt + 100 answer + 50 new
+        assert shared.tolist() == [0, 1600, 1750, 1900, 2050]
+        assert np.allclose(np.diff(req.arrival_s[m]), 10.0)
+
+
+def _write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_azure_and_burstgpt_columns(tmp_path):
+    az = _write(tmp_path, "az.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n")
+    r = load_trace(az)
+    assert r.arrival_s.tolist() == pytest.approx([0.0, 4.314579], abs=1e-6)
+    assert r.input_tokens.tolist() == [374, 396] and r.output_tokens.tolist() == [44, 109]
+    bg = _write(tmp_path, "bg.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                "5,ChatGPT,472,18,490,Conversation log\n45,GPT-4,1087,0,1087,Conversation log\n")
+    r = load_trace(bg)
+    assert r.arrival_s.tolist() == [0.0, 40.0] and r.output_tokens.tolist() == [18, 1]
+
+
+def test_jsonl_sessions(tmp_path):
+    rows = [{"arrival_s": 0, "input_tokens": 100, "output_tokens": 20, "session_id": "a"},
+            {"arrival_s": 1, "input_tokens": 50, "output_tokens": 5, "session_id": "b"},
+            {"arrival_s": 3, "input_tokens": 150, "output_tokens": 10, "session_id": "a"}]
+    p = _write(tmp_path, "t.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    r = load_trace(p)
+    assert r.prefix_key.tolist() == [0, 1, 0] and r.shared_tokens.tolist() == [0, 0, 120]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("time,input_tokens\n0,5\n", r"t\.csv:1: missing column\(s\) output"),
+    ("arrival_s,input_tokens,output_tokens\n0,5,5\n1,-3,5\n", r"t\.csv:3: input tokens must be >= 0"),
+    ("arrival_s,input_tokens,output_tokens\n0,5,5\n2,5,5\n1,5,5\n", r"t\.csv:4: arrival time '1' is earlier"),
+    ("arrival_s,input_tokens,output_tokens\n0,5,abc\n", r"t\.csv:2: output tokens 'abc' is not a number"),
+    ("arrival_s,input_tokens,output_tokens\n0,5\n", r"t\.csv:2: 2 fields, the header has 3"),
+    ("arrival_s,input_tokens,output_tokens\nyesterday,5,5\n", r"t\.csv:2: cannot read arrival time"),
+    ("arrival_s,input_tokens,output_tokens\n", r"no requests"),
+])
+def test_malformed_traces_name_the_line(tmp_path, text, match):
+    with pytest.raises(ClusterfitError, match=match):
+        load_trace(_write(tmp_path, "t.csv", text))
+
+
+def test_malformed_jsonl_names_the_line(tmp_path):
+    p = _write(tmp_path, "t.jsonl", '{"arrival_s": 0, "input_tokens": 1, "output_tokens": 1}\n{oops\n')
+    with pytest.raises(ClusterfitError, match=r"t\.jsonl:2: not valid JSON"):
+        load_trace(p)
+    p = _write(tmp_path, "u.jsonl", '{"arrival_s": 0, "input_tokens": 1, "output_tokens": 1}\n'
+                                    '{"arrival_s": 1, "input_tokens": 1}\n')
+    with pytest.raises(ClusterfitError, match=r"u\.jsonl:2: missing field 'output_tokens'"):
+        load_trace(p)
+
+
+def test_shipped_samples_load_and_are_reproducible(tmp_path):
+    from clusterfit.sim.make_traces import write_samples
+
+    shipped = sample_traces()
+    assert {p.name for p in shipped} >= {"azure_code_sample.csv", "azure_conv_sample.csv", "burstgpt_sample.csv",
+                                         "agent_sessions_sample.jsonl"}
+    fresh = write_samples(tmp_path)
+    for p in fresh:
+        assert p.read_bytes() == (shipped[0].parent / p.name).read_bytes(), p.name
+        assert len(load_trace(p)) >= 1000
+    assert len(load_trace("azure_code_sample.csv", limit=10)) == 10  # found by name among the samples
+
+
+def test_simulation_section_and_scenario_workload():
+    from clusterfit.plan.scenario import parse_scenario
+
+    with pytest.raises(ClusterfitError, match="simulation: replicas"):
+        parse_simulation({"replicas": 0})
+    with pytest.raises(ClusterfitError, match="policy"):
+        parse_simulation({"policy": "fastest"})
+    scen = parse_scenario({"model": "meta-llama/Llama-3.1-8B", "workload": {"isl": {"mean": 2000, "p50": 1200},
+                           "osl": 300, "load": {"output_tokens_per_s": 3000}},
+                           "simulation": {"requests": 20000, "seed": 4}})
+    sim = parse_simulation(scen.simulation)
+    req = build_requests(sim, scen.to_workload())
+    assert len(req) == 20000 and np.all(req.output_tokens == 300)
+    assert req.input_tokens.mean() == pytest.approx(2000, rel=0.05)
+    assert len(req) / req.duration_s == pytest.approx(10.0, rel=0.05)  # 3000 tok/s / 300 tokens
+    agent = parse_scenario({"model": "x", "workload": {"agent": {"shared_prefix_tokens": 1000, "turns": 4,
+                            "input_tokens_per_turn": 200, "output_tokens_per_turn": 100, "think_time_s": 5},
+                            "load": {"requests_per_s": 8}}})
+    req = build_requests(parse_simulation({"requests": 4000}), agent.to_workload())
+    assert req.input_tokens[req.prefix_key == 0].tolist() == [1200, 1500, 1800, 2100]
+    assert len(req) / req.duration_s == pytest.approx(8.0, rel=0.1)
