@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ..errors import ClusterfitError
 from .capacity import (AggregatedCurve, DecodeCurve, PrefillCapacity, aggregated_curve, batch_grid,
