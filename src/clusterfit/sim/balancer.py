@@ -2,7 +2,11 @@
 
 Every policy sees the same state the cluster keeps current at event times: ``load[r]`` (outstanding
 requests on replica r; ``inf`` for a replica that is down or draining) and the replicas themselves
-(for KV usage). Random choices come from the simulation's seeded generator.
+(for KV usage, as of each replica's last step or segment boundary: a replica in a long decode
+segment reports the KV it held when the segment began). Random choices come from the simulation's
+seeded generator. ``affinity`` hashes the request's prefix key (its session) onto a ring of live
+replicas (64 virtual nodes each), so a lost replica only moves its own sessions; requests without a
+key go to the least outstanding replica.
 """
 
 from __future__ import annotations

@@ -309,7 +309,9 @@ class Cluster:
         return SimRun(
             requests=led.arrays(),
             replicas=[{"replica": r.index, "completed": r.completed, "preemptions": r.preemptions,
-                       "busy_s": r.busy_s, "steps": r.steps, "output_tokens": r.tokens_out} for r in replicas],
+                       "busy_s": r.busy_s, "steps": r.steps, "output_tokens": r.tokens_out,
+                       "mean_waiting": r.waiting_sum / max(r.samples, 1),
+                       "mean_kv_utilisation": r.kv_util_sum / max(r.samples, 1)} for r in replicas],
             samples=self.samples,
             events=self.events,
             replica_seconds=self.replica_seconds,
@@ -329,9 +331,14 @@ class Cluster:
             if not rep.alive:
                 continue
             live += 1
-            waiting += len(rep.waiting)
+            w = len(rep.waiting)
+            u = rep.kv_used / rep.cap
+            waiting += w
             running += len(rep.prefill) + rep.d
-            util += rep.kv_used / rep.cap
+            util += u
+            rep.samples += 1
+            rep.waiting_sum += w
+            rep.kv_util_sum += u
         self.samples.append(Sample(t, waiting, running, util / live if live else 0.0, live))
 
 

@@ -61,6 +61,9 @@ class Replica:
         self.busy_s = 0.0
         self.steps = 0
         self.tokens_out = 0.0
+        self.samples = 0  # state samples taken while alive (queue length and KV utilisation sums)
+        self.waiting_sum = 0.0
+        self.kv_util_sum = 0.0
 
     def reset(self, now_s: float) -> None:
         """Empty the replica (start, restart after a failure): no requests, no KV, no cache."""
@@ -137,8 +140,12 @@ class Replica:
     def plan(self) -> float:
         """Plan the next step or decode segment from ``clock``; return when it ends (inf: idle)."""
         self.version += 1
-        self._make_room_for_decode()
-        self._admit()
+        if self.d and self.prefill_reserved + self.S + self.d * (self.block + self.tokens_per_step) > self.cap:
+            self._make_room_for_decode()
+        if self.waiting:
+            self._admit()
+        if self.cache:
+            self._evict_cache(self.cap - self.d * self.tokens_per_step)
         if self.prefill:
             t = self._plan_mixed_step()
         elif self.d:
@@ -163,7 +170,6 @@ class Replica:
         while self.d and self.kv_used + grow > self.cap:
             self._preempt_last()
             grow = self.d * self.tokens_per_step
-        self._evict_cache(self.cap - grow)
 
     def _preempt_last(self) -> None:
         req, (jg, jc, _fg) = self.running.popitem()
@@ -182,14 +188,17 @@ class Replica:
         """Admit waiting requests FCFS while batch slots and KV (below the watermark) allow."""
         led = self.ledger
         waiting = self.waiting
-        grow = self.d * self.tokens_per_step
+        block = self.block
+        # KV held + the next step's decode tokens, tokens
+        used = self.prefill_reserved + self.S + self.d * (block + self.tokens_per_step)
         while waiting and self.d + len(self.prefill) < self.max_batch:
             req = waiting[0]
             gen = led.generated[req]
             ctx = led.input_tokens[req] + gen
-            reserve = ctx + self.block
-            if self.kv_used + reserve + grow > self.admit_cap:
+            reserve = ctx + block
+            if used + reserve > self.admit_cap:
                 break
+            used += reserve
             waiting.popleft()
             hit = 0
             key = led.prefix_key[req]
@@ -200,7 +209,6 @@ class Replica:
                     hit = min(cached, led.shared_tokens[req], ctx - 1)
             self.prefill.append([req, ctx - hit, hit, ctx])
             self.prefill_reserved += reserve
-        self._evict_cache(self.cap - grow)
 
     def _plan_mixed_step(self) -> float:
         """One step carrying prefill chunks (FCFS under the token budget) and every decode token."""

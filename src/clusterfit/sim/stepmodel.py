@@ -169,6 +169,17 @@ class StepTimer:
         Not available with ``exact=True``."""
         d = decode_seqs
         c0 = decode_attended0 / d
+        cax = self._c_list
+        if self._d_exact and not verify_tokens:  # fast path: the batch is a table row
+            f = self._F_list[0][d]
+            row = self._Adec_list[d]
+            ic, _ = self._locate(cax, c0)
+            x0, x1 = cax[ic], cax[ic + 1]
+            slope = (row[ic + 1] - row[ic]) / (x1 - x0)
+            alpha = f + row[ic] + slope * (c0 - x0)
+            if c0 >= x1 or ic + 2 >= len(cax) and c0 >= x0:
+                return alpha, slope * tokens_per_step, 1 << 30
+            return alpha, slope * tokens_per_step, max(1, int((x1 - c0) / tokens_per_step) + 1)
         idd, wd = self._d_index(d)
         extra = d * verify_tokens
         F = self._F_list
@@ -181,7 +192,6 @@ class StepTimer:
             f = F[0][idd] + (F[0][idd + 1] - F[0][idd]) * wd
         A = self._Adec_list
         lo, hi = A[idd], A[idd + 1]
-        cax = self._c_list
         ic, wc = self._locate(cax, c0)
         x0, x1 = cax[ic], cax[ic + 1]
         y0 = lo[ic] + (hi[ic] - lo[ic]) * wd
