@@ -110,6 +110,8 @@ def precision_for(model, weights: str, kv: str, engine: str):
     experts = None
     if "moe" in w and "nvfp4" in w:
         prec, experts = None, "nvfp4"
+    elif "moe" in w and "mxfp4" in w:
+        prec, experts = None, "mxfp4"
     elif "mxfp4" in w:
         prec = "mxfp4"
     elif "fp4" in w:
@@ -129,6 +131,23 @@ def precision_for(model, weights: str, kv: str, engine: str):
     else:
         kvd = "fp8" if engine == "trtllm" and ("fp8" in w or "fp4" in w) else None
     return resolve_precision(model, prec, experts, kvd)
+
+
+def precision_strings(row) -> tuple[str, str]:
+    """(weights, kv) precision text of a row, with what its notes say about the checkpoint applied.
+
+    A row whose notes say the checkpoint has MXFP4 MoE weights (gpt-oss: the tables label Hopper 'FP8' and
+    Blackwell 'FP4' but run the same MXFP4-expert checkpoint) runs MXFP4 experts with the rest of the model
+    in its 16-bit dtype; on GPUs without fp4 tensor cores those experts are W4A16 (perf.step). KV: a note
+    'kv fp8 on Blackwell / auto on Hopper' gives fp8 KV on GPUs with fp4 tensor cores, else the model dtype.
+    """
+    weights, kv = row["precision_weights"], row["precision_kv"]
+    n = row["notes"].lower()
+    if "mxfp4 moe weights" in n:
+        weights = "mxfp4 moe (checkpoint)"
+        if not kv and "auto on hopper" in n:
+            kv = "fp8" if system_for(row["gpu"]).gpu.dense_flops.get("fp4") else "bf16"
+    return weights, kv
 
 
 def _int(x, default=None):
@@ -221,6 +240,12 @@ def layout_for(row, model_name, engine):
     tp, pp, ep, dp = (_int(row[k]) for k in ("tp", "pp", "ep", "dp"))
     if tp is not None and ep and dp and tp == ep == dp and tp > 1:
         return (1, pp or 1, ep, dp), n // (ep * (pp or 1))   # DEP: attention DP + EP
+    is_moe = any(L.ffn.kind == "moe" for L in model_for(model_name).layers)
+    if tp and tp > 1 and not dp and is_moe and "enable_attention_dp" in row["notes"].lower():
+        # the row's command sets enable_attention_dp: TensorRT-LLM then runs attention data-parallel over the
+        # tp ranks with the MoE expert-parallel over them (DEP), whatever --ep the table omits
+        e = ep or tp
+        return (1, pp or 1, e, tp), n // (tp * (pp or 1))
     if tp is None and pp is None:
         sysm = system_for(row["gpu"])
         t = 1
@@ -264,7 +289,8 @@ def predict_row(row) -> float:
     model_name = row["model"]
     model_for(model_name)
     (tp, pp, ep, dp), replicas = layout_for(row, model_name, engine)
-    sm = step_for(model_name, row["gpu"], row["precision_weights"], row["precision_kv"], engine, tp, pp, ep, dp)
+    weights, kv = precision_strings(row)
+    sm = step_for(model_name, row["gpu"], weights, kv, engine, tp, pp, ep, dp)
     if sm.kv_capacity_tokens <= 0:
         raise Skip("layout does not fit in memory (no KV left)")
     n = _int(row["num_gpus"], sm.gpus * replicas)
