@@ -83,3 +83,12 @@ def test_errors_exit_2(run_cli, args, match):
     code, out, err = run_cli(*args)
     assert code == 2
     assert match in err
+
+
+def test_missing_matplotlib_is_a_clear_error(run_cli, monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    code, out, err = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl",
+                             "10", "--rate", "1", "--requests", "10", "--plot", str(tmp_path / "x.png"))
+    assert code == 2 and "clusterfit[plot]" in err

@@ -54,7 +54,6 @@ def simulate_command(
 ) -> None:
     """Simulate replicas of MODEL on SYSTEM behind a load balancer: latency percentiles, goodput, failures."""
     from ..sim.api import compile_replica, parse_simulation, simulate  # noqa: PLC0415
-    from ..sim.config import FailureSpec, LengthSpec  # noqa: PLC0415
     from ..sim.metrics import write_requests_csv, write_windows_csv  # noqa: PLC0415
 
     scen = None
@@ -91,18 +90,20 @@ def simulate_command(
         upd["slo_tpot_s"] = tpot_ms / 1e3
     for key, val in (("input", isl), ("output", osl)):
         if val is not None:
-            upd[key] = (LengthSpec(dist="fixed", value=val) if length_cv == 0
-                        else LengthSpec(dist="lognormal", mean=val, cv=length_cv))
+            upd[key] = ({"dist": "fixed", "value": val} if length_cv == 0
+                        else {"dist": "lognormal", "mean": val, "cv": length_cv})
     if rate is not None or arrival is not None:
-        a = {"rate_rps": rate} if rate is not None else {}
-        if arrival is not None:
-            a["process"] = arrival
-        upd["arrival"] = sim.arrival.model_copy(update=a)
+        upd["arrival"] = sim.arrival.model_dump() | ({"rate_rps": rate} if rate is not None else {}) \
+            | ({"process": arrival} if arrival is not None else {})
     if fail_at is not None:
-        upd["failures"] = [*sim.failures, FailureSpec(at_s=fail_at, replica=None if fail_node is not None else fail_replica,
-                                                      node=fail_node, restart_s=restart_after)]
-    sim = parse_simulation({**sim.model_dump(exclude_unset=False), **{k: (v.model_dump() if hasattr(v, "model_dump")
-                            else [f.model_dump() for f in v] if isinstance(v, list) else v) for k, v in upd.items()}})
+        upd["failures"] = [f.model_dump() for f in sim.failures] + [
+            {"at_s": fail_at, "replica": None if fail_node is not None else fail_replica, "node": fail_node,
+             "restart_s": restart_after}]
+    sim = parse_simulation(sim.model_dump() | upd, "options")
+    if plot is not None:
+        from ..sim.plot import check_plot_path  # noqa: PLC0415
+
+        check_plot_path(plot)
     step_model, sysm = compile_replica(model, system, gpus, tp, pp, ep, dp, precision, None, kv_dtype, engine or "vllm")
     report, run = simulate(step_model, sim, workload, slo, gpus_per_node=sysm.gpus_per_node)
     report = {"model": model, "system": sysm.id, **report}

@@ -136,7 +136,8 @@ def per_replica(run: SimRun, ttft: np.ndarray, duration_s: float) -> list[dict]:
 
 
 def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) -> list[dict]:
-    """Per time window (``run.extra['window_s']``): arrivals, completions, failures, TTFT / e2e
+    """Per time window (``run.extra['window_s']``): arrivals, completions, failures and output tokens/s
+    of requests finishing in it (a request's tokens count in the window it ends), TTFT / e2e
     percentiles and goodput of the requests arriving in it, and sampled queue, KV and live replicas."""
     req = run.requests
     w = float(run.extra["window_s"])
@@ -149,7 +150,9 @@ def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) ->
     a_idx = np.searchsorted(arr, edges)
     fin = req["finish_s"]
     status = req["status"]
-    completed = np.histogram(fin[status == COMPLETED], edges)[0]
+    done = status == COMPLETED
+    completed = np.histogram(fin[done], edges)[0]
+    out_tokens = np.histogram(fin[done], edges, weights=req["output_tokens"][done].astype(float))[0]
     failed = np.histogram(fin[status == FAILED], edges)[0]
     st = np.array([s.t_s for s in run.samples])
     s_idx = np.searchsorted(st, edges)
@@ -163,6 +166,7 @@ def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) ->
             "t_s": float(edges[k]),
             "arrivals": int(hi - lo),
             "completed": int(completed[k]),
+            "output_tokens_per_s": float(out_tokens[k] / w),
             "failed": int(failed[k]),
             "ttft_p50_s": tt["p50"], "ttft_p99_s": tt["p99"], "e2e_p99_s": ee["p99"],
             "goodput": float(good[lo:hi].mean()) if hi > lo else None,

@@ -22,12 +22,18 @@ def _pyplot():
     return plt
 
 
+def check_plot_path(path: str | Path) -> None:
+    """Fail early (before a long simulation) on a non-PNG path or a missing matplotlib."""
+    if Path(path).suffix.lower() != ".png":
+        raise ClusterfitError(f"--plot writes PNG files; got {Path(path).name}")
+    _pyplot()
+
+
 def plot_simulation(report: dict, run: SimRun, path: str | Path) -> Path:
     """Write a PNG with the TTFT / TPOT / e2e latency CDFs and the time series (TTFT p50/p99 per
     window, waiting requests, KV utilisation, live replicas; failures and scaling marked)."""
     path = Path(path)
-    if path.suffix.lower() != ".png":
-        raise ClusterfitError(f"--plot writes PNG files; got {path.name}")
+    check_plot_path(path)
     plt = _pyplot()
     ttft, tpot, e2e = latencies(run.requests)
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
