@@ -91,4 +91,4 @@ def test_missing_matplotlib_is_a_clear_error(run_cli, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     code, out, err = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl",
                              "10", "--rate", "1", "--requests", "10", "--plot", str(tmp_path / "x.png"))
-    assert code == 2 and "clusterfit[plot]" in err
+    assert code == 2 and "plots need matplotlib" in err and "pip install matplotlib" in err

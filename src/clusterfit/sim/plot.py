@@ -18,7 +18,7 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # noqa: PLC0415
     except ImportError:
-        raise ClusterfitError("plots need matplotlib: pip install 'clusterfit[plot]'") from None
+        raise ClusterfitError("plots need matplotlib, the optional 'plot' extra: pip install matplotlib") from None
     return plt
 
 
