@@ -412,7 +412,7 @@ def _recommendation_text(rec: dict, rows: list[dict], wl: Workload, slo: SLO, pr
         p = rec["prefill"]
         text = (f"disaggregated {rec['xPyD']} on {rec['system']} ({rec['precision']}): {p['replicas']} prefill "
                 f"replica(s) {p['layout']} ({p['gpus_per_replica']} GPUs) and {rec['replicas']} decode replica(s) "
-                f"{rec['layout']} ({rec['gpus_per_replica']} GPUs){spare} per pool: {rec['nodes']} node(s), "
+                f"{rec['layout']} ({rec['gpus_per_replica']} GPUs){spare + ' per pool' if spare else ''}: {rec['nodes']} node(s), "
                 f"{rec['total_gpus']} GPUs")
     else:
         text = (f"{rec['replicas']} x {rec['system']} replica(s){spare} ({rec['precision']}, {rec['layout']}, "
@@ -421,7 +421,7 @@ def _recommendation_text(rec: dict, rows: list[dict], wl: Workload, slo: SLO, pr
     if rec["cost_per_hour"] is not None:
         text += (f", ${rec['cost_per_hour']:,.2f}/h (${rec['cost_per_month']:,.0f}/month), "
                  f"${rec['cost_per_mtok_out']:.2f} per million output tokens at the target load")
-    text += (f". At {wl.load.describe()} each replica runs batch {rec['batch']:.0f} with TPOT "
+    text += (f". At {wl.load.describe()} each {'decode ' if rec.get('prefill') else ''}replica runs batch {rec['batch']:.0f} with TPOT "
              f"{rec['tpot_s'] * 1e3:.1f} ms and TTFT p{slo.ttft_percentile:g} {rec['ttft_s'] * 1e3:.0f} ms. "
              f"What binds: {rec['binding']} - {rec['why']}.")
     if len(rows) > 1 and priced and rows[1]["cost_per_hour"]:
