@@ -41,6 +41,7 @@ from clusterfit.errors import ClusterfitError
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
 from clusterfit.perf import compile_step
+from clusterfit.perf.engines import gpu_family
 from clusterfit.perf.serving import cycle_s, max_throughput_batch, static_batch_s
 from clusterfit.precision import resolve_precision
 
@@ -169,7 +170,7 @@ def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp):
 ENGINES_PATH = None  # catalog/engines.yaml unless calibrating
 
 
-FAMILIES = {"a100": "a100", "l40s": "l40s", "rtx_pro": "rtx_pro", "b200": "blackwell", "b300": "blackwell"}
+FAMILIES = ("a100", "l40s", "rtx_pro", "blackwell")   # perf.engines.gpu_family: Blackwell = B200/B300/GB200/GB300
 
 
 def calibrate(path: str, engine: str = "trtllm") -> dict:
@@ -210,21 +211,17 @@ def calibrate(path: str, engine: str = "trtllm") -> dict:
         e.update(step_overhead_s=float(p[0]) * 1e-3, compute_scale=float(p[1]), memory_scale=float(p[2]))
         return evaluate_with(base, hopper)
 
-    hopper = [r for r in rows if not any(k in r["gpu"].lower().replace("-", "_") for k in FAMILIES)]
+    hopper = [r for r in rows if gpu_family(r["gpu"]) is None]
     sol = least_squares(glob, x0=[2.0, 1.0, 1.0], bounds=([0.1, 0.3, 0.3], [20, 1.5, 1.3]), loss="soft_l1",
                         f_scale=0.1, diff_step=0.05)
     glob(sol.x)
-    fams = {}
-    for key, fam in FAMILIES.items():
-        fams.setdefault(fam, []).append(key)
-    for fam, keys in fams.items():
-        sub = [r for r in rows if any(k in r["gpu"].lower().replace("-", "_") for k in keys)]
+    for fam in FAMILIES:
+        sub = [r for r in rows if gpu_family(r["gpu"]) == fam]
         if len(sub) < 10:
             continue
 
-        def famf(p, keys=keys, sub=sub):
-            for k in keys:
-                e["by_gpu_family"][k] = {"compute_scale": float(p[0]), "memory_scale": float(p[1])}
+        def famf(p, fam=fam, sub=sub):
+            e["by_gpu_family"][fam] = {"compute_scale": float(p[0]), "memory_scale": float(p[1])}
             return evaluate_with(base, sub)
 
         s2 = least_squares(famf, x0=[e["compute_scale"], e["memory_scale"]], bounds=([0.2, 0.2], [1.5, 1.3]),

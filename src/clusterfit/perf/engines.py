@@ -46,12 +46,33 @@ class Engine:
     by_gpu_family: dict = field(default_factory=dict, compare=False, hash=False)
 
     def for_gpu(self, gpu_id: str) -> "Engine":
-        """The constants with a GPU-family override applied (family = first matching key in gpu id)."""
+        """The constants with the GPU family's override applied (``gpu_family``; an override may also be keyed
+        by a substring of the GPU id, the first match wins)."""
+        fam = gpu_family(gpu_id)
+        if fam in self.by_gpu_family:
+            return replace(self, **self.by_gpu_family[fam])
         gid = gpu_id.lower()
-        for fam, over in self.by_gpu_family.items():
-            if fam in gid:
+        for key, over in self.by_gpu_family.items():
+            if key in gid:
                 return replace(self, **over)
         return self
+
+
+#: GPU architecture families that share engine constants: the datacenter Blackwell parts (B200, B300 and the
+#: NVL72 superchip GPUs GB200 / GB300: same SM, tensor cores with fp4, HBM3e) are one family; the GDDR7 PCIe
+#: RTX PRO 6000 (Blackwell SM, different memory and no NVLink) is its own. Keyed by the hardware catalog ids'
+#: chip names, matched as substrings after dropping '-' and '_'.
+GPU_FAMILIES = (("rtx_pro", "rtx_pro"), ("rtxpro", "rtx_pro"), ("gb200", "blackwell"), ("gb300", "blackwell"),
+                ("b200", "blackwell"), ("b300", "blackwell"), ("a100", "a100"), ("l40s", "l40s"))
+
+
+def gpu_family(gpu_id: str) -> str | None:
+    """The family whose constants a GPU uses (None: the default, Hopper-fitted constants)."""
+    gid = gpu_id.lower().replace("-", "_").replace(" ", "_")
+    for key, fam in GPU_FAMILIES:
+        if key in gid or key in gid.replace("_", ""):
+            return fam
+    return None
 
 
 @lru_cache(maxsize=4)
