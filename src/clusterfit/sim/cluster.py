@@ -306,6 +306,8 @@ class Cluster:
         pending = sum(1 for s in led.status if s == PENDING)
         if pending:
             raise ClusterfitError(f"internal error: {pending} requests neither completed, rejected nor failed")
+        finished = [f for f in led.finish_s if f == f]  # not nan
+        end_s = max(arrivals[-1], max(finished) if finished else arrivals[-1])  # last arrival or finish
         return SimRun(
             requests=led.arrays(),
             replicas=[{"replica": r.index, "completed": r.completed, "preemptions": r.preemptions,
@@ -316,7 +318,7 @@ class Cluster:
             events=self.events,
             replica_seconds=self.replica_seconds,
             gpus_per_replica=self.gpus_per_replica,
-            end_s=t,
+            end_s=end_s,
             sim_wall_s=time.perf_counter() - wall0,
             config=cfg,
             extra={"window_s": window, "kv_capacity_tokens": self.kv_capacity, "max_batch": self.max_batch,
