@@ -362,7 +362,7 @@ def _parse_text(text: str, origin: str, toml: bool) -> Any:
         except tomllib.TOMLDecodeError as exc:
             raise ClusterfitError(f"{origin}: not valid TOML: {exc}") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present: 10x faster
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
