@@ -51,6 +51,27 @@ def cycle_s(sm: StepModel, batch, isl, osl):
     return osl * dec + n_chunks * np.maximum(mixed - dec, 0.0)
 
 
+def first_token_s(sm: StepModel, isl, others, context) -> float:
+    """Seconds from admission to the first output token of one request of ``isl`` prompt tokens.
+
+    The prompt is prefilled in chunks, each sharing its engine step with the ``others`` running sequences'
+    decode tokens (continuous batching with chunked prefill); the first token is sampled at the end of the
+    step that completes the prompt (as vLLM, SGLang and TensorRT-LLM do, and as the simulator counts it).
+    Decode tokens use part of the step's token budget: a chunk holds max_num_tokens - others tokens, but at
+    least 1/8 of the budget. With no other sequence this is ``prefill_s(isl)``. Queueing before admission
+    is not included.
+    """
+    budget = float(sm.engine.max_num_tokens)
+    others = float(others)
+    chunk = max(budget - others, budget / 8.0) if others > 0 else budget
+    n_chunks = max(np.ceil(isl / chunk), 1.0)
+    per = isl / n_chunks
+    i = np.arange(n_chunks)
+    attended = per * (i * per) + per * (per + 1.0) / 2.0
+    steps = sm.step_s(np.full_like(i, per, dtype=float), attended, others, others * float(context))
+    return float(np.sum(steps))
+
+
 def static_batch_s(sm: StepModel, batch, isl, osl):
     """Seconds of one static batch: B prompts prefilled together, then osl decode iterations."""
     b = np.asarray(batch, float)
@@ -74,7 +95,6 @@ def predict(model, system, layout, precision, engine="vllm", isl=1024, osl=1024,
     cap = float(max_throughput_batch(sm, isl, osl))
     if cap < 1:
         raise ClusterfitError(f"the KV cache holds no request of {isl}+{osl} tokens on this layout")
-    ttft = float(sm.prefill_s(isl))
     if batch is not None:
         if batch < 1:
             raise ClusterfitError(f"--batch must be >= 1, got {batch}")
@@ -83,7 +103,7 @@ def predict(model, system, layout, precision, engine="vllm", isl=1024, osl=1024,
         step = float(sm.decode_step_s(b, ctx))
         tpot = step
         out_tps = b / step
-        ttft = ttft + step
+        ttft = first_token_s(sm, isl, b - 1.0, ctx)
     else:
         if concurrency is not None:
             if concurrency < 1:
@@ -96,7 +116,7 @@ def predict(model, system, layout, precision, engine="vllm", isl=1024, osl=1024,
         step = float(sm.decode_step_s(b, ctx))
         tpot = cyc / osl
         out_tps = b * osl / cyc
-        ttft = ttft + step
+        ttft = first_token_s(sm, isl, b - 1.0, ctx)
     bd = sm.breakdown(0.0, 0.0, b, b * ctx)
     return {
         "ttft_s": ttft,
