@@ -126,3 +126,21 @@ def default_layout(model: ModelArch, system, gpus: int) -> Layout:
             ep = tp if model.is_moe else 1
             return Layout(tp=tp, pp=gpus // tp, ep=ep)
     raise ClusterfitError(f"no valid layout of {model.name} on {gpus} GPUs")
+
+
+def layout_from_options(model: ModelArch, system, gpus: int | None = None, tp: int | None = None,
+                        pp: int | None = None, ep: int | None = None, dp: int | None = None) -> Layout | None:
+    """The layout a user asked for on the command line or in the API.
+
+    Explicit sizes (any of tp/pp/ep/dp; the others default to 1) are validated and checked against ``gpus``;
+    otherwise ``gpus`` alone gives default_layout over that many GPUs; with neither, None (the caller picks).
+    """
+    if gpus is not None and not 1 <= gpus <= MAX_PARALLEL:
+        raise ClusterfitError(f"--gpus must be in 1..{MAX_PARALLEL}, got {gpus}")
+    if all(v is None for v in (tp, pp, ep, dp)):
+        return default_layout(model, system, gpus) if gpus is not None else None
+    layout = Layout(tp=tp or 1, pp=pp or 1, ep=ep or 1, dp=dp or 1)
+    if gpus is not None and gpus != layout.gpus:
+        raise ClusterfitError(f"--gpus {gpus} disagrees with the layout {layout.label()} ({layout.gpus} GPUs)")
+    validate_layout(model, layout, system)
+    return layout

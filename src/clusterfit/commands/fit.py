@@ -13,7 +13,7 @@ from ..arch import ModelArch, bare_model, flops_per_token, list_models, load_mod
 from ..cli import app, emit
 from ..errors import ClusterfitError
 from ..hardware import load_hardware
-from ..layout import Layout
+from ..layout import layout_from_options
 from ..memory import engine_memory, fit, kv_bytes_per_token, naive_fit, nodes_needed
 from ..precision import resolve_precision
 
@@ -93,12 +93,10 @@ def run_fit(model_name, params, systems, precision, experts_precision, kv_dtype,
     eng = engine_memory(engine, gpu_memory_utilization, max_batched_tokens)
     hw = load_hardware(catalog)
     naive_prec = precision or _dominant_format(model, prec)
-    layout = None
-    if any(v is not None for v in (tp, pp, ep, dp)):
-        layout = Layout(tp=tp or 1, pp=pp or 1, ep=ep or 1, dp=dp or 1)
     results = []
     for name in systems:
         s = hw.system(name)
+        layout = layout_from_options(model, s, None, tp, pp, ep, dp)
         need = nodes_needed(model, s, prec, eng, context, block_size)
         n = nodes or (layout and -(-layout.gpus // s.gpus_per_node)) or need or 1
         r = fit(model, s, prec, layout, n, eng, context, block_size)

@@ -13,7 +13,7 @@ from ..arch import load_model
 from ..cli import app, emit
 from ..errors import ClusterfitError
 from ..hardware import load_hardware
-from ..layout import Layout, default_layout, validate_layout
+from ..layout import default_layout, layout_from_options
 from ..precision import resolve_precision
 
 
@@ -49,13 +49,7 @@ def perf_command(
     m = load_model(model)
     sysm = load_hardware([catalog] if catalog else None).system(system)
     prec = resolve_precision(m, precision, experts_precision, kv_dtype)
-    if tp is None and pp is None and ep is None and dp is None:
-        layout = default_layout(m, sysm, gpus or sysm.gpus_per_node)
-    else:
-        layout = Layout(tp=tp or 1, pp=pp or 1, ep=ep or 1, dp=dp or 1)
-        if gpus is not None and gpus != layout.gpus:
-            raise ClusterfitError(f"--gpus {gpus} does not match tp*dp*pp = {layout.gpus}")
-    validate_layout(m, layout, sysm)
+    layout = layout_from_options(m, sysm, gpus, tp, pp, ep, dp) or default_layout(m, sysm, sysm.gpus_per_node)
     out = predict(m, sysm, layout, prec, engine, isl, osl, concurrency=concurrency, batch=batch, context=context,
                   max_throughput=max_throughput)
     payload = {"model": m.name, "system": sysm.id, "engine": engine, "precision": prec.name, "kv_dtype": prec.kv_dtype,

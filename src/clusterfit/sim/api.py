@@ -125,21 +125,16 @@ def compile_replica(model: str, system: str, gpus: int | None = None, tp: int | 
     """
     from ..arch import load_model  # noqa: PLC0415
     from ..hardware import load_hardware  # noqa: PLC0415
-    from ..layout import Layout, default_layout, validate_layout  # noqa: PLC0415
+    from ..layout import default_layout, layout_from_options  # noqa: PLC0415
     from ..perf import compile_step  # noqa: PLC0415
     from ..precision import resolve_precision  # noqa: PLC0415
 
     m = load_model(model)
     sysm = load_hardware().system(system)
     prec = resolve_precision(m, precision, experts_precision, kv_dtype)
-    if any(v is not None for v in (tp, pp, ep, dp)):
-        layout = Layout(tp=tp or 1, pp=pp or 1, ep=ep or 1, dp=dp or 1)
-        if gpus is not None and layout.gpus != gpus:
-            raise ClusterfitError(f"--gpus {gpus} disagrees with the layout {layout.label()} ({layout.gpus} GPUs)")
-        validate_layout(m, layout, sysm)
-        candidates = [layout]
-    elif gpus is not None:
-        candidates = [default_layout(m, sysm, gpus)]
+    chosen = layout_from_options(m, sysm, gpus, tp, pp, ep, dp)
+    if chosen is not None:
+        candidates = [chosen]
     else:
         candidates = []
         g = 1
