@@ -13,7 +13,8 @@ from ..arch import load_model
 from ..cli import app, emit
 from ..errors import ClusterfitError
 from ..hardware import load_hardware
-from ..layout import default_layout, layout_from_options
+from ..layout import layout_from_options
+from ..memory import smallest_layout
 from ..precision import resolve_precision
 
 
@@ -23,7 +24,7 @@ def perf_command(
     system: Annotated[str, typer.Option("--system", "-s", help="System id or GPU name (h200, dgx_b200, ...)")],
     isl: Annotated[int, typer.Option(help="Input (prompt) tokens per request")],
     osl: Annotated[int, typer.Option(help="Output tokens per request")],
-    gpus: Annotated[Optional[int], typer.Option(help="GPUs of one replica (default: tp*dp*pp, or one node)")] = None,
+    gpus: Annotated[Optional[int], typer.Option(help="GPUs of one replica (default: tp*dp*pp, or the fewest GPUs that fit with 32k KV tokens)")] = None,
     tp: Annotated[Optional[int], typer.Option(help="Tensor parallel size")] = None,
     pp: Annotated[Optional[int], typer.Option(help="Pipeline parallel size")] = None,
     ep: Annotated[Optional[int], typer.Option(help="Expert parallel size (MoE)")] = None,
@@ -49,7 +50,7 @@ def perf_command(
     m = load_model(model)
     sysm = load_hardware([catalog] if catalog else None).system(system)
     prec = resolve_precision(m, precision, experts_precision, kv_dtype)
-    layout = layout_from_options(m, sysm, gpus, tp, pp, ep, dp) or default_layout(m, sysm, sysm.gpus_per_node)
+    layout = layout_from_options(m, sysm, gpus, tp, pp, ep, dp) or smallest_layout(m, sysm, prec, engine)
     out = predict(m, sysm, layout, prec, engine, isl, osl, concurrency=concurrency, batch=batch, context=context,
                   max_throughput=max_throughput)
     payload = {"model": m.name, "system": sysm.id, "engine": engine, "precision": prec.name, "kv_dtype": prec.kv_dtype,

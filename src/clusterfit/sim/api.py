@@ -120,39 +120,22 @@ def compile_replica(model: str, system: str, gpus: int | None = None, tp: int | 
                     min_kv_tokens: int = 32768):
     """The performance model's step model for one replica, and the system.
 
-    Layout: the parallel sizes given; else ``default_layout`` over ``gpus``; else the fewest GPUs
-    (1, 2, 4, ... up to 8 nodes) whose default layout leaves ``min_kv_tokens`` KV token slots.
+    Layout: the parallel sizes given; else ``default_layout`` over ``gpus``; else memory.smallest_layout (the
+    fewest GPUs, 1, 2, 4, ... up to 8 nodes, whose default layout leaves ``min_kv_tokens`` KV token slots).
     """
     from ..arch import load_model  # noqa: PLC0415
     from ..hardware import load_hardware  # noqa: PLC0415
-    from ..layout import default_layout, layout_from_options  # noqa: PLC0415
+    from ..layout import layout_from_options  # noqa: PLC0415
+    from ..memory import smallest_layout  # noqa: PLC0415
     from ..perf import compile_step  # noqa: PLC0415
     from ..precision import resolve_precision  # noqa: PLC0415
 
     m = load_model(model)
     sysm = load_hardware().system(system)
     prec = resolve_precision(m, precision, experts_precision, kv_dtype)
-    chosen = layout_from_options(m, sysm, gpus, tp, pp, ep, dp)
-    if chosen is not None:
-        candidates = [chosen]
-    else:
-        candidates = []
-        g = 1
-        while g <= 8 * sysm.gpus_per_node:
-            try:
-                candidates.append(default_layout(m, sysm, g))
-            except ClusterfitError:
-                pass
-            g *= 2
-    last = None
-    for layout in candidates:
-        sm = compile_step(m, sysm, layout, prec, engine)
-        last = (sm, layout)
-        if len(candidates) > 1 and sm.kv_capacity_tokens >= min_kv_tokens:
-            return sm, sysm
-    if last is None:
-        raise ClusterfitError(f"no valid layout of {m.name} on {system}")
-    sm, layout = last
+    layout = layout_from_options(m, sysm, gpus, tp, pp, ep, dp) or smallest_layout(m, sysm, prec, engine,
+                                                                                    min_kv_tokens)
+    sm = compile_step(m, sysm, layout, prec, engine)
     if sm.kv_capacity_tokens < 1:
         raise ClusterfitError(f"{m.name} does not fit on {sm.gpus} x {sysm.gpu.id} with layout {layout.label()} "
                               f"and precision {prec.name}: no memory left for the KV cache")
