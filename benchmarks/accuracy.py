@@ -17,10 +17,15 @@ same for every row):
 - load: 'max throughput' / 'request rate INF' / 'concurrency N (max throughput)' -> max-throughput mode;
   'static batch size N' -> static batching; 'batch 1' / decode_tokens_per_s_batch1 / tokens_per_s_per_user
   -> batch-1 decode; 'batch size 1' ttft_ms -> prefill time; prefill-only rows -> prefill throughput.
+- online serving 'request rate Q QPS' rows -> the simulator (clusterfit.sim) on the row's replicas (one where
+  the row's GPUs hold one), Poisson arrivals at Q, fixed ISL/OSL, the notes' 'with N requests' per run (else
+  1,000), runs with seeds 0, 1, ... pooled to >= 1,500 requests, cached per configuration: ttft_ms_mean = mean
+  TTFT, itl_ms_mean = mean TPOT, output tokens/s = completed output tokens / makespan. 'request rate INF':
+  all N requests at t=0 (one run) for the latency metrics; its throughput rows keep the max-throughput
+  prediction above. Reported on their own under `online_serving`; `throughput_rows` leaves them out.
 - Skipped (with the reason): MLPerf rows (the README gives no input-length average for their datasets;
-  Server/Interactive are SLO-bound), open-loop QPS rows (need the queueing simulator), speculative
-  decoding (MTP), disaggregated decode-only rows, models/GPUs missing from the catalogs, layouts that do
-  not fit.
+  Server/Interactive are SLO-bound), request-rate rows of other metrics, speculative decoding (MTP),
+  disaggregated decode-only rows, models/GPUs missing from the catalogs, layouts that do not fit.
 Percent errors are (predicted - measured) / measured x 100.
 """
 
@@ -186,7 +191,7 @@ def calibrate(path: str, engine: str = "trtllm") -> dict:
     global ENGINES_PATH
     base = yaml.safe_load(ENGINES_YAML.read_text())
     rows = [r for r in csv.DictReader(open(path, newline="")) if r["metric"] in THROUGHPUT_METRICS
-            and engine_for(r["engine"]) == engine]
+            and engine_for(r["engine"]) == engine and not is_simulated(r)]
     tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
 
     def evaluate_with(cfg, subset):
@@ -273,8 +278,6 @@ def predict_row(row) -> float:
         raise Skip("MLPerf dataset rows: the README gives no input-length average (Server/Interactive are SLO-bound)")
     if "mtp" in mode or "speculative" in row["notes"].lower() and "no speculative" not in mode:
         raise Skip("speculative decoding (MTP) is not modelled")
-    if "request rate" in mode and "inf" not in mode:
-        raise Skip("open-loop request-rate rows need the queueing simulator")
     if "decode-only" in mode or "decode, multi-node" in mode or "decode:" in mode or "simulated" in mode:
         raise Skip("disaggregated decode-only / simulated rows")
     if "sharegpt" in mode or "concurrency sweep" in mode:
@@ -292,6 +295,8 @@ def predict_row(row) -> float:
         raise Skip("layout does not fit in memory (no KV left)")
     n = _int(row["num_gpus"], sm.gpus * replicas)
     replicas = max(1, n // sm.gpus)
+    if is_simulated(row):
+        return predict_online(row, model_name, weights, kv, engine, (tp, pp, ep, dp), replicas, isl, osl)
     if metric in ("ttft_ms",) and "batch size 1" in mode:
         return float(sm.prefill_s(isl) + sm.decode_step_s(1, isl)) * 1e3
     if metric in ("tokens_per_s_per_user", "decode_tokens_per_s_batch1"):
@@ -323,6 +328,81 @@ def predict_row(row) -> float:
     return total
 
 
+#: Online-serving (open-loop request-rate) rows the simulator predicts, metric -> what is read off the run.
+ONLINE_METRICS = ("ttft_ms_mean", "itl_ms_mean", "output_tokens_per_s_total")
+#: Requests simulated per configuration at a finite QPS: the source's run length (its notes' 'with N requests',
+#: else ONLINE_DEFAULT_REQUESTS) repeated with seeds 0, 1, ... until at least this many requests are pooled.
+ONLINE_TARGET_REQUESTS = 1500
+ONLINE_DEFAULT_REQUESTS = 1000
+
+
+def online_qps(row) -> float | None:
+    """The offered request rate of a 'request rate Q QPS' row (inf for 'request rate INF'); None otherwise."""
+    m = re.search(r"request rate\s+(inf|[\d.]+)", row["concurrency_or_mode"].lower())
+    if not m:
+        return None
+    return float("inf") if m.group(1) == "inf" else float(m.group(1))
+
+
+def is_simulated(row) -> bool:
+    """Open-loop request-rate rows predicted with the simulator: every finite-QPS row, and the latency rows
+    at QPS INF. The QPS-INF throughput rows keep the closed-form max-throughput prediction (they were
+    predicted, and calibrated on, that way before the simulator was used), so `throughput_rows` and
+    `calibrate` see exactly the rows and predictions they saw before."""
+    q = online_qps(row)
+    if q is None:
+        return False
+    return np.isfinite(q) or row["metric"] not in THROUGHPUT_METRICS
+
+
+def online_requests(row) -> int:
+    """The number of requests the source ran ('with 500 requests' in the notes), else the default."""
+    m = re.search(r"with\s+([\d,]+)\s+requests", row["notes"].lower())
+    return int(m.group(1).replace(",", "")) if m else ONLINE_DEFAULT_REQUESTS
+
+
+@lru_cache(maxsize=None)
+def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl, osl, qps, n, reps) -> dict:
+    """Simulate ``reps`` runs of ``n`` requests of fixed ISL/OSL (Poisson arrivals at ``qps``, seed = run
+    index; qps inf: all at t=0) on ``replicas`` replicas of ``layout``; pooled mean TTFT (ms), mean TPOT (ms)
+    and completed output tokens / makespan (first arrival to last completion, summed over runs)."""
+    from clusterfit.sim import SimulationConfig, simulate
+    from clusterfit.sim.workload import Requests
+
+    sm = step_for(model_name, gpu, weights, kv, engine, *layout)
+    ttft, tpot, tokens, span = [], [], 0.0, 0.0
+    for seed in range(reps):
+        rng = np.random.default_rng(seed)
+        arrival = np.zeros(n) if not np.isfinite(qps) else np.cumsum(rng.exponential(1.0 / qps, n))
+        reqs = Requests.build(arrival, np.full(n, isl), np.full(n, osl))
+        rep, _ = simulate(sm, SimulationConfig(replicas=replicas, seed=seed), requests=reqs)
+        if rep["completed"] < n:
+            raise Skip("simulated requests rejected or failed")
+        ttft.append(rep["ttft_s"]["mean"])
+        tpot.append(rep["tpot_s"]["mean"] if osl > 1 else np.nan)
+        tokens += rep["throughput"]["output_tokens_per_s"] * rep["duration_s"]
+        span += rep["duration_s"]
+    return {"ttft_ms_mean": float(np.mean(ttft)) * 1e3, "itl_ms_mean": float(np.mean(tpot)) * 1e3,
+            "output_tokens_per_s_total": tokens / span}
+
+
+def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, osl) -> float:
+    """A request-rate row: the simulator on the row's replicas (one, where the row's GPUs hold one replica),
+    Poisson arrivals at the row's QPS (INF: all requests at t=0), the row's fixed ISL/OSL, the source's
+    request count; ttft_ms_mean = mean TTFT, itl_ms_mean = mean TPOT, output tokens/s = completed output
+    tokens / makespan."""
+    metric = row["metric"]
+    if metric not in ONLINE_METRICS:
+        raise Skip(f"metric {metric} of request-rate rows is not predicted")
+    if metric == "itl_ms_mean" and osl < 2:
+        raise Skip("ITL of one-token answers is undefined")
+    qps = online_qps(row)
+    n = online_requests(row)
+    reps = 1 if not np.isfinite(qps) else max(1, -(-ONLINE_TARGET_REQUESTS // n))
+    return simulate_online(model_name, row["gpu"], weights, kv, engine, layout, replicas, isl, osl, qps, n,
+                           reps)[metric]
+
+
 def summarise(errs: list[float]) -> dict:
     a = np.abs(errs)
     return {"n": len(errs), "median_ape": round(float(np.median(a)), 2), "mean_ape": round(float(np.mean(a)), 2),
@@ -351,8 +431,15 @@ def report(rows, results, skipped) -> dict:
     errs = [e for *_, e in results]
     out = {"rows": len(rows), "predicted": len(results), "skipped": sum(skipped.values())}
     out.update({k: v for k, v in summarise(errs).items() if k != "n"} if errs else {})
-    thr = [e for r, *_, e in results if r["metric"] in THROUGHPUT_METRICS]
+    # throughput_rows: the closed-form throughput rows only (the definition before the simulated rows existed)
+    thr = [e for r, *_, e in results if r["metric"] in THROUGHPUT_METRICS and not is_simulated(r)]
     out["throughput_rows"] = summarise(thr) if thr else {}
+    online: dict = {}
+    for r, *_, e in results:
+        if is_simulated(r):
+            online.setdefault(r["metric"], []).append(e)
+    out["online_serving"] = ({"all": summarise([e for v in online.values() for e in v]),
+                              "by_metric": {k: summarise(v) for k, v in sorted(online.items())}} if online else {})
     for key, col in (("by_metric", "metric"), ("by_gpu", "gpu"), ("by_model", "model")):
         groups: dict = {}
         for r, *_, e in results:
@@ -401,6 +488,10 @@ def main(argv=None) -> int:
     print(f"all predicted: median APE {out.get('median_ape')}%  mean APE {out.get('mean_ape')}%  "
           f"bias {out.get('median_signed_error')}%  p90 {out.get('p90_ape')}%")
     print(f"throughput rows: {out['throughput_rows']}")
+    if out["online_serving"]:
+        print("\nonline serving (request-rate rows, simulated):")
+        for k, v in out["online_serving"]["by_metric"].items():
+            print(f"  {k:<34} n={v['n']:<4} median {v['median_ape']:>6}%  bias {v['median_signed_error']:>+7}%  p90 {v['p90_ape']:>6}%")
     for key in ("by_metric", "by_gpu", "by_model"):
         print(f"\n{key}:")
         for k, v in out[key].items():
