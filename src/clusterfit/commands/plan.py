@@ -7,13 +7,13 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from ..cli import app, emit
 from ..errors import ClusterfitError
 from ..plan.cost import HOURS_PER_MONTH, EndpointPrice, parse_price_overrides
 from ..plan.planner import PlanRequest, plan
 from ..plan.workload import SLO, LengthDist, Load, Workload
+from ..report.tables import fitted_table
 
 
 @app.command("plan")
@@ -138,19 +138,26 @@ def render(result: dict, console: Console) -> None:
                   + (f"  |  N+{result['failover']}" if result["failover"] else ""))
     if not result["feasible"]:
         console.print(f"[bold red]No plan meets the targets.[/] {result['explanation']}")
-    table = Table(title="Best plan per system (cheapest first)")
-    for col in ("system", "prec", "layout", "nodes/rep", "replicas", "GPUs", "$/h", "$/Mtok out", "TTFT ms",
-                "TPOT ms", "comm ms/step", "binds"):
-        table.add_column(col, justify="left" if col in ("system", "layout", "binds", "prec") else "right")
+    cols = [("system", "system", True), ("precision", "prec", True), ("layout", "layout", True),
+            ("nodes", "nodes/\nreplica", False), ("replicas", "replicas", False), ("gpus", "GPUs", False),
+            ("cost", "$/h", False), ("mtok", "$/Mtok\nout", False), ("ttft", "TTFT\nms", False),
+            ("tpot", "TPOT\nms", False), ("comm", "comm\nms/step", False), ("binds", "binds", True)]
+    rows = []
     for r in result["per_system"]:
         layout = r["layout"] + (f"; prefill {r['prefill']['layout']} {r['xPyD']}" if r.get("prefill") else "")
         comm = r["step_breakdown_s"].get("communication_s", 0.0) * 1e3
-        table.add_row(r["system"], r["precision"], layout, str(r["nodes_per_replica"]), str(r["replicas"]),
-                      str(r["total_gpus"]), _money(r["cost_per_hour"]), _money(r["cost_per_mtok_out"]),
-                      f"{r['ttft_s'] * 1e3:.0f}", f"{r['tpot_s'] * 1e3:.1f}",
-                      f"{comm:.1f}" + (" net" if r["internode_replica"] else ""), r["binding"])
-    if result["per_system"]:
+        rows.append({"system": r["system"], "precision": r["precision"], "layout": layout,
+                     "nodes": str(r["nodes_per_replica"]), "replicas": str(r["replicas"]),
+                     "gpus": str(r["total_gpus"]), "cost": _money(r["cost_per_hour"]),
+                     "mtok": _money(r["cost_per_mtok_out"]), "ttft": f"{r['ttft_s'] * 1e3:.0f}",
+                     "tpot": f"{r['tpot_s'] * 1e3:.1f}",
+                     "comm": f"{comm:.1f}" + (" net" if r["internode_replica"] else ""), "binds": r["binding"]})
+    if rows:
+        table, skipped = fitted_table("Best plan per system (cheapest first)", cols, rows,
+                                      ["precision", "mtok", "nodes", "comm", "replicas"], console.width)
         console.print(table)
+        if skipped:
+            console.print(f"[dim]Left out for width: {', '.join(skipped)} (see --json).[/]")
     if result.get("recommended"):
         console.print(f"[bold green]Recommended:[/] {result['recommended']['explanation']}", soft_wrap=True)
     if result.get("endpoint"):

@@ -100,7 +100,6 @@ class StepModel:
         m = tokens / dp                       # tokens on one attention rank
         m_logits = logits_rows / dp
         total = 0.0
-        comp = mem = 0.0
 
         def add(key, t, kind):
             nonlocal total
@@ -291,7 +290,6 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
     moe_tp = max(1, (tp * dp) // max(ep, 1))
     hidden = model.hidden
     bw = gpu.mem_bw_bytes_per_s
-    n_layers = len(model.layers)
     frac = 1.0 / pp  # layers per GPU as a fraction of all layers (for weights / KV per GPU)
 
     # weight streaming efficiency: the bf16 fit (torch's fp8 path at small M is dominated by its unfused

@@ -112,7 +112,6 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
     best = int(np.argmax(caps))
     n = max(1, math.ceil(need / caps[best] - 1e-9))
     op = int(np.flatnonzero(ok & (cap_units >= need / n - 1e-12))[0])
-    rate_op = float(a.rate_rps[op])
     if wl.load.kind == "concurrent_sessions":  # Little's law: sessions / (time per turn incl. think time)
         served_rps = need / (wl.osl_mean_tokens * a.tpot_s[op] + a.ttft_mean_s[op] + wl.think_time_s)
     else:

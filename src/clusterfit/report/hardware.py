@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from ..hardware import GB, GiB, HardwareCatalog, System
+from .tables import fitted_table
 
 
 def system_row(system: System) -> dict[str, Any]:
@@ -90,42 +89,15 @@ def render_hardware(console: Console, rows: list[dict[str, Any]]) -> None:
         if row.get("hbm_visible_derived"):
             cells["hbm_gib_visible_per_gpu"] = "~" + cells["hbm_gib_visible_per_gpu"]
         formatted.append(cells)
-    skipped: list[str] = []
-    for key in _DROP_ORDER:
-        if _needed_width(formatted, skipped) <= console.width:
-            break
-        skipped.append(key)
-    console.print(_table(formatted, skipped))
+    columns = [(key, header, key in ("id", "gpu")) for key, header, _ in _COLUMNS]
+    table, skipped = fitted_table("clusterfit hardware", columns, formatted, _DROP_ORDER, console.width)
+    console.print(table)
     note = ("per GPU unless marked per node; FLOP/s dense (no sparsity); scale-up per direction; "
             "GB = 1e9 bytes, GiB = 2^30 bytes. * some fields unverified (see catalog/hardware.yaml); "
             "~ visible memory derived from nvidia-smi MiB by the H200 torch/nvidia-smi ratio.")
     if skipped:
         note += f" Left out for width: {', '.join(skipped)} (see --json)."
     console.print(note, style="dim", highlight=False)
-
-
-def _needed_width(formatted: list[dict[str, str]], skipped: list[str]) -> int:
-    """Characters the table needs without cutting any number or header word (1 space each side)."""
-    need = 0
-    for key, header, _ in _COLUMNS:
-        if key not in skipped:
-            content = max((len(c[key]) for c in formatted), default=1)
-            need += max(content, *(len(line) for line in header.split("\n"))) + 3  # padding + rule
-    return need
-
-
-def _table(formatted: list[dict[str, str]], skipped: list[str]) -> Table:
-    columns = [c for c in _COLUMNS if c[0] not in skipped]
-    table = Table(title="clusterfit hardware", header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1),
-                  pad_edge=False)
-    for key, header, _ in columns:
-        content = max((len(c[key]) for c in formatted), default=1)
-        words = max(len(line) for line in header.split("\n"))
-        table.add_column(header, justify="left" if key in ("id", "gpu") else "right",
-                         min_width=max(content, words))
-    for cells in formatted:
-        table.add_row(*(cells[key] for key, _, _ in columns))
-    return table
 
 
 def _cell(value: Any, fmt: str) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ClusterfitError
 from .balancer import Balancer
 from .config import SimulationConfig
-from .ledger import COMPLETED, FAILED, PENDING, REJECTED, Ledger
+from .ledger import FAILED, PENDING, REJECTED, Ledger
 from .replica import Replica
 from .stepmodel import StepModel, StepTimer
 from .workload import Requests
