@@ -45,9 +45,10 @@ from clusterfit.arch import load_model, parse_config
 from clusterfit.errors import ClusterfitError
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
+from clusterfit.memory import engine_memory, fit
 from clusterfit.perf import compile_step
 from clusterfit.perf.engines import gpu_family
-from clusterfit.perf.serving import cycle_s, max_throughput_batch, static_batch_s
+from clusterfit.perf.serving import cycle_s, first_token_s, max_throughput_batch, static_batch_s
 from clusterfit.precision import resolve_precision
 
 MODEL_MAP = {
@@ -168,7 +169,13 @@ def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp):
     model = model_for(model_name)
     system = system_for(gpu)
     prec = precision_for(model, weights, kv, engine)
-    sm = compile_step(model, system, Layout(tp=tp, pp=pp, ep=ep, dp=dp), prec, engine, engines_path=ENGINES_PATH)
+    layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
+    budget = None
+    if engine == "trtllm":
+        # the TensorRT-LLM performance tables run trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95
+        nodes = max(1, -(-layout.gpus // system.gpus_per_node))
+        budget = fit(model, system, prec, layout, nodes, engine_memory("trtllm", 0.95), context=1).kv_budget_bytes_per_gpu
+    sm = compile_step(model, system, layout, prec, engine, engines_path=ENGINES_PATH, kv_budget_bytes_per_gpu=budget)
     return sm
 
 
@@ -298,7 +305,7 @@ def predict_row(row) -> float:
     if is_simulated(row):
         return predict_online(row, model_name, weights, kv, engine, (tp, pp, ep, dp), replicas, isl, osl)
     if metric in ("ttft_ms",) and "batch size 1" in mode:
-        return float(sm.prefill_s(isl) + sm.decode_step_s(1, isl)) * 1e3
+        return first_token_s(sm, isl, 0, isl) * 1e3   # alone: the prefill steps, first token sampled at the end
     if metric in ("tokens_per_s_per_user", "decode_tokens_per_s_batch1"):
         return 1.0 / float(sm.decode_step_s(1, isl + osl / 2))
     if metric in ("input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node", "total_tokens_per_s_per_gpu"):

@@ -28,7 +28,11 @@ import numpy as np
 #: Achieved fraction of line rate for large messages (NCCL bus bandwidth / line rate).
 NVLINK_EFF = 0.80
 NET_EFF = 0.85
-PCIE_EFF = 0.75
+#: PCIe-only nodes: NCCL all-reduce on 8 GPUs reached a bus bandwidth of 28 GB/s on PCIe Gen5 x16 (64 GB/s per
+#: direction) - 0.44 of line rate - and NCCL's maintainer notes that on PCIe systems the CPU and host memory
+#: bound it (github.com/NVIDIA/nccl issue #1639, 8x RTX 5090, 2025-03). Topologies with PCIe switches that
+#: allow full-rate peer-to-peer do better; this is the typical server figure.
+PCIE_EFF = 0.44
 #: Per-hop latency (s).
 NVLINK_HOP_S = 3e-6
 NET_HOP_S = 8e-6
