@@ -250,9 +250,13 @@ def layout_for(row, model_name, engine):
     if tp is not None and ep and dp and tp == ep == dp and tp > 1:
         return (1, pp or 1, ep, dp), n // (ep * (pp or 1))   # DEP: attention DP + EP
     is_moe = any(L.ffn.kind == "moe" for L in model_for(model_name).layers)
-    if tp and tp > 1 and not dp and is_moe and "enable_attention_dp" in row["notes"].lower():
+    v1_moe_command = row["source_date"].startswith("v1.0") and "TensorRT-LLM" in row["engine"]
+    if tp and tp > 1 and not dp and is_moe and ("enable_attention_dp" in row["notes"].lower() or v1_moe_command):
         # the row's command sets enable_attention_dp: TensorRT-LLM then runs attention data-parallel over the
-        # tp ranks with the MoE expert-parallel over them (DEP), whatever --ep the table omits
+        # tp ranks with the MoE expert-parallel over them (DEP), whatever --ep the table omits. The v1.0
+        # performance overview runs every MoE model with `--ep` and `enable_attention_dp: true` in its
+        # llm_options (its "TPn" column label names the GPU count; shared/reference/published/README.md, and
+        # the same section of the later developer-guide perf-overview)
         e = ep or tp
         return (1, pp or 1, e, tp), n // (tp * (pp or 1))
     if tp is None and pp is None:
