@@ -1,6 +1,6 @@
 """Predict every row of a published-measurements CSV and report the error.
 
-    python benchmarks/accuracy.py /work/shared/reference/published/measured-dev.csv [--json] [--rows]
+    python benchmarks/accuracy.py ../shared/reference/published/measured-dev.csv [--json] [--rows]
 
 CSV format: shared/reference/published/measured-dev.csv (see its README). Mapping rules (documented, the
 same for every row):

@@ -23,7 +23,9 @@ from clusterfit.precision import resolve_precision  # noqa: E402
 
 
 def main() -> None:
-    csv_path = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/reference/published/measured-dev.csv"
+    # default: the development CSV in shared/ beside the repository root
+    default = Path(__file__).resolve().parents[2] / "shared" / "reference" / "published" / "measured-dev.csv"
+    csv_path = sys.argv[1] if len(sys.argv) > 1 else str(default)
     t0 = time.perf_counter()
     rows, results, skipped = accuracy.evaluate(csv_path)
     dt_rows = time.perf_counter() - t0
