@@ -145,3 +145,13 @@ def test_scenario_file_errors(tmp_path):
     ok = tmp_path / "s.toml"
     ok.write_text('model = "m"\n[workload]\nisl = 10\nosl = 5\nload = {requests_per_s = 2}\n[simulation]\nanything = 1\n')
     assert load_scenario(ok).simulation == {"anything": 1}
+
+
+def test_speed_calibrated_only_for_nvidia():
+    from clusterfit.hardware import load_hardware
+    from clusterfit.plan.planner import speed_calibrated
+
+    hw = load_hardware()
+    assert speed_calibrated(hw.system("h200")) and speed_calibrated(hw.system("gb200_nvl72"))
+    assert not speed_calibrated(hw.system("mi300x_platform"))
+    assert not speed_calibrated(hw.system("tpu_v6e_host"))

@@ -256,6 +256,7 @@ def _row(s: _Sized, wl: Workload, hours: float) -> dict:
         "full_load_requests_per_s": s.full_rate_rps, "full_load_output_tokens_per_s": full_out,
         "internode_replica": c.gpus > s.system.scale_up_domain_gpus,
         "step_breakdown_s": s.breakdown, "binding": s.binding, "why": s.why,
+        "speed_calibrated": speed_calibrated(s.system),
     }
     if s.prefill is not None:
         p = s.prefill
@@ -405,6 +406,15 @@ def plan(req: PlanRequest) -> dict:
     return out
 
 
+def speed_calibrated(system) -> bool:
+    """Whether published measurements on this kind of accelerator calibrate the performance model.
+
+    The kernel efficiencies are fitted on an NVIDIA H200 and the engine constants on NVIDIA GPUs (A100, L40S,
+    Hopper, Blackwell, RTX PRO); AMD, Intel and Google accelerators are extrapolated from their datasheets only.
+    """
+    return getattr(system.gpu, "vendor", "nvidia") == "nvidia"
+
+
 def _recommendation_text(rec: dict, rows: list[dict], wl: Workload, slo: SLO, priced: bool) -> str:
     spare = f" including {rec['spare_replicas']} spare" if rec["spare_replicas"] else ""
     if rec.get("prefill"):
@@ -429,6 +439,10 @@ def _recommendation_text(rec: dict, rows: list[dict], wl: Workload, slo: SLO, pr
                  f"({r2['cost_per_hour'] / rec['cost_per_hour'] - 1:+.0%}).")
     if not priced:
         text += " No catalog price for these systems: ranked by GPUs; pass --price SYSTEM=$/GPU-hour."
+    if not rec.get("speed_calibrated", True):
+        text += (f" Caution: {rec['system']}'s speed is extrapolated from its datasheet with efficiencies fitted on "
+                 "NVIDIA GPUs; no published measurement of this accelerator calibrated it (restrict the search "
+                 "with --system to compare calibrated systems only).")
     return text
 
 
