@@ -187,7 +187,7 @@ FAMILIES = ("a100", "l40s", "rtx_pro", "blackwell")   # perf.engines.gpu_family:
 
 def calibrate(path: str, engine: str = "trtllm") -> dict:
     """Fit the engine's constants on the throughput rows of a CSV: global (step_overhead_s, compute_scale,
-    memory_scale), then one (compute_scale, memory_scale) pair per GPU family. Soft-L1 loss on log error."""
+    memory_scale, seq_overhead_s), then one (compute_scale, memory_scale) pair per GPU family. Soft-L1 loss on log error."""
     import tempfile
 
     import yaml
@@ -220,11 +220,13 @@ def calibrate(path: str, engine: str = "trtllm") -> dict:
     e["by_gpu_family"] = {}
 
     def glob(p):
-        e.update(step_overhead_s=float(p[0]) * 1e-3, compute_scale=float(p[1]), memory_scale=float(p[2]))
+        e.update(step_overhead_s=float(p[0]) * 1e-3, compute_scale=float(p[1]), memory_scale=float(p[2]),
+                 seq_overhead_s=float(p[3]) * 1e-6)
         return evaluate_with(base, hopper)
 
     hopper = [r for r in rows if gpu_family(r["gpu"]) is None]
-    sol = least_squares(glob, x0=[2.0, 1.0, 1.0], bounds=([0.1, 0.3, 0.3], [20, 1.5, 1.3]), loss="soft_l1",
+    sol = least_squares(glob, x0=[2.0, 1.0, 1.0, 1.0], bounds=([0.1, 0.3, 0.3, 0.0], [20, 1.5, 1.3, 20.0]),
+                        loss="soft_l1",
                         f_scale=0.1, diff_step=0.05)
     glob(sol.x)
     for fam in FAMILIES:

@@ -5,6 +5,8 @@ family); they are fitted on the development CSV by ``python benchmarks/accuracy.
 result is written back to the YAML with the command that produced it:
 
 - step_overhead_s: host-side time per engine iteration (scheduling, input preparation, sampling launch).
+- seq_overhead_s: host-side time per running sequence per iteration (its scheduling, stop checks,
+  detokenisation and response bookkeeping), which grows the step at the large batches of small models.
 - kernel_overhead_s: time per kernel beyond its roofline inside a CUDA-graph step (launch gap, tail wave).
 - compute_scale / memory_scale: multiply the H200-fitted compute / bandwidth efficiencies (the engine's
   kernels against torch's).
@@ -43,6 +45,7 @@ class Engine:
     gpu_memory_utilization: float
     kv_reservation: str = "average"
     expert_load_cv: float = 0.0
+    seq_overhead_s: float = 0.0
     by_gpu_family: dict = field(default_factory=dict, compare=False, hash=False)
 
     def for_gpu(self, gpu_id: str) -> "Engine":

@@ -3,7 +3,8 @@
     iteration_s = sum over ops of max(flops / (peak * compute_eff), bytes / (bw * mem_eff))
                   + communication (not overlapped with compute; the engines we model serialise TP
                     all-reduces and EP all-to-alls with the layer they belong to)
-                  + n_kernels * kernel_overhead_s + step_overhead_s            (engine constants)
+                  + n_kernels * kernel_overhead_s + step_overhead_s
+                  + seq_overhead_s * running sequences                          (engine constants)
 
 ``compile_step`` walks the layers once, deduplicates identical layers and keeps per-step coefficients
 (GEMM shapes and their counts, attention bytes/FLOPs per attended token, MoE shapes, element-wise bytes
@@ -217,10 +218,11 @@ class StepModel:
             if parts is not None:
                 parts["ops"]["pipeline_send"] = parts["ops"].get("pipeline_send", 0.0) + t_pp
                 parts["communication_s"] = parts.get("communication_s", 0.0) + t_pp
-        t = t + self.engine.step_overhead_s
+        host_s = self.engine.step_overhead_s + self.engine.seq_overhead_s * (D + (P > 0))
+        t = t + host_s
         if parts is not None:
-            parts["ops"]["engine_step_overhead"] = self.engine.step_overhead_s
-            parts["overhead_s"] = parts.get("overhead_s", 0.0) + self.engine.step_overhead_s
+            parts["ops"]["engine_step_overhead"] = host_s
+            parts["overhead_s"] = parts.get("overhead_s", 0.0) + host_s
             for k in list(parts):
                 if k != "ops":
                     parts[k] = parts[k] * (factor if k not in ("overhead_s",) else 1.0)
