@@ -94,8 +94,8 @@ def build_request(model, isl, osl, rate, concurrency, tokens_per_s, ttft_ms, ttf
             endpoint = EndpointPrice(sc.cost.endpoint.input_per_mtok, sc.cost.endpoint.output_per_mtok)
         max_nodes = max_nodes or sc.search.max_nodes_per_replica
         no_disagg = no_disagg or not sc.search.disaggregated
-        isl_d = LengthDist.fixed(isl) if isl is not None else wl.isl
-        osl_d = LengthDist.fixed(osl) if osl is not None else wl.osl
+        isl_d = LengthDist.fixed(isl, "--isl") if isl is not None else wl.isl
+        osl_d = LengthDist.fixed(osl, "--osl") if osl is not None else wl.osl
         load = Load(*loads[0]) if loads else wl.load
         hit = wl.prefix_cache_hit_rate if prefix_cache_hit is None else prefix_cache_hit
         if wl.agent is not None and isl is None and osl is None:

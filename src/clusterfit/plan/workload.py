@@ -68,9 +68,9 @@ class LengthDist:
     description: str = ""
 
     @classmethod
-    def fixed(cls, tokens: float) -> LengthDist:
-        """Every request has exactly ``tokens`` tokens."""
-        _check_positive("length", tokens)
+    def fixed(cls, tokens: float, name: str = "length") -> LengthDist:
+        """Every request has exactly ``tokens`` tokens (``name`` labels the value in errors, e.g. '--isl')."""
+        _check_positive(name, tokens)
         return cls(np.array([float(tokens)]), np.array([1.0]), f"{tokens:g} tokens")
 
     @classmethod
@@ -239,7 +239,7 @@ class Workload:
     @classmethod
     def simple(cls, isl: float, osl: float, load: Load, prefix_cache_hit_rate: float = 0.0) -> Workload:
         """Fixed prompt and output lengths."""
-        return cls(LengthDist.fixed(isl), LengthDist.fixed(osl), load, prefix_cache_hit_rate)
+        return cls(LengthDist.fixed(isl, "--isl"), LengthDist.fixed(osl, "--osl"), load, prefix_cache_hit_rate)
 
     @classmethod
     def agentic(cls, agent: AgentSessions, load: Load, prefix_cache_hit_rate: float = 1.0) -> Workload:
