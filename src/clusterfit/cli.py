@@ -28,6 +28,20 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        sys.stdout.write(f"clusterfit {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Size, plan and simulate LLM serving clusters: memory fit, performance, planning, simulation."""
+
+
 def emit(payload: dict[str, Any], as_json: bool, render: Callable[[Console], None]) -> None:
     """Print ``payload`` as JSON, or call ``render`` for the rich view."""
     if as_json:
