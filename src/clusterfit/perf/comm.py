@@ -4,7 +4,7 @@ Links (per GPU, per direction): NVLink/NVSwitch inside the scale-up domain (``Sy
 InfiniBand/RoCE between nodes (``System.net_bw_bytes_per_s``), PCIe for cards without NVLink (the catalog
 puts the PCIe figure in scale_up_bw for those). Achieved fractions of those line rates and per-hop
 latencies are the documented constants below (typical NCCL / TensorRT-LLM custom all-reduce figures on
-Hopper: ~80% of NVLink line rate for large messages, ~3 us per NVSwitch hop, ~8 us across InfiniBand).
+Hopper: ~80% of NVLink line rate for large messages, ~10 us per small-message NVSwitch collective step, ~8 us across InfiniBand).
 
 Algorithms (n ranks, message of ``b`` bytes per rank):
 - all-reduce, ring:      2(n-1) hops of latency, 2(n-1)/n * b bytes on the slowest link
@@ -34,7 +34,12 @@ NET_EFF = 0.85
 #: allow full-rate peer-to-peer do better; this is the typical server figure.
 PCIE_EFF = 0.44
 #: Per-hop latency (s).
-NVLINK_HOP_S = 3e-6
+NVLINK_HOP_S = 10e-6
+#: (NVLink: 10 us per hop, raised from 3 us. A small-message all-reduce over 8 NVSwitch-connected GPUs costs
+#: ~10 us end to end in NCCL / the TensorRT-LLM one-shot kernel (launch, flag barrier across ranks, read-back),
+#: not the ~3 us wire latency: github.com/NVIDIA/nccl issue #1259 measures ~6 us on 2 of an HGX 8x H100's GPUs
+#: with NVLS and CUDA graphs, rising with the GPU count. The value is a scan of 3/6/10 us on the development
+#: CSV: no row worse by > 5 points, 27 better.)
 NET_HOP_S = 8e-6
 PCIE_HOP_S = 6e-6
 

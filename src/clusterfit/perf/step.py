@@ -47,6 +47,25 @@ def effective_compute_dtype(gpu, dtype: str) -> str:
     return dtype
 
 
+#: Highest fraction of the bf16 dense peak a W4A16 grouped GEMM reaches on GPUs without fp4 tensor cores.
+#: The 4-bit weights are unpacked and scaled on the CUDA cores in the GEMM main loop (Triton matmul_ogs
+#: mxfp4 on Hopper, TensorRT-LLM moe backend TRITON = W4A16_MXFP4), so at large M the kernel is bound by that
+#: dequantisation, not by the tensor cores: triton-lang/triton PR #11361 reports the native Hopper mxfp4 x bf16
+#: matmul losing to "weight cast + dense bf16 matmul" at large M. 0.30 (~300 TFLOP/s on H100/H200) is scanned
+#: on the development CSV (0.2..0.5; only gpt-oss-on-Hopper rows use W4A16 there), not a measured kernel figure.
+W4A16_MAX_EFF = 0.30
+
+
+def w4a16_cap(gpu, fmt) -> float:
+    """Cap on the compute efficiency of a MoE GEMM whose 4-bit weights are dequantised in its main loop (W4A16).
+
+    A cap, not a factor: at small M per expert the grouped GEMM is already far below it (tile fill, weight
+    streaming), which is where W4A16's dequantisation hides behind the memory reads."""
+    if fmt.bytes_per_param < 1.0 and effective_compute_dtype(gpu, fmt.compute_dtype) == "bf16":
+        return W4A16_MAX_EFF
+    return float("inf")
+
+
 @dataclass
 class _GemmGroup:
     name: str
@@ -161,7 +180,7 @@ class StepModel:
             add("linear_attention", t_lin, "memory_s")
 
         # MoE routed experts: all tokens of the stage spread over ep ranks
-        for (count, ffn, hidden, ep, moe_tp, wbpe, peak, dtype) in self._moe:
+        for (count, ffn, hidden, ep, moe_tp, wbpe, peak, dtype, cap) in self._moe:
             flops, wbytes, abytes, pairs, active = ops.moe_flops_bytes(ffn, hidden, ep, moe_tp, tokens, wbpe)
             imb = ops.ep_max_load_factor(pairs, ep, self.engine.expert_load_cv)
             flops = flops * imb
@@ -173,6 +192,7 @@ class StepModel:
             # small expert matrices fill fewer tiles: the GEMM fit's n0/k0 terms on the expert's narrower side
             shape_pen = gc.n0 / max(inter / moe_tp, 1.0) + gc.k0 / max(width, 1.0)
             eff = c.moe_eff_max * self.engine.compute_scale / (1.0 + c.moe_m0 / np.maximum(per_expert, 1e-9) + shape_pen)
+            eff = np.minimum(eff, cap)
             t = count * np.maximum((wbytes + abytes) / (self.bw_bytes_per_s * c.moe_mem_eff * self.engine.memory_scale),
                                    flops / (peak * eff))
             add("moe_experts", np.where(tokens > 0, t, 0.0), "memory_s")
@@ -369,7 +389,7 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
     attn = [(cnt, *key) for key, cnt in attn_counts.items()]
     ef = _fmt(precision, "routed_experts")
     ecd = effective_compute_dtype(gpu, ef.compute_dtype)
-    moe = [(cnt, ffn, hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ecd), ecd)
+    moe = [(cnt, ffn, hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ecd), ecd, w4a16_cap(gpu, ef))
            for ffn, cnt in moe_counts.items()]
 
     # communication setup
@@ -386,7 +406,7 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
 
     # weights and KV per GPU (own count, consistent with the op model)
     w_bytes = sum(g.count * g.n * g.k * g.w_bytes_per_elem for g in gemms if g.name != "lm_head")
-    for (cnt, ffn, hid, ep_, mtp, wbpe, _, _d) in moe:
+    for (cnt, ffn, hid, ep_, mtp, wbpe, _, _d, _cap) in moe:
         width, inter = ops.moe_expert_shape(ffn, hid)
         w_bytes += cnt * (ffn.num_experts / ep_) * (3 if ffn.gated else 2) * width * inter / mtp * wbpe
     w_bytes = w_bytes * frac + (lm.n * lm.k * f.bytes_per_param) + \
