@@ -35,7 +35,10 @@ def kv_limited_batch(sm: StepModel, isl, osl):
 
 
 def max_throughput_batch(sm: StepModel, isl, osl):
-    return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), sm.max_batch), 0.0)
+    """KV-limited batch, capped by the engine's batch limit per attention-DP rank (TensorRT-LLM: the max_batch_size
+    trtllm-bench derives from its own KV estimate, StepModel.bench_max_batch)."""
+    cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp, sm.max_batch)
+    return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), cap), 0.0)
 
 
 def cycle_s(sm: StepModel, batch, isl, osl):

@@ -110,6 +110,10 @@ class StepModel:
     _layers_per_gpu_frac: float = 1.0
     _hidden: int = 0
     _kv_state_bytes_per_seq: float = 0.0
+    #: trtllm-bench's KV estimate (tensorrt_llm/bench/build/tuning.py calc_engine_setting), in GiB: cache memory of
+    #: the whole world and bytes per token; 0 when the engine is not TensorRT-LLM.
+    _bench_cache_gib: float = 0.0
+    _bench_gib_per_token: float = 0.0
 
     # ------------------------------------------------------------------------------------- evaluation
     def _stage(self, tokens, logits_rows, prefill_tokens, prefill_attended, decode_seqs, decode_attended,
@@ -206,9 +210,21 @@ class StepModel:
         act = m * self._hidden * 2.0
         t_comm = cm["allreduce_per_step"] * comm.all_reduce_s(act, self.tp, cm["tp_link"])
         if cm["a2a_per_step"]:
-            tok_per_gpu = m / self.tp
-            sent = tok_per_gpu * cm["a2a_fanout"] * self._hidden * (cm["dispatch_bytes"] + 2.0)
-            t_comm = t_comm + cm["a2a_per_step"] * comm.all_to_all_s(sent, cm["a2a_ranks"], cm["system"])
+            if self.engine.name == "trtllm":
+                # TensorRT-LLM's MoE under attention DP (CUTLASS / TRITON backends, no wide-EP all-to-all):
+                # every rank all-gathers all ranks' tokens (quantised first for fp4 / fp8 experts) before the
+                # MoE and reduce-scatters the bf16 partial outputs after it, so each rank moves the whole
+                # replica's tokens x hidden, whatever top_k is (not only its top-k copies).
+                n = cm["a2a_ranks"]
+                link = cm["ep_link"]
+                gathered = tokens * self._hidden
+                t_comm = t_comm + cm["a2a_per_step"] * (
+                    comm.all_gather_s(gathered * cm["gather_bytes"], n, link)
+                    + comm.reduce_scatter_s(gathered * 2.0, n, link))
+            else:
+                tok_per_gpu = m / self.tp
+                sent = tok_per_gpu * cm["a2a_fanout"] * self._hidden * (cm["dispatch_bytes"] + 2.0)
+                t_comm = t_comm + cm["a2a_per_step"] * comm.all_to_all_s(sent, cm["a2a_ranks"], cm["system"])
         add("communication", np.where(tokens > 0, t_comm, 0.0), "communication_s")
         add("kernel_overhead", np.where(tokens > 0, self._n_kernels * self.engine.kernel_overhead_s, 0.0), "overhead_s")
         return total
@@ -280,6 +296,20 @@ class StepModel:
             c = np.minimum(ctx, window) if window else ctx
             total = total + count * (dbytes * c / max(compress, 1) + ibytes * c / max(compress, 1))
         return total
+
+    def bench_max_batch(self, seq_len):
+        """max_batch_size trtllm-bench passes to the runtime when none is given (tuning.py calc_engine_setting +
+        finetune_setting), or the engine's static cap for other engines. The estimate takes the whole world's
+        memory (n_gpus x device - checkpoint size) over 2 x layers x max(tp, HF num_key_value_heads) x head_size
+        KV bytes per token (for MLA checkpoints HF's num_key_value_heads = num_heads and head_size =
+        hidden / num_heads, far above the real latent), caps it at 4096 / pp and rounds it up (64 minimum).
+        Under attention DP the runtime applies max_batch_size to each rank (the value is returned per rank)."""
+        if not self._bench_gib_per_token:
+            return float(self.engine.max_batch)
+        req = self._bench_cache_gib / (self._bench_gib_per_token * np.maximum(np.asarray(seq_len, float), 1.0))
+        raw = np.minimum(req, float(self.engine.max_batch)) / self.pp
+        return np.where(raw < 256, np.maximum(64.0, 32.0 * np.ceil(raw / 32.0)),
+                        np.where(raw < 1024, 128.0 * np.ceil(raw / 128.0), 256.0 * np.ceil(raw / 256.0)))
 
     def max_sequences(self, context):
         """Sequences of ``context`` tokens whose KV fits the replica (before the engine's batch cap).
@@ -402,7 +432,12 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
     act_dtype_fp8 = ecd in ("fp8", "fp4")
     comm_cfg = dict(allreduce_per_step=allreduce_per_step, tp_link=tp_link, pp_link=pp_link,
                     a2a_per_step=a2a_per_step, a2a_ranks=tp * dp, a2a_fanout=fanout,
-                    dispatch_bytes=1.0 if act_dtype_fp8 else 2.0, system=system)
+                    dispatch_bytes=1.0 if act_dtype_fp8 else 2.0, system=system,
+                    ep_link=up if tp * dp <= domain else out,
+                    # bytes per gathered activation element: nvfp4 (4 bits + an fp8 scale per 16), mxfp8 for mxfp4 experts
+                    # on Blackwell (8 bits + e8m0 per 32), fp8, or bf16 where the experts run W4A16 / bf16
+                    gather_bytes=(0.5625 if ecd == "fp4" and ef.name == "nvfp4" else 1.03125 if ecd == "fp4"
+                                  else 1.0 if ecd == "fp8" else 2.0))
 
     # weights and KV per GPU (own count, consistent with the op model)
     w_bytes = sum(g.count * g.n * g.k * g.w_bytes_per_elem for g in gemms if g.name != "lm_head")
@@ -422,6 +457,18 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
         _n_kernels=n_kernels, _comm=comm_cfg, _curves=curves, _attn_peak_flops=gpu.peak_flops("bf16"),
         _layers_per_gpu_frac=frac, _hidden=hidden, _kv_state_bytes_per_seq=kv_state * frac,
     )
+    if eng.name == "trtllm":
+        att0 = next((L.attention for L in model.layers if L.attention.kind != "linear"), None)
+        if att0 is not None:
+            kvh, hs = ((att0.num_heads, hidden // max(att0.num_heads, 1)) if att0.kind == "mla"
+                       else (att0.num_kv_heads, att0.head_dim))
+            gib = 1024.0 ** 3
+            world = tp * dp * pp
+            sm._bench_gib_per_token = (2.0 * len(model.layers) * max(tp * dp, kvh) * hs *
+                                       (1.0 if kvb <= 1.0 else 2.0) / gib)
+            ckpt = sum(precision.bytes_for(c, n) for c, n in model.params.items()
+                       if c in precision.formats and c not in ("mtp", "vision"))
+            sm._bench_cache_gib = max(0.0, (gpu.usable_memory_bytes * world - ckpt) / gib) * eng.gpu_memory_utilization
     if kv_budget_bytes_per_gpu is None:
         kv_budget_bytes_per_gpu = _kv_budget_bytes_per_gpu(model, system, layout, precision, eng, w_bytes)
     sm.kv_capacity_tokens = max(0.0, kv_budget_bytes_per_gpu) / max(kv_tok, 1e-9) * dp
