@@ -38,6 +38,8 @@ class Attention:
     kind: mha / gqa / mqa (softmax attention with num_kv_heads == / < / == 1 num_heads), mla (latent), linear.
     head_dim: query/key head dim (for MLA: qk_nope + qk_rope); v_head_dim: value head dim.
     window: sliding window or chunk length in tokens (the layer keeps at most this many tokens of KV), or None.
+    chunked: the window is a chunked-attention chunk (Llama-4 ``chunked_attention`` layers: a token attends only the
+        tokens of its own ``window``-aligned chunk, on average fewer than a sliding window of the same length).
     MLA: kv_lora_rank (latent cached per token), qk_rope_head_dim (rope key cached per token), q_lora_rank.
     kv_compress_ratio: DeepSeek-V4 compressed attention keeps one KV entry per this many tokens (1 = none).
     linear_state_elems: per-sequence recurrent state of a linear-attention layer (elements, constant in length),
@@ -52,6 +54,7 @@ class Attention:
     head_dim: int
     v_head_dim: int
     window: int | None = None
+    chunked: bool = False
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
@@ -345,10 +348,12 @@ def _ffn_layer_params(hidden: int, f: FFN, model_type: str) -> int:
 def _gqa_attention(t: dict, i: int, ltype: str, hidden: int, n_heads: int, n_kv: int, model_type: str):
     d = int(_cfg(t, "head_dim", default=hidden // n_heads))
     window = None
+    chunked = False
     if ltype in ("sliding_attention",) and t.get("sliding_window"):
         window = int(t["sliding_window"])
     elif ltype == "chunked_attention" and t.get("attention_chunk_size"):
         window = int(t["attention_chunk_size"])
+        chunked = True
     elif ltype == "full_attention" and t.get("sliding_window") and model_type in ("mistral", "mixtral") \
             and t.get("use_sliding_window", True) and "layer_types" not in t:
         window = int(t["sliding_window"])
@@ -363,7 +368,7 @@ def _gqa_attention(t: dict, i: int, ltype: str, hidden: int, n_heads: int, n_kv:
         p += 2 * d  # q_norm, k_norm
     if model_type == "gpt_oss":
         p += n_heads  # attention sinks
-    return Attention(kind, n_heads, n_kv, d, d, window=window), p, 0
+    return Attention(kind, n_heads, n_kv, d, d, window=window, chunked=chunked), p, 0
 
 
 def _mla_attention(t: dict, i: int, hidden: int, n_heads: int):

@@ -57,6 +57,7 @@ class EngineMemory:
     cuda_graph_bytes: int
     nccl_bytes: int
     activations_in_fraction: bool = True
+    chunked_attention_full_kv: bool = False
     source: str = ""
 
 
@@ -71,9 +72,10 @@ ENGINES: dict[str, EngineMemory] = {
         source="SGLang server args: mem_fraction_static covers weights + KV pool (default chosen by GPU memory "
                "and TP, ~0.88 on 80-192 GB GPUs); chunked_prefill_size 8192; graph/NCCL sizes are estimates"),
     "trtllm": EngineMemory(
-        "trtllm", "free_fraction", 0.90, 8192, 2048, 1 << 30, 512 << 20,
+        "trtllm", "free_fraction", 0.90, 8192, 2048, 1 << 30, 512 << 20, chunked_attention_full_kv=True,
         source="TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9, max_num_tokens 8192, "
-               "max_batch_size 2048; graph/NCCL sizes are estimates"),
+               "max_batch_size 2048; graph/NCCL sizes are estimates; chunked attention (Llama-4) masks context "
+               "tokens only (docs/source/features/long-sequence.md), so the cache keeps every token of those layers"),
 }
 
 
@@ -218,12 +220,13 @@ def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: L
 
 
 def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout, context: int,
-                          block_size: int = 1) -> float:
+                          block_size: int = 1, chunked_full: bool = False) -> float:
     """KV bytes one sequence of ``context`` tokens needs on one GPU of the largest stage.
 
     Windows cap a layer at ``window`` tokens; compressed layers keep context/ratio entries plus the window;
     linear-attention layers keep a constant recurrent state (heads split by tp). ``block_size`` rounds each
-    layer's tokens up to whole paged blocks (vLLM default 16).
+    layer's tokens up to whole paged blocks (vLLM default 16). ``chunked_full``: chunked-attention layers keep
+    the whole context (TensorRT-LLM, which applies the chunk mask to context tokens only).
     """
     if context < 0:
         raise ClusterfitError(f"context must be >= 0 tokens, got {context}")
@@ -243,7 +246,7 @@ def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout
             total += _blocks(entries, block_size) * (per_tok + idx) * a.kv_compress_ratio
             total += _blocks(min(context, a.window or 0), block_size) * full
             continue
-        tokens = min(context, a.window) if a.window else context
+        tokens = min(context, a.window) if a.window and not (chunked_full and a.chunked) else context
         total += _blocks(tokens, block_size) * (per_tok + idx)
     return total
 
@@ -434,7 +437,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                          "weights and runtime reserve exceed the engine's memory budget", notes=tuple(notes))
     per_tok = kv_bytes_per_token(model, precision)
     per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay)
-    per_seq = kv_bytes_per_sequence(model, precision, lay, context, block_size)
+    per_seq = kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_full_kv)
     groups = lay.dp
     if budget <= 0:
         max_tokens, max_seqs = 0, 0

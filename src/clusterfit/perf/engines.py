@@ -15,6 +15,10 @@ result is written back to the YAML with the command that produced it:
 - gpu_memory_utilization: fraction of device memory the engine lets weights + KV use.
 - expert_load_cv: relative spread of one EP rank's routed load from routing skew (perf.ops.ep_max_load_factor);
   the MoE layer waits for the most loaded rank.
+- chunked_attention_context_only: chunked-attention layers (Llama-4) apply their chunk mask to context (prefill)
+  tokens only; generation tokens attend, and the KV cache keeps, the whole context (TensorRT-LLM:
+  docs/source/features/long-sequence.md, "chunked attention can only be applied to context requests"; it keeps
+  every token's KV unless KvCacheConfig.max_attention_window is set, which trtllm-bench does not).
 - kv_reservation: 'full' (reserves isl+osl per admitted request, TensorRT-LLM GUARANTEED_NO_EVICT) or
   'average' (pages allocated as generated: isl+osl/2 on average, vLLM / SGLang).
 """
@@ -46,6 +50,7 @@ class Engine:
     kv_reservation: str = "average"
     expert_load_cv: float = 0.0
     seq_overhead_s: float = 0.0
+    chunked_attention_context_only: bool = False
     by_gpu_family: dict = field(default_factory=dict, compare=False, hash=False)
 
     def for_gpu(self, gpu_id: str) -> "Engine":

@@ -98,7 +98,10 @@ class StepModel:
     weight_bytes_per_gpu: float
     kv_bytes_per_token_per_gpu: float
     _gemms: list = field(default_factory=list, repr=False)
-    _attn: list = field(default_factory=list, repr=False)  # (count, window, compress, topk, dec_flops, dec_bytes, pre_flops, idx_flops, idx_bytes)
+    # (count, window, compress, topk, dec_flops, dec_bytes, pre_flops, idx_flops, idx_bytes, pre_window, chunked):
+    # ``window`` caps the KV kept and the keys a decode query reads; ``pre_window`` / ``chunked`` the keys a prefill
+    # token attends (they differ where the engine applies a chunk mask to context tokens only).
+    _attn: list = field(default_factory=list, repr=False)
     _linear: tuple = (0.0, 0.0)  # (flops per token, state bytes per decode seq), summed over layers
     _moe: list = field(default_factory=list, repr=False)
     _elementwise_bytes_per_token: float = 0.0
@@ -152,12 +155,17 @@ class StepModel:
         p = prefill_tokens / dp
         avg_pre = np.where(prefill_tokens > 0, prefill_attended / np.maximum(prefill_tokens, 1e-9), 0.0)
         pre_eff = c.attn_prefill_eff_max * self.engine.compute_scale / (1.0 + c.attn_prefill_w0 / np.maximum(p, 1.0))
-        for (count, window, compress, topk, dflops, dbytes, pflops, iflops, ibytes) in self._attn:
+        for (count, window, compress, topk, dflops, dbytes, pflops, iflops, ibytes, pre_window, chunked) in self._attn:
             att_ctx = avg_ctx
             att_pre = avg_pre
             if window:
                 att_ctx = np.minimum(att_ctx, window)
-                att_pre = np.minimum(att_pre, window)
+            if pre_window:
+                # min(mean, window) over-counts once the prompt outgrows the window (exact mean: w - w^2/2S for a
+                # sliding window over a prompt of S, ~w/2 for chunked attention); the exact count was tried and
+                # predicted the long-prompt rows worse (TensorRT-LLM v0.20 ran Llama-4's chunked layers as full
+                # attention), so the upper bound stays.
+                att_pre = np.minimum(att_pre, pre_window)
             if compress > 1:
                 att_ctx = att_ctx / compress
                 att_pre = att_pre / compress
@@ -292,7 +300,7 @@ class StepModel:
         """KV bytes one sequence of ``context`` tokens holds on one GPU (windows, compression, state)."""
         ctx = np.asarray(context, dtype=float)
         total = self._kv_state_bytes_per_seq
-        for (count, window, compress, topk, dflops, dbytes, pflops, iflops, ibytes) in self._attn:
+        for (count, window, compress, topk, dflops, dbytes, pflops, iflops, ibytes, _pw, _ch) in self._attn:
             c = np.minimum(ctx, window) if window else ctx
             total = total + count * (dbytes * c / max(compress, 1) + ibytes * c / max(compress, 1))
         return total
@@ -402,8 +410,11 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
             iflops, ibytes = ops.indexer_per_attended_token(att) if att.index_n_heads else (0.0, 0.0)
             if not att.index_cached:  # a layer sharing another layer's indexer reuses its top-k: no scoring
                 iflops, ibytes = 0.0, 0.0
-            attn_counts[(att.window or 0, att.kv_compress_ratio or 1, att.index_topk or 0,
-                         dflops, dbytes, pflops, iflops, ibytes)] += 1
+            kv_window = att.window or 0
+            if att.chunked and eng.chunked_attention_context_only:
+                kv_window = 0  # generation attends (and the cache keeps) the whole context; only prefill is chunked
+            attn_counts[(kv_window, att.kv_compress_ratio or 1, att.index_topk or 0,
+                         dflops, dbytes, pflops, iflops, ibytes, att.window or 0, bool(att.chunked))] += 1
         elem_bytes += ops.elementwise_bytes_per_token(hidden, ffn, tp)
 
     gemms = []
@@ -446,7 +457,7 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
         w_bytes += cnt * (ffn.num_experts / ep_) * (3 if ffn.gated else 2) * width * inter / mtp * wbpe
     w_bytes = w_bytes * frac + (lm.n * lm.k * f.bytes_per_param) + \
         model.params.get("embedding", 0) / tp * _fmt(precision, "embedding").bytes_per_param
-    kv_tok = sum(cnt * (dbytes + ibytes) for (cnt, _w, _c, _t, _df, dbytes, _pf, _if, ibytes) in attn) * frac
+    kv_tok = sum(cnt * (dbytes + ibytes) for (cnt, _w, _c, _t, _df, dbytes, _pf, _if, ibytes, _pw, _ch) in attn) * frac
 
     sm = StepModel(
         name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
