@@ -47,7 +47,7 @@ from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
 from clusterfit.memory import engine_memory, fit
 from clusterfit.perf import compile_step
-from clusterfit.perf.engines import gpu_family
+from clusterfit.engines import gpu_family
 from clusterfit.perf.serving import cycle_s, first_token_s, max_throughput_batch, static_batch_s
 from clusterfit.precision import resolve_precision
 
@@ -182,7 +182,7 @@ def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp):
 ENGINES_PATH = None  # catalog/engines.yaml unless calibrating
 
 
-FAMILIES = ("a100", "l40s", "rtx_pro", "blackwell")   # perf.engines.gpu_family: Blackwell = B200/B300/GB200/GB300
+FAMILIES = ("a100", "l40s", "rtx_pro", "blackwell")   # clusterfit.engines.gpu_family: Blackwell = B200/B300/GB200/GB300
 
 
 def calibrate(path: str, engine: str = "trtllm") -> dict:
@@ -193,7 +193,7 @@ def calibrate(path: str, engine: str = "trtllm") -> dict:
     import yaml
     from scipy.optimize import least_squares
 
-    from clusterfit.perf.engines import ENGINES_YAML, load_engines
+    from clusterfit.engines import ENGINES_YAML, load_engines
 
     global ENGINES_PATH
     base = yaml.safe_load(ENGINES_YAML.read_text())
@@ -474,7 +474,7 @@ def main(argv=None) -> int:
     if a.calibrate:
         import yaml
 
-        from clusterfit.perf.engines import ENGINES_YAML
+        from clusterfit.engines import ENGINES_YAML
 
         cfg = calibrate(a.csv)
         header = "".join(line + "\n" for line in ENGINES_YAML.read_text().splitlines() if line.startswith("#"))

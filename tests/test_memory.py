@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from clusterfit.arch import load_model
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
-from clusterfit.memory import (CUBLAS_BYTES, CUDA_CONTEXT_BYTES, ENGINES, fit, kv_bytes_per_sequence,
+from clusterfit.memory import (CUBLAS_BYTES, CUDA_CONTEXT_BYTES, engine_memory, fit, kv_bytes_per_sequence,
                                weight_bytes_per_gpu)
 from clusterfit.precision import resolve_precision
 
@@ -164,8 +164,9 @@ def test_kv_grows_linearly_until_window_caps(name, ctx):
 
 
 def test_engines_documented():
-    for e in ENGINES.values():
-        assert e.source and 0 < e.fraction <= 1
+    for name in ("vllm", "sglang", "trtllm", "TensorRT-LLM"):
+        e = engine_memory(name)
+        assert e.source and 0 < e.fraction <= 1 and e.mode in ("total_fraction", "free_fraction")
 
 
 # ---- errors: one message, exit code 2 ---------------------------------------------------------------

@@ -27,5 +27,6 @@ def unknown(kind: str, word: str, choices: Iterable[str]) -> ClusterfitError:
     choices = list(dict.fromkeys(choices))
     hits = close_matches(word, choices)
     hint = f" Did you mean: {', '.join(hits)}?" if hits else ""
-    listing = LISTING.get(kind, f"clusterfit {kind}s")
-    return ClusterfitError(f"unknown {kind} '{word}'.{hint} See `{listing}` for the full list.")
+    if kind in LISTING:
+        return ClusterfitError(f"unknown {kind} '{word}'.{hint} See `{LISTING[kind]}` for the full list.")
+    return ClusterfitError(f"unknown {kind} '{word}'.{hint} Known: {', '.join(choices)}.")

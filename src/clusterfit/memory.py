@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from .arch import Attention, ModelArch
+from .engines import get_engine
 from .errors import ClusterfitError
 from .hardware import System
 from .layout import Layout, default_layout, layout_problem
@@ -39,13 +40,14 @@ INDEXER_SCALE_BYTES = 4.0
 
 @dataclass(frozen=True)
 class EngineMemory:
-    """How a serving engine budgets GPU memory.
+    """How a serving engine budgets GPU memory (built from catalog/engines.yaml by ``engine_memory``).
 
     mode 'total_fraction' (vLLM gpu_memory_utilization, SGLang mem_fraction_static): the engine may use
       ``fraction`` x device memory for weights + activations + KV cache (SGLang: weights + KV only);
     mode 'free_fraction' (TensorRT-LLM kv_cache_free_gpu_mem_fraction): KV gets ``fraction`` of the memory
       still free after weights, runtime and activations are allocated.
     max_batched_tokens: tokens per forward pass the activation workspace is sized for.
+    max_num_seqs: sequences whose logits are sampled in one pass (the engine's batch cap).
     cuda_graph_bytes / nccl_bytes: estimates (not measured here), per GPU.
     """
 
@@ -61,41 +63,22 @@ class EngineMemory:
     source: str = ""
 
 
-ENGINES: dict[str, EngineMemory] = {
-    "vllm": EngineMemory(
-        "vllm", "total_fraction", 0.90, 8192, 256, 1 << 30, 512 << 20,
-        source="vLLM engine args: gpu_memory_utilization default 0.9, max_num_seqs 256, "
-               "max_num_batched_tokens 8192 for the OpenAI server (V1 scheduler); CUDA-graph and NCCL sizes "
-               "are clusterfit estimates"),
-    "sglang": EngineMemory(
-        "sglang", "total_fraction", 0.88, 8192, 256, 1 << 30, 512 << 20, activations_in_fraction=False,
-        source="SGLang server args: mem_fraction_static covers weights + KV pool (default chosen by GPU memory "
-               "and TP, ~0.88 on 80-192 GB GPUs); chunked_prefill_size 8192; graph/NCCL sizes are estimates"),
-    "trtllm": EngineMemory(
-        "trtllm", "free_fraction", 0.90, 8192, 2048, 1 << 30, 512 << 20, chunked_attention_full_kv=True,
-        source="TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9, max_num_tokens 8192, "
-               "max_batch_size 2048; graph/NCCL sizes are estimates; chunked attention (Llama-4) masks context "
-               "tokens only (docs/source/features/long-sequence.md), so the cache keeps every token of those layers"),
-}
-
-
 def engine_memory(name: str, gpu_memory_utilization: float | None = None,
                   max_batched_tokens: int | None = None) -> EngineMemory:
-    """Engine preset by name, with optional overrides (validated)."""
-    key = str(name).lower().replace("-", "").replace("_", "")
-    key = {"tensorrtllm": "trtllm", "trt": "trtllm"}.get(key, key)
-    if key not in ENGINES:
-        raise ClusterfitError(f"unknown engine '{name}'. Known: {', '.join(ENGINES)}")
-    e = ENGINES[key]
+    """The memory budgeting of engine ``name`` (catalog/engines.yaml), with optional overrides (validated)."""
+    e = get_engine(name)
+    mem = EngineMemory(e.name, e.memory_mode, e.gpu_memory_utilization, e.max_num_tokens, e.max_batch,
+                       e.cuda_graph_bytes, e.nccl_bytes, e.activations_in_fraction,
+                       e.chunked_attention_context_only, e.memory_source)
     if gpu_memory_utilization is not None:
         if not 0.05 <= gpu_memory_utilization <= 1.0:
             raise ClusterfitError(f"--gpu-memory-utilization must be in 0.05..1.0, got {gpu_memory_utilization}")
-        e = replace(e, fraction=gpu_memory_utilization)
+        mem = replace(mem, fraction=gpu_memory_utilization)
     if max_batched_tokens is not None:
         if not 1 <= max_batched_tokens <= 1_048_576:
             raise ClusterfitError(f"--max-batched-tokens must be in 1..1048576, got {max_batched_tokens}")
-        e = replace(e, max_batched_tokens=max_batched_tokens)
-    return e
+        mem = replace(mem, max_batched_tokens=max_batched_tokens)
+    return mem
 
 
 # ================================================================================================

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import comm, ops
-from .engines import Engine, get_engine
+from ..engines import Engine, get_engine
+from ..memory import fit
 from .kernels import GemmCurve, KernelCurves, gemm_time_s, load_curves
 
 
@@ -338,7 +339,7 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
     """Compile the per-step coefficients of a model on one replica (``layout``) of ``system``.
 
     model: clusterfit.arch.ModelArch; system: clusterfit.hardware.System; layout: object with tp, pp, ep,
-    dp; precision: clusterfit.precision.Precision; engine: name or perf.engines.Engine.
+    dp; precision: clusterfit.precision.Precision; engine: name or clusterfit.engines.Engine.
     """
     eng = engine if isinstance(engine, Engine) else get_engine(engine, engines_path)
     gpu = system.gpu
@@ -486,20 +487,7 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
     return sm
 
 
-#: Runtime reserve per GPU beyond weights and KV (CUDA context, cuBLAS workspace, activations for
-#: max_num_tokens, CUDA graphs, NCCL buffers): measured context+cuBLAS 0.82 GB on the H200 plus ~2 GB typical.
-RUNTIME_RESERVE_BYTES = 3.0e9
-
-
 def _kv_budget_bytes_per_gpu(model, system, layout, precision, eng: Engine, weight_bytes_per_gpu: float) -> float:
-    """KV budget per GPU: clusterfit.memory.fit when it is available, else usable x utilisation - weights - reserve."""
-    try:
-        from ..memory import fit  # noqa: PLC0415
-
-        nodes = max(1, -(-layout.tp * layout.dp * layout.pp // system.gpus_per_node))
-        r = fit(model, system, precision, layout, nodes, engine=eng.name)
-        return float(r.kv_budget_bytes_per_gpu)
-    except ImportError:
-        pass
-    usable = system.gpu.usable_memory_bytes * eng.gpu_memory_utilization
-    return usable - weight_bytes_per_gpu - RUNTIME_RESERVE_BYTES
+    """KV budget per GPU from the memory model (clusterfit.memory.fit with the engine's budgeting)."""
+    nodes = max(1, -(-layout.tp * layout.dp * layout.pp // system.gpus_per_node))
+    return float(fit(model, system, precision, layout, nodes, engine=eng.name).kv_budget_bytes_per_gpu)

@@ -90,7 +90,7 @@ def search(model, space: SearchSpace, workload: Workload, slo: SLO) -> SearchRes
     """Compile and evaluate every candidate; returns them with their capacity curves."""
     from ..perf import compile_step
     from ..perf.comm import links_for
-    from ..perf.engines import get_engine
+    from ..engines import get_engine
     from ..precision import resolve_precision
 
     engine = get_engine(space.engine)

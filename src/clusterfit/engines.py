@@ -1,4 +1,5 @@
-"""Serving-engine constants (vLLM, SGLang, TensorRT-LLM) from catalog/engines.yaml.
+"""Serving engines (vLLM, SGLang, TensorRT-LLM) as typed specs, from catalog/engines.yaml - the one place
+engine facts live: how an engine budgets GPU memory (used by memory.py) and its time constants (used by perf/).
 
 Each engine has a handful of constants, the same for every model and GPU (optionally one override per GPU
 family); they are fitted on the development CSV by ``python benchmarks/accuracy.py CSV --calibrate`` and the fit
@@ -21,6 +22,14 @@ result is written back to the YAML with the command that produced it:
   every token's KV unless KvCacheConfig.max_attention_window is set, which trtllm-bench does not).
 - kv_reservation: 'full' (reserves isl+osl per admitted request, TensorRT-LLM GUARANTEED_NO_EVICT) or
   'average' (pages allocated as generated: isl+osl/2 on average, vLLM / SGLang).
+
+Memory budgeting (memory.py):
+- memory_mode: 'total_fraction' (vLLM gpu_memory_utilization, SGLang mem_fraction_static: the engine may use
+  gpu_memory_utilization x device memory) or 'free_fraction' (TensorRT-LLM kv_cache_free_gpu_mem_fraction: the
+  KV cache gets that fraction of the memory still free after weights and runtime).
+- activations_in_fraction: whether activations count inside the fraction (vLLM) or live in the headroom (SGLang).
+- cuda_graph_bytes / nccl_bytes: per-GPU estimates of CUDA-graph and communicator buffers (not measured here).
+- memory_source: where the budgeting defaults come from.
 """
 
 from __future__ import annotations
@@ -31,9 +40,9 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import unknown
+from .errors import unknown
 
-ENGINES_YAML = Path(__file__).resolve().parent.parent / "catalog" / "engines.yaml"
+ENGINES_YAML = Path(__file__).resolve().parent / "catalog" / "engines.yaml"
 ALIASES = {"trt-llm": "trtllm", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt": "trtllm"}
 
 
@@ -51,6 +60,11 @@ class Engine:
     expert_load_cv: float = 0.0
     seq_overhead_s: float = 0.0
     chunked_attention_context_only: bool = False
+    memory_mode: str = "total_fraction"
+    activations_in_fraction: bool = True
+    cuda_graph_bytes: int = 1 << 30
+    nccl_bytes: int = 512 << 20
+    memory_source: str = ""
     by_gpu_family: dict = field(default_factory=dict, compare=False, hash=False)
 
     def for_gpu(self, gpu_id: str) -> "Engine":
@@ -95,8 +109,9 @@ def load_engines(path: str | None = None) -> dict[str, Engine]:
 
 
 def get_engine(name: str, path: str | None = None) -> Engine:
+    """An engine by name (vllm, sglang, trtllm; aliases tensorrt-llm, trt-llm); unknown names list close matches."""
     engines = load_engines(path)
-    key = ALIASES.get(name.lower(), name.lower())
+    key = ALIASES.get(str(name).lower(), str(name).lower())
     if key not in engines:
         raise unknown("engine", name, engines)
     return engines[key]
