@@ -422,8 +422,12 @@ def summarise(errs: list[float]) -> dict:
             "median_signed_error": round(float(np.median(errs)), 2), "p90_ape": round(float(np.percentile(a, 90)), 2)}
 
 
-def evaluate(path: str):
+def evaluate(path: str, simulated: bool | None = None):
+    """Predict every row of the CSV; ``simulated`` True/False keeps only the rows that go through the
+    simulator / the closed-form performance model (None: all rows)."""
     rows = list(csv.DictReader(open(path, newline="")))
+    if simulated is not None:
+        rows = [r for r in rows if is_simulated(r) == simulated]
     results, skipped = [], {}
     for r in rows:
         try:
