@@ -9,7 +9,9 @@ Request-life accounting (continuous / in-flight batching, chunked prefill), used
 
     cycle_s = osl * decode_step_s(B, isl + osl/2)
               + (B * isl / chunk) * [step_s(chunk prefill + B decodes) - decode_step_s(B)]   (prefill's marginal cost)
-    output tokens/s = B * osl / cycle_s;   TPOT = cycle_s / osl;   TTFT = prefill_s(isl) + one decode step.
+    output tokens/s = B * osl / cycle_s;   TPOT = cycle_s / osl;
+    TTFT = the chunked prefill steps of the prompt, each shared with the other B-1 sequences' decodes
+    (first_token_s; the first token is sampled at the end of the step that completes the prompt).
 
 Max-throughput mode (trtllm-bench throughput, MLPerf Offline: all requests queued): B grows until KV memory
 (per request isl+osl tokens reserved by TensorRT-LLM, isl+osl/2 on average for vLLM/SGLang paged
@@ -37,7 +39,11 @@ def kv_limited_batch(sm: StepModel, isl, osl):
 def max_throughput_batch(sm: StepModel, isl, osl):
     """KV-limited batch, capped by the engine's batch limit per attention-DP rank (TensorRT-LLM: the max_batch_size
     trtllm-bench derives from its own KV estimate, StepModel.bench_max_batch)."""
-    cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp, sm.max_batch)
+    # trtllm-bench divides its batch estimate by pp ("cap total batch size", tuning.py finetune_setting) and the
+    # PyTorch runtime's max_batch_size then bounds the sequences in flight across the whole pipeline (per
+    # attention-DP rank). Multiplying it back by pp makes the PP rows of the development data ~2x too fast.
+    cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp,
+                     sm.max_batch)
     return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), cap), 0.0)
 
 

@@ -298,13 +298,14 @@ class StepModel:
         return {"step_s": float(np.asarray(total).mean()), "by_op_s": ops_, "by_kind_s": kinds}
 
     def kv_bytes_per_sequence(self, context) -> float:
-        """KV bytes one sequence of ``context`` tokens holds on one GPU (windows, compression, state)."""
+        """KV bytes one sequence of ``context`` tokens holds on one GPU (windows, compression, state): the layers
+        of one pipeline stage (``_attn`` counts the whole model's layers; a stage holds 1/pp of them)."""
         ctx = np.asarray(context, dtype=float)
-        total = self._kv_state_bytes_per_seq
+        total = 0.0
         for (count, window, compress, topk, dflops, dbytes, pflops, iflops, ibytes, _pw, _ch) in self._attn:
             c = np.minimum(ctx, window) if window else ctx
             total = total + count * (dbytes * c / max(compress, 1) + ibytes * c / max(compress, 1))
-        return total
+        return self._kv_state_bytes_per_seq + total * self._layers_per_gpu_frac
 
     def bench_max_batch(self, seq_len):
         """max_batch_size trtllm-bench passes to the runtime when none is given (tuning.py calc_engine_setting +
