@@ -154,3 +154,19 @@ def test_cli_json_and_errors():
                 "--concurrency", "1").returncode == 2
     assert _cli("perf", "meta-llama/Llama-3.1-8B", "--system", "h200", "--isl", "512", "--osl", "128",
                 "--concurrency", "4", "--engine", "nope").returncode == 2
+
+
+@pytest.mark.parametrize("pp", [1, 2, 4])
+def test_step_model_kv_capacity_matches_memory_fit(pp):
+    """The step model's sequences per replica agree with the memory model's, pipeline stages included
+    (each stage holds 1/pp of the layers, so pp stages hold pp x the sequences of one stage's budget)."""
+    from clusterfit.memory import fit
+
+    m = load_model("meta-llama/Llama-3.1-70B")
+    s = load_hardware().system("h100")
+    p = resolve_precision(m, "fp8")
+    lay = Layout(tp=8 // pp if pp < 8 else 1, pp=pp)
+    nodes = 1
+    r = fit(m, s, p, lay, nodes, "vllm", context=32768)
+    sm = compile_step(m, s, lay, p, "vllm")
+    assert float(sm.max_sequences(32768)) == pytest.approx(r.max_sequences, rel=0.02, abs=1)
