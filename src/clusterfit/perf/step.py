@@ -26,7 +26,7 @@ import numpy as np
 
 from . import comm, ops
 from ..engines import Engine, get_engine
-from ..memory import fit
+from ..memory import fit, weight_bytes_per_gpu
 from .kernels import GemmCurve, KernelCurves, gemm_time_s, load_curves
 
 
@@ -452,13 +452,9 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
                     gather_bytes=(0.5625 if ecd == "fp4" and ef.name == "nvfp4" else 1.03125 if ecd == "fp4"
                                   else 1.0 if ecd == "fp8" else 2.0))
 
-    # weights and KV per GPU (own count, consistent with the op model)
-    w_bytes = sum(g.count * g.n * g.k * g.w_bytes_per_elem for g in gemms if g.name != "lm_head")
-    for (cnt, ffn, hid, ep_, mtp, wbpe, _, _d, _cap) in moe:
-        width, inter = ops.moe_expert_shape(ffn, hid)
-        w_bytes += cnt * (ffn.num_experts / ep_) * (3 if ffn.gated else 2) * width * inter / mtp * wbpe
-    w_bytes = w_bytes * frac + (lm.n * lm.k * f.bytes_per_param) + \
-        model.params.get("embedding", 0) / tp * _fmt(precision, "embedding").bytes_per_param
+    # weights per GPU from the memory model (exact formats, replicated and uneven shards); KV per token from the
+    # attention op coefficients (the memory model agrees: tests/test_perf_model.py)
+    w_bytes = weight_bytes_per_gpu(model, precision, layout)
     kv_tok = sum(cnt * (dbytes + ibytes) for (cnt, _w, _c, _t, _df, dbytes, _pf, _if, ibytes, _pw, _ch) in attn) * frac
 
     sm = StepModel(
@@ -482,13 +478,9 @@ def compile_step(model, system, layout, precision, engine="vllm", engines_path: 
             ckpt = sum(precision.bytes_for(c, n) for c, n in model.params.items()
                        if c in precision.formats and c not in ("mtp", "vision"))
             sm._bench_cache_gib = max(0.0, (gpu.usable_memory_bytes * world - ckpt) / gib) * eng.gpu_memory_utilization
-    if kv_budget_bytes_per_gpu is None:
-        kv_budget_bytes_per_gpu = _kv_budget_bytes_per_gpu(model, system, layout, precision, eng, w_bytes)
+    if kv_budget_bytes_per_gpu is None:  # the memory model with the engine's budgeting
+        nodes = max(1, -(-gpus // system.gpus_per_node))
+        kv_budget_bytes_per_gpu = fit(model, system, precision, layout, nodes, engine=eng.name).kv_budget_bytes_per_gpu
     sm.kv_capacity_tokens = max(0.0, kv_budget_bytes_per_gpu) / max(kv_tok, 1e-9) * dp
     return sm
 
-
-def _kv_budget_bytes_per_gpu(model, system, layout, precision, eng: Engine, weight_bytes_per_gpu: float) -> float:
-    """KV budget per GPU from the memory model (clusterfit.memory.fit with the engine's budgeting)."""
-    nodes = max(1, -(-layout.tp * layout.dp * layout.pp // system.gpus_per_node))
-    return float(fit(model, system, precision, layout, nodes, engine=eng.name).kv_budget_bytes_per_gpu)
