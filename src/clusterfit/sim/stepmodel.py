@@ -136,6 +136,13 @@ class StepTimer:
     def _lerp_row(row: list[float], i: int, w: float) -> float:
         return row[i] + (row[i + 1] - row[i]) * w
 
+    def _bilerp(self, table: list[list[float]], i: int, wi: float, per_token_context: float) -> float:
+        """Bilinear interpolation of an attention table: rows by step size (i, wi), columns by mean context."""
+        ic, wc = self._locate(self._c_list, per_token_context)
+        a0 = self._lerp_row(table[i], ic, wc)
+        a1 = self._lerp_row(table[i + 1], ic, wc)
+        return a0 + (a1 - a0) * wi
+
     def step_s(self, prefill_tokens: int, prefill_attended: int, decode_seqs: int,
                decode_attended: int) -> float:
         """Time of one mixed step, seconds (scalar arguments as in :class:`StepModel`)."""
@@ -148,17 +155,9 @@ class StepTimer:
         f1 = F[ip + 1][idd] + (F[ip + 1][idd + 1] - F[ip + 1][idd]) * wd
         t = f0 + (f1 - f0) * wp
         if prefill_tokens > 0:
-            ic, wc = self._locate(self._c_list, prefill_attended / prefill_tokens)
-            A = self._Apre_list
-            a0 = self._lerp_row(A[ip], ic, wc)
-            a1 = self._lerp_row(A[ip + 1], ic, wc)
-            t += a0 + (a1 - a0) * wp
+            t += self._bilerp(self._Apre_list, ip, wp, prefill_attended / prefill_tokens)
         if decode_seqs > 0:
-            ic, wc = self._locate(self._c_list, decode_attended / decode_seqs)
-            A = self._Adec_list
-            a0 = self._lerp_row(A[idd], ic, wc)
-            a1 = self._lerp_row(A[idd + 1], ic, wc)
-            t += a0 + (a1 - a0) * wd
+            t += self._bilerp(self._Adec_list, idd, wd, decode_attended / decode_seqs)
         return t
 
     def decode_linear(self, decode_seqs: int, decode_attended0: float, tokens_per_step: float = 1.0,
