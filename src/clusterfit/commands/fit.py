@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -16,6 +15,7 @@ from ..hardware import load_hardware
 from ..layout import layout_from_options
 from ..memory import engine_memory, fit, kv_bytes_per_token, naive_fit, nodes_needed
 from ..precision import resolve_precision
+from .options import CatalogOpt, DpOpt, EpOpt, ExpertsPrecisionOpt, JsonOpt, KvDtypeOpt, PpOpt, PrecisionOpt, TpOpt
 
 DEFAULT_SYSTEMS = ["h100", "h200", "b200"]
 GB = 1e9
@@ -57,21 +57,21 @@ def fit_command(
     model: Annotated[Optional[str], typer.Argument(help="HF id, alias (glm-5.3) or path to a config.json")] = None,
     params: Annotated[Optional[str], typer.Option("--params", help="Bare parameter count (744B, 1.6T): naive mode")] = None,
     system: Annotated[Optional[list[str]], typer.Option("--system", "-s", help="System id or GPU name (repeatable)")] = None,
-    precision: Annotated[Optional[str], typer.Option(help="Weight precision: bf16, fp8, fp8_block, int8, int4, mxfp4, nvfp4 (default: the checkpoint's)")] = None,
-    experts_precision: Annotated[Optional[str], typer.Option(help="Override the routed experts' precision")] = None,
-    kv_dtype: Annotated[Optional[str], typer.Option(help="KV-cache dtype: bf16, fp16, fp8")] = None,
+    precision: PrecisionOpt = None,
+    experts_precision: ExpertsPrecisionOpt = None,
+    kv_dtype: KvDtypeOpt = None,
     nodes: Annotated[Optional[int], typer.Option(help="Nodes per replica (default: the fewest that fit)")] = None,
-    tp: Annotated[Optional[int], typer.Option(help="Tensor parallel size")] = None,
-    pp: Annotated[Optional[int], typer.Option(help="Pipeline parallel size")] = None,
-    ep: Annotated[Optional[int], typer.Option(help="Expert parallel size")] = None,
-    dp: Annotated[Optional[int], typer.Option(help="Attention data-parallel size inside the replica")] = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
     context: Annotated[int, typer.Option(help="Tokens per sequence (prompt + output) for max sequences")] = 32768,
     engine: Annotated[str, typer.Option(help="Memory budgeting of: vllm, sglang, trtllm")] = "vllm",
     gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="Engine memory fraction (vLLM default 0.9)")] = None,
     max_batched_tokens: Annotated[Optional[int], typer.Option(help="Tokens per forward pass (activation workspace)")] = None,
     block_size: Annotated[int, typer.Option(help="Paged-KV block size, tokens")] = 16,
-    catalog: Annotated[Optional[list[Path]], typer.Option(help="Extra hardware catalog (YAML/TOML)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Does MODEL fit on each system? Naive (params x bytes vs marketed GB) and realistic views side by side."""
     payload = run_fit(model, params, system or DEFAULT_SYSTEMS, precision, experts_precision, kv_dtype, nodes,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -16,6 +15,7 @@ from ..hardware import load_hardware
 from ..layout import layout_from_options
 from ..memory import smallest_layout
 from ..precision import resolve_precision
+from .options import CatalogOpt, DpOpt, EpOpt, ExpertsPrecisionOpt, KvDtypeOpt, PpOpt, TpOpt
 
 
 @app.command("perf")
@@ -25,19 +25,19 @@ def perf_command(
     isl: Annotated[int, typer.Option(help="Input (prompt) tokens per request")],
     osl: Annotated[int, typer.Option(help="Output tokens per request")],
     gpus: Annotated[Optional[int], typer.Option(help="GPUs of one replica (default: tp*dp*pp, or the fewest GPUs that fit with 32k KV tokens)")] = None,
-    tp: Annotated[Optional[int], typer.Option(help="Tensor parallel size")] = None,
-    pp: Annotated[Optional[int], typer.Option(help="Pipeline parallel size")] = None,
-    ep: Annotated[Optional[int], typer.Option(help="Expert parallel size (MoE)")] = None,
-    dp: Annotated[Optional[int], typer.Option(help="Attention data-parallel ranks inside the replica (DEP)")] = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
     precision: Annotated[Optional[str], typer.Option(help="Weight precision (default: the checkpoint's)")] = None,
-    experts_precision: Annotated[Optional[str], typer.Option(help="Routed-expert precision override")] = None,
-    kv_dtype: Annotated[Optional[str], typer.Option(help="KV-cache dtype: bf16, fp8")] = None,
+    experts_precision: ExpertsPrecisionOpt = None,
+    kv_dtype: KvDtypeOpt = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Closed-loop concurrent requests")] = None,
     max_throughput: Annotated[bool, typer.Option("--max-throughput", help="All requests queued (offline)")] = False,
     batch: Annotated[Optional[int], typer.Option(help="Decode batch size (with --context)")] = None,
     context: Annotated[Optional[int], typer.Option(help="Context length of the decode batch")] = None,
     engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
-    catalog: Annotated[Optional[Path], typer.Option(help="Extra hardware catalog file (YAML/TOML)")] = None,
+    catalog: CatalogOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
     """Predict TTFT, TPOT and throughput of one replica of MODEL on SYSTEM."""
@@ -48,7 +48,7 @@ def perf_command(
     if context is not None and batch is None:
         raise ClusterfitError("--context needs --batch")
     m = load_model(model)
-    sysm = load_hardware([catalog] if catalog else None).system(system)
+    sysm = load_hardware(catalog).system(system)
     prec = resolve_precision(m, precision, experts_precision, kv_dtype)
     layout = layout_from_options(m, sysm, gpus, tp, pp, ep, dp) or smallest_layout(m, sysm, prec, engine)
     out = predict(m, sysm, layout, prec, engine, isl, osl, concurrency=concurrency, batch=batch, context=context,

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..cli import app, emit
 from ..errors import ClusterfitError
+from .options import DpOpt, EpOpt, JsonOpt, KvDtypeOpt, PpOpt, PrecisionOpt, TpOpt
 
 
 def _ms(x) -> str:
@@ -23,12 +24,12 @@ def simulate_command(
     scenario: Annotated[Optional[Path], typer.Option(help="Scenario file (YAML/TOML) with a simulation: section")] = None,
     system: Annotated[Optional[str], typer.Option("--system", "-s", help="System id or GPU name")] = None,
     gpus: Annotated[Optional[int], typer.Option(help="GPUs per replica (default: the fewest that fit)")] = None,
-    tp: Annotated[Optional[int], typer.Option(help="Tensor parallel size")] = None,
-    pp: Annotated[Optional[int], typer.Option(help="Pipeline parallel size")] = None,
-    ep: Annotated[Optional[int], typer.Option(help="Expert parallel size")] = None,
-    dp: Annotated[Optional[int], typer.Option(help="Attention data-parallel ranks per replica")] = None,
-    precision: Annotated[Optional[str], typer.Option(help="Weight precision (default: the checkpoint's)")] = None,
-    kv_dtype: Annotated[Optional[str], typer.Option(help="KV-cache dtype: bf16, fp8")] = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    precision: PrecisionOpt = None,
+    kv_dtype: KvDtypeOpt = None,
     engine: Annotated[Optional[str], typer.Option(help="vllm, sglang, trtllm")] = None,
     isl: Annotated[Optional[int], typer.Option(help="Prompt tokens (mean of a lognormal with --length-cv)")] = None,
     osl: Annotated[Optional[int], typer.Option(help="Output tokens (mean of a lognormal with --length-cv)")] = None,
@@ -47,7 +48,7 @@ def simulate_command(
     restart_after: Annotated[Optional[float], typer.Option(help="Seconds until the lost replica is back")] = None,
     ttft_ms: Annotated[Optional[float], typer.Option(help="TTFT SLO, ms")] = None,
     tpot_ms: Annotated[Optional[float], typer.Option(help="TPOT SLO, ms")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    as_json: JsonOpt = False,
     plot: Annotated[Optional[Path], typer.Option(help="Write latency CDF and time-series plots (PNG)")] = None,
     csv: Annotated[Optional[Path], typer.Option(help="Write the per-window time series (CSV)")] = None,
     requests_csv: Annotated[Optional[Path], typer.Option(help="Write one row per request (CSV)")] = None,
