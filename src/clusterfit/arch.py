@@ -278,23 +278,9 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         layers.append(Layer(att, ffn))
 
     # --- FFN params ------------------------------------------------------------------------------
-    mlp_bias = bool(t.get("mlp_bias", False)) or model_type == "gpt_oss"
     for layer in layers:
-        f = layer.ffn
-        if f.kind == "dense":
-            params["dense_mlp"] += _mlp_params(hidden, f.intermediate, f.gated, mlp_bias and model_type != "gpt_oss")
-            continue
-        per_expert = _expert_params(hidden, f)
-        params["routed_experts"] += per_expert * f.num_experts
-        if f.latent_dim:  # latent MoE: down-projection into the latent, up-projection back, latent norm
-            params["routed_experts"] += 2 * hidden * f.latent_dim + f.latent_dim
-        params["shared_experts"] += f.num_shared * _mlp_params(hidden, f.shared_intermediate, f.gated)
-        router = f.num_experts * hidden
-        if model_type == "gpt_oss" or t.get("topk_method") == "noaux_tc":
-            router += f.num_experts  # router bias / e_score_correction_bias
-        if model_type == "qwen3_next" and f.num_shared:
-            router += hidden  # shared_expert_gate [1 x hidden]
-        params["router"] += router
+        for comp, n in _ffn_params(hidden, layer.ffn, model_type, t).items():
+            params[comp] += n
 
     # --- norms, embeddings, head -----------------------------------------------------------------
     norms_per_layer = 4 if model_type.startswith("gemma") else 2
@@ -311,7 +297,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     mtp = int(_cfg(t, "num_nextn_predict_layers", default=0) or 0)
     if mtp:
         last_moe = next((lyr for lyr in reversed(layers) if lyr.ffn.kind == "moe"), layers[-1])
-        one = attn_params[-1][1] + _ffn_layer_params(hidden, last_moe.ffn, model_type)
+        one = attn_params[-1][1] + sum(_ffn_params(hidden, last_moe.ffn, model_type, t).values())
         # NextN layer: a decoder layer + enorm, hnorm, eh_proj [hidden x 2*hidden], shared head norm
         params["mtp"] = mtp * (one + 2 * hidden * hidden + 3 * hidden + norms_per_layer * hidden)
 
@@ -338,11 +324,21 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     )
 
 
-def _ffn_layer_params(hidden: int, f: FFN, model_type: str) -> int:
+def _ffn_params(hidden: int, f: FFN, model_type: str, t: dict) -> dict[str, int]:
+    """Parameters of one layer's FFN by component (dense_mlp, or routed_experts / shared_experts / router)."""
     if f.kind == "dense":
-        return _mlp_params(hidden, f.intermediate, f.gated)
-    n = _expert_params(hidden, f) * f.num_experts + f.num_shared * _mlp_params(hidden, f.shared_intermediate, f.gated)
-    return n + f.num_experts * hidden
+        bias = bool(t.get("mlp_bias", False)) and model_type != "gpt_oss"
+        return {"dense_mlp": _mlp_params(hidden, f.intermediate, f.gated, bias)}
+    routed = _expert_params(hidden, f) * f.num_experts
+    if f.latent_dim:  # latent MoE: down-projection into the latent, up-projection back, latent norm
+        routed += 2 * hidden * f.latent_dim + f.latent_dim
+    router = f.num_experts * hidden
+    if model_type == "gpt_oss" or t.get("topk_method") == "noaux_tc":
+        router += f.num_experts  # router bias / e_score_correction_bias
+    if model_type == "qwen3_next" and f.num_shared:
+        router += hidden  # shared_expert_gate [1 x hidden]
+    return {"routed_experts": routed, "shared_experts": f.num_shared * _mlp_params(hidden, f.shared_intermediate, f.gated),
+            "router": router}
 
 
 def _gqa_attention(t: dict, i: int, ltype: str, hidden: int, n_heads: int, n_kv: int, model_type: str):
