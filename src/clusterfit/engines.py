@@ -8,7 +8,8 @@ result is written back to the YAML with the command that produced it:
 - step_overhead_s: host-side time per engine iteration (scheduling, input preparation, sampling launch).
 - seq_overhead_s: host-side time per running sequence per iteration (its scheduling, stop checks,
   detokenisation and response bookkeeping), which grows the step at the large batches of small models.
-- kernel_overhead_s: time per kernel beyond its roofline inside a CUDA-graph step (launch gap, tail wave).
+- kernel_overhead_s: time per kernel beyond its roofline inside a CUDA-graph step (launch gap, tail wave,
+  the small kernels' minimum duration).
 - compute_scale / memory_scale: multiply the H200-fitted compute / bandwidth efficiencies (the engine's
   kernels against torch's).
 - max_batch: the engine's cap on concurrently running sequences (max_num_seqs / max_batch_size).
@@ -80,12 +81,19 @@ class Engine:
         return self
 
 
-#: GPU architecture families that share engine constants: the datacenter Blackwell parts (B200, B300 and the
-#: NVL72 superchip GPUs GB200 / GB300: same SM, tensor cores with fp4, HBM3e) are one family; the GDDR7 PCIe
-#: RTX PRO 6000 (Blackwell SM, different memory and no NVLink) is its own. Keyed by the hardware catalog ids'
-#: chip names, matched as substrings after dropping '-' and '_'.
-GPU_FAMILIES = (("rtx_pro", "rtx_pro"), ("rtxpro", "rtx_pro"), ("gb200", "blackwell"), ("gb300", "blackwell"),
-                ("b200", "blackwell"), ("b300", "blackwell"), ("a100", "a100"), ("l40s", "l40s"))
+#: GPU families that get their own fitted constants (everything else, i.e. Hopper, uses the global ones). A family
+#: is a GPU and the system it comes in, since the constants cover both the GPU's kernels and the host that runs
+#: the engine's per-sequence and per-kernel work:
+#: - blackwell: B200 / B300 in x86 HGX/DGX nodes (same SM, fp4 tensor cores, HBM3e);
+#: - grace_blackwell: GB200 / GB300, the same Blackwell GPU with a higher power limit (1,200 W against 1,000 W)
+#:   and an Arm Grace host instead of x86 (the engine's host work runs on a different CPU);
+#: - a100 (SXM4, NVLink) and a100_pcie (300 W PCIe card, all-reduce over PCIe): different clocks and links;
+#: - l40s and rtx_pro (GDDR PCIe cards, no NVLink).
+#: Keyed by the hardware catalog ids' chip names, matched as substrings after dropping '-' and '_'; the first
+#: match wins, so "gb200" comes before "b200" and "a100_pcie" before "a100".
+GPU_FAMILIES = (("rtx_pro", "rtx_pro"), ("rtxpro", "rtx_pro"), ("gb200", "grace_blackwell"),
+                ("gb300", "grace_blackwell"), ("b200", "blackwell"), ("b300", "blackwell"),
+                ("a100_pcie", "a100_pcie"), ("a100pcie", "a100_pcie"), ("a100", "a100"), ("l40s", "l40s"))
 
 
 def gpu_family(gpu_id: str) -> str | None:
