@@ -10,7 +10,9 @@ Algorithms (n ranks, message of ``b`` bytes per rank):
 - all-reduce, ring:      2(n-1) hops of latency, 2(n-1)/n * b bytes on the slowest link
 - all-reduce, one-shot:  1 hop; every rank reads the n-1 other buffers: (n-1) * b bytes (wins for small b)
 - all-reduce, two-shot:  reduce-scatter + all-gather in 2 hops: 2(n-1)/n * b bytes
-  The fastest of the three is used (engines switch by message size).
+  The fastest of the three is used (engines switch by message size). One-shot and two-shot are the engines'
+  custom all-reduce kernels, which read peers' buffers over NVLink; PCIe cards run NCCL's ring only (vLLM and
+  TensorRT-LLM disable their custom all-reduce without NVLink).
 - reduce-scatter / all-gather: (n-1) hops, (n-1)/n * b bytes.
 - all-to-all (EP dispatch / combine): each rank sends b bytes spread over n ranks; the share leaving the
   node goes over the NIC, the rest over NVLink; time = latency + max(intra / nvlink, inter / nic).
@@ -41,7 +43,10 @@ NVLINK_HOP_S = 10e-6
 #: with NVLS and CUDA graphs, rising with the GPU count. The value is a scan of 3/6/10 us on the development
 #: CSV: no row worse by > 5 points, 27 better.)
 NET_HOP_S = 8e-6
-PCIE_HOP_S = 6e-6
+#: PCIe: per ring step. An 8-GPU NCCL all-reduce of 8 bytes takes 54.18 us on 8x RTX 3090 (github.com/NVIDIA/nccl
+#: issue #1439) and 42.56 us with the tree algorithm on 8x RTX 4090 (issue #1530); the ring's 2 x 7 steps at
+#: 3.4 us give their mean, 48 us.
+PCIE_HOP_S = 3.4e-6
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class Link:
 
     bw_bytes_per_s: float
     hop_s: float
+    #: whether the engines' one-shot / two-shot custom all-reduce (peer reads over NVLink) can run on this link
+    custom_allreduce: bool = True
 
 
 def links_for(system) -> tuple[Link, Link]:
@@ -57,7 +64,7 @@ def links_for(system) -> tuple[Link, Link]:
     gpu = system.gpu
     pcie = (getattr(system, "scale_up_domain_gpus", 8) or 1) <= 1 or gpu.scale_up_bw_bytes_per_s <= 128e9
     if pcie:
-        up = Link(gpu.scale_up_bw_bytes_per_s * PCIE_EFF, PCIE_HOP_S)
+        up = Link(gpu.scale_up_bw_bytes_per_s * PCIE_EFF, PCIE_HOP_S, custom_allreduce=False)
     else:
         up = Link(gpu.scale_up_bw_bytes_per_s * NVLINK_EFF, NVLINK_HOP_S)
     net_bw = system.net_bw_bytes_per_s or up.bw_bytes_per_s
@@ -75,11 +82,14 @@ def group_link(system, n: int, stride: int = 1) -> Link:
 
 
 def all_reduce_s(nbytes, n: int, link: Link):
-    """Fastest of ring, one-shot and two-shot all-reduce of ``nbytes`` per rank over ``n`` ranks."""
+    """Fastest of ring, one-shot and two-shot all-reduce of ``nbytes`` per rank over ``n`` ranks (ring only where
+    the link has no custom all-reduce)."""
     b = np.asarray(nbytes, dtype=float)
     if n <= 1:
         return np.zeros_like(b)
     ring = 2 * (n - 1) * link.hop_s + 2.0 * (n - 1) / n * b / link.bw_bytes_per_s
+    if not link.custom_allreduce:
+        return ring
     one_shot = link.hop_s + (n - 1) * b / link.bw_bytes_per_s
     two_shot = 2 * link.hop_s + 2.0 * (n - 1) / n * b / link.bw_bytes_per_s
     return np.minimum(np.minimum(ring, one_shot), two_shot)
