@@ -189,7 +189,7 @@ ENGINES_PATH = None  # catalog/engines.yaml unless calibrating
 #: datasheet peak (0.752 x 1.3 = 0.98).
 GLOBAL_PARAMS = {"step_overhead_s": (1.0, 0.1, 20.0, 1e-3), "compute_scale": (1.0, 0.3, 1.3, 1.0),
                  "memory_scale": (0.9, 0.3, 1.0, 1.0), "seq_overhead_s": (1.0, 0.0, 20.0, 1e-6),
-                 "kernel_overhead_s": (2.0, 0.0, 30.0, 1e-6)}
+                 "kernel_overhead_s": (2.0, 0.0, 30.0, 1e-6), "attention_scale": (0.9, 0.3, 1.0, 1.0)}
 FAMILY_PARAMS = {"compute_scale": (1.0, 0.2, 1.3, 1.0), "memory_scale": (0.9, 0.2, 1.0, 1.0),
                  "seq_overhead_s": (6.0, 0.0, 60.0, 1e-6), "kernel_overhead_s": (16.0, 0.0, 50.0, 1e-6)}
 #: Robust loss on the log error: soft-L1 is quadratic up to f_scale (log 1.25 ~ 0.22, i.e. inside the 25% band)

@@ -12,6 +12,8 @@ result is written back to the YAML with the command that produced it:
   the small kernels' minimum duration).
 - compute_scale / memory_scale: multiply the H200-fitted compute / bandwidth efficiencies (the engine's
   kernels against torch's).
+- attention_scale: multiplies the decode-attention bandwidth efficiency on top of memory_scale: the engines read a
+  paged KV cache (block tables, fp8 dequantisation) where the H200 probe timed contiguous SDPA.
 - max_batch: the engine's cap on concurrently running sequences (max_num_seqs / max_batch_size).
 - max_num_tokens: tokens per iteration (prefill chunk budget).
 - gpu_memory_utilization: fraction of device memory the engine lets weights + KV use.
@@ -60,6 +62,7 @@ class Engine:
     kv_reservation: str = "average"
     expert_load_cv: float = 0.0
     seq_overhead_s: float = 0.0
+    attention_scale: float = 1.0
     chunked_attention_context_only: bool = False
     memory_mode: str = "total_fraction"
     activations_in_fraction: bool = True

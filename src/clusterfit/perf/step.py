@@ -150,7 +150,7 @@ class StepModel:
                 total = total + t
 
         # attention
-        bw_attn = self.bw_bytes_per_s * c.attn_decode_mem_eff * self.engine.memory_scale
+        bw_attn = self.bw_bytes_per_s * c.attn_decode_mem_eff * self.engine.memory_scale * self.engine.attention_scale
         d = decode_seqs / dp
         avg_ctx = np.where(decode_seqs > 0, decode_attended / np.maximum(decode_seqs, 1e-9), 0.0)
         p = prefill_tokens / dp
