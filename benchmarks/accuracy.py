@@ -1,6 +1,8 @@
 """Predict every row of a published-measurements CSV and report the error.
 
     python benchmarks/accuracy.py ../shared/reference/published/measured-dev.csv [--json] [--rows]
+    python benchmarks/accuracy.py CSV --calibrate   # refit the TensorRT-LLM constants into catalog/engines.yaml
+    python benchmarks/accuracy.py CSV --cv [--json] # 2-fold held-out error of that calibration
 
 CSV format: shared/reference/published/measured-dev.csv (see its README). Mapping rules (documented, the
 same for every row):
@@ -195,7 +197,7 @@ FAMILY_PARAMS = {"compute_scale": (1.0, 0.2, 1.3, 1.0), "memory_scale": (0.9, 0.
 #: Robust loss on the log error: soft-L1 is quadratic up to f_scale (log 1.25 ~ 0.22, i.e. inside the 25% band)
 #: and linear beyond, so the tables' version-to-version disagreements (up to 2x for one configuration,
 #: shared/reference/published/README.md) pull the constants less than a squared loss would while the tail still
-#: counts (a Cauchy loss all but ignores it: median 8.7% but p90 28.5% with the same constants).
+#: counts (a Cauchy loss with f_scale 0.1 all but ignores the tail: median 7.5% but p90 25.5% on the same recipe).
 LOSS, F_SCALE = "soft_l1", 0.25
 
 
