@@ -1,5 +1,6 @@
 """benchmarks/accuracy.py on a few hand-made rows: request-rate rows go through the simulator, the summary
-keeps its keys, and a light-load mean TTFT equals the performance model's prefill time."""
+keeps its keys, a light-load mean TTFT equals the performance model's prefill time, and the calibration refits
+the TensorRT-LLM constants to rows it is given."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import yaml
+
+from clusterfit.engines import load_engines
 
 COLUMNS = ("id,source_repo_or_site,source_path_or_title,source_date,model,total_params_b,active_params_b,gpu,"
            "num_gpus,nodes,precision_weights,precision_kv,tp,pp,ep,dp,engine,isl,osl,concurrency_or_mode,metric,"
@@ -87,3 +91,39 @@ def test_summary_keys(acc, evaluated):
     assert set(out["online_serving"]["by_metric"]) == {"ttft_ms_mean", "itl_ms_mean", "output_tokens_per_s_total"}
     assert set(out["online_serving"]["by_metric"]["ttft_ms_mean"]) == {"n", "median_ape", "mean_ape",
                                                                        "median_signed_error", "p90_ape"}
+
+
+def _tput_row(i, model, isl, osl, tp, precision):
+    r = _row(i, "max throughput (offline, all requests queued at once)", "output_tokens_per_s_total", 1.0,
+             "tokens/s", isl=isl, osl=osl, notes="synthetic")
+    r.update(model=model, num_gpus=str(tp), tp=str(tp), precision_weights=precision,
+             engine="TensorRT-LLM (trtllm-bench, PyTorch backend)")
+    return r
+
+
+def test_calibration_recovers_a_uniform_slowdown(acc, tmp_path):
+    """Rows measured 10% slower than the shipped constants predict: the fit must absorb it (every row starts 10%
+    off; the median must end under 3%), with no constant leaving its physical bounds."""
+    rows = [_tput_row(i, m, isl, osl, tp, p) for i, (m, isl, osl, tp, p) in enumerate([
+        ("Llama-3.1-8B", 128, 2048, 1, "fp8"), ("Llama-3.1-8B", 2048, 128, 1, "fp8"),
+        ("Llama-3.1-8B", 1000, 1000, 1, "bf16"), ("Llama-3.3-70B", 128, 4096, 2, "fp8"),
+        ("Llama-3.3-70B", 5000, 500, 4, "fp8"), ("Llama-3.3-70B", 1000, 1000, 8, "fp8"),
+        ("Mixtral-8x7B", 128, 2048, 2, "fp8"), ("Mixtral-8x7B", 2048, 2048, 8, "fp8")])]
+    for r in rows:
+        r["value"] = str(acc.predict_row(r) / 1.1)
+    cfg = acc.calibrate("", rows=rows)
+    fitted = cfg["engines"]["trtllm"]
+    for name, (_x0, lo, hi, unit) in acc.GLOBAL_PARAMS.items():
+        assert lo * unit - 1e-12 <= fitted[name] <= hi * unit + 1e-12
+    path = tmp_path / "engines.yaml"
+    try:
+        path.write_text(yaml.safe_dump(cfg))
+        acc.ENGINES_PATH = str(path)
+        acc.step_for.cache_clear()
+        load_engines.cache_clear()
+        errs = [abs(acc.predict_row(r) / float(r["value"]) - 1) for r in rows]
+    finally:
+        acc.ENGINES_PATH = None
+        acc.step_for.cache_clear()
+        load_engines.cache_clear()
+    assert sorted(errs)[len(errs) // 2] < 0.03
