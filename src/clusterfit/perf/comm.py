@@ -11,8 +11,8 @@ Algorithms (n ranks, message of ``b`` bytes per rank):
 - all-reduce, one-shot:  1 hop; every rank reads the n-1 other buffers: (n-1) * b bytes (wins for small b)
 - all-reduce, two-shot:  reduce-scatter + all-gather in 2 hops: 2(n-1)/n * b bytes
   The fastest of the three is used (engines switch by message size). One-shot and two-shot are the engines'
-  custom all-reduce kernels, which read peers' buffers over NVLink; PCIe cards run NCCL's ring only (vLLM and
-  TensorRT-LLM disable their custom all-reduce without NVLink).
+  custom all-reduce kernels, which read peers' buffers over NVLink; PCIe cards and groups spanning nodes run
+  NCCL's ring only (vLLM and TensorRT-LLM disable their custom all-reduce without NVLink peer access).
 - reduce-scatter / all-gather: (n-1) hops, (n-1)/n * b bytes.
 - all-to-all (EP dispatch / combine): each rank sends b bytes spread over n ranks; the share leaving the
   node goes over the NIC, the rest over NVLink; time = latency + max(intra / nvlink, inter / nic).
@@ -68,7 +68,7 @@ def links_for(system) -> tuple[Link, Link]:
     else:
         up = Link(gpu.scale_up_bw_bytes_per_s * NVLINK_EFF, NVLINK_HOP_S)
     net_bw = system.net_bw_bytes_per_s or up.bw_bytes_per_s
-    out = Link(net_bw * NET_EFF, NET_HOP_S)
+    out = Link(net_bw * NET_EFF, NET_HOP_S, custom_allreduce=False)  # peer reads do not cross nodes
     return up, out
 
 
