@@ -207,59 +207,70 @@ def calibration_rows(path: str, engine: str = "trtllm") -> list[dict]:
             and engine_for(r["engine"]) == engine and not is_simulated(r)]
 
 
+def use_engines(cfg: dict | None, path: str | None = None) -> None:
+    """Predict with the engines catalog ``cfg`` (written to ``path``), or with the shipped one when cfg is None."""
+    import yaml
+
+    from clusterfit.engines import load_engines
+
+    global ENGINES_PATH
+    if cfg is not None:
+        with open(path, "w") as f:
+            yaml.safe_dump(cfg, f)
+    ENGINES_PATH = path if cfg is not None else None
+    step_for.cache_clear()
+    load_engines.cache_clear()
+
+
 def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None) -> dict:
     """Fit the engine's constants on the throughput rows of a CSV (or on ``rows``): GLOBAL_PARAMS on the rows of
     GPUs outside every family, then FAMILY_PARAMS for each GPU family (clusterfit.engines.GPU_FAMILIES) with at
     least 10 rows, never per row, model or source. Returns the whole engines catalog with the fitted values."""
+    import os
     import tempfile
 
     import yaml
     from scipy.optimize import least_squares
 
-    from clusterfit.engines import ENGINES_YAML, GPU_FAMILIES, load_engines
+    from clusterfit.engines import ENGINES_YAML, GPU_FAMILIES
 
-    global ENGINES_PATH
     base = yaml.safe_load(ENGINES_YAML.read_text())
     rows = calibration_rows(path, engine) if rows is None else rows
-    tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg_path = os.path.join(tmp, "engines.yaml")
 
-    def evaluate_with(subset):
-        with open(tmp.name, "w") as f:
-            yaml.safe_dump(base, f)
-        global ENGINES_PATH
-        ENGINES_PATH = tmp.name
-        step_for.cache_clear()
-        load_engines.cache_clear()
-        out = []
-        for r in subset:
-            try:
-                out.append(np.log(predict_row(r) / float(r["value"])))
-            except (Skip, ClusterfitError):
-                pass
-        return np.array(out) if out else np.zeros(1)
+        def resid_for(subset):
+            use_engines(base, cfg_path)
+            out = []
+            for r in subset:
+                try:
+                    out.append(np.log(predict_row(r) / float(r["value"])))
+                except (Skip, ClusterfitError):
+                    pass
+            return np.array(out) if out else np.zeros(1)
 
-    def fit(target: dict, params: dict, subset: list[dict], start: dict) -> None:
-        names = list(params)
+        def fit(target: dict, params: dict, subset: list[dict], start: dict) -> None:
+            names = list(params)
 
-        def resid(p):
-            target.update({n: float(v) * params[n][3] for n, v in zip(names, p)})
-            return evaluate_with(subset)
+            def resid(p):
+                target.update({n: float(v) * params[n][3] for n, v in zip(names, p)})
+                return resid_for(subset)
 
-        x0 = [min(max(start.get(n, params[n][0] * params[n][3]) / params[n][3], params[n][1]), params[n][2])
-              for n in names]
-        sol = least_squares(resid, x0=x0, bounds=([params[n][1] for n in names], [params[n][2] for n in names]),
-                            loss=LOSS, f_scale=F_SCALE, diff_step=0.05)
-        resid(sol.x)
+            x0 = [min(max(start.get(n, params[n][0] * params[n][3]) / params[n][3], params[n][1]), params[n][2])
+                  for n in names]
+            sol = least_squares(resid, x0=x0, bounds=([params[n][1] for n in names], [params[n][2] for n in names]),
+                                loss=LOSS, f_scale=F_SCALE, diff_step=0.05)
+            resid(sol.x)
 
-    e = base["engines"][engine]
-    e["by_gpu_family"] = {}
-    fit(e, GLOBAL_PARAMS, [r for r in rows if gpu_family(r["gpu"]) is None], {})
-    for fam in dict.fromkeys(f for _, f in GPU_FAMILIES):
-        sub = [r for r in rows if gpu_family(r["gpu"]) == fam]
-        if len(sub) >= 10:
-            e["by_gpu_family"][fam] = {}
-            fit(e["by_gpu_family"][fam], FAMILY_PARAMS, sub, e)
-    ENGINES_PATH = None
+        e = base["engines"][engine]
+        e["by_gpu_family"] = {}
+        fit(e, GLOBAL_PARAMS, [r for r in rows if gpu_family(r["gpu"]) is None], {})
+        for fam in dict.fromkeys(f for _, f in GPU_FAMILIES):
+            sub = [r for r in rows if gpu_family(r["gpu"]) == fam]
+            if len(sub) >= 10:
+                e["by_gpu_family"][fam] = {}
+                fit(e["by_gpu_family"][fam], FAMILY_PARAMS, sub, e)
+        use_engines(None)
     return base
 
 
@@ -268,37 +279,27 @@ def cross_validate(path: str, engine: str = "trtllm", folds: int = 2, seed: str 
     a hash of their id; each part is predicted with constants fitted on the others. Returns the pooled summary
     of the held-out errors and one summary per fold."""
     import hashlib
+    import os
     import tempfile
 
-    import yaml
-
-    from clusterfit.engines import load_engines
-
-    global ENGINES_PATH
     rows = calibration_rows(path, engine)
     part = {r["id"]: int(hashlib.sha256((seed + r["id"]).encode()).hexdigest(), 16) % folds for r in rows}
     pooled, per_fold = [], []
-    for k in range(folds):
-        cfg = calibrate(path, engine, [r for r in rows if part[r["id"]] != k])
-        tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
-        yaml.safe_dump(cfg, tmp)
-        tmp.close()
-        ENGINES_PATH = tmp.name
-        step_for.cache_clear()
-        load_engines.cache_clear()
-        errs = []
-        for r in rows:
-            if part[r["id"]] != k:
-                continue
-            try:
-                errs.append((predict_row(r) - float(r["value"])) / float(r["value"]) * 100.0)
-            except (Skip, ClusterfitError):
-                pass
-        per_fold.append(summarise(errs))
-        pooled += errs
-    ENGINES_PATH = None
-    step_for.cache_clear()
-    load_engines.cache_clear()
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(folds):
+            use_engines(calibrate(path, engine, [r for r in rows if part[r["id"]] != k]),
+                        os.path.join(tmp, "engines.yaml"))
+            errs = []
+            for r in rows:
+                if part[r["id"]] != k:
+                    continue
+                try:
+                    errs.append((predict_row(r) - float(r["value"])) / float(r["value"]) * 100.0)
+                except (Skip, ClusterfitError):
+                    pass
+            per_fold.append(summarise(errs))
+            pooled += errs
+        use_engines(None)
     return {"folds": folds, "held_out": summarise(pooled), "per_fold": per_fold}
 
 

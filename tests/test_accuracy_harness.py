@@ -9,9 +9,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import yaml
-
-from clusterfit.engines import load_engines
 
 COLUMNS = ("id,source_repo_or_site,source_path_or_title,source_date,model,total_params_b,active_params_b,gpu,"
            "num_gpus,nodes,precision_weights,precision_kv,tp,pp,ep,dp,engine,isl,osl,concurrency_or_mode,metric,"
@@ -115,15 +112,9 @@ def test_calibration_recovers_a_uniform_slowdown(acc, tmp_path):
     fitted = cfg["engines"]["trtllm"]
     for name, (_x0, lo, hi, unit) in acc.GLOBAL_PARAMS.items():
         assert lo * unit - 1e-12 <= fitted[name] <= hi * unit + 1e-12
-    path = tmp_path / "engines.yaml"
     try:
-        path.write_text(yaml.safe_dump(cfg))
-        acc.ENGINES_PATH = str(path)
-        acc.step_for.cache_clear()
-        load_engines.cache_clear()
+        acc.use_engines(cfg, str(tmp_path / "engines.yaml"))
         errs = [abs(acc.predict_row(r) / float(r["value"]) - 1) for r in rows]
     finally:
-        acc.ENGINES_PATH = None
-        acc.step_for.cache_clear()
-        load_engines.cache_clear()
+        acc.use_engines(None)
     assert sorted(errs)[len(errs) // 2] < 0.03
