@@ -12,8 +12,9 @@ result is written back to the YAML with the command that produced it:
   the small kernels' minimum duration).
 - compute_scale / memory_scale: multiply the H200-fitted compute / bandwidth efficiencies (the engine's
   kernels against torch's).
-- attention_scale: multiplies the decode-attention bandwidth efficiency on top of memory_scale: the engines read a
-  paged KV cache (block tables, fp8 dequantisation) where the H200 probe timed contiguous SDPA.
+- attention_scale: multiplies the bandwidth efficiency of reads from the paged KV cache (decode attention, the DSA
+  indexer's keys) on top of memory_scale: the engines read it through block tables (and dequantise fp8) where the
+  H200 probe timed contiguous SDPA. Linear-attention state is a contiguous per-sequence buffer, read without it.
 - max_batch: the engine's cap on concurrently running sequences (max_num_seqs / max_batch_size).
 - max_num_tokens: tokens per iteration (prefill chunk budget).
 - gpu_memory_utilization: fraction of device memory the engine lets weights + KV use.

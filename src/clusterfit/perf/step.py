@@ -150,7 +150,9 @@ class StepModel:
                 total = total + t
 
         # attention
-        bw_attn = self.bw_bytes_per_s * c.attn_decode_mem_eff * self.engine.memory_scale * self.engine.attention_scale
+        # streaming reads of per-sequence state; the paged KV cache (attention, DSA indexer keys) at attention_scale
+        bw_state = self.bw_bytes_per_s * c.attn_decode_mem_eff * self.engine.memory_scale
+        bw_attn = bw_state * self.engine.attention_scale
         d = decode_seqs / dp
         avg_ctx = np.where(decode_seqs > 0, decode_attended / np.maximum(decode_seqs, 1e-9), 0.0)
         p = prefill_tokens / dp
@@ -189,7 +191,7 @@ class StepModel:
                 add("dsa_indexer", t_idx, "compute_s")
         lf, lb = self._linear
         if lf or lb:
-            t_lin = np.maximum(lb * d / bw_attn, lf * m / (self._attn_peak_flops * 0.3))
+            t_lin = np.maximum(lb * d / bw_state, lf * m / (self._attn_peak_flops * 0.3))
             add("linear_attention", t_lin, "memory_s")
 
         # MoE routed experts: all tokens of the stage spread over ep ranks
