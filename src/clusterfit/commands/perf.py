@@ -15,7 +15,7 @@ from ..hardware import load_hardware
 from ..layout import layout_from_options
 from ..memory import smallest_layout
 from ..precision import resolve_precision
-from .options import CatalogOpt, DpOpt, EpOpt, ExpertsPrecisionOpt, KvDtypeOpt, PpOpt, TpOpt
+from .options import CatalogOpt, DpOpt, EpOpt, ExpertsPrecisionOpt, KvDtypeOpt, PpOpt, PrecisionOpt, TpOpt
 
 
 @app.command("perf")
@@ -29,7 +29,7 @@ def perf_command(
     pp: PpOpt = None,
     ep: EpOpt = None,
     dp: DpOpt = None,
-    precision: Annotated[Optional[str], typer.Option(help="Weight precision (default: the checkpoint's)")] = None,
+    precision: PrecisionOpt = None,
     experts_precision: ExpertsPrecisionOpt = None,
     kv_dtype: KvDtypeOpt = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Closed-loop concurrent requests")] = None,
