@@ -437,7 +437,7 @@ def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl,
     index; qps inf: all at t=0) on ``replicas`` replicas of ``layout``; pooled mean TTFT (ms), mean TPOT (ms)
     and completed output tokens / makespan (first arrival to last completion, summed over runs)."""
     from clusterfit.sim import SimulationConfig, simulate
-    from clusterfit.sim.workload import Requests
+    from clusterfit.sim.requests import Requests
 
     sm = step_for(model_name, gpu, weights, kv, engine, *layout)
     ttft, tpot, tokens, span = [], [], 0.0, 0.0

@@ -10,7 +10,7 @@ import pytest
 from clusterfit.errors import ClusterfitError
 from clusterfit.sim import ArrivalSpec, LengthSpec, SessionSpec, generate, load_trace, sample_traces
 from clusterfit.sim.api import build_requests, parse_simulation
-from clusterfit.sim.workload import arrival_times, draw_lengths
+from clusterfit.sim.requests import arrival_times, draw_lengths
 
 
 @pytest.mark.parametrize("process", ["poisson", "gamma", "mmpp", "diurnal"])

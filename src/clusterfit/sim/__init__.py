@@ -14,8 +14,8 @@ from .config import (POLICIES, ArrivalSpec, AutoscaleSpec, FailureSpec, LengthSp
                      SimulationConfig, SpeculativeSpec)
 from .metrics import summarize
 from .stepmodel import StepModel, StepTimer
-from .traces import load_trace, sample_traces
-from .workload import Requests, generate
+from .trace_files import load_trace, sample_traces
+from .requests import Requests, generate
 
 __all__ = [
     "POLICIES", "ArrivalSpec", "AutoscaleSpec", "FailureSpec", "LengthSpec", "ReplicaSpec", "Requests",

@@ -20,8 +20,8 @@ from .cluster import SimRun, run_simulation
 from .config import LengthSpec, SessionSpec, SimulationConfig
 from .metrics import summarize
 from .stepmodel import StepModel
-from .traces import load_trace
-from .workload import Requests, generate
+from .trace_files import load_trace
+from .requests import Requests, generate
 
 DEFAULT_REQUESTS = 10_000
 

@@ -22,7 +22,7 @@ from .config import SimulationConfig
 from .ledger import FAILED, PENDING, REJECTED, Ledger
 from .replica import Replica
 from .stepmodel import StepModel, StepTimer
-from .workload import Requests
+from .requests import Requests
 
 _REPLICA, _FAIL, _RESTART, _TICK, _READY = 0, 1, 2, 3, 4
 SAMPLES_PER_WINDOW = 10  # queue / KV / live-replica samples per metrics window

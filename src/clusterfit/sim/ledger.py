@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .workload import Requests
+from .requests import Requests
 
 PENDING, COMPLETED, REJECTED, FAILED = 0, 1, 2, 3
 

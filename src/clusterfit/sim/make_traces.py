@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import ArrivalSpec, LengthSpec, SessionSpec
-from .workload import generate
+from .requests import generate
 
 OUT = Path(__file__).parent / "traces"
 

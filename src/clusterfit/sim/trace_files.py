@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ClusterfitError
-from .workload import Requests
+from .requests import Requests
 
 ARRIVAL = ("timestamp", "arrival_s", "arrival_time", "time_s", "time")
 INPUT = ("contexttokens", "request tokens", "input_tokens", "prompt_tokens", "isl")
