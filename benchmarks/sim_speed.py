@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clusterfit.sim import ArrivalSpec, LengthSpec, SimulationConfig, compile_replica, generate, run_simulation
+from clusterfit.sim import ArrivalSpec, SampledLengthSpec, SimulationConfig, compile_replica, generate, run_simulation
 from clusterfit.sim.metrics import summarize
 
 RESULTS = Path(__file__).parent / "results" / "sim_speed.json"
@@ -42,8 +42,8 @@ def main() -> None:
     sm, system = compile_replica(args.model, args.system, gpus=1)
     cfg = SimulationConfig(replicas=args.replicas, requests=args.requests, seed=args.seed, policy=args.policy,
                            arrival=ArrivalSpec(rate_rps=args.rate_per_replica * args.replicas))
-    reqs = generate(args.requests, cfg.arrival, LengthSpec(dist="lognormal", mean=1000, cv=1.0, max=16000),
-                    LengthSpec(dist="lognormal", mean=250, cv=1.0, max=4000), np.random.default_rng(args.seed))
+    reqs = generate(args.requests, cfg.arrival, SampledLengthSpec(dist="lognormal", mean=1000, cv=1.0, max=16000),
+                    SampledLengthSpec(dist="lognormal", mean=250, cv=1.0, max=4000), np.random.default_rng(args.seed))
     t_setup = time.perf_counter() - t0
     t1 = time.perf_counter()
     run = run_simulation(reqs, sm, cfg, system.gpus_per_node)

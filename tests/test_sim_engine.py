@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from test_sim_helpers import ConstantStep, RooflineStep
 
 from clusterfit.errors import ClusterfitError
-from clusterfit.sim import (POLICIES, ArrivalSpec, LengthSpec, Requests, SimulationConfig, generate,
+from clusterfit.sim import (POLICIES, ArrivalSpec, Requests, SampledLengthSpec, SimulationConfig, generate,
                             run_simulation, simulate, summarize)
 from clusterfit.sim.cluster import replicas_on_node
 from clusterfit.sim.ledger import COMPLETED, FAILED, REJECTED
@@ -55,12 +55,12 @@ def test_every_request_is_accounted_for(n, replicas, policy, rate, kv, max_batch
     """Conservation: every request completes or is counted rejected or failed, whatever happens."""
     from clusterfit.sim.config import SessionSpec
 
-    sess = SessionSpec(turns_mean=3, think_time_s=0.2, new_tokens=LengthSpec(dist="lognormal", mean=100)) \
+    sess = SessionSpec(turns_mean=3, think_time_s=0.2, new_tokens=SampledLengthSpec(dist="lognormal", mean=100)) \
         if sessions else None
-    reqs = _requests(n, rate, LengthSpec(dist="lognormal", mean=600, cv=1.5, max=6000),
-                     LengthSpec(dist="lognormal", mean=80, cv=1.0, max=2000), seed, sess)
+    reqs = _requests(n, rate, SampledLengthSpec(dist="lognormal", mean=600, cv=1.5, max=6000),
+                     SampledLengthSpec(dist="lognormal", mean=80, cv=1.0, max=2000), seed, sess)
     cfg = {"replicas": replicas, "policy": policy, "seed": seed, "max_retries": 1,
-           "replica": {"max_queue": max_queue, "token_budget": 512,
+           "replica": {"max_queue": max_queue, "max_num_batched_tokens": 512,
                        "speculative": {"draft_tokens": 2, "acceptance": 0.6} if spec else None}}
     if fail is not None:
         cfg["failures"] = [{"at_s": fail[0], "replica": fail[1] % replicas, "restart_s": fail[2]}]
@@ -78,7 +78,7 @@ def test_md1_mean_wait():
     D = out_tokens * step
     rho = 0.6
     n = 120_000
-    reqs = _requests(n, rho / D, LengthSpec(value=100), LengthSpec(value=out_tokens), seed=3)
+    reqs = _requests(n, rho / D, SampledLengthSpec(value=100), SampledLengthSpec(value=out_tokens), seed=3)
     run = run_simulation(reqs, ConstantStep(step, max_batch=1), SimulationConfig(replicas=1, seed=3))
     _check_conservation(run, n)
     e2e = run.requests["finish_s"] - run.requests["arrival_s"]
@@ -89,7 +89,8 @@ def test_md1_mean_wait():
 
 
 def test_deterministic_for_a_seed():
-    reqs = _requests(3000, 80, LengthSpec(dist="lognormal", mean=800), LengthSpec(dist="lognormal", mean=150), 7)
+    reqs = _requests(3000, 80, SampledLengthSpec(dist="lognormal", mean=800),
+                     SampledLengthSpec(dist="lognormal", mean=150), 7)
     cfg = SimulationConfig(replicas=4, policy="power_of_two", seed=11,
                            failures=[{"at_s": 10.0, "replica": 1, "restart_s": 5.0}])
     a = run_simulation(reqs, RooflineStep(), cfg)
@@ -103,8 +104,8 @@ def test_deterministic_for_a_seed():
 def test_failure_spike_and_recovery():
     """1 of 8 replicas lost at t = 60 s: TTFT spikes right after, recovers, nothing lost uncounted."""
     n = 24_000
-    reqs = _requests(n, 120.0, LengthSpec(dist="lognormal", mean=1000, cv=0.5),
-                     LengthSpec(dist="lognormal", mean=200, cv=0.5), seed=5)
+    reqs = _requests(n, 120.0, SampledLengthSpec(dist="lognormal", mean=1000, cv=0.5),
+                     SampledLengthSpec(dist="lognormal", mean=200, cv=0.5), seed=5)
     cfg = SimulationConfig(replicas=8, seed=5, window_s=10.0, failures=[{"at_s": 60.0, "replica": 3}])
     report, run = simulate(RooflineStep(kv_capacity_tokens=400_000, max_batch=128), cfg, requests=reqs)
     _check_conservation(run, n)
@@ -126,7 +127,7 @@ def test_failure_spike_and_recovery():
 def test_node_failure_takes_its_replicas():
     assert replicas_on_node(0, 8, 4, 8) == [0, 1]
     assert replicas_on_node(1, 4, 16, 8) == [0]
-    reqs = _requests(2000, 40, LengthSpec(value=500), LengthSpec(value=50))
+    reqs = _requests(2000, 40, SampledLengthSpec(value=500), SampledLengthSpec(value=50))
     cfg = SimulationConfig(replicas=4, gpus_per_node=8, failures=[{"at_s": 5.0, "node": 1, "restart_s": 10}])
     step = RooflineStep()
     step.gpus = 4
@@ -140,7 +141,7 @@ def test_node_failure_takes_its_replicas():
 
 
 def test_lost_replica_without_restart_and_no_other_fails_requests():
-    reqs = _requests(500, 20, LengthSpec(value=500), LengthSpec(value=100))
+    reqs = _requests(500, 20, SampledLengthSpec(value=500), SampledLengthSpec(value=100))
     cfg = SimulationConfig(replicas=1, failures=[{"at_s": 5.0, "replica": 0}])
     report, run = simulate(RooflineStep(), cfg, requests=reqs)
     assert report["failed"] > 0
@@ -149,7 +150,7 @@ def test_lost_replica_without_restart_and_no_other_fails_requests():
 
 
 def test_kv_exhaustion_preempts_and_rejects_what_never_fits():
-    reqs = _requests(400, 50, LengthSpec(value=1500), LengthSpec(value=600), seed=2)
+    reqs = _requests(400, 50, SampledLengthSpec(value=1500), SampledLengthSpec(value=600), seed=2)
     big = Requests.build(np.array([0.0]), [9000], [2000])
     report, run = simulate(RooflineStep(kv_capacity_tokens=12_000, max_batch=64), SimulationConfig(), requests=reqs)
     assert report["preemptions"] > 0 and report["completed"] == 400
@@ -158,7 +159,7 @@ def test_kv_exhaustion_preempts_and_rejects_what_never_fits():
 
 
 def test_max_queue_rejects():
-    reqs = _requests(2000, 500, LengthSpec(value=2000), LengthSpec(value=200))
+    reqs = _requests(2000, 500, SampledLengthSpec(value=2000), SampledLengthSpec(value=200))
     report, _ = simulate(RooflineStep(max_batch=4), SimulationConfig(replica={"max_queue": 8}), requests=reqs)
     assert report["rejected"] > 0 and report["completed"] + report["rejected"] == 2000
 
@@ -166,8 +167,8 @@ def test_max_queue_rejects():
 def test_prefix_cache_and_affinity_cut_ttft_for_sessions():
     from clusterfit.sim.config import SessionSpec
 
-    sess = SessionSpec(turns=8, think_time_s=20.0, new_tokens=LengthSpec(value=200))
-    reqs = _requests(4000, 2.0, LengthSpec(value=4000), LengthSpec(value=100), seed=4, sessions=sess)
+    sess = SessionSpec(turns=8, think_time_s=20.0, new_tokens=SampledLengthSpec(value=200))
+    reqs = _requests(4000, 2.0, SampledLengthSpec(value=4000), SampledLengthSpec(value=100), seed=4, sessions=sess)
     step = RooflineStep(kv_capacity_tokens=2_000_000, max_batch=64)
     aff, _ = simulate(step, SimulationConfig(replicas=4, policy="affinity"), requests=reqs)
     rr, _ = simulate(step, SimulationConfig(replicas=4, policy="round_robin"), requests=reqs)
@@ -178,7 +179,7 @@ def test_prefix_cache_and_affinity_cut_ttft_for_sessions():
 
 
 def test_speculative_decoding_raises_tokens_per_step():
-    reqs = _requests(300, 1.0, LengthSpec(value=500), LengthSpec(value=400))
+    reqs = _requests(300, 1.0, SampledLengthSpec(value=500), SampledLengthSpec(value=400))
     step = RooflineStep()
     base, _ = simulate(step, SimulationConfig(), requests=reqs)
     spec, _ = simulate(step, SimulationConfig(replica={"speculative": {"draft_tokens": 3, "acceptance": 0.8,
@@ -189,7 +190,7 @@ def test_speculative_decoding_raises_tokens_per_step():
 
 
 def test_autoscaling_adds_replicas_under_load():
-    reqs = _requests(6000, 100, LengthSpec(value=1000), LengthSpec(value=200))
+    reqs = _requests(6000, 100, SampledLengthSpec(value=1000), SampledLengthSpec(value=200))
     cfg = SimulationConfig(replicas=1, autoscale={"interval_s": 2, "up_outstanding": 20, "down_outstanding": 1,
                                                   "max_replicas": 6, "startup_s": 5})
     report, _ = simulate(RooflineStep(max_batch=64), cfg, requests=reqs)
@@ -200,7 +201,8 @@ def test_autoscaling_adds_replicas_under_load():
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_every_policy_spreads_load(policy):
-    reqs = _requests(4000, 100, LengthSpec(dist="lognormal", mean=800), LengthSpec(dist="lognormal", mean=150))
+    reqs = _requests(4000, 100, SampledLengthSpec(dist="lognormal", mean=800),
+                     SampledLengthSpec(dist="lognormal", mean=150))
     report, _ = simulate(RooflineStep(), SimulationConfig(replicas=4, policy=policy), requests=reqs)
     counts = [r["completed"] for r in report["per_replica"]]
     assert sum(counts) == 4000
@@ -208,6 +210,6 @@ def test_every_policy_spreads_load(policy):
 
 
 def test_unknown_failure_replica_is_an_error():
-    reqs = _requests(10, 1, LengthSpec(value=10), LengthSpec(value=10))
+    reqs = _requests(10, 1, SampledLengthSpec(value=10), SampledLengthSpec(value=10))
     with pytest.raises(ClusterfitError, match="replica 9"):
         simulate(RooflineStep(), SimulationConfig(replicas=2, failures=[{"at_s": 1, "replica": 9}]), requests=reqs)

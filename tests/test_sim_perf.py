@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from clusterfit.perf import predict
-from clusterfit.sim import ArrivalSpec, LengthSpec, SimulationConfig, StepTimer, compile_replica, generate, simulate
+from clusterfit.sim import (ArrivalSpec, SampledLengthSpec, SimulationConfig, StepTimer, compile_replica, generate,
+                            simulate)
 
 CASES = [
     ("meta-llama/Llama-3.1-8B", "hgx_h200", 1, 1000, 200),
@@ -21,7 +22,7 @@ def test_single_replica_light_load_matches_perf_model(model, system, gpus, isl, 
     at the mean context (isl + osl/2), within 2%."""
     sm, _ = compile_replica(model, system, gpus=gpus)
     ref = predict(None, None, None, None, isl=isl, osl=osl, batch=1, context=isl + osl / 2, step_model=sm)
-    reqs = generate(60, ArrivalSpec(rate_rps=0.02), LengthSpec(value=isl), LengthSpec(value=osl),
+    reqs = generate(60, ArrivalSpec(rate_rps=0.02), SampledLengthSpec(value=isl), SampledLengthSpec(value=osl),
                     np.random.default_rng(0))
     report, _ = simulate(sm, SimulationConfig(replicas=1), requests=reqs)
     assert report["completed"] == 60
@@ -50,8 +51,8 @@ def test_step_tables_match_the_model():
 
 def test_exact_steps_agree_with_tables():
     sm, _ = compile_replica("meta-llama/Llama-3.1-8B", "hgx_h200", gpus=1)
-    reqs = generate(400, ArrivalSpec(rate_rps=8), LengthSpec(dist="lognormal", mean=1500),
-                    LengthSpec(dist="lognormal", mean=200), np.random.default_rng(2))
+    reqs = generate(400, ArrivalSpec(rate_rps=8), SampledLengthSpec(dist="lognormal", mean=1500),
+                    SampledLengthSpec(dist="lognormal", mean=200), np.random.default_rng(2))
     fast, _ = simulate(sm, SimulationConfig(), requests=reqs)
     exact, _ = simulate(sm, SimulationConfig(exact_steps=True), requests=reqs)
     for key in ("ttft_s", "tpot_s", "e2e_s"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from clusterfit.errors import ClusterfitError
-from clusterfit.sim import ArrivalSpec, LengthSpec, SessionSpec, generate, load_trace, sample_traces
+from clusterfit.sim import ArrivalSpec, SampledLengthSpec, SessionSpec, generate, load_trace, sample_traces
 from clusterfit.sim.api import build_requests, parse_simulation
 from clusterfit.sim.requests import arrival_times, draw_lengths
 
@@ -33,21 +33,21 @@ def test_bursty_processes_are_burstier_than_poisson():
 
 def test_lengths():
     rng = np.random.default_rng(0)
-    assert np.all(draw_lengths(LengthSpec(value=7), 10, rng) == 7)
-    x = draw_lengths(LengthSpec(dist="lognormal", mean=1000, cv=1.0), 200_000, rng)
+    assert np.all(draw_lengths(SampledLengthSpec(value=7), 10, rng) == 7)
+    x = draw_lengths(SampledLengthSpec(dist="lognormal", mean=1000, cv=1.0), 200_000, rng)
     assert x.mean() == pytest.approx(1000, rel=0.02) and x.std() / x.mean() == pytest.approx(1.0, rel=0.05)
-    e = draw_lengths(LengthSpec(dist="empirical", values=[10, 1000], weights=[3, 1]), 100_000, rng)
+    e = draw_lengths(SampledLengthSpec(dist="empirical", values=[10, 1000], weights=[3, 1]), 100_000, rng)
     assert (e == 10).mean() == pytest.approx(0.75, abs=0.01)
-    clip = draw_lengths(LengthSpec(dist="lognormal", mean=1000, cv=2.0, max=1500, min=5), 10_000, rng)
+    clip = draw_lengths(SampledLengthSpec(dist="lognormal", mean=1000, cv=2.0, max=1500, min=5), 10_000, rng)
     assert clip.max() <= 1500 and clip.min() >= 5
     with pytest.raises(ValueError):
-        LengthSpec(dist="lognormal")
+        SampledLengthSpec(dist="lognormal")
 
 
 def test_sessions_grow_their_context_and_share_a_prefix():
-    req = generate(500, ArrivalSpec(rate_rps=1.0), LengthSpec(value=1000), LengthSpec(value=100),
+    req = generate(500, ArrivalSpec(rate_rps=1.0), SampledLengthSpec(value=1000), SampledLengthSpec(value=100),
                    np.random.default_rng(3), SessionSpec(turns=5, think_time_s=10, shared_prefix_tokens=500,
-                                                         new_tokens=LengthSpec(value=50)))
+                                                         new_tokens=SampledLengthSpec(value=50)))
     assert len(req) == 500
     for s in range(3):
         m = req.prefix_key == s
@@ -128,6 +128,13 @@ def test_simulation_section_and_scenario_workload():
         parse_simulation({"replicas": 0})
     with pytest.raises(ClusterfitError, match="policy"):
         parse_simulation({"policy": "fastest"})
+    # the replica keys took vLLM's engine-argument names; the old ones say what they became
+    with pytest.raises(ClusterfitError, match="replica: token_budget was renamed max_num_batched_tokens"):
+        parse_simulation({"replica": {"token_budget": 512}})
+    with pytest.raises(ClusterfitError, match="replica: max_batch was renamed max_num_seqs"):
+        parse_simulation({"replica": {"max_batch": 8}})
+    replica = parse_simulation({"replica": {"max_num_seqs": 8, "max_num_batched_tokens": 512}}).replica
+    assert (replica.max_num_seqs, replica.max_num_batched_tokens) == (8, 512)
     scen = parse_scenario({"model": "meta-llama/Llama-3.1-8B", "workload": {"isl": {"mean": 2000, "p50": 1200},
                            "osl": 300, "load": {"output_tokens_per_s": 3000}},
                            "simulation": {"requests": 20000, "seed": 4}})

@@ -112,7 +112,7 @@ class System:
 
 
 # --------------------------------------------------------------------------------------------------
-# Catalog loading: YAML/TOML files -> validated entries (pydantic) -> Gpu / System / Price records.
+# Catalog loading: YAML/TOML files -> validated entries (pydantic) -> Gpu / System / CloudPriceQuote records.
 # --------------------------------------------------------------------------------------------------
 
 # PyTorch sees slightly less memory than nvidia-smi reports. Measured on one H200 SXM
@@ -255,7 +255,7 @@ class CatalogFile(_Entry):
 
 
 @dataclass(frozen=True)
-class Price:
+class CloudPriceQuote:
     """An indicative cloud price: US dollars per GPU-hour (and per instance-hour where stated)."""
 
     provider: str
@@ -275,7 +275,7 @@ class HardwareCatalog:
 
     gpus: dict[str, Gpu]
     systems: dict[str, System]
-    prices: tuple[Price, ...] = ()
+    prices: tuple[CloudPriceQuote, ...] = ()
     gpu_aliases: dict[str, str] = field(default_factory=dict, repr=False)  # normalized name -> gpu id
     system_aliases: dict[str, str] = field(default_factory=dict, repr=False)  # normalized name -> system id
     default_system: dict[str, str] = field(default_factory=dict, repr=False)  # gpu id -> system id
@@ -328,7 +328,7 @@ def load_hardware(extra: list[pathlib.Path] | None = None) -> HardwareCatalog:
     return _build(sources)
 
 
-def load_prices(extra: list[pathlib.Path] | None = None) -> list[Price]:
+def load_prices(extra: list[pathlib.Path] | None = None) -> list[CloudPriceQuote]:
     """Indicative cloud prices (US$ per GPU-hour) from the built-in catalog and any user catalogs."""
     return list(load_hardware(extra).prices)
 
@@ -440,7 +440,7 @@ def _build(sources: list[tuple[str, CatalogFile]]) -> HardwareCatalog:
             if gpu_id is None:
                 raise ClusterfitError(f"invalid hardware catalog: {origin}: prices ({p.provider} {p.instance}).gpu: "
                                       f"unknown gpu '{p.gpu}'")
-        price_records.append(Price(provider=p.provider, instance=p.instance, gpu_id=gpu_id,
+        price_records.append(CloudPriceQuote(provider=p.provider, instance=p.instance, gpu_id=gpu_id,
                                    usd_per_gpu_hour=p.usd_per_gpu_hour, kind=p.kind, date=p.date,
                                    source=p.source, gpus_per_instance=p.gpus_per_instance,
                                    usd_per_instance_hour=p.usd_per_instance_hour))

@@ -17,6 +17,7 @@ import numpy as np
 import yaml
 
 from ..errors import ClusterfitError
+from ..hardware import load_prices
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
 
@@ -24,7 +25,7 @@ _PRICES_FILE = Path(__file__).resolve().parent.parent / "catalog" / "prices.yaml
 
 
 @dataclass(frozen=True)
-class Price:
+class GpuHourPrice:
     """An indicative rental price for one GPU of a system, $/GPU-hour, with where it came from."""
 
     usd_per_gpu_hour: float
@@ -90,61 +91,51 @@ def parse_price_overrides(items: list[str] | None) -> dict[str, float]:
     return out
 
 
-def catalog_prices() -> dict[str, Price]:
+def catalog_prices() -> dict[str, GpuHourPrice]:
     """Indicative $/GPU-hour per GPU id, from the hardware catalog (``load_prices``) and ``prices.yaml``.
 
     Per GPU the lowest current on-demand quote is taken (historic list prices and reservations are used
     only when nothing else is quoted); ``catalog/prices.yaml`` fills GPUs the hardware catalog lacks.
     """
-    quotes: dict[str, list[Price]] = {}
+    quotes: dict[str, list[GpuHourPrice]] = {}
     for gpu, price in _hardware_quotes() + _own_quotes():
         quotes.setdefault(gpu, []).append(price)
     return {gpu: min(ps, key=_preference) for gpu, ps in quotes.items()}
 
 
-def _preference(p: Price) -> tuple[int, float]:
+def _preference(p: GpuHourPrice) -> tuple[int, float]:
     kind = p.kind.lower()
     current_on_demand = "on-demand" in kind and "historic" not in kind
     return (0 if current_on_demand else 1, p.usd_per_gpu_hour)
 
 
-def _hardware_quotes() -> list[tuple[str, Price]]:
-    try:
-        from ..hardware import load_prices  # type: ignore[attr-defined]
-    except ImportError:
-        return []
+def _hardware_quotes() -> list[tuple[str, GpuHourPrice]]:
+    """The hardware catalog's price quotes that name a GPU, as (GPU id, price)."""
     out = []
     for q in load_prices():
-        get = (lambda k, q=q: q.get(k)) if isinstance(q, dict) else (lambda k, q=q: getattr(q, k, None))
-        gpu, usd = get("gpu_id") or get("gpu"), get("usd_per_gpu_hour")
-        if not gpu or not usd:
+        if not q.gpu_id:
             continue
-        src = " ".join(str(x) for x in (get("provider"), get("instance")) if x)
-        src = f"{src}: {get('source')}" if get("source") else src
-        out.append((str(gpu), Price(float(usd), src, get("date"), str(get("kind") or ""))))
+        src = " ".join(x for x in (q.provider, q.instance) if x)
+        src = f"{src}: {q.source}" if q.source else src
+        out.append((q.gpu_id, GpuHourPrice(q.usd_per_gpu_hour, src, q.date, q.kind)))
     return out
 
 
-def _own_quotes() -> list[tuple[str, Price]]:
+def _own_quotes() -> list[tuple[str, GpuHourPrice]]:
     if not _PRICES_FILE.is_file():
         return []
     data = yaml.safe_load(_PRICES_FILE.read_text(encoding="utf-8")) or {}
-    return [(str(q["gpu"]), Price(float(q["usd_per_gpu_hour"]), str(q["source"]), q.get("date"), str(q.get("kind", ""))))
+    return [(str(q["gpu"]), GpuHourPrice(float(q["usd_per_gpu_hour"]), str(q["source"]), q.get("date"), str(q.get("kind", ""))))
             for q in data.get("prices", [])]
 
 
 def resolve_price(system_id: str, gpu_id: str, overrides: dict[str, float],
-                  catalog: dict[str, Price]) -> Price | None:
+                  catalog: dict[str, GpuHourPrice]) -> GpuHourPrice | None:
     """The $/GPU-hour for a system: user override (by system id or GPU id) first, then the catalog."""
     for key in (system_id, gpu_id):
         if key in overrides:
-            return Price(overrides[key], "user override (--price)")
+            return GpuHourPrice(overrides[key], "user override (--price)")
     return catalog.get(gpu_id)
-
-
-def cost_per_hour(nodes: int | np.ndarray, gpus_per_node: int, usd_per_gpu_hour: float) -> float | np.ndarray:
-    """$/hour for renting ``nodes`` whole nodes."""
-    return np.asarray(nodes) * gpus_per_node * usd_per_gpu_hour
 
 
 def usd_per_mtok(cost_per_hour_usd: float, tokens_per_s: float) -> float:

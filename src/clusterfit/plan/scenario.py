@@ -38,11 +38,11 @@ from ..errors import ClusterfitError
 from .workload import SLO, AgentSessions, LengthDist, Load, Workload
 
 
-class _Strict(BaseModel):
+class _StrictFrozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LengthSpec(_Strict):
+class LengthStatsSpec(_StrictFrozen):
     """A length distribution: mean and/or percentiles, or a histogram (tokens + counts)."""
 
     mean: float | None = Field(default=None, gt=0)
@@ -55,7 +55,7 @@ class LengthSpec(_Strict):
     counts: list[float] | None = None
 
     @model_validator(mode="after")
-    def _one_form(self) -> LengthSpec:
+    def _one_form(self) -> LengthStatsSpec:
         hist = self.tokens is not None or self.counts is not None
         pct = any(v is not None for v in (self.mean, self.p50, self.p75, self.p90, self.p95, self.p99))
         if hist and pct:
@@ -76,7 +76,7 @@ class LengthSpec(_Strict):
         return LengthDist.from_percentiles(self.mean, pct)
 
 
-class LoadSpec(_Strict):
+class LoadSpec(_StrictFrozen):
     """Exactly one of: requests/s, output tokens/s (whole cluster), concurrent sessions."""
 
     requests_per_s: float | None = Field(default=None, gt=0)
@@ -96,7 +96,7 @@ class LoadSpec(_Strict):
         return Load(kind, value)
 
 
-class AgentSpec(_Strict):
+class AgentSpec(_StrictFrozen):
     shared_prefix_tokens: int = Field(ge=0)
     turns: int = Field(ge=1)
     input_tokens_per_turn: int = Field(ge=1)
@@ -104,9 +104,9 @@ class AgentSpec(_Strict):
     think_time_s: float = Field(default=0.0, ge=0)
 
 
-class WorkloadSpec(_Strict):
-    isl: float | LengthSpec | None = None
-    osl: float | LengthSpec | None = None
+class WorkloadSpec(_StrictFrozen):
+    isl: float | LengthStatsSpec | None = None
+    osl: float | LengthStatsSpec | None = None
     load: LoadSpec
     prefix_cache_hit_rate: float | None = Field(default=None, ge=0, le=1)
     agent: AgentSpec | None = None
@@ -132,16 +132,16 @@ class WorkloadSpec(_Strict):
         return Workload(isl, osl, load, self.prefix_cache_hit_rate or 0.0)
 
 
-def _dist(field: str, v: float | LengthSpec | None) -> LengthDist:
+def _dist(field: str, v: float | LengthStatsSpec | None) -> LengthDist:
     try:
-        if isinstance(v, LengthSpec):
+        if isinstance(v, LengthStatsSpec):
             return v.to_dist()
         return LengthDist.fixed(float(v))  # type: ignore[arg-type]
     except ClusterfitError as exc:
         raise ClusterfitError(f"{field}: {exc}") from None
 
 
-class SLOSpec(_Strict):
+class SLOSpec(_StrictFrozen):
     ttft_ms: float | None = Field(default=None, gt=0)
     ttft_percentile: Literal[50, 90, 95, 99] = 90
     tpot_ms: float | None = Field(default=None, gt=0)
@@ -159,12 +159,12 @@ class SLOSpec(_Strict):
         return SLO(self.ttft_ms / 1e3 if self.ttft_ms is not None else None, tpot, float(self.ttft_percentile))
 
 
-class EndpointSpec(_Strict):
+class EndpointSpec(_StrictFrozen):
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
 
 
-class CostSpec(_Strict):
+class CostSpec(_StrictFrozen):
     prices: dict[str, float] = Field(default_factory=dict)
     endpoint: EndpointSpec | None = None
     failover: int = Field(default=0, ge=0)
@@ -178,13 +178,13 @@ class CostSpec(_Strict):
         return self
 
 
-class SearchSpec(_Strict):
+class SearchSpec(_StrictFrozen):
     max_nodes_per_replica: int = Field(default=4, ge=1, le=64)
     disaggregated: bool = True
     max_batch: int | None = Field(default=None, ge=1)
 
 
-class Scenario(_Strict):
+class Scenario(_StrictFrozen):
     """A validated scenario file."""
 
     model: str
@@ -275,5 +275,5 @@ def _format_errors(exc: ValidationError) -> str:
     return "; ".join(uniq)
 
 
-_UNION_TAGS = {"float", "LengthSpec", "str", "list[str]", "function-after[_one_form(), LengthSpec]",
+_UNION_TAGS = {"float", "LengthStatsSpec", "str", "list[str]", "function-after[_one_form(), LengthStatsSpec]",
                "function-after[_positive_prices(), CostSpec]"}

@@ -10,7 +10,7 @@ Public API:
 
 from .api import build_requests, compile_replica, parse_simulation, simulate
 from .cluster import SimRun, run_simulation
-from .config import (POLICIES, ArrivalSpec, AutoscaleSpec, FailureSpec, LengthSpec, ReplicaSpec, SessionSpec,
+from .config import (POLICIES, ArrivalSpec, AutoscaleSpec, FailureSpec, SampledLengthSpec, ReplicaSpec, SessionSpec,
                      SimulationConfig, SpeculativeSpec)
 from .metrics import summarize
 from .stepmodel import StepModel, StepTimer
@@ -18,7 +18,7 @@ from .trace_files import load_trace, sample_traces
 from .requests import Requests, generate
 
 __all__ = [
-    "POLICIES", "ArrivalSpec", "AutoscaleSpec", "FailureSpec", "LengthSpec", "ReplicaSpec", "Requests",
+    "POLICIES", "ArrivalSpec", "AutoscaleSpec", "FailureSpec", "SampledLengthSpec", "ReplicaSpec", "Requests",
     "SessionSpec", "SimRun", "SimulationConfig", "SpeculativeSpec", "StepModel", "StepTimer", "build_requests",
     "compile_replica", "generate", "load_trace", "parse_simulation", "run_simulation", "sample_traces",
     "simulate", "summarize",

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ..errors import ClusterfitError
 from .cluster import SimRun, run_simulation
-from .config import LengthSpec, SessionSpec, SimulationConfig
+from .config import SampledLengthSpec, SessionSpec, SimulationConfig
 from .metrics import summarize
 from .stepmodel import StepModel
 from .trace_files import load_trace
@@ -41,13 +41,13 @@ def parse_simulation(data: Any, source: str = "simulation") -> SimulationConfig:
         raise ClusterfitError(f"{source}: " + "; ".join(msgs)) from None
 
 
-def _dist_spec(dist) -> LengthSpec:
-    """A planner LengthDist (weighted points) as an empirical LengthSpec."""
+def _dist_spec(dist) -> SampledLengthSpec:
+    """A planner LengthDist (weighted points) as an empirical SampledLengthSpec."""
     tokens = np.maximum(np.rint(np.asarray(dist.tokens, float)), 1).astype(int).tolist()
     weights = np.asarray(dist.weights, float).tolist()
     if len(tokens) == 1:
-        return LengthSpec(dist="fixed", value=tokens[0])
-    return LengthSpec(dist="empirical", values=tokens, weights=weights)
+        return SampledLengthSpec(dist="fixed", value=tokens[0])
+    return SampledLengthSpec(dist="empirical", values=tokens, weights=weights)
 
 
 def build_requests(sim: SimulationConfig, workload=None) -> Requests:
@@ -63,9 +63,9 @@ def build_requests(sim: SimulationConfig, workload=None) -> Requests:
     if sessions is None and agent is not None and inp is None:
         sessions = SessionSpec(turns=agent.turns, shared_prefix_tokens=agent.shared_prefix_tokens,
                                think_time_s=agent.think_time_s,
-                               new_tokens=LengthSpec(dist="fixed", value=agent.input_tokens_per_turn))
-        inp = LengthSpec(dist="fixed", value=agent.input_tokens_per_turn)
-        out = out or LengthSpec(dist="fixed", value=agent.output_tokens_per_turn)
+                               new_tokens=SampledLengthSpec(dist="fixed", value=agent.input_tokens_per_turn))
+        inp = SampledLengthSpec(dist="fixed", value=agent.input_tokens_per_turn)
+        out = out or SampledLengthSpec(dist="fixed", value=agent.output_tokens_per_turn)
     if inp is None:
         if workload is None:
             raise ClusterfitError("no input lengths: give simulation.input, a scenario workload, or --isl")
@@ -80,7 +80,7 @@ def build_requests(sim: SimulationConfig, workload=None) -> Requests:
     return generate(n, arrival, inp, out, rng, sessions)
 
 
-def _rate_from_load(workload, out: LengthSpec, sessions: SessionSpec | None) -> float:
+def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | None) -> float:
     """Arrival rate (requests/s, or sessions/s with sessions) from the scenario's target load."""
     load = getattr(workload, "load", None)
     if load is None:

@@ -77,18 +77,18 @@ class Cluster:
         self.step_model = step_model
         self.ledger = Ledger(requests)
         rspec = config.replica
-        self.max_batch = int(rspec.max_batch or step_model.max_batch)
+        self.max_num_seqs = int(rspec.max_num_seqs or step_model.max_batch)
         kv = int(step_model.kv_capacity_tokens)
         if kv <= rspec.block_size:
             raise ClusterfitError(f"the replica has {kv} KV token slots: nothing fits (check the memory fit)")
-        if self.max_batch < 1:
-            raise ClusterfitError("max batch must be >= 1")
+        if self.max_num_seqs < 1:
+            raise ClusterfitError("max_num_seqs must be >= 1")
         self.kv_capacity = kv
         max_ctx = int(np.max(requests.input_tokens + requests.output_tokens))
         engine = getattr(step_model, "engine", None)
-        self.token_budget = int(rspec.token_budget or (getattr(engine, "max_num_tokens", 0)
+        self.max_num_batched_tokens = int(rspec.max_num_batched_tokens or (getattr(engine, "max_num_tokens", 0)
                                                        * int(getattr(step_model, "dp", 1) or 1)) or 8192)
-        self.timer = StepTimer(step_model, self.token_budget, self.max_batch, max_ctx, exact=config.exact_steps)
+        self.timer = StepTimer(step_model, self.max_num_batched_tokens, self.max_num_seqs, max_ctx, exact=config.exact_steps)
         self.gpus_per_replica = int(getattr(step_model, "gpus", 1) or 1)
         self.gpus_per_node = int(config.gpus_per_node or gpus_per_node or max(8, self.gpus_per_replica))
         self.rng = np.random.default_rng(config.seed)
@@ -112,7 +112,7 @@ class Cluster:
     # --- replicas -------------------------------------------------------------------------------
     def _new_replica(self, now_s: float, ready: bool) -> Replica:
         rep = Replica(len(self.replicas), self.timer, self.ledger, self.kv_capacity, self.config.replica,
-                      self.max_batch, self.token_budget)
+                      self.max_num_seqs, self.max_num_batched_tokens)
         rep.alive = ready
         rep.clock = now_s
         self.replicas.append(rep)
@@ -321,8 +321,8 @@ class Cluster:
             end_s=end_s,
             sim_wall_s=time.perf_counter() - wall0,
             config=cfg,
-            extra={"window_s": window, "kv_capacity_tokens": self.kv_capacity, "max_batch": self.max_batch,
-                   "token_budget": self.token_budget},
+            extra={"window_s": window, "kv_capacity_tokens": self.kv_capacity, "max_num_seqs": self.max_num_seqs,
+                   "max_num_batched_tokens": self.max_num_batched_tokens},
         )
 
     def _sample(self, t: float) -> None:

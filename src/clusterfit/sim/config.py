@@ -7,9 +7,13 @@ SLOs come from the rest of the scenario (or the CLI) and are passed in separatel
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+#: Keys of ``simulation.replica`` renamed to vLLM's engine-argument names: old -> new.
+RENAMED_REPLICA_KEYS = {"max_batch": "max_num_seqs", "token_budget": "max_num_batched_tokens"}
 
 POLICIES = ("round_robin", "random", "least_outstanding", "least_kv", "power_of_two", "affinity")
 
@@ -18,7 +22,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class LengthSpec(_Strict):
+class SampledLengthSpec(_Strict):
     """A token-length distribution.
 
     fixed: always ``value``. lognormal: mean ``mean`` tokens and coefficient of variation ``cv``.
@@ -35,7 +39,7 @@ class LengthSpec(_Strict):
     max: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
-    def _check(self) -> "LengthSpec":
+    def _check(self) -> "SampledLengthSpec":
         if self.dist == "fixed" and self.value is None:
             raise ValueError("fixed lengths need `value`")
         if self.dist == "lognormal" and self.mean is None:
@@ -80,7 +84,7 @@ class SessionSpec(_Strict):
     turns: int | None = Field(default=None, ge=1)
     shared_prefix_tokens: int = Field(default=0, ge=0)
     think_time_s: float = Field(default=10.0, ge=0)
-    new_tokens: LengthSpec = LengthSpec(dist="lognormal", mean=200, cv=1.0)
+    new_tokens: SampledLengthSpec = SampledLengthSpec(dist="lognormal", mean=200, cv=1.0)
 
 
 class SpeculativeSpec(_Strict):
@@ -96,20 +100,31 @@ class SpeculativeSpec(_Strict):
 class ReplicaSpec(_Strict):
     """The engine's scheduler on one replica.
 
-    max_batch: most sequences running at once (default: the step model's ``max_batch``).
-    token_budget: most tokens (prefill chunks + decode tokens) per step (vLLM max_num_batched_tokens;
+    max_num_seqs: most sequences running at once (vLLM's name; default: the step model's ``max_batch``).
+    max_num_batched_tokens: most tokens (prefill chunks + decode tokens) per step (vLLM's name;
         default: the step model's engine ``max_num_tokens``, else 8192).
     block_size: KV block size, tokens. watermark: share of KV blocks kept free at admission.
     max_queue: most requests waiting on a replica; beyond it arrivals are rejected (None: unbounded).
     """
 
-    max_batch: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=16)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=16)
     block_size: int = Field(default=16, ge=1)
     watermark: float = Field(default=0.01, ge=0, lt=1)
     prefix_cache: bool = True
     max_queue: int | None = Field(default=None, ge=1)
     speculative: SpeculativeSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        """Name the new key for a key renamed to vLLM's spelling instead of calling it unknown."""
+        if isinstance(data, dict):
+            for old, new in RENAMED_REPLICA_KEYS.items():
+                if old in data:
+                    raise PydanticCustomError("renamed_key", "{old} was renamed {new} (vLLM's name)",
+                                              {"old": old, "new": new})
+        return data
 
 
 class FailureSpec(_Strict):
@@ -156,8 +171,8 @@ class SimulationConfig(_Strict):
     policy: Literal["round_robin", "random", "least_outstanding", "least_kv", "power_of_two",
                     "affinity"] = "least_outstanding"
     arrival: ArrivalSpec = ArrivalSpec()
-    input: LengthSpec | None = None
-    output: LengthSpec | None = None
+    input: SampledLengthSpec | None = None
+    output: SampledLengthSpec | None = None
     sessions: SessionSpec | None = None
     trace: str | None = None
     replica: ReplicaSpec = ReplicaSpec()

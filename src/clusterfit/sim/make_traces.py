@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import ArrivalSpec, LengthSpec, SessionSpec
+from .config import ArrivalSpec, SampledLengthSpec, SessionSpec
 from .requests import generate
 
 OUT = Path(__file__).parent / "traces"
 
 
-def _azure(path: Path, seed: int, n: int, rate: float, isl: LengthSpec, osl: LengthSpec) -> None:
+def _azure(path: Path, seed: int, n: int, rate: float, isl: SampledLengthSpec, osl: SampledLengthSpec) -> None:
     rng = np.random.default_rng(seed)
     req = generate(n, ArrivalSpec(process="gamma", rate_rps=rate, cv=2.5), isl, osl, rng)
     start = datetime(2024, 5, 10, 0, 0, 0)
@@ -38,8 +38,8 @@ def _azure(path: Path, seed: int, n: int, rate: float, isl: LengthSpec, osl: Len
 def _burstgpt(path: Path, seed: int, n: int) -> None:
     rng = np.random.default_rng(seed)
     req = generate(n, ArrivalSpec(process="mmpp", rate_rps=3.0, burst_factor=5.0, burst_fraction=0.1, dwell_s=20),
-                   LengthSpec(dist="lognormal", mean=600, cv=1.5, max=16000),
-                   LengthSpec(dist="lognormal", mean=280, cv=1.0, max=4000), rng)
+                   SampledLengthSpec(dist="lognormal", mean=600, cv=1.5, max=16000),
+                   SampledLengthSpec(dist="lognormal", mean=280, cv=1.0, max=4000), rng)
     models = rng.choice(["ChatGPT", "GPT-4"], size=n, p=[0.8, 0.2])
     with open(path, "w") as fh:
         fh.write("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
@@ -49,10 +49,10 @@ def _burstgpt(path: Path, seed: int, n: int) -> None:
 
 def _agents(path: Path, seed: int, n: int) -> None:
     rng = np.random.default_rng(seed)
-    req = generate(n, ArrivalSpec(rate_rps=0.5), LengthSpec(dist="lognormal", mean=3000, cv=0.5),
-                   LengthSpec(dist="lognormal", mean=300, cv=1.0, max=4000), rng,
+    req = generate(n, ArrivalSpec(rate_rps=0.5), SampledLengthSpec(dist="lognormal", mean=3000, cv=0.5),
+                   SampledLengthSpec(dist="lognormal", mean=300, cv=1.0, max=4000), rng,
                    SessionSpec(turns_mean=6, think_time_s=8.0, shared_prefix_tokens=4000,
-                               new_tokens=LengthSpec(dist="lognormal", mean=400, cv=1.0)))
+                               new_tokens=SampledLengthSpec(dist="lognormal", mean=400, cv=1.0)))
     with open(path, "w") as fh:
         for t, i, o, k in zip(req.arrival_s, req.input_tokens, req.output_tokens, req.prefix_key):
             fh.write(json.dumps({"arrival_s": round(float(t), 4), "input_tokens": int(i), "output_tokens": int(o),
@@ -64,10 +64,10 @@ def write_samples(out: Path = OUT) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "azure_code_sample.csv", out / "azure_conv_sample.csv", out / "burstgpt_sample.csv",
              out / "agent_sessions_sample.jsonl"]
-    _azure(paths[0], 1, 2000, 4.0, LengthSpec(dist="lognormal", mean=2048, cv=1.2, max=30000),
-           LengthSpec(dist="lognormal", mean=28, cv=1.5, max=2000))
-    _azure(paths[1], 2, 2000, 4.0, LengthSpec(dist="lognormal", mean=1100, cv=1.0, max=16000),
-           LengthSpec(dist="lognormal", mean=230, cv=0.9, max=4000))
+    _azure(paths[0], 1, 2000, 4.0, SampledLengthSpec(dist="lognormal", mean=2048, cv=1.2, max=30000),
+           SampledLengthSpec(dist="lognormal", mean=28, cv=1.5, max=2000))
+    _azure(paths[1], 2, 2000, 4.0, SampledLengthSpec(dist="lognormal", mean=1100, cv=1.0, max=16000),
+           SampledLengthSpec(dist="lognormal", mean=230, cv=0.9, max=4000))
     _burstgpt(paths[2], 3, 2000)
     _agents(paths[3], 4, 1000)
     return paths

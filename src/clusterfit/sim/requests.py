@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ClusterfitError
-from .config import ArrivalSpec, LengthSpec, SessionSpec
+from .config import ArrivalSpec, SampledLengthSpec, SessionSpec
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Requests:
         return float(self.arrival_s[-1] - self.arrival_s[0]) if len(self) else 0.0
 
 
-def draw_lengths(spec: LengthSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+def draw_lengths(spec: SampledLengthSpec, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` token lengths from ``spec`` (int64, clipped to [min, max])."""
     if spec.dist == "fixed":
         x = np.full(n, spec.value, dtype=float)
@@ -133,7 +133,7 @@ def _diurnal(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
     return times - times[0]
 
 
-def generate(n: int, arrival: ArrivalSpec, input_spec: LengthSpec, output_spec: LengthSpec,
+def generate(n: int, arrival: ArrivalSpec, input_spec: SampledLengthSpec, output_spec: SampledLengthSpec,
              rng: np.random.Generator, sessions: SessionSpec | None = None) -> Requests:
     """``n`` requests: independent ones, or multi-turn sessions when ``sessions`` is given."""
     if n < 1:
@@ -144,7 +144,7 @@ def generate(n: int, arrival: ArrivalSpec, input_spec: LengthSpec, output_spec: 
     return _sessions(n, arrival, input_spec, output_spec, sessions, rng)
 
 
-def _sessions(n: int, arrival: ArrivalSpec, input_spec: LengthSpec, output_spec: LengthSpec,
+def _sessions(n: int, arrival: ArrivalSpec, input_spec: SampledLengthSpec, output_spec: SampledLengthSpec,
               spec: SessionSpec, rng: np.random.Generator) -> Requests:
     """Agent sessions: first prompt from ``input_spec``, later turns extend the previous context."""
     p = 1.0 / (spec.turns or spec.turns_mean)
