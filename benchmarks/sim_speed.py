@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from clusterfit.sim import ArrivalSpec, SampledLengthSpec, SimulationConfig, compile_replica, generate, run_simulation
+from clusterfit.compose import Catalog, build_replica
+from clusterfit.sim import ArrivalSpec, SampledLengthSpec, SimulationConfig, generate, run_simulation
 from clusterfit.sim.metrics import summarize
 
 RESULTS = Path(__file__).parent / "results" / "sim_speed.json"
@@ -39,7 +40,8 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    sm, system = compile_replica(args.model, args.system, gpus=1)
+    rep = build_replica(Catalog.load(), args.model, args.system, gpus=1)
+    sm, system = rep.step, rep.system
     cfg = SimulationConfig(replicas=args.replicas, requests=args.requests, seed=args.seed, policy=args.policy,
                            arrival=ArrivalSpec(rate_rps=args.rate_per_replica * args.replicas))
     reqs = generate(args.requests, cfg.arrival, SampledLengthSpec(dist="lognormal", mean=1000, cv=1.0, max=16000),

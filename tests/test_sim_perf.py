@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from clusterfit.perf import predict
-from clusterfit.sim import (ArrivalSpec, SampledLengthSpec, SimulationConfig, StepTimer, compile_replica, generate,
+from clusterfit.compose import Catalog, build_replica
+from clusterfit.sim import (ArrivalSpec, SampledLengthSpec, SimulationConfig, StepTimer, generate,
                             simulate)
 
 CASES = [
@@ -20,7 +21,7 @@ CASES = [
 def test_single_replica_light_load_matches_perf_model(model, system, gpus, isl, osl):
     """One replica, requests far apart: TTFT is the perf model's prefill time and TPOT its decode step
     at the mean context (isl + osl/2), within 2%."""
-    sm, _ = compile_replica(model, system, gpus=gpus)
+    sm = build_replica(Catalog.load(), model, system, gpus=gpus).step
     ref = predict(None, None, None, None, isl=isl, osl=osl, batch=1, context=isl + osl / 2, step_model=sm)
     reqs = generate(60, ArrivalSpec(rate_rps=0.02), SampledLengthSpec(value=isl), SampledLengthSpec(value=osl),
                     np.random.default_rng(0))
@@ -34,13 +35,13 @@ def test_single_replica_light_load_matches_perf_model(model, system, gpus, isl, 
 
 def test_step_tables_match_the_model():
     """Interpolated step times stay within 1% of the model over random mixed steps."""
-    sm, _ = compile_replica("Qwen/Qwen3-30B-A3B", "hgx_h200", gpus=1)
-    timer = StepTimer(sm, 8192, sm.max_batch, 40_000)
+    sm = build_replica(Catalog.load(), "Qwen/Qwen3-30B-A3B", "hgx_h200", gpus=1).step
+    timer = StepTimer(sm, 8192, sm.max_num_seqs, 40_000)
     rng = np.random.default_rng(1)
     err = []
     for _ in range(500):
         p = int(rng.integers(0, 8000))
-        d = int(rng.integers(0 if p else 1, sm.max_batch))
+        d = int(rng.integers(0 if p else 1, sm.max_num_seqs))
         pa, da = p * rng.uniform(0, 30_000), d * rng.uniform(1, 30_000)
         err.append(timer.step_s(p, pa, d, da) / float(sm.step_s(p, pa, d, da)) - 1)
     assert np.max(np.abs(err)) < 0.01
@@ -50,7 +51,7 @@ def test_step_tables_match_the_model():
 
 
 def test_exact_steps_agree_with_tables():
-    sm, _ = compile_replica("meta-llama/Llama-3.1-8B", "hgx_h200", gpus=1)
+    sm = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "hgx_h200", gpus=1).step
     reqs = generate(400, ArrivalSpec(rate_rps=8), SampledLengthSpec(dist="lognormal", mean=1500),
                     SampledLengthSpec(dist="lognormal", mean=200), np.random.default_rng(2))
     fast, _ = simulate(sm, SimulationConfig(), requests=reqs)

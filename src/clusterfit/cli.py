@@ -1,19 +1,19 @@
-"""The `clusterfit` command line: parse, call the domain functions, render. Nothing else lives here.
+"""The `clusterfit` command line: parse options, call the typed API (``clusterfit.api``), render. Nothing else.
 
-Every command accepts ``--json`` and prints one JSON object (the same shape the Python API returns).
-User errors (ClusterfitError, bad option values) print one line to stderr and exit with code 2.
+Every command accepts ``--json`` and prints one JSON object: the API result's ``model_dump(mode="json")``.
+User errors (ClusterfitError, usage errors: a missing or unknown option, a bad value) print one line starting
+with ``error:`` to stderr and exit with code 2. Start-up stays light: command modules import the API, numpy and
+pydantic only when they run.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import typer
-from rich.console import Console
 
+from .commands import fit, hardware, perf, plan, simulate
+from .commands.output import fail, parameter_flag
 from .errors import ClusterfitError
 
 app = typer.Typer(
@@ -23,9 +23,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 def _version(value: bool) -> None:
@@ -42,51 +39,40 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Size, plan and simulate LLM serving clusters: memory fit, performance, planning, simulation."""
 
 
-def emit(payload: dict[str, Any], as_json: bool, render: Callable[[Console], None]) -> None:
-    """Print ``payload`` as JSON, or call ``render`` for the rich view."""
-    if as_json:
-        sys.stdout.write(json.dumps(payload, indent=2, default=_json_default) + "\n")
-    else:
-        render(console)
+app.command("fit")(fit.fit_command)
+app.command("models")(fit.models_command)
+app.command("model")(fit.model_command)
+app.command("hardware")(hardware.hardware_command)
+app.command("systems", hidden=True)(hardware.systems_command)
+app.command("perf")(perf.perf_command)
+app.command("plan")(plan.plan_command)
+app.command("simulate")(simulate.simulate_command)
 
 
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "item"):  # numpy scalars
-        return obj.item()
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+def _usage_error_type() -> type[Exception]:
+    """The base class of the command-line parser's usage errors (missing/unknown option, bad value).
 
-
-def fail(message: str) -> None:
-    """Print a user error and exit with code 2."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise SystemExit(2)
-
-
-# Command modules register themselves on `app` when imported.
-from .commands import fit as _fit  # noqa: E402,F401
-from .commands import hardware as _hardware  # noqa: E402,F401
-from .commands import perf as _perf  # noqa: E402,F401
-from .commands import plan as _plan  # noqa: E402,F401
-from .commands import simulate as _simulate  # noqa: E402,F401
+    typer >= 0.2x vendors click as ``typer._click``; older releases use click itself. ``typer.BadParameter`` is
+    public in both, and its ancestor ``ClickException`` is the base of every usage error either way."""
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == "ClickException":
+            return cls
+    return typer.BadParameter
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the app, turn ClusterfitError into exit code 2."""
+    """Console-script entry point: run the app; user and usage errors become one ``error:`` line and exit 2."""
     try:
         app(args=argv, standalone_mode=False)
     except ClusterfitError as exc:
-        fail(str(exc))
+        fail(parameter_flag(exc))
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:
         fail("aborted")
-    except Exception as exc:  # click usage errors
-        import click
+    except _usage_error_type() as exc:
+        fail(exc.format_message())  # type: ignore[attr-defined]
 
-        if isinstance(exc, click.exceptions.UsageError):
-            fail(exc.format_message())
-        if isinstance(exc, click.exceptions.ClickException):
-            fail(exc.format_message())
-        raise
+
+if __name__ == "__main__":
+    main()

@@ -2,38 +2,35 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
-from ..cli import app, emit
-from ..hardware import load_hardware
-from ..report.hardware import hardware_payload, render_hardware
+from .options import CatalogOpt
+from .output import emit
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-@app.command("hardware")
-def hardware(
-    catalog: list[Path] = typer.Option(
-        None, "--catalog", metavar="FILE",
-        help="Extra hardware catalog (YAML or TOML, same schema as the built-in one) that adds or overrides "
-             "GPUs and systems; repeatable, later files win."),
+def hardware_command(
+    catalog: CatalogOpt = None,
     as_json: bool = typer.Option(False, "--json", help='Print {"systems": [rows...]} as JSON.'),
 ) -> None:
     """Systems you can size for: GPUs per node, scale-up domain, memory, bandwidth, dense peaks, network."""
-    cat = load_hardware(list(catalog) if catalog else None)
-    payload = hardware_payload(cat)
+    from .. import api
+
+    result = api.hardware(catalog)
 
     def render(console: Console) -> None:
-        render_hardware(console, payload["systems"])
+        from ..report.hardware import render_hardware
 
-    emit(payload, as_json, render)
+        render_hardware(console, [r.model_dump() for r in result.systems])
+
+    emit(result, as_json, render)
 
 
-@app.command("systems", hidden=True)
-def systems(
-    catalog: list[Path] = typer.Option(None, "--catalog", metavar="FILE", help="Extra hardware catalog."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
+def systems_command(catalog: CatalogOpt = None,
+                    as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Alias of `clusterfit hardware` (error messages for unknown systems point here)."""
-    hardware(catalog=catalog, as_json=as_json)
+    hardware_command(catalog=catalog, as_json=as_json)

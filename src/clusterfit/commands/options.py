@@ -15,5 +15,12 @@ PrecisionOpt = Annotated[Optional[str], typer.Option(
     help="Weight precision: bf16, fp8, fp8_block, int8, int4, mxfp4, nvfp4 (default: the checkpoint's)")]
 ExpertsPrecisionOpt = Annotated[Optional[str], typer.Option(help="Override the routed experts' precision")]
 KvDtypeOpt = Annotated[Optional[str], typer.Option(help="KV-cache dtype: bf16, fp16, fp8")]
-CatalogOpt = Annotated[Optional[list[Path]], typer.Option(help="Extra hardware catalog, YAML or TOML (repeatable)")]
+CatalogOpt = Annotated[Optional[list[Path]], typer.Option(
+    "--catalog", metavar="FILE", help="Extra hardware catalog, YAML or TOML (repeatable; later files win)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
+EngineOpt = Annotated[str, typer.Option(help="Serving engine: vllm, sglang or trtllm")]
+
+
+def given(**options: object) -> dict[str, object]:
+    """The options the user gave (not None), as API keyword arguments."""
+    return {k: v for k, v in options.items() if v is not None}

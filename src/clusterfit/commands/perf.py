@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from ..arch import load_model
-from ..cli import app, emit
-from ..errors import ClusterfitError
-from ..hardware import load_hardware
-from ..layout import layout_from_options
-from ..memory import smallest_layout
-from ..precision import resolve_precision
-from .options import CatalogOpt, DpOpt, EpOpt, ExpertsPrecisionOpt, KvDtypeOpt, PpOpt, PrecisionOpt, TpOpt
+from .options import (CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, JsonOpt, KvDtypeOpt, PpOpt,
+                      PrecisionOpt, TpOpt, given)
+from .output import emit
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..schema import PerfResult
 
 
-@app.command("perf")
 def perf_command(
     model: Annotated[str, typer.Argument(help="HF id, alias or path to a config.json")],
     system: Annotated[str, typer.Option("--system", "-s", help="System id or GPU name (h200, dgx_b200, ...)")],
@@ -36,48 +33,44 @@ def perf_command(
     max_throughput: Annotated[bool, typer.Option("--max-throughput", help="All requests queued (offline)")] = False,
     batch: Annotated[Optional[int], typer.Option(help="Decode batch size (with --context)")] = None,
     context: Annotated[Optional[int], typer.Option(help="Context length of the decode batch")] = None,
-    engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
+    engine: EngineOpt = "vllm",
     catalog: CatalogOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Predict TTFT, TPOT and throughput of one replica of MODEL on SYSTEM."""
-    from ..perf import predict
+    from .. import api
 
-    if sum([concurrency is not None, batch is not None, max_throughput]) != 1:
-        raise ClusterfitError("give exactly one of --concurrency, --max-throughput or --batch (with --context)")
-    if context is not None and batch is None:
-        raise ClusterfitError("--context needs --batch")
-    m = load_model(model)
-    sysm = load_hardware(catalog).system(system)
-    prec = resolve_precision(m, precision, experts_precision, kv_dtype)
-    layout = layout_from_options(m, sysm, gpus, tp, pp, ep, dp) or smallest_layout(m, sysm, prec, engine)
-    out = predict(m, sysm, layout, prec, engine, isl, osl, concurrency=concurrency, batch=batch, context=context,
-                  max_throughput=max_throughput)
-    payload = {"model": m.name, "system": sysm.id, "engine": engine, "precision": prec.name, "kv_dtype": prec.kv_dtype,
-               "layout": {"tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "dp": layout.dp}, "isl": isl, "osl": osl,
-               **out}
+    result = api.perf(**given(model=model, system=system, isl=isl, osl=osl, gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp,
+                              precision=precision, experts_precision=experts_precision, kv_dtype=kv_dtype,
+                              concurrency=concurrency, max_throughput=max_throughput, batch=batch, context=context,
+                              engine=engine, catalog=catalog))
+    emit(result, as_json, lambda c: render_perf(c, result))
 
-    def render(console: Console) -> None:
-        t = Table(title=f"{m.name} on {layout.gpus} x {sysm.gpu.id} ({layout.label()}, {engine}, {prec.name})")
-        t.add_column("metric")
-        t.add_column("value", justify="right")
-        t.add_row("batch (running sequences)", f"{out['batch']:.0f}")
-        t.add_row("TTFT", f"{out['ttft_s'] * 1e3:.1f} ms")
-        t.add_row("TPOT", f"{out['tpot_s'] * 1e3:.2f} ms")
-        t.add_row("tokens/s per user", f"{out['tokens_per_s_per_user']:.1f}")
-        t.add_row("output tokens/s (replica)", f"{out['output_tokens_per_s']:.0f}")
-        t.add_row("output tokens/s per GPU", f"{out['output_tokens_per_s_per_gpu']:.0f}")
-        t.add_row("decode step", f"{out['decode_step_s'] * 1e3:.2f} ms")
-        t.add_row("KV capacity (tokens)", f"{out['kv_capacity_tokens']:.0f}")
-        console.print(t)
-        b = Table(title="decode step breakdown")
-        b.add_column("op")
-        b.add_column("ms", justify="right")
-        for k, v in sorted(out["breakdown"]["by_op_s"].items(), key=lambda kv: -kv[1]):
-            if v > 0:
-                b.add_row(k, f"{v * 1e3:.3f}")
-        for k, v in out["breakdown"]["by_kind_s"].items():
-            b.add_row(f"[bold]{k}[/]", f"{v * 1e3:.3f}")
-        console.print(b)
 
-    emit(payload, as_json, render)
+def render_perf(console: Console, out: PerfResult) -> None:
+    from rich.table import Table
+
+    lay = out.layout
+    label = " ".join(f"{k}{v}" for k, v in (("TP", lay.tp), ("DP", lay.dp), ("EP", lay.ep), ("PP", lay.pp))
+                     if k == "TP" or v > 1)
+    t = Table(title=f"{out.model} on {out.gpus} x {out.system} GPUs ({label}, {out.engine}, {out.precision})")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("batch (running sequences)", f"{out.batch:.0f}")
+    t.add_row("TTFT", f"{out.ttft_s * 1e3:.1f} ms")
+    t.add_row("TPOT", f"{out.tpot_s * 1e3:.2f} ms")
+    t.add_row("tokens/s per user", f"{out.tokens_per_s_per_user:.1f}")
+    t.add_row("output tokens/s (replica)", f"{out.output_tokens_per_s:.0f}")
+    t.add_row("output tokens/s per GPU", f"{out.output_tokens_per_s_per_gpu:.0f}")
+    t.add_row("decode step", f"{out.decode_step_s * 1e3:.2f} ms")
+    t.add_row("KV capacity (tokens)", f"{out.kv_capacity_tokens:.0f}")
+    console.print(t)
+    b = Table(title="decode step breakdown")
+    b.add_column("op")
+    b.add_column("ms", justify="right")
+    for k, v in sorted(out.breakdown.by_op_s.items(), key=lambda kv: -kv[1]):
+        if v > 0:
+            b.add_row(k, f"{v * 1e3:.3f}")
+    for k, v in out.breakdown.by_kind_s.items():
+        b.add_row(f"[bold]{k}[/]", f"{v * 1e3:.3f}")
+    console.print(b)

@@ -2,19 +2,21 @@
 
 Public API::
 
-    from clusterfit.plan import PlanRequest, plan, load_scenario, Workload, Load, SLO, LengthDist
-    result = plan(PlanRequest("zai-org/GLM-5.3", Workload.simple(4000, 500, Load("requests_per_s", 5)),
-                              SLO(ttft_s=2.0, tpot_s=0.05), systems=["h200", "b200", "h100"], precisions=["fp8"]))
+    from clusterfit.plan import PlanQuestion, plan_cluster, load_scenario, Workload, Load, SLO, LengthDist
+    result = plan_cluster(PlanQuestion("zai-org/GLM-5.3", Workload.simple(4000, 500, Load("requests_per_s", 5)),
+                                       SLO(ttft_s=2.0, tpot_s=0.05), systems=["h200", "b200", "h100"],
+                                       precisions=["fp8"]))
 
-``result`` is the dict ``clusterfit plan --json`` prints. Modules: workload (lengths, loads, agent
+``result`` is a ``clusterfit.schema.PlanResult`` (``clusterfit.plan(...)`` builds the question from keyword
+arguments or a scenario file). Modules: workload (lengths, loads, agent
 sessions, SLOs), scenario (YAML/TOML files), layouts (candidate TP/PP/EP/DP), capacity (per-replica
 throughput and latency over a batch grid), queueing (percentile TTFT), search, cost, pareto, planner,
 verify (simulate the recommendation), plot.
 """
 
-from .planner import PlanRequest, plan
+from .planner import PlanQuestion, plan_cluster
 from .scenario import Scenario, load_scenario
 from .workload import SLO, AgentSessions, LengthDist, Load, Workload
 
-__all__ = ["PlanRequest", "plan", "Scenario", "load_scenario", "SLO", "AgentSessions", "LengthDist", "Load",
+__all__ = ["PlanQuestion", "plan_cluster", "Scenario", "load_scenario", "SLO", "AgentSessions", "LengthDist", "Load",
            "Workload"]

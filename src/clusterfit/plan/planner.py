@@ -3,27 +3,36 @@
 ``plan(request)`` runs the search, sizes every candidate for the target load (replicas + N+k spares,
 nodes, GPUs), picks the cheapest plan per system and overall, explains what binds, draws the Pareto
 frontier (output tokens/s per GPU against tokens/s per user) per system, and compares the cost with a
-per-token endpoint. It returns one JSON-ready dict: the shape the CLI's ``--json`` prints.
+per-token endpoint. It returns a ``clusterfit.schema.PlanResult``: ``model_dump(mode="json")`` is what the CLI's
+``--json`` prints. ``plan_cluster(..., verify=True)`` also simulates the recommendation (``verify.verify_plan``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ClusterfitError
+from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PlanOption, PlanResult, PrefillPool,
+                      Verification)
 from .cost import (HOURS_PER_MONTH, EndpointPrice, Pool, break_even_rps, catalog_prices, resolve_price,
                    usd_per_mtok, verdict)
 from .pareto import pareto_front
-from .search import Candidate, SearchSpace, search
+from .search import Candidate, SearchResult, SearchSpace, search
 from .workload import SLO, Workload
+
+if TYPE_CHECKING:
+    from ..compose import Catalog
+    from ..hardware import System
 
 
 @dataclass
-class PlanRequest:
-    """A planning question. Loads, lengths and SLOs live in ``workload`` and ``slo``."""
+class PlanQuestion:
+    """A planning question, resolved from a ``schema.PlanRequest`` (``question.build_question``). Loads, lengths
+    and SLOs live in ``workload`` and ``slo``; ``catalog`` holds the hardware catalogs in force."""
 
     model: str
     workload: Workload
@@ -40,6 +49,7 @@ class PlanRequest:
     max_batch: int | None = None
     hours_per_month: float = HOURS_PER_MONTH
     simulation: object = None          # the scenario's opaque ``simulation:`` section (for --verify)
+    catalog: Catalog | None = None     # None: the built-in catalogs
 
 
 # ------------------------------------------------------------------------------------------ sizing
@@ -200,7 +210,7 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
     step_word = f"{_KIND_WORD[dominant]}-bound ({share:.0%} of the {step * 1e3:.1f} ms step)"
     if nxt is None:
         s.binding = "engine"
-        s.why = f"the engine's batch cap ({sm.max_batch}) is reached; the step there is {step_word}"
+        s.why = f"the engine's batch cap ({sm.max_num_seqs}) is reached; the step there is {step_word}"
     elif not curve.kv_ok[nxt]:
         if B[nxt] > kv_seqs:
             s.binding = "memory"
@@ -208,7 +218,7 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
                      f"at {s.best_batch:.0f}")
         else:
             s.binding = "engine"
-            s.why = f"the engine's batch cap ({sm.max_batch}) is reached; the step there is {step_word}"
+            s.why = f"the engine's batch cap ({sm.max_num_seqs}) is reached; the step there is {step_word}"
     elif not curve.tpot_ok[nxt]:
         s.binding = _KIND_WORD[dominant] if dominant != "overhead_s" else "slo"
         tpot_here = float(curve.tpot_s[i])
@@ -228,51 +238,53 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
             s.binding = "network" if comm >= kinds.get(dominant, 0) * 0.5 else s.binding
 
 
-# ------------------------------------------------------------------------------------------- json
-def _row(s: _Sized, wl: Workload, hours: float) -> dict:
+# ------------------------------------------------------------------------------------------ results
+def _row(s: _Sized, wl: Workload, hours: float) -> PlanOption:
     c = s.main
     tp, pp, ep, dp = c.layout
     cost = s.cost_per_hour
     out_tps = s.rate_rps * wl.osl_mean_tokens
     in_tps = s.rate_rps * wl.isl_mean_tokens
     full_out = s.full_rate_rps * wl.osl_mean_tokens
-    row = {
-        "system": s.system.id, "gpu": s.system.gpu.id, "mode": s.mode, "precision": s.precision,
-        "kv_dtype": s.kv_dtype, "layout": c.label(), "tp": tp, "pp": pp, "ep": ep, "dp": dp,
-        "nodes_per_replica": c.nodes, "gpus_per_replica": c.gpus, "replicas": s.replicas + s.spares,
-        "serving_replicas": s.replicas, "spare_replicas": s.spares, "nodes": s.nodes,
-        "total_gpus": s.gpus, "rented_gpus": s.nodes * s.system.gpus_per_node,
-        "batch": s.batch, "max_batch_within_slo": s.best_batch,
-        "price_per_gpu_hour": None if s.price is None else s.price.usd_per_gpu_hour,
-        "price_source": None if s.price is None else s.price.describe(),
-        "cost_per_hour": cost, "cost_per_month": None if cost is None else cost * hours,
-        "cost_per_mtok_out": None if cost is None else usd_per_mtok(cost, out_tps),
-        "cost_per_mtok_in": None if cost is None else usd_per_mtok(cost, in_tps),
-        "cost_per_mtok_out_full_load": None if cost is None else usd_per_mtok(cost, full_out),
-        "cost_per_mtok_in_full_load": None if cost is None else usd_per_mtok(cost, s.full_rate_rps * wl.isl_mean_tokens),
-        "ttft_s": s.ttft_s, "tpot_s": s.tpot_s, "tokens_per_s_per_user": 1.0 / s.tpot_s,
-        "requests_per_s": s.rate_rps, "output_tokens_per_s": out_tps,
-        "output_tokens_per_s_per_gpu": out_tps / s.gpus,
-        "full_load_requests_per_s": s.full_rate_rps, "full_load_output_tokens_per_s": full_out,
-        "internode_replica": c.gpus > s.system.scale_up_domain_gpus,
-        "step_breakdown_s": s.breakdown, "binding": s.binding, "why": s.why,
-        "speed_calibrated": speed_calibrated(s.system),
-    }
-    if s.prefill is not None:
+    prefill = None
+    xpyd = None
+    if s.prefill is not None and s.prefill.prefill is not None:
         p = s.prefill
         ptp, ppp, pep, pdp = p.layout
-        row["prefill"] = {"layout": p.label(), "tp": ptp, "pp": ppp, "ep": pep, "dp": pdp, "gpus_per_replica": p.gpus,
-                          "replicas": s.prefill_replicas + s.spares, "requests_per_s_per_replica": p.prefill.rate_rps,
-                          "kv_transfer_s": p.prefill.kv_transfer_s}
-        row["xPyD"] = f"{s.prefill_replicas + s.spares}P{s.replicas + s.spares}D"
-    return row
+        prefill = PrefillPool(layout=p.label(), tp=ptp, pp=ppp, ep=pep, dp=pdp, gpus_per_replica=p.gpus,
+                              replicas=s.prefill_replicas + s.spares,
+                              requests_per_s_per_replica=p.prefill.rate_rps, kv_transfer_s=p.prefill.kv_transfer_s)
+        xpyd = f"{s.prefill_replicas + s.spares}P{s.replicas + s.spares}D"
+    return PlanOption(
+        system=s.system.id, gpu=s.system.gpu.id, mode=s.mode, precision=s.precision,  # type: ignore[arg-type]
+        kv_dtype=s.kv_dtype, layout=c.label(), tp=tp, pp=pp, ep=ep, dp=dp,
+        nodes_per_replica=c.nodes, gpus_per_replica=c.gpus, replicas=s.replicas + s.spares,
+        serving_replicas=s.replicas, spare_replicas=s.spares, nodes=s.nodes,
+        total_gpus=s.gpus, rented_gpus=s.nodes * s.system.gpus_per_node,
+        batch=s.batch, max_batch_within_slo=s.best_batch,
+        price_per_gpu_hour=None if s.price is None else s.price.usd_per_gpu_hour,
+        price_source=None if s.price is None else s.price.describe(),
+        cost_per_hour=cost, cost_per_month=None if cost is None else cost * hours,
+        cost_per_mtok_out=None if cost is None else usd_per_mtok(cost, out_tps),
+        cost_per_mtok_in=None if cost is None else usd_per_mtok(cost, in_tps),
+        cost_per_mtok_out_full_load=None if cost is None else usd_per_mtok(cost, full_out),
+        cost_per_mtok_in_full_load=None if cost is None else usd_per_mtok(cost, s.full_rate_rps * wl.isl_mean_tokens),
+        ttft_s=s.ttft_s, tpot_s=s.tpot_s, tokens_per_s_per_user=1.0 / s.tpot_s,
+        requests_per_s=s.rate_rps, output_tokens_per_s=out_tps,
+        output_tokens_per_s_per_gpu=out_tps / s.gpus,
+        full_load_requests_per_s=s.full_rate_rps, full_load_output_tokens_per_s=full_out,
+        internode_replica=c.gpus > s.system.scale_up_domain_gpus,
+        step_breakdown_s=s.breakdown, binding=s.binding, why=s.why,
+        speed_calibrated=speed_calibrated(s.system), prefill=prefill, xPyD=xpyd)
 
 
-def _pareto(cands: list[Candidate], wl: Workload) -> list[dict]:
+def _pareto(cands: list[Candidate], wl: Workload) -> list[ParetoPoint]:
     xs, ys, meta = [], [], []
     osl = wl.osl_mean_tokens
     for c in cands:
         a = c.agg
+        if a is None:
+            continue
         m = a.kv_ok & a.ttft_ok
         xs.append(1.0 / a.tpot_s[m])
         ys.append(a.rate_rps[m] * osl / c.gpus)
@@ -292,15 +304,17 @@ def _pareto(cands: list[Candidate], wl: Workload) -> list[dict]:
         return []
     x, y = np.concatenate(xs), np.concatenate(ys)
     idx = pareto_front(x, y)
-    return [{"tokens_per_s_per_user": float(x[i]), "output_tokens_per_s_per_gpu": float(y[i]),
-             "mode": meta[i][0], "layout": meta[i][1], "batch": float(meta[i][2])} for i in idx]
+    return [ParetoPoint(tokens_per_s_per_user=float(x[i]), output_tokens_per_s_per_gpu=float(y[i]),
+                        mode=meta[i][0], layout=meta[i][1], batch=float(meta[i][2])) for i in idx]
 
 
-def _closest(cands: list[Candidate], slo: SLO) -> dict | None:
+def _closest(cands: list[Candidate], slo: SLO) -> ClosestMiss | None:
     """The candidate that misses the SLO by the smallest factor, and what binds there."""
     best = None
     for c in cands:
         a = c.agg
+        if a is None:
+            continue
         r_tpot = a.tpot_s / slo.tpot_s if slo.tpot_s else np.zeros_like(a.tpot_s)
         r_ttft = a.ttft_s / slo.ttft_s if slo.ttft_s else np.zeros_like(a.ttft_s)
         worst = np.where(a.kv_ok, np.maximum(r_tpot, r_ttft), np.inf)
@@ -311,30 +325,33 @@ def _closest(cands: list[Candidate], slo: SLO) -> dict | None:
         return None
     _, c, i, rt, rf = best
     a = c.agg
+    assert a is not None
     br = c.step.breakdown(0.0, 0.0, a.batch[i], a.batch[i] * 1.0)
     kinds = br["by_kind_s"]
     dominant = max(kinds, key=lambda k: kinds[k])
     missed = []
-    if rt > 1:
+    if rt > 1 and slo.tpot_s is not None:
         missed.append(f"TPOT {a.tpot_s[i] * 1e3:.1f} ms vs target {slo.tpot_s * 1e3:g} ms ({rt:.2f}x)")
-    if rf > 1:
+    if rf > 1 and slo.ttft_s is not None:
         missed.append(f"TTFT p{slo.ttft_percentile:g} {a.ttft_s[i] * 1e3:.0f} ms vs target "
                       f"{slo.ttft_s * 1e3:g} ms ({rf:.2f}x)")
     binding = "slo" if not missed else ("compute" if rf >= rt else _KIND_WORD[dominant])
     tp, pp, ep, dp = c.layout
-    return {"system": c.system.id, "precision": c.precision_name, "layout": c.label(), "tp": tp, "pp": pp,
-            "ep": ep, "dp": dp, "gpus_per_replica": c.gpus, "batch": float(a.batch[i]),
-            "tpot_s": float(a.tpot_s[i]), "ttft_s": float(a.ttft_s[i]), "missed": missed, "binding": binding,
-            "why": (f"even at batch {a.batch[i]:.0f} the best configuration misses: " + "; ".join(missed)
-                    + f". Its decode step is {_KIND_WORD[dominant]}-bound "
-                    f"({kinds[dominant] / br['step_s']:.0%} of {br['step_s'] * 1e3:.1f} ms at batch 1).")}
+    return ClosestMiss(
+        system=c.system.id, precision=c.precision_name, layout=c.label(), tp=tp, pp=pp, ep=ep, dp=dp,
+        gpus_per_replica=c.gpus, batch=float(a.batch[i]), tpot_s=float(a.tpot_s[i]), ttft_s=float(a.ttft_s[i]),
+        missed=missed, binding=binding,
+        why=(f"even at batch {a.batch[i]:.0f} the best configuration misses: " + "; ".join(missed)
+             + f". Its decode step is {_KIND_WORD[dominant]}-bound "
+             f"({kinds[dominant] / br['step_s']:.0%} of {br['step_s'] * 1e3:.1f} ms at batch 1)."))
 
 
 # ------------------------------------------------------------------------------------------- plan
-def resolve_systems(names: list[str] | None):
-    from ..hardware import load_hardware
+def resolve_systems(names: list[str] | None, catalog: Catalog | None = None) -> list[System]:
+    """The systems named (catalog ids or GPU names; duplicates dropped), or every system of the catalog."""
+    from ..compose import Catalog
 
-    hw = load_hardware()
+    hw = (catalog or Catalog.load()).hardware
     if not names:
         return list(hw.systems.values())
     out, seen = [], set()
@@ -346,24 +363,18 @@ def resolve_systems(names: list[str] | None):
     return out
 
 
-def plan(req: PlanRequest) -> dict:
-    """Answer a planning question; returns the JSON-ready result (see module docstring)."""
-    from ..arch import load_model
+QUEUEING_MODEL = ("M/G/1 per replica prefill (Pollaczek-Khinchine mean wait, exponential tail "
+                  "P(W>x)=rho*exp(-rho*x/W)); TTFT percentile of wait + own prefill")
 
-    if req.failover < 0:
-        raise ClusterfitError(f"--failover must be >= 0, got {req.failover}")
-    model = load_model(req.model)
-    systems = resolve_systems(req.systems)
-    space = SearchSpace(systems, req.precisions, req.kv_dtypes, req.engine, req.max_nodes_per_replica,
-                        req.disaggregated, req.max_batch)
-    wl, slo = req.workload, req.slo
-    result = search(model, space, wl, slo)
+
+def _best_per_system(req: PlanQuestion, result: SearchResult, need: float) -> list[_Sized]:
+    """The cheapest sized plan of each system (aggregated or disaggregated), cheapest first, explained."""
     prices = catalog_prices()
-    need = _need(wl)
-    by_group: dict[tuple, list[Candidate]] = {}
+    wl = req.workload
+    by_group: dict[tuple[str, str, str], list[Candidate]] = {}
     for c in result.candidates:
         by_group.setdefault((c.system.id, c.precision_name, c.kv_dtype), []).append(c)
-    best_per_system: dict[str, _Sized] = {}
+    best: dict[str, _Sized] = {}
     for (sys_id, _, _), cands in by_group.items():
         system = cands[0].system
         price = resolve_price(sys_id, system.gpu.id, req.prices, prices)
@@ -375,38 +386,55 @@ def plan(req: PlanRequest) -> dict:
         if not options:
             continue
         top = min(options, key=_Sized.sort_key)
-        if sys_id not in best_per_system or top.sort_key() < best_per_system[sys_id].sort_key():
-            best_per_system[sys_id] = top
-    for s in best_per_system.values():
-        _explain(s, wl, slo)
-    ranked = sorted(best_per_system.values(), key=_Sized.sort_key)
+        if sys_id not in best or top.sort_key() < best[sys_id].sort_key():
+            best[sys_id] = top
+    for s in best.values():
+        _explain(s, wl, req.slo)
+    return sorted(best.values(), key=_Sized.sort_key)
+
+
+def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int = 20_000) -> PlanResult:
+    """Answer a planning question (see the module docstring); ``verify`` simulates the recommendation."""
+    from ..arch import load_model
+
+    if req.failover < 0:
+        raise ClusterfitError(f"failover must be >= 0, got {req.failover}")
+    model = load_model(req.model)
+    systems = resolve_systems(req.systems, req.catalog)
+    space = SearchSpace(systems, req.precisions, req.kv_dtypes, req.engine, req.max_nodes_per_replica,
+                        req.disaggregated, req.max_batch, engines_file=req.catalog.engines_file if req.catalog else None)
+    wl, slo = req.workload, req.slo
+    result = search(model, space, wl, slo)
+    ranked = _best_per_system(req, result, _need(wl))
     rows = [_row(s, wl, req.hours_per_month) for s in ranked]
     pareto = {}
     for sys_id in dict.fromkeys(c.system.id for c in result.candidates):
         pareto[sys_id] = _pareto([c for c in result.candidates if c.system.id == sys_id], wl)
-    out: dict = {
-        "model": model.name, "workload": wl.describe(), "slo": slo.describe(), "failover": req.failover,
-        "engine": req.engine, "feasible": bool(rows), "recommended": None, "per_system": rows,
-        "pareto": pareto, "configurations_evaluated": result.configurations_evaluated,
-        "candidates_compiled": len(result.candidates), "not_fitting": result.skipped,
-        "queueing_model": "M/G/1 per replica prefill (Pollaczek-Khinchine mean wait, exponential tail "
-                          "P(W>x)=rho*exp(-rho*x/W)); TTFT percentile of wait + own prefill",
-    }
-    priced = [r for r in rows if r["cost_per_hour"] is not None]
+    out = PlanResult(model=model.name, workload=wl.describe(), slo=slo.describe(), failover=req.failover,
+                     engine=req.engine, feasible=bool(rows), recommended=None, per_system=rows, pareto=pareto,
+                     configurations_evaluated=result.configurations_evaluated,
+                     candidates_compiled=len(result.candidates), not_fitting=result.skipped,
+                     queueing_model=QUEUEING_MODEL)
+    priced = [r for r in rows if r.cost_per_hour is not None]
     if rows:
-        rec = dict(priced[0] if priced else rows[0])
-        rec["explanation"] = _recommendation_text(rec, priced or rows, wl, slo, bool(priced))
-        out["recommended"] = rec
-        if req.endpoint is not None and rec["cost_per_hour"] is not None:
-            out["endpoint"] = _endpoint(rec, ranked[0], req, wl)  # priced plans sort first
+        top = priced[0] if priced else rows[0]
+        rec = top.model_copy(update={"explanation": _recommendation_text(top, priced or rows, wl, slo, bool(priced))})
+        out.recommended = rec
+        if req.endpoint is not None and rec.cost_per_hour is not None:
+            out.endpoint = _endpoint(rec, ranked[0], req, wl)  # priced plans sort first
+        if verify:
+            from .verify import verify_plan
+
+            out.verify = verify_plan(ranked[rows.index(top)], rec, req, verify_requests)
     else:
-        closest = _closest(result.candidates, slo)
-        out["closest"] = closest
-        out["explanation"] = _infeasible_text(closest, slo, wl, result)
+        out.closest = _closest(result.candidates, slo)
+        out.explanation = _infeasible_text(out.closest, slo, wl, result)
+        if verify:
+            out.verify = Verification(simulated=False, reason="no plan meets the SLOs; nothing to verify")
     return out
 
 
-def speed_calibrated(system) -> bool:
+def speed_calibrated(system: System) -> bool:
     """Whether published measurements on this kind of accelerator calibrate the performance model.
 
     The kernel efficiencies are fitted on an NVIDIA H200 and the engine constants on NVIDIA GPUs (A100, L40S,
@@ -415,75 +443,76 @@ def speed_calibrated(system) -> bool:
     return getattr(system.gpu, "vendor", "nvidia") == "nvidia"
 
 
-def _recommendation_text(rec: dict, rows: list[dict], wl: Workload, slo: SLO, priced: bool) -> str:
-    spare = f" including {rec['spare_replicas']} spare" if rec["spare_replicas"] else ""
-    if rec.get("prefill"):
-        p = rec["prefill"]
-        text = (f"disaggregated {rec['xPyD']} on {rec['system']} ({rec['precision']}): {p['replicas']} prefill "
-                f"replica(s) {p['layout']} ({p['gpus_per_replica']} GPUs) and {rec['replicas']} decode replica(s) "
-                f"{rec['layout']} ({rec['gpus_per_replica']} GPUs){spare + ' per pool' if spare else ''}: {rec['nodes']} node(s), "
-                f"{rec['total_gpus']} GPUs")
+def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, slo: SLO, priced: bool) -> str:
+    spare = f" including {rec.spare_replicas} spare" if rec.spare_replicas else ""
+    if rec.prefill is not None:
+        p = rec.prefill
+        text = (f"disaggregated {rec.xPyD} on {rec.system} ({rec.precision}): {p.replicas} prefill "
+                f"replica(s) {p.layout} ({p.gpus_per_replica} GPUs) and {rec.replicas} decode replica(s) "
+                f"{rec.layout} ({rec.gpus_per_replica} GPUs){spare + ' per pool' if spare else ''}: {rec.nodes} "
+                f"node(s), {rec.total_gpus} GPUs")
     else:
-        text = (f"{rec['replicas']} x {rec['system']} replica(s){spare} ({rec['precision']}, {rec['layout']}, "
-                f"{rec['gpus_per_replica']} GPUs over {rec['nodes_per_replica']} node(s) each): {rec['nodes']} "
-                f"node(s), {rec['total_gpus']} GPUs")
-    if rec["cost_per_hour"] is not None:
-        text += (f", ${rec['cost_per_hour']:,.2f}/h (${rec['cost_per_month']:,.0f}/month), "
-                 f"${rec['cost_per_mtok_out']:.2f} per million output tokens at the target load")
-    text += (f". At {wl.load.describe()} each {'decode ' if rec.get('prefill') else ''}replica runs batch {rec['batch']:.0f} with TPOT "
-             f"{rec['tpot_s'] * 1e3:.1f} ms and TTFT p{slo.ttft_percentile:g} {rec['ttft_s'] * 1e3:.0f} ms. "
-             f"What binds: {rec['binding']} - {rec['why']}.")
-    if len(rows) > 1 and priced and rows[1]["cost_per_hour"]:
+        text = (f"{rec.replicas} x {rec.system} replica(s){spare} ({rec.precision}, {rec.layout}, "
+                f"{rec.gpus_per_replica} GPUs over {rec.nodes_per_replica} node(s) each): {rec.nodes} "
+                f"node(s), {rec.total_gpus} GPUs")
+    if rec.cost_per_hour is not None:
+        text += (f", ${rec.cost_per_hour:,.2f}/h (${rec.cost_per_month or 0.0:,.0f}/month), "
+                 f"${rec.cost_per_mtok_out or 0.0:.2f} per million output tokens at the target load")
+    text += (f". At {wl.load.describe()} each {'decode ' if rec.prefill else ''}replica runs batch {rec.batch:.0f} "
+             f"with TPOT {rec.tpot_s * 1e3:.1f} ms and TTFT p{slo.ttft_percentile:g} {rec.ttft_s * 1e3:.0f} ms. "
+             f"What binds: {rec.binding} - {rec.why}.")
+    if len(rows) > 1 and priced and rows[1].cost_per_hour and rec.cost_per_hour:
         r2 = rows[1]
-        text += (f" Next best: {r2['system']} at ${r2['cost_per_hour']:,.2f}/h "
-                 f"({r2['cost_per_hour'] / rec['cost_per_hour'] - 1:+.0%}).")
+        text += (f" Next best: {r2.system} at ${r2.cost_per_hour:,.2f}/h "
+                 f"({(r2.cost_per_hour or 0.0) / rec.cost_per_hour - 1:+.0%}).")
     if not priced:
         text += " No catalog price for these systems: ranked by GPUs; pass --price SYSTEM=$/GPU-hour."
-    if not rec.get("speed_calibrated", True):
-        text += (f" Caution: {rec['system']}'s speed is extrapolated from its datasheet with efficiencies fitted on "
+    if not rec.speed_calibrated:
+        text += (f" Caution: {rec.system}'s speed is extrapolated from its datasheet with efficiencies fitted on "
                  "NVIDIA GPUs; no published measurement of this accelerator calibrated it (restrict the search "
                  "with --system to compare calibrated systems only).")
     return text
 
 
-def _infeasible_text(closest: dict | None, slo: SLO, wl: Workload, result) -> str:
+def _infeasible_text(closest: ClosestMiss | None, slo: SLO, wl: Workload, result: SearchResult) -> str:
     if closest is None:
         reasons = "; ".join(result.skipped) or "no candidate fits in memory"
         return f"No configuration can serve this model: {reasons}."
-    return (f"No configuration meets {slo.describe()}. Closest: {closest['system']} {closest['precision']} "
-            f"{closest['layout']} - {closest['why']} What binds: {closest['binding']}.")
+    return (f"No configuration meets {slo.describe()}. Closest: {closest.system} {closest.precision} "
+            f"{closest.layout} - {closest.why} What binds: {closest.binding}.")
 
 
-def _endpoint(rec: dict, sized: _Sized, req: PlanRequest, wl: Workload) -> dict:
+def _endpoint(rec: PlanOption, sized: _Sized, req: PlanQuestion, wl: Workload) -> EndpointComparison:
     ep = req.endpoint
-    assert ep is not None
-    cluster = rec["cost_per_hour"]
-    endpoint_cost = ep.cost_per_hour(rec["requests_per_s"], wl.isl_mean_tokens, wl.osl_mean_tokens)
+    assert ep is not None and rec.cost_per_hour is not None and sized.price is not None
+    cluster = rec.cost_per_hour
+    endpoint_cost = ep.cost_per_hour(rec.requests_per_s, wl.isl_mean_tokens, wl.osl_mean_tokens)
     per_req = ep.usd_per_request(wl.isl_mean_tokens, wl.osl_mean_tokens)
     pools = [Pool(_rps_per_replica(sized), sized.main.gpus * sized.price.usd_per_gpu_hour, req.failover)]
-    if sized.prefill is not None:
+    if sized.prefill is not None and sized.prefill.prefill is not None:
         pools.append(Pool(sized.prefill.prefill.rate_rps, sized.prefill.gpus * sized.price.usd_per_gpu_hour,
                           req.failover))
     be = break_even_rps(pools, per_req)
     v = verdict(cluster, endpoint_cost)
     scale = cluster / endpoint_cost if endpoint_cost > 0 else math.inf
-    return {
-        "input_per_mtok": ep.input_per_mtok, "output_per_mtok": ep.output_per_mtok,
-        "endpoint_cost_per_hour": endpoint_cost, "cluster_cost_per_hour": cluster,
-        "verdict": v, "break_even_requests_per_s": be,
-        "break_even_output_tokens_per_s": None if be is None else be * wl.osl_mean_tokens,
-        "cluster_equivalent_per_mtok": {"input": ep.input_per_mtok * scale, "output": ep.output_per_mtok * scale},
-        "explanation": (
-            f"At {rec['requests_per_s']:.3g} requests/s the endpoint would cost ${endpoint_cost:,.2f}/h against "
+    return EndpointComparison(
+        input_per_mtok=ep.input_per_mtok, output_per_mtok=ep.output_per_mtok,
+        endpoint_cost_per_hour=endpoint_cost, cluster_cost_per_hour=cluster,
+        verdict=v, break_even_requests_per_s=be,
+        break_even_output_tokens_per_s=None if be is None else be * wl.osl_mean_tokens,
+        cluster_equivalent_per_mtok={"input": ep.input_per_mtok * scale,  # type: ignore[arg-type]
+                                     "output": ep.output_per_mtok * scale},
+        explanation=(
+            f"At {rec.requests_per_s:.3g} requests/s the endpoint would cost ${endpoint_cost:,.2f}/h against "
             f"${cluster:,.2f}/h for the cluster: {'rent the cluster' if v == 'cluster' else 'use the endpoint'}. "
             + (f"The cluster (sized for the load, N+{req.failover}) breaks even from {be:.3g} requests/s "
                f"({be * wl.osl_mean_tokens:,.0f} output tokens/s)." if be is not None else
-               "Even fully loaded, the cluster costs more per token than the endpoint: no break-even.")),
-    }
+               "Even fully loaded, the cluster costs more per token than the endpoint: no break-even.")))
 
 
 def _rps_per_replica(s: _Sized) -> float:
     """Requests/s one (decode) replica completes at its full-capacity batch."""
     curve = s.main.agg if s.mode == "aggregated" else s.main.decode
+    assert curve is not None
     i = int(np.flatnonzero(curve.batch == s.best_batch)[0])
     return float(curve.rate_rps[i])

@@ -62,6 +62,7 @@ class SearchSpace:
     max_nodes_per_replica: int = 4
     disaggregated: bool = True
     max_batch: int | None = None
+    engines_file: str | None = None       # catalog/engines.yaml unless given
     #: Largest replica tried, as a multiple of the fewest GPUs that could hold the weights (at least one
     #: node). Bigger replicas only split the same work thinner; raise it for very tight TPOT targets.
     max_replica_factor: int = 4
@@ -88,12 +89,11 @@ def max_replica_gpus(system, max_nodes: int) -> int:
 
 def search(model, space: SearchSpace, workload: Workload, slo: SLO) -> SearchResult:
     """Compile and evaluate every candidate; returns them with their capacity curves."""
-    from ..perf import compile_step
-    from ..perf.comm import links_for
+    from ..compose import compile_replica, resolve_precision
     from ..engines import get_engine
-    from ..precision import resolve_precision
+    from ..perf.comm import links_for
 
-    engine = get_engine(space.engine)
+    engine = get_engine(space.engine, space.engines_file)
     candidates: list[Candidate] = []
     evaluated = 0
     skipped: list[str] = []
@@ -112,12 +112,12 @@ def search(model, space: SearchSpace, workload: Workload, slo: SLO) -> SearchRes
                 for tp, pp, ep, dp in layouts.tolist():
                     lay = _layout(tp, pp, ep, dp)
                     try:
-                        sm = compile_step(model, system, lay, prec, eng)
+                        sm = compile_replica(model, system, prec, lay, eng).step
                     except ClusterfitError:
                         continue
                     if sm.kv_capacity_tokens <= 0:
                         continue
-                    cap = sm.max_batch if space.max_batch is None else min(sm.max_batch, space.max_batch)
+                    cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
                     grid = batch_grid(cap)
                     c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm)
                     c.agg = aggregated_curve(sm, workload, slo, grid)

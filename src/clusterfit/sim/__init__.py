@@ -5,10 +5,10 @@ Public API:
     simulate(step_model, SimulationConfig, workload=None, slo=None) -> (report dict, SimRun)
     build_requests(SimulationConfig, workload=None) -> Requests
     load_trace(path) -> Requests;  generate(n, arrival, input, output, rng, sessions=None) -> Requests
-    compile_replica(model, system, ...) -> (StepModel, System)
+    run_request(clusterfit.schema.SimulateRequest) -> (report dict, SimRun)   (what `clusterfit simulate` runs)
 """
 
-from .api import build_requests, compile_replica, parse_simulation, simulate
+from .api import build_requests, parse_simulation, run_request, simulate
 from .cluster import SimRun, run_simulation
 from .config import (POLICIES, ArrivalSpec, AutoscaleSpec, FailureSpec, SampledLengthSpec, ReplicaSpec, SessionSpec,
                      SimulationConfig, SpeculativeSpec)
@@ -20,6 +20,6 @@ from .requests import Requests, generate
 __all__ = [
     "POLICIES", "ArrivalSpec", "AutoscaleSpec", "FailureSpec", "SampledLengthSpec", "ReplicaSpec", "Requests",
     "SessionSpec", "SimRun", "SimulationConfig", "SpeculativeSpec", "StepModel", "StepTimer", "build_requests",
-    "compile_replica", "generate", "load_trace", "parse_simulation", "run_simulation", "sample_traces",
+    "run_request", "generate", "load_trace", "parse_simulation", "run_simulation", "sample_traces",
     "simulate", "summarize",
 ]

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..errors import ClusterfitError
+from ..schema import ParameterError, SimulateRequest
 from .cluster import SimRun, run_simulation
 from .config import SampledLengthSpec, SessionSpec, SimulationConfig
 from .metrics import summarize
@@ -114,29 +115,63 @@ def simulate(step_model: StepModel, sim: SimulationConfig, workload=None, slo=No
     return report, run
 
 
-def compile_replica(model: str, system: str, gpus: int | None = None, tp: int | None = None, pp: int | None = None,
-                    ep: int | None = None, dp: int | None = None, precision: str | None = None,
-                    experts_precision: str | None = None, kv_dtype: str | None = None, engine: str = "vllm",
-                    min_kv_tokens: int = 32768):
-    """The performance model's step model for one replica, and the system.
+def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
+    """Run ``clusterfit simulate`` for a request: merge the scenario file (if any) with the request's options
+    (options win), compile the replica through the composition root, simulate. Returns (report, run)."""
+    from ..compose import Catalog, build_replica
 
-    Layout: the parallel sizes given; else ``default_layout`` over ``gpus``; else memory.smallest_layout (the
-    fewest GPUs, 1, 2, 4, ... up to 8 nodes, whose default layout leaves ``min_kv_tokens`` KV token slots).
-    """
-    from ..arch import load_model  # noqa: PLC0415
-    from ..hardware import load_hardware  # noqa: PLC0415
-    from ..layout import layout_from_options  # noqa: PLC0415
-    from ..memory import smallest_layout  # noqa: PLC0415
-    from ..perf import compile_step  # noqa: PLC0415
-    from ..precision import resolve_precision  # noqa: PLC0415
+    scen = None
+    workload = slo = None
+    model, system, precision, kv_dtype, engine = req.model, req.system, req.precision, req.kv_dtype, req.engine
+    if req.scenario is not None:
+        from ..plan.scenario import load_scenario
 
-    m = load_model(model)
-    sysm = load_hardware().system(system)
-    prec = resolve_precision(m, precision, experts_precision, kv_dtype)
-    layout = layout_from_options(m, sysm, gpus, tp, pp, ep, dp) or smallest_layout(m, sysm, prec, engine,
-                                                                                    min_kv_tokens)
-    sm = compile_step(m, sysm, layout, prec, engine)
-    if sm.kv_capacity_tokens < 1:
-        raise ClusterfitError(f"{m.name} does not fit on {sm.gpus} x {sysm.gpu.id} with layout {layout.label()} "
-                              f"and precision {prec.name}: no memory left for the KV cache")
-    return sm, sysm
+        scen = load_scenario(req.scenario)
+        workload, slo = scen.to_workload(), scen.to_slo()
+        model = model or scen.model
+        if system is None:
+            systems = scen.systems or []
+            if len(systems) != 1:
+                raise ParameterError("system", "the scenario lists " + (f"{len(systems)} systems" if systems else
+                                                                        "no system") + "; choose one")
+            system = systems[0]
+        precision = precision or scen.precisions()[0]
+        kv_dtype = kv_dtype or scen.kv_dtypes()[0]
+        engine = engine or scen.engine
+    if model is None:
+        raise ParameterError("model", "give a model or a scenario file")
+    if system is None:
+        raise ParameterError("system", "give a system (for example hgx_h200)")
+    sim = _merge_options(req, parse_simulation(scen.simulation if scen is not None else None,
+                                               f"scenario file {req.scenario}: simulation" if scen else "simulation"))
+    rep = build_replica(Catalog.load(req.catalog), model, system, precision=precision, kv_dtype=kv_dtype,
+                        gpus=req.gpus, tp=req.tp, pp=req.pp, ep=req.ep, dp=req.dp, engine=engine or "vllm")
+    report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
+    return {"model": model, "system": rep.system.id, **report}, run
+
+
+def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationConfig:
+    """The scenario's simulation section with the request's options applied on top."""
+    upd: dict[str, Any] = {}
+    for key, val in (("replicas", req.replicas), ("requests", req.requests), ("seed", req.seed),
+                     ("policy", req.policy), ("trace", req.trace)):
+        if val is not None:
+            upd[key] = val
+    if req.ttft_ms is not None:
+        upd["slo_ttft_s"] = req.ttft_ms / 1e3
+    if req.tpot_ms is not None:
+        upd["slo_tpot_s"] = req.tpot_ms / 1e3
+    for key, val in (("input", req.isl), ("output", req.osl)):
+        if val is not None:
+            upd[key] = ({"dist": "fixed", "value": val} if req.length_cv == 0
+                        else {"dist": "lognormal", "mean": val, "cv": req.length_cv})
+    if req.rate is not None or req.arrival is not None:
+        upd["arrival"] = sim.arrival.model_dump() | ({"rate_rps": req.rate} if req.rate is not None else {}) \
+            | ({"process": req.arrival} if req.arrival is not None else {})
+    if req.fail_at is not None:
+        upd["failures"] = [f.model_dump() for f in sim.failures] + [
+            {"at_s": req.fail_at, "replica": None if req.fail_node is not None else req.fail_replica,
+             "node": req.fail_node, "restart_s": req.restart_after}]
+    if not upd:
+        return sim
+    return parse_simulation(sim.model_dump() | upd, "options")

@@ -1,0 +1,198 @@
+"""The public Python API: one typed path from names to answers, under the CLI (and the HTTP API, page, deploy).
+
+    import clusterfit as cf
+    cf.fit(model="zai-org/GLM-5.3", precision="fp8", systems=["h200"], context=32768)       -> FitResult
+    cf.perf(model="llama-3.1-8b", system="h200", tp=1, isl=1024, osl=128, batch=1, context=1024) -> PerfResult
+    cf.plan(model="deepseek-v3", isl=4096, osl=1024, rate=5, ttft_ms=2000, tpot_ms=50, systems=["h200"]) -> PlanResult
+    cf.simulate(model="llama-3.1-8b", system="h200", replicas=4, rate=20, requests=5000, isl=1000, osl=200)
+
+Keyword arguments mirror the command-line options (same names, defaults and validation; see
+``clusterfit.schema``); each function also takes the whole request as one model (``cf.fit(FitRequest(...))``).
+``result.model_dump(mode="json")`` is what ``--json`` prints. Bad input raises ``ClusterfitError`` (a
+``ParameterError`` names the parameter).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .compose import Catalog, build_replica, load_model, resolve_precision
+from .errors import ClusterfitError
+from .schema import (FitRequest, FitResult, HardwareList, ModelList, ModelSummary, ParameterError, PerfRequest, PerfResult, PlanRequest,
+                     PlanResult, Schema, SimResult, SimulateRequest, parse_request)
+
+if TYPE_CHECKING:
+    from .arch import ModelArch
+    from .precision import Precision
+    from .sim.cluster import SimRun
+
+R = TypeVar("R", bound=Schema)
+
+
+def _request(cls: type[R], request: R | None, kwargs: dict[str, Any]) -> R:
+    if request is not None:
+        if kwargs:
+            raise ClusterfitError(f"give a {cls.__name__} or keyword arguments, not both")
+        if not isinstance(request, cls):
+            raise ClusterfitError(f"expected a {cls.__name__}, got {type(request).__name__}")
+        return request
+    req: R = parse_request(cls, kwargs)
+    return req
+
+
+# ===================================================================================== models, hardware
+def models() -> ModelList:
+    """The bundled model configs, their aliases, sizes and attention kinds."""
+    from .arch import list_models, model_aliases
+
+    aliases = model_aliases()
+    rows = []
+    for hf_id in list_models():
+        m = load_model(hf_id)
+        rows.append({"hf_id": hf_id, "aliases": sorted(a for a, h in aliases.items() if h == hf_id and a != hf_id.lower()),
+                     "total_params": m.total_params, "active_params": m.active_params,
+                     "attention_kinds": m.attention_kinds(), "checkpoint_formats": sorted(set(m.quantization.values()))})
+    return ModelList.model_validate({"models": rows})
+
+
+def model_info(model: str, precision: str | None = None, kv_dtype: str | None = None) -> ModelSummary:
+    """Architecture analysis of one model: parameters by component, layer and attention kinds, KV bytes, FLOPs."""
+    m = load_model(model)
+    return model_summary(m, resolve_precision(m, precision, None, kv_dtype))
+
+
+def hardware(catalog: list[Path] | None = None) -> HardwareList:
+    """The systems of the hardware catalog (plus user catalog files, later files win)."""
+    from .report.hardware import hardware_payload
+
+    return HardwareList.model_validate(hardware_payload(Catalog.load(catalog).hardware))
+
+
+# ================================================================================================= fit
+def model_summary(model: ModelArch, precision: Precision | None = None) -> ModelSummary:
+    """Architecture facts of ``model`` (parameter counts are element counts), with its formats under
+    ``precision`` when given."""
+    from .arch import flops_per_token
+    from .memory import kv_bytes_per_token
+
+    out: dict[str, Any] = {
+        "name": model.name, "hf_id": model.hf_id, "model_type": model.model_type,
+        "total_params": model.total_params, "active_params": model.active_params,
+        "active_params_excl_embedding": model.active_params_excl_embedding,
+        "params_by_component": {k: v for k, v in model.params.items() if v},
+        "layers": model.num_layers, "hidden": model.hidden, "vocab": model.vocab,
+        "attention_kinds": model.attention_kinds(), "ffn_kinds": model.ffn_kinds(),
+        "mtp_layers": model.mtp_layers, "notes": list(model.notes),
+    }
+    if model.layers:
+        out["flops_per_token"] = {"context_0": flops_per_token(model, 0), "context_32768": flops_per_token(model, 32768)}
+        moe = [lyr.ffn for lyr in model.layers if lyr.ffn.kind == "moe"]
+        if moe:
+            f = moe[0]
+            out["moe"] = {"experts": f.num_experts, "top_k": f.top_k, "expert_intermediate": f.expert_intermediate,
+                          "shared_experts": f.num_shared, "moe_layers": len(moe)}
+    if precision is not None:
+        out["precision"] = {c: f.name for c, f in precision.formats.items() if model.params.get(c)}
+        out["kv_dtype"] = precision.kv_dtype
+        if model.layers:
+            out["kv_bytes_per_token"] = int(round(kv_bytes_per_token(model, precision)))
+    return ModelSummary.model_validate(out)
+
+
+def _dominant_format(model: ModelArch, precision: Precision) -> str:
+    comp = max(model.params, key=lambda c: model.params[c] if c not in ("mtp", "vision") else -1)
+    return precision.formats[comp].name
+
+
+def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
+    """Does the model fit on each system? Naive (params x bytes vs marketed GB) and realistic views."""
+    from .arch import bare_model, parse_param_count
+    from .layout import layout_from_options
+    from .memory import naive_fit, nodes_needed
+    from .memory import fit as memory_fit
+
+    req = _request(FitRequest, request, kwargs)
+    if (req.model is None) == (req.params is None):
+        raise ClusterfitError("give a model or params (e.g. `clusterfit fit glm-5.3` or `--params 744B "
+                              "--precision fp8`)")
+    if req.params is not None and req.precision is None:
+        raise ParameterError("precision", "params needs a precision (bf16, fp8, int4, ...)")
+    model = bare_model(parse_param_count(req.params)) if req.params is not None else load_model(str(req.model))
+    prec = resolve_precision(model, req.precision, req.experts_precision, req.kv_dtype)
+    catalog = Catalog.load(req.catalog)
+    eng = catalog.engine(req.engine).with_settings(req.gpu_memory_utilization, req.max_num_batched_tokens)
+    naive_prec = req.precision or _dominant_format(model, prec)
+    results = []
+    for name in req.systems:
+        s = catalog.system(name)
+        layout = layout_from_options(model, s, None, req.tp, req.pp, req.ep, req.dp)
+        need = nodes_needed(model, s, prec, eng, req.context, req.block_size)
+        n = req.nodes or (layout and -(-layout.gpus // s.gpus_per_node)) or need or 1
+        r = memory_fit(model, s, prec, layout, n, eng, req.context, req.block_size)
+        naive = naive_fit(model.total_params, naive_prec, s, req.nodes or 1)
+        row = r.as_dict()
+        row.update({"nodes_needed": need, "system_name": s.name, "gpu": s.gpu.id, "gpus_per_node": s.gpus_per_node,
+                    "naive": naive.as_dict(), "gpu_memory_marketed_bytes": s.gpu.memory_bytes})
+        results.append(row)
+    return FitResult.model_validate({
+        "model": model_summary(model, prec), "precision": prec.name, "engine": eng.name,
+        "engine_settings": {"fraction": eng.gpu_memory_utilization, "mode": eng.memory_mode,
+                            "max_num_batched_tokens": eng.max_num_batched_tokens, "source": eng.memory_source},
+        "context": req.context, "results": results})
+
+
+# ================================================================================================ perf
+def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
+    """TTFT, TPOT and throughput of one replica under one load (concurrency, max_throughput, or batch + context)."""
+    from .perf import predict
+
+    req = _request(PerfRequest, request, kwargs)
+    if sum([req.concurrency is not None, req.batch is not None, req.max_throughput]) != 1:
+        raise ClusterfitError("give exactly one of concurrency, max_throughput or batch (with context)")
+    if req.context is not None and req.batch is None:
+        raise ParameterError("context", "needs batch")
+    rep = build_replica(Catalog.load(req.catalog), req.model, req.system, precision=req.precision,
+                        experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,
+                        pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False)
+    out = predict(rep.model, rep.system, rep.layout, rep.precision, rep.engine, req.isl, req.osl,
+                  concurrency=req.concurrency, batch=req.batch, context=req.context,
+                  max_throughput=req.max_throughput, step_model=rep.step)
+    lay = rep.layout
+    return PerfResult.model_validate({
+        "model": rep.model.name, "system": rep.system.id, "engine": req.engine, "precision": rep.precision.name,
+        "kv_dtype": rep.precision.kv_dtype, "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp},
+        "isl": req.isl, "osl": req.osl, **out})
+
+
+# ================================================================================================ plan
+def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
+    """The cheapest systems, layouts and replica counts that carry the load within the SLOs, with cost."""
+    from .plan.planner import plan_cluster
+    from .plan.question import build_question
+
+    req = _request(PlanRequest, request, kwargs)
+    question = build_question(req)
+    return plan_cluster(question, verify=req.verify, verify_requests=req.verify_requests)
+
+
+# ============================================================================================ simulate
+def simulate(request: SimulateRequest | None = None, /, **kwargs: Any) -> SimResult:
+    """Replicas of the model behind a load balancer under traffic, failures and SLOs (the cluster simulator).
+
+    The raw run (per-request arrays, for ``--csv`` / ``--plot``) is ``simulation_run(result)``."""
+    from .sim.api import run_request
+
+    req = _request(SimulateRequest, request, kwargs)
+    report, run = run_request(req)
+    result = SimResult.model_validate(report)
+    result._run = run
+    return result
+
+
+def simulation_run(result: SimResult) -> SimRun:
+    """The raw simulation behind ``result`` (requests, windows, replicas), for writing CSVs and plots."""
+    run: SimRun | None = getattr(result, "_run", None)
+    if run is None:
+        raise ClusterfitError("this SimResult carries no run (it was not produced by clusterfit.simulate)")
+    return run

@@ -1,0 +1,68 @@
+"""Output helpers shared by the commands: JSON or rich rendering, and the one-line user error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from rich.console import Console
+
+    from ..errors import ClusterfitError
+
+
+def emit(result: BaseModel | dict[str, Any], as_json: bool, render: Callable[[Console], None]) -> None:
+    """Print ``result`` as JSON (a model's ``model_dump(mode="json")``), or call ``render`` for the rich view."""
+    if as_json:
+        payload = result if isinstance(result, dict) else result.model_dump(mode="json")
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        render(Console())
+
+
+def fail(message: str) -> NoReturn:
+    """Print a user error as one line on stderr and exit with code 2."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise SystemExit(2)
+
+
+#: API parameters that collect a repeatable option under a plural name.
+_REPEATABLE = {"systems": "system", "precisions": "precision", "kv_dtypes": "kv_dtype", "prices": "price"}
+
+
+def parameter_flag(exc: ClusterfitError) -> str:
+    """The message of ``exc``, naming the command-line flag where it names an API parameter (``tp`` -> ``--tp``)."""
+    from ..schema import ParameterError
+
+    if isinstance(exc, ParameterError) and exc.parameter.isidentifier():
+        flag = _REPEATABLE.get(exc.parameter, exc.parameter)
+        return f"--{flag.replace('_', '-')}: {exc.detail}"
+    return str(exc)
+
+
+def check_outputs(outputs: list[Path], inputs: list[Path]) -> None:
+    """Refuse, before any work, an output file whose folder is missing, that is a folder, or that is an input."""
+    from ..errors import ClusterfitError
+
+    seen: set[Path] = set()
+    resolved_inputs = {p.resolve() for p in inputs}
+    for out in outputs:
+        target = out.resolve()
+        if target.is_dir():
+            raise ClusterfitError(f"output {out} is a directory; give a file name")
+        if not target.parent.is_dir():
+            raise ClusterfitError(f"output {out}: the folder {out.parent} does not exist")
+        if target in resolved_inputs:
+            raise ClusterfitError(f"output {out} is also an input; it would be overwritten")
+        if target in seen:
+            raise ClusterfitError(f"output {out} is given twice")
+        seen.add(target)

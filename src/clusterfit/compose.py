@@ -1,0 +1,128 @@
+"""The composition root: names in, a compiled replica out.
+
+Every front end (``fit``, ``perf``, ``plan``, ``simulate``, the accuracy harness, later the HTTP API and the
+deployment files) turns "model name + system + precision + layout + engine (+ catalog files)" into domain
+objects here and nowhere else:
+
+    catalog = Catalog.load(hardware=[Path("my-hw.yaml")])
+    replica = build_replica(catalog, "llama-3.1-8b", "h200", precision="fp8", tp=2, engine="vllm")
+    replica.step.decode_step_s(32, 4096)
+
+The data flows one way: catalogs -> specs (model, system, precision, layout, engine) -> the memory and step models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .arch import ModelArch
+    from .engines import Engine
+    from .hardware import HardwareCatalog, System
+    from .layout import Layout
+    from .perf.step import StepModel
+    from .precision import Precision
+
+#: KV token slots the default (smallest) layout must leave when no layout is given.
+DEFAULT_MIN_KV_TOKENS = 32768
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The catalogs in force: the built-in hardware catalog plus user files, and the engines file."""
+
+    hardware: HardwareCatalog
+    hardware_files: tuple[Path, ...] = ()
+    engines_file: str | None = None
+
+    @classmethod
+    def load(cls, hardware: list[Path] | tuple[Path, ...] | None = None, engines_file: str | None = None) -> Catalog:
+        from .hardware import load_hardware
+
+        files = tuple(hardware or ())
+        return cls(load_hardware(list(files) or None), files, engines_file)
+
+    def system(self, name: str) -> System:
+        return self.hardware.system(name)
+
+    def engine(self, name: str, system: System | None = None) -> Engine:
+        """Engine ``name`` with the constants of ``system``'s GPU family applied (when a system is given)."""
+        from .engines import get_engine
+
+        eng = get_engine(name, self.engines_file)
+        return eng.for_gpu(system.gpu.id) if system is not None else eng
+
+
+def load_model(name: str) -> ModelArch:
+    """A model by HF id, alias or path to a config.json."""
+    from .arch import load_model as _load
+
+    return _load(name)
+
+
+def resolve_precision(model: ModelArch, precision: str | None = None, experts_precision: str | None = None,
+                      kv_dtype: str | None = None) -> Precision:
+    from .precision import resolve_precision as _resolve
+
+    return _resolve(model, precision, experts_precision, kv_dtype)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One compiled replica: what it runs, where, how it is split, under which engine, and its step model."""
+
+    model: ModelArch
+    system: System
+    precision: Precision
+    layout: Layout
+    engine: Engine
+    step: StepModel
+
+    @property
+    def gpus(self) -> int:
+        return self.layout.gpus
+
+
+def choose_layout(model: ModelArch, system: System, precision: Precision, engine: Engine, gpus: int | None = None,
+                  tp: int | None = None, pp: int | None = None, ep: int | None = None, dp: int | None = None,
+                  min_kv_tokens: int = DEFAULT_MIN_KV_TOKENS) -> Layout:
+    """The layout given by the parallel sizes; else the default layout over ``gpus``; else the smallest layout
+    (the fewest GPUs, 1, 2, 4, ... up to 8 nodes) that leaves ``min_kv_tokens`` KV token slots."""
+    from .layout import layout_from_options
+    from .memory import smallest_layout
+
+    return layout_from_options(model, system, gpus, tp, pp, ep, dp) or smallest_layout(
+        model, system, precision, engine, min_kv_tokens)
+
+
+def compile_replica(model: ModelArch, system: System, precision: Precision, layout: Layout, engine: Engine,
+                    kv_budget_bytes_per_gpu: int | None = None) -> Replica:
+    """Compile the step model of a resolved (model, system, precision, layout, engine)."""
+    from .perf import compile_step
+
+    eng = engine.for_gpu(system.gpu.id)
+    step = compile_step(model, system, layout, precision, eng, kv_budget_bytes_per_gpu=kv_budget_bytes_per_gpu)
+    return Replica(model, system, precision, layout, eng, step)
+
+
+def build_replica(catalog: Catalog, model: str | ModelArch, system: str | System, *, precision: str | None = None,
+                  experts_precision: str | None = None, kv_dtype: str | None = None, gpus: int | None = None,
+                  tp: int | None = None, pp: int | None = None, ep: int | None = None, dp: int | None = None,
+                  engine: str = "vllm", min_kv_tokens: int = DEFAULT_MIN_KV_TOKENS,
+                  require_kv: bool = True) -> Replica:
+    """Names in, compiled replica out (see the module docstring). ``require_kv``: a layout that leaves no memory
+    for the KV cache is an error naming the layout and precision."""
+    from .errors import ClusterfitError
+
+    m = load_model(model) if isinstance(model, str) else model
+    sysm = catalog.system(system) if isinstance(system, str) else system
+    prec = resolve_precision(m, precision, experts_precision, kv_dtype)
+    eng = catalog.engine(engine, sysm)
+    layout = choose_layout(m, sysm, prec, eng, gpus, tp, pp, ep, dp, min_kv_tokens)
+    rep = compile_replica(m, sysm, prec, layout, eng)
+    if require_kv and rep.step.kv_capacity_tokens < 1:
+        raise ClusterfitError(f"{m.name} does not fit on {layout.gpus} x {sysm.gpu.id} with layout {layout.label()} "
+                              f"and precision {prec.name}: no memory left for the KV cache")
+    return rep

@@ -1,0 +1,87 @@
+"""From a ``schema.PlanRequest`` (command-line options, API keywords, a scenario file) to a ``PlanQuestion``.
+
+A scenario file gives the defaults; every option given in the request wins over it.
+"""
+
+from __future__ import annotations
+
+from ..compose import Catalog
+from ..errors import ClusterfitError
+from ..schema import ParameterError, PlanRequest
+from .cost import EndpointPrice, parse_price_overrides
+from .planner import PlanQuestion
+from .workload import SLO, LengthDist, Load, Workload
+
+
+def _load(req: PlanRequest) -> Load | None:
+    loads = [(k, v) for k, v in (("requests_per_s", req.rate), ("concurrent_sessions", req.concurrency),
+                                 ("output_tokens_per_s", req.tokens_per_s)) if v is not None]
+    if len(loads) > 1:
+        raise ClusterfitError("give only one of rate, concurrency, tokens_per_s")
+    return Load(*loads[0]) if loads else None
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value / 1e3
+
+
+def build_question(req: PlanRequest) -> PlanQuestion:
+    """Merge the scenario file (if any) with the request's options; options win."""
+    load = _load(req)
+    q = PlanQuestion(model="", workload=None, slo=SLO(None, None, req.ttft_percentile),  # type: ignore[arg-type]
+                     catalog=Catalog.load(req.catalog))
+    model, systems, precisions, kv_dtypes = req.model, req.systems, req.precisions, req.kv_dtypes
+    engine, failover, max_nodes, disagg = req.engine, req.failover, req.max_nodes, not req.no_disagg
+    if req.scenario is not None:
+        from .scenario import load_scenario
+
+        sc = load_scenario(req.scenario)
+        q.simulation = sc.simulation
+        wl = sc.to_workload()
+        slo = sc.to_slo()
+        model = model or sc.model
+        systems = systems or sc.systems
+        precisions = precisions or [p for p in sc.precisions() if p is not None] or None
+        kv_dtypes = kv_dtypes or [k for k in sc.kv_dtypes() if k is not None] or None
+        engine = engine or sc.engine
+        failover = sc.cost.failover if failover is None else failover
+        q.prices = dict(sc.cost.prices)
+        q.hours_per_month = sc.cost.hours_per_month
+        if sc.cost.endpoint is not None:
+            q.endpoint = EndpointPrice(sc.cost.endpoint.input_per_mtok, sc.cost.endpoint.output_per_mtok)
+        max_nodes = max_nodes or sc.search.max_nodes_per_replica
+        disagg = disagg and sc.search.disaggregated
+        isl_d = LengthDist.fixed(req.isl, "isl") if req.isl is not None else wl.isl
+        osl_d = LengthDist.fixed(req.osl, "osl") if req.osl is not None else wl.osl
+        hit = wl.prefix_cache_hit_rate if req.prefix_cache_hit is None else req.prefix_cache_hit
+        if wl.agent is not None and req.isl is None and req.osl is None:
+            q.workload = Workload(wl.isl, wl.osl, load or wl.load, hit, wl.agent)
+        else:
+            q.workload = Workload(isl_d, osl_d, load or wl.load, hit)
+        q.slo = slo
+        if req.ttft_ms is not None or req.tpot_ms is not None:
+            q.slo = SLO(_ms(req.ttft_ms) if req.ttft_ms is not None else slo.ttft_s,
+                        _ms(req.tpot_ms) if req.tpot_ms is not None else slo.tpot_s, req.ttft_percentile)
+    else:
+        if model is None:
+            raise ParameterError("model", "give a model (or a scenario file)")
+        if req.isl is None or req.osl is None:
+            raise ParameterError("isl" if req.isl is None else "osl", "give isl and osl (tokens), or a scenario file")
+        if load is None:
+            raise ParameterError("rate", "give the target load: rate (requests/s), concurrency or tokens_per_s")
+        q.workload = Workload.simple(req.isl, req.osl, load, req.prefix_cache_hit or 0.0)
+        q.slo = SLO(_ms(req.ttft_ms), _ms(req.tpot_ms), req.ttft_percentile)
+    if model is None:
+        raise ParameterError("model", "give a model (or 'model:' in the scenario)")
+    q.model = model
+    q.prices.update(parse_price_overrides(req.prices))
+    if req.endpoint_price is not None:
+        q.endpoint = EndpointPrice.parse(req.endpoint_price)
+    q.systems = systems or None
+    q.precisions = list(precisions or [None])
+    q.kv_dtypes = list(kv_dtypes or [None])
+    q.engine = engine or "vllm"
+    q.failover = failover or 0
+    q.max_nodes_per_replica = max_nodes or 4
+    q.disaggregated = disagg
+    return q

@@ -1,0 +1,630 @@
+"""Typed requests and results of the public API (``clusterfit.api``).
+
+Requests mirror the command-line options: same names (``--kv-dtype`` is ``kv_dtype``; a repeatable option takes
+the plural, ``--system`` is ``systems``), same defaults, same validation. A scenario file and the HTTP API parse
+into them. Results are what ``--json`` prints: ``result.model_dump(mode="json")`` is the CLI's JSON object.
+
+Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes (GB = 1e9, GiB = 2**30 where a label says so),
+``*_per_gpu`` per GPU, ``*_per_s`` per second for the whole replica or cluster unless ``_per_user``/``_per_gpu``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError,
+                      model_serializer)
+
+from .errors import ClusterfitError
+
+#: Upper bounds on sizes a request may ask for (the work they cause grows with them).
+MAX_GPUS = 4096
+MAX_TOKENS = 100_000_000
+MAX_BATCH = 1_000_000
+
+
+class ParameterError(ClusterfitError):
+    """A request parameter out of its range or of the wrong type; ``parameter`` names it (API name)."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(f"{parameter}: {message}")
+        self.parameter = parameter
+        self.detail = message
+
+
+class Schema(BaseModel):
+    """Base of every request and result: unknown fields are errors; ``_omit_if_none`` keys are left out of the
+    JSON when they have no value (as the CLI has always printed them)."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    _omit_if_none: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in self._omit_if_none:
+            if data.get(key, 0) is None:
+                del data[key]
+        return data
+
+
+def parse_request(cls: type[Schema], data: dict[str, Any]) -> Any:
+    """Validate ``data`` into ``cls``; the first problem becomes a ParameterError naming the parameter."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or cls.__name__
+        got = err.get("input")
+        shown = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {got!r})"
+        raise ParameterError(loc, f"{err['msg'].lower()}{shown}") from None
+
+
+# ============================================================================================== requests
+Gpus = Field(None, ge=1, le=MAX_GPUS)
+
+
+class LayoutRequest(Schema):
+    """Parallel sizes of one replica; None: chosen by the tool."""
+
+    tp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Tensor parallel size")
+    pp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Pipeline parallel size")
+    ep: int | None = Field(None, ge=1, le=MAX_GPUS, description="Expert parallel size (MoE)")
+    dp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Attention data-parallel ranks (DEP, MoE)")
+
+
+class FitRequest(LayoutRequest):
+    model: str | None = Field(None, description="HF id, alias or path to a config.json")
+    params: str | None = Field(None, description="Bare parameter count (744B, 1.6T): naive mode")
+    systems: list[str] = Field(default_factory=lambda: ["h100", "h200", "b200"], min_length=1, max_length=64)
+    precision: str | None = None
+    experts_precision: str | None = None
+    kv_dtype: str | None = None
+    nodes: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes per replica (default: the fewest that fit)")
+    context: int = Field(32768, ge=1, le=MAX_TOKENS, description="Tokens per sequence (prompt + output)")
+    engine: str = "vllm"
+    gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0)
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)
+    block_size: int = Field(16, ge=1, le=4096, description="Paged-KV block size, tokens")
+    catalog: list[Path] = Field(default_factory=list, description="Extra hardware catalog files (YAML or TOML)")
+
+
+class PerfRequest(LayoutRequest):
+    model: str
+    system: str
+    isl: int = Field(ge=1, le=MAX_TOKENS, description="Input (prompt) tokens per request")
+    osl: int = Field(ge=1, le=MAX_TOKENS, description="Output tokens per request")
+    gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
+    precision: str | None = None
+    experts_precision: str | None = None
+    kv_dtype: str | None = None
+    concurrency: int | None = Field(None, ge=1, le=MAX_BATCH, description="Closed-loop concurrent requests")
+    max_throughput: bool = False
+    batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="Decode batch size (with context)")
+    context: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Context length of the decode batch")
+    engine: str = "vllm"
+    catalog: list[Path] = Field(default_factory=list)
+
+
+class PlanRequest(Schema):
+    model: str | None = None
+    isl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Prompt tokens per request (mean)")
+    osl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Output tokens per request (mean)")
+    rate: float | None = Field(None, gt=0, description="Target load, requests/s (whole cluster)")
+    concurrency: float | None = Field(None, gt=0, description="Target load, concurrent sessions")
+    tokens_per_s: float | None = Field(None, gt=0, description="Target load, output tokens/s (total)")
+    ttft_ms: float | None = Field(None, gt=0, description="TTFT target at ttft_percentile, ms")
+    ttft_percentile: float = Field(90.0, ge=50.0, lt=100.0, description="TTFT percentile, e.g. 90 or 99")
+    tpot_ms: float | None = Field(None, gt=0, description="TPOT target, ms per output token")
+    systems: list[str] | None = Field(None, description="System ids or GPU names (default: all)")
+    precisions: list[str] | None = Field(None, description="Weight precisions (default: the checkpoint's)")
+    kv_dtypes: list[str] | None = None
+    engine: str | None = None
+    prefix_cache_hit: float | None = Field(None, ge=0.0, le=1.0)
+    scenario: Path | None = None
+    failover: int | None = Field(None, ge=0, le=1000, description="Spare replicas (N+k)")
+    prices: list[str] | None = Field(None, description="SYSTEM=$/GPU-hour overrides")
+    endpoint_price: str | None = Field(None, description="Per-token endpoint, e.g. in=0.6,out=2.2 ($/Mtok)")
+    max_nodes: int | None = Field(None, ge=1, le=64, description="Most nodes per replica (default 4)")
+    no_disagg: bool = False
+    verify: bool = False
+    verify_requests: int = Field(20_000, ge=1, le=2_000_000)
+    catalog: list[Path] = Field(default_factory=list)
+
+
+class SimulateRequest(LayoutRequest):
+    model: str | None = None
+    scenario: Path | None = None
+    system: str | None = None
+    gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
+    precision: str | None = None
+    kv_dtype: str | None = None
+    engine: str | None = None
+    isl: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    osl: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    length_cv: float = Field(0.0, ge=0.0, le=100.0)
+    rate: float | None = Field(None, gt=0)
+    arrival: str | None = None
+    trace: str | None = None
+    replicas: int | None = None
+    requests: int | None = None
+    seed: int | None = None
+    policy: str | None = None
+    fail_at: float | None = Field(None, ge=0)
+    fail_replica: int = Field(0, ge=0)
+    fail_node: int | None = Field(None, ge=0)
+    restart_after: float | None = Field(None, ge=0)
+    ttft_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0)
+    catalog: list[Path] = Field(default_factory=list)
+
+
+# ================================================================================== models, hardware
+class ModelEntry(Schema):
+    hf_id: str
+    aliases: list[str]
+    total_params: int
+    active_params: int
+    attention_kinds: dict[str, int]
+    checkpoint_formats: list[str]
+
+
+class ModelList(Schema):
+    models: list[ModelEntry]
+
+
+class SystemRow(Schema):
+    """One system of the hardware catalog (GB = 1e9 bytes, GiB = 2**30; per GPU unless the name says node)."""
+
+    id: str
+    name: str
+    gpu: str
+    gpu_name: str
+    gpus_per_node: int
+    scale_up_domain_gpus: int
+    hbm_gb_per_gpu: float
+    hbm_gib_visible_per_gpu: float | None
+    hbm_visible_derived: bool | None
+    hbm_gb_per_node: float
+    mem_bw_tbs_per_gpu: float
+    bf16_tflops_dense_per_gpu: float | None
+    fp8_tflops_dense_per_gpu: float | None
+    fp4_tflops_dense_per_gpu: float | None
+    nvlink_gbs_per_gpu_per_dir: float
+    scale_up_link: str | None
+    nic_gbps_per_gpu: float
+    network_gbps_per_node: float
+    unverified: list[str]
+
+
+class HardwareList(Schema):
+    systems: list[SystemRow]
+
+
+# ================================================================================================ fit
+class MoeSummary(Schema):
+    experts: int
+    top_k: int
+    expert_intermediate: int
+    shared_experts: int
+    moe_layers: int
+
+
+class ModelSummary(Schema):
+    """Architecture facts (parameter counts are element counts)."""
+
+    _omit_if_none = frozenset({"flops_per_token", "moe", "precision", "kv_dtype", "kv_bytes_per_token"})
+    name: str
+    hf_id: str | None
+    model_type: str | None
+    total_params: int
+    active_params: int
+    active_params_excl_embedding: int
+    params_by_component: dict[str, int]
+    layers: int
+    hidden: int
+    vocab: int
+    attention_kinds: dict[str, int]
+    ffn_kinds: dict[str, int]
+    mtp_layers: int
+    notes: list[str]
+    flops_per_token: dict[str, float] | None = None
+    moe: MoeSummary | None = None
+    precision: dict[str, str] | None = None
+    kv_dtype: str | None = None
+    kv_bytes_per_token: int | None = None
+
+
+class LayoutOut(Schema):
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+
+
+class NaiveFit(Schema):
+    """Parameters x bytes per parameter against the node's marketed memory (GB = 1e9 bytes)."""
+
+    bytes_per_param: float
+    weight_bytes: int
+    node_bytes: int
+    fits: bool
+    nodes_needed: int
+    left_bytes: int
+
+
+class Reserve(Schema):
+    """Runtime reserve per GPU, bytes."""
+
+    cuda_context: int
+    cublas: int
+    nccl: int
+    cuda_graphs: int
+    activations: int
+    total: int
+
+
+class SystemFit(Schema):
+    """The realistic fit of one replica on one system (bytes; per GPU where the name says so)."""
+
+    system: str
+    nodes: int
+    gpus: int
+    layout: LayoutOut
+    engine: str
+    context: int
+    fits: bool
+    reason: str
+    nodes_needed: int | None
+    device_bytes_per_gpu: int
+    weight_bytes: int
+    weight_bytes_per_gpu: int
+    reserve_bytes_per_gpu: Reserve
+    kv_budget_bytes_per_gpu: int
+    kv_budget_bytes: int
+    kv_bytes_per_token: int
+    kv_bytes_per_token_per_gpu: float
+    kv_bytes_per_sequence_per_gpu: float
+    max_kv_tokens: int
+    max_sequences: int
+    naive: NaiveFit
+    notes: list[str]
+    system_name: str
+    gpu: str
+    gpus_per_node: int
+    gpu_memory_marketed_bytes: int
+
+
+class EngineSettings(Schema):
+    """How the engine budgets memory: ``fraction`` of device memory (mode total_fraction: vLLM
+    gpu_memory_utilization, SGLang mem_fraction_static) or of the memory left free after weights (mode
+    free_fraction: TensorRT-LLM kv_cache_free_gpu_mem_fraction)."""
+
+    fraction: float
+    mode: str
+    max_num_batched_tokens: int
+    source: str
+
+
+class FitResult(Schema):
+    model: ModelSummary
+    precision: str
+    engine: str
+    engine_settings: EngineSettings
+    context: int
+    results: list[SystemFit]
+
+
+# =============================================================================================== perf
+class StepBreakdown(Schema):
+    """Seconds of one engine step: the whole step, by kind (compute, memory, communication, overhead), by op."""
+
+    step_s: float
+    by_kind_s: dict[str, float]
+    by_op_s: dict[str, float]
+
+
+class PerfResult(Schema):
+    model: str
+    system: str
+    engine: str
+    precision: str
+    kv_dtype: str
+    layout: LayoutOut
+    isl: int
+    osl: int
+    ttft_s: float
+    tpot_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    batch: float
+    kv_limited_batch: float
+    decode_step_s: float
+    prefill_s: float
+    gpus: int
+    kv_capacity_tokens: float
+    weight_bytes_per_gpu: float
+    breakdown: StepBreakdown
+
+
+# ========================================================================================== simulate
+class Percentiles(Schema):
+    """p50 / p90 / p99 / mean of a latency, seconds (None: no request measured)."""
+
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    mean: float | None
+
+
+class SloOut(Schema):
+    ttft_s: float | None
+    tpot_s: float | None
+    ttft_percentile: float
+
+
+class SimThroughput(Schema):
+    requests_per_s: float
+    output_tokens_per_s: float
+    input_tokens_per_s: float
+
+
+class QueueStats(Schema):
+    mean_waiting: float
+    max_waiting: float
+
+
+class KvStats(Schema):
+    mean: float
+    max: float
+
+
+class ReplicaStats(Schema):
+    replica: int
+    completed: int
+    preemptions: int
+    output_tokens: float
+    steps: int
+    busy_s: float
+    mean_waiting: float
+    mean_kv_utilisation: float
+    utilisation: float
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+
+
+class Window(Schema):
+    t_s: float
+    arrivals: int
+    completed: int
+    output_tokens_per_s: float
+    failed: int
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    e2e_p99_s: float | None
+    goodput: float | None
+    waiting: float | None
+    kv_utilisation: float | None
+    live_replicas: int | None
+
+
+class SimEvent(Schema):
+    """A failure, restart or scaling event; the counts are set for losses, mean_outstanding for scaling."""
+
+    _omit_if_none = frozenset({"cause", "in_flight", "retried", "failed", "mean_outstanding"})
+    t_s: float
+    event: str
+    replica: int
+    cause: str | None = None
+    in_flight: int | None = None
+    retried: int | None = None
+    failed: int | None = None
+    mean_outstanding: float | None = None
+
+
+class SimReport(Schema):
+    """What the simulator measured (``clusterfit simulate --json`` adds model and system)."""
+
+    requests: int
+    completed: int
+    rejected: int
+    failed: int
+    retried: int
+    preemptions: int
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    e2e_s: Percentiles
+    goodput: float
+    goodput_rps: float
+    slo: SloOut
+    holds_slo: bool | None
+    throughput: SimThroughput
+    duration_s: float
+    queue: QueueStats
+    kv_utilisation: KvStats
+    replicas: int
+    gpus_per_replica: int
+    gpu_hours: float
+    policy: str
+    seed: int
+    per_replica: list[ReplicaStats]
+    windows: list[Window]
+    events: list[SimEvent]
+    sim_wall_s: float
+
+
+class SimResult(SimReport):
+    _omit_if_none = frozenset({"plot"})
+    _run: Any = PrivateAttr(default=None)
+    model: str
+    system: str
+    plot: str | None = None
+
+
+# =============================================================================================== plan
+class PrefillPool(Schema):
+    layout: str
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+    gpus_per_replica: int
+    replicas: int
+    requests_per_s_per_replica: float
+    kv_transfer_s: float
+
+
+class PlanOption(Schema):
+    """The best plan of one system, sized for the target load (money in $, per hour unless named)."""
+
+    _omit_if_none = frozenset({"prefill", "xPyD", "explanation"})
+    system: str
+    gpu: str
+    mode: Literal["aggregated", "disaggregated"]
+    precision: str
+    kv_dtype: str
+    layout: str
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+    nodes_per_replica: int
+    gpus_per_replica: int
+    replicas: int
+    serving_replicas: int
+    spare_replicas: int
+    nodes: int
+    total_gpus: int
+    rented_gpus: int
+    batch: float
+    max_batch_within_slo: float
+    price_per_gpu_hour: float | None
+    price_source: str | None
+    cost_per_hour: float | None
+    cost_per_month: float | None
+    cost_per_mtok_out: float | None
+    cost_per_mtok_in: float | None
+    cost_per_mtok_out_full_load: float | None
+    cost_per_mtok_in_full_load: float | None
+    ttft_s: float
+    tpot_s: float
+    tokens_per_s_per_user: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    full_load_requests_per_s: float
+    full_load_output_tokens_per_s: float
+    internode_replica: bool
+    step_breakdown_s: dict[str, float]
+    binding: str
+    why: str
+    speed_calibrated: bool
+    prefill: PrefillPool | None = None
+    xPyD: str | None = None
+    explanation: str | None = None
+
+
+class ParetoPoint(Schema):
+    tokens_per_s_per_user: float
+    output_tokens_per_s_per_gpu: float
+    mode: str
+    layout: str
+    batch: float
+
+
+class PerMtok(Schema):
+    input: float
+    output: float
+
+
+class EndpointComparison(Schema):
+    input_per_mtok: float
+    output_per_mtok: float
+    endpoint_cost_per_hour: float
+    cluster_cost_per_hour: float
+    verdict: str
+    break_even_requests_per_s: float | None
+    break_even_output_tokens_per_s: float | None
+    cluster_equivalent_per_mtok: PerMtok
+    explanation: str
+
+
+class ClosestMiss(Schema):
+    system: str
+    precision: str
+    layout: str
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+    gpus_per_replica: int
+    batch: float
+    tpot_s: float
+    ttft_s: float
+    missed: list[str]
+    binding: str
+    why: str
+
+
+class PredictedLatency(Schema):
+    ttft_s: float
+    tpot_s: float
+
+
+class Verification(Schema):
+    """``plan --verify``: the simulation of the recommended plan, or why none ran."""
+
+    _omit_if_none = frozenset(set(SimReport.model_fields) | {"reason", "plan_predicted"})
+    simulated: bool
+    reason: str | None = None
+    plan_predicted: PredictedLatency | None = None
+    requests: int | None = None
+    completed: int | None = None
+    rejected: int | None = None
+    failed: int | None = None
+    retried: int | None = None
+    preemptions: int | None = None
+    ttft_s: Percentiles | None = None
+    tpot_s: Percentiles | None = None
+    e2e_s: Percentiles | None = None
+    goodput: float | None = None
+    goodput_rps: float | None = None
+    slo: SloOut | None = None
+    holds_slo: bool | None = None
+    throughput: SimThroughput | None = None
+    duration_s: float | None = None
+    queue: QueueStats | None = None
+    kv_utilisation: KvStats | None = None
+    replicas: int | None = None
+    gpus_per_replica: int | None = None
+    gpu_hours: float | None = None
+    policy: str | None = None
+    seed: int | None = None
+    per_replica: list[ReplicaStats] | None = None
+    windows: list[Window] | None = None
+    events: list[SimEvent] | None = None
+    sim_wall_s: float | None = None
+
+
+class PlanResult(Schema):
+    _omit_if_none = frozenset({"endpoint", "closest", "explanation", "verify", "plot"})
+    model: str
+    workload: str
+    slo: str
+    failover: int
+    engine: str
+    feasible: bool
+    recommended: PlanOption | None
+    per_system: list[PlanOption]
+    pareto: dict[str, list[ParetoPoint]]
+    configurations_evaluated: int
+    candidates_compiled: int
+    not_fitting: list[str]
+    queueing_model: str
+    endpoint: EndpointComparison | None = None
+    closest: ClosestMiss | None = None
+    explanation: str | None = None
+    verify: Verification | None = None
+    plot: str | None = None

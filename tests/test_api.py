@@ -1,0 +1,152 @@
+"""The public Python API: the four calls as documented, their JSON equal to the CLI's, errors naming the
+parameter, usage errors through the real entry point, and the shape of the code (no cycles, light start-up)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import clusterfit as cf
+from clusterfit.errors import ClusterfitError
+from clusterfit.schema import ParameterError, PerfRequest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "clusterfit"
+
+
+def _cli_json(run_cli, *args: str) -> dict:
+    code, out, err = run_cli(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_fit_as_documented_matches_cli(run_cli):
+    r = cf.fit(model="zai-org/GLM-5.3", precision="fp8", systems=["h200"], context=32768)
+    assert isinstance(r, cf.FitResult)
+    assert [x.system for x in r.results] == ["hgx_h200"] and r.results[0].fits
+    # GLM-5.3 fp8 on 8x H200 TP8: 94.7 GB of weights per GPU (README table, measured by the memory model tests)
+    assert r.results[0].weight_bytes_per_gpu / 1e9 == pytest.approx(94.7, abs=0.05)
+    assert r.model_dump(mode="json") == _cli_json(run_cli, "fit", "zai-org/GLM-5.3", "--precision", "fp8",
+                                                   "--system", "h200", "--context", "32768")
+
+
+def test_perf_as_documented_matches_cli(run_cli):
+    r = cf.perf(model="llama-3.1-8b", system="h200", tp=1, isl=1024, osl=128, batch=1, context=1024)
+    assert isinstance(r, cf.PerfResult)
+    assert r.batch == 1.0 and r.gpus == 1 and r.tokens_per_s_per_user == pytest.approx(1.0 / r.tpot_s)
+    # the request-model form gives the same answer
+    assert cf.perf(PerfRequest(model="llama-3.1-8b", system="h200", tp=1, isl=1024, osl=128, batch=1,
+                               context=1024)) == r
+    assert r.model_dump(mode="json") == _cli_json(run_cli, "perf", "llama-3.1-8b", "--system", "h200", "--tp", "1",
+                                                  "--isl", "1024", "--osl", "128", "--batch", "1", "--context", "1024")
+
+
+def test_plan_as_documented_matches_cli(run_cli):
+    r = cf.plan(model="deepseek-v3", isl=4096, osl=1024, rate=5, ttft_ms=2000, tpot_ms=50, systems=["h200"])
+    assert isinstance(r, cf.PlanResult) and r.feasible and r.recommended is not None
+    assert r.recommended.system == "hgx_h200" and r.recommended.tpot_s <= 0.050
+    assert r.model_dump(mode="json") == _cli_json(run_cli, "plan", "deepseek-v3", "--isl", "4096", "--osl", "1024",
+                                                  "--rate", "5", "--ttft-ms", "2000", "--tpot-ms", "50",
+                                                  "--system", "h200")
+
+
+def test_simulate_as_documented_matches_cli(run_cli):
+    r = cf.simulate(model="llama-3.1-8b", system="h200", replicas=4, rate=20, requests=5000, isl=1000, osl=200)
+    assert isinstance(r, cf.SimResult)
+    assert r.requests == 5000 and r.completed + r.rejected + r.failed == 5000 and r.replicas == 4
+    cli = _cli_json(run_cli, "simulate", "llama-3.1-8b", "--system", "h200", "--replicas", "4", "--rate", "20",
+                    "--requests", "5000", "--isl", "1000", "--osl", "200")
+    api = r.model_dump(mode="json")
+    assert api.pop("sim_wall_s") > 0 and cli.pop("sim_wall_s") > 0  # wall-clock time of each run
+    assert api == cli
+
+
+@pytest.mark.parametrize("call, parameter", [
+    (lambda: cf.perf(model="llama-3.1-8b", system="h200", isl=100, osl=10, batch=1, tp=0), "tp"),
+    (lambda: cf.perf(model="llama-3.1-8b", system="h200", isl=-5, osl=10, batch=1), "isl"),
+    (lambda: cf.fit(model="llama-3.1-8b", context=0), "context"),
+    (lambda: cf.fit(model="llama-3.1-8b", gpu_memory_utilization=1.5), "gpu_memory_utilization"),
+    (lambda: cf.plan(model="llama-3.1-8b", isl=100, osl=10, rate=-1), "rate"),
+    (lambda: cf.plan(model="llama-3.1-8b", isl=100, osl=10, rate=1, bogus=3), "bogus"),
+    (lambda: cf.simulate(model="llama-3.1-8b", system="h200", isl=100, osl=10, rate=1, fail_at=-1), "fail_at"),
+])
+def test_errors_name_the_parameter(call, parameter):
+    with pytest.raises(ParameterError) as exc:
+        call()
+    assert exc.value.parameter == parameter and str(exc.value).startswith(f"{parameter}: ")
+
+
+def test_request_and_keywords_not_both():
+    with pytest.raises(ClusterfitError, match="not both"):
+        cf.perf(PerfRequest(model="m", system="s", isl=1, osl=1, batch=1), tp=2)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["perf", "meta-llama/Llama-3.1-8B", "--isl", "10"], "--system"),          # missing option
+    (["plan", "x", "--bogus"], "--bogus"),                                       # unknown option
+    (["perf", "llama-3.1-8b", "--system", "h200", "--isl", "ten", "--osl", "1", "--batch", "1"], "--isl"),  # bad type
+    (["perf", "llama-3.1-8b", "--system", "h200", "--isl", "10", "--osl", "1", "--batch", "1", "--tp", "0"],
+     "--tp"),  # out of range, named as the flag
+    (["fit", "llama-3.1-8b", "--max-num-batched-tokens", "0"], "--max-num-batched-tokens"),
+    (["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "10", "--osl", "5", "--rate", "1",
+      "--requests", "10", "--csv", "/nonexistent-dir/x.csv"], "does not exist"),  # checked before simulating
+])
+def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
+    code, out, err = run_cli(*args)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], err
+
+
+def test_usage_error_through_the_installed_entry_point():
+    """The console script (clusterfit.cli:main) in a fresh interpreter: no traceback, whatever typer vendors."""
+    proc = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "perf",
+                           "meta-llama/Llama-3.1-8B", "--isl", "10"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error:") and "--system" in proc.stderr
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute module names ``path`` imports (relative imports resolved inside clusterfit)."""
+    tree = ast.parse(path.read_text())
+    pkg = ["clusterfit", *path.relative_to(SRC).parent.parts]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = pkg[: len(pkg) - node.level + 1] if node.level else []
+            mod = ".".join([*base, node.module] if node.module else base)
+            out.add(mod)
+            out |= {f"{mod}.{a.name}" for a in node.names}
+    return out
+
+
+def test_commands_never_import_the_cli():
+    for path in (SRC / "commands").glob("*.py"):
+        assert "clusterfit.cli" not in _imports(path), path.name
+
+
+def test_cli_start_up_loads_no_physics():
+    """`import clusterfit.cli` loads typer only: numpy, pydantic, yaml and the physics load when a command runs."""
+    code = ("import sys, clusterfit.cli; heavy = [m for m in ('numpy', 'pydantic', 'yaml', 'rich', "
+            "'clusterfit.api', 'clusterfit.perf', 'clusterfit.arch') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+    assert out.strip() == "[]"
+
+
+def test_no_long_functions_in_the_physics():
+    """No function over 80 lines in perf/, plan/, sim/ unless its docstring says why ("long because")."""
+    long = []
+    for folder in ("perf", "plan", "sim"):
+        for path in (SRC / folder).glob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > 80 and "long because" not in (ast.get_docstring(node) or ""):
+                        long.append(f"{folder}/{path.name}:{node.name} ({lines} lines)")
+    assert not long
