@@ -47,9 +47,9 @@ from clusterfit.arch import load_model, parse_config
 from clusterfit.errors import ClusterfitError
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
-from clusterfit.memory import engine_memory, fit
+from clusterfit.memory import fit
 from clusterfit.perf import compile_step
-from clusterfit.engines import gpu_family
+from clusterfit.engines import get_engine, gpu_family
 from clusterfit.perf.serving import cycle_s, first_token_s, max_throughput_batch, static_batch_s
 from clusterfit.precision import resolve_precision
 
@@ -173,11 +173,13 @@ def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp):
     prec = precision_for(model, weights, kv, engine)
     layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
     budget = None
+    eng = get_engine(engine, ENGINES_PATH)
     if engine == "trtllm":
         # the TensorRT-LLM performance tables run trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95
         nodes = max(1, -(-layout.gpus // system.gpus_per_node))
-        budget = fit(model, system, prec, layout, nodes, engine_memory("trtllm", 0.95), context=1).kv_budget_bytes_per_gpu
-    sm = compile_step(model, system, layout, prec, engine, engines_path=ENGINES_PATH, kv_budget_bytes_per_gpu=budget)
+        budget = fit(model, system, prec, layout, nodes, eng.with_settings(gpu_memory_utilization=0.95),
+                     context=1).kv_budget_bytes_per_gpu
+    sm = compile_step(model, system, layout, prec, eng, kv_budget_bytes_per_gpu=budget)
     return sm
 
 
@@ -372,7 +374,7 @@ def predict_row(row) -> float:
     if metric in ("tokens_per_s_per_user", "decode_tokens_per_s_batch1"):
         return 1.0 / float(sm.decode_step_s(1, isl + osl / 2))
     if metric in ("input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node", "total_tokens_per_s_per_gpu"):
-        chunk = float(sm.engine.max_num_tokens) * sm.dp
+        chunk = float(sm.engine.max_num_batched_tokens) * sm.dp
         t = float(sm.step_s(chunk, chunk * (isl + 1) / 2, 0, 0))
         per_gpu = chunk / t / sm.gpus
         return per_gpu * (8 if metric.endswith("per_node") else 1)

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import accuracy  # noqa: E402
 
 from clusterfit.arch import load_model  # noqa: E402
+from clusterfit.engines import get_engine  # noqa: E402
 from clusterfit.hardware import load_hardware  # noqa: E402
 from clusterfit.layout import Layout  # noqa: E402
 from clusterfit.perf import compile_step  # noqa: E402
@@ -37,8 +38,9 @@ def main() -> None:
     p = resolve_precision(m)
     t0 = time.perf_counter()
     n_compile = 50
+    eng = get_engine("trtllm")
     for _ in range(n_compile):
-        sm = compile_step(m, s, Layout(tp=8, ep=8), p, "trtllm")
+        sm = compile_step(m, s, Layout(tp=8, ep=8), p, eng)
     dt_compile = (time.perf_counter() - t0) / n_compile
     b = np.arange(1, 100_001, dtype=float)
     t0 = time.perf_counter()

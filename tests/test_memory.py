@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterfit.arch import load_model
+from clusterfit.engines import get_engine
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
-from clusterfit.memory import (CUBLAS_BYTES, CUDA_CONTEXT_BYTES, engine_memory, fit, kv_bytes_per_sequence,
+from clusterfit.memory import (CUBLAS_BYTES, CUDA_CONTEXT_BYTES, fit, kv_bytes_per_sequence,
                                weight_bytes_per_gpu)
 from clusterfit.precision import resolve_precision
 
@@ -78,7 +79,7 @@ def test_glm53_realistic_fit_by_hand(system, visible):
         assert device == visible
     nodes = 2 if system == "h100" else 1
     lay = Layout(tp=8, pp=2, ep=8) if system == "h100" else Layout(tp=8, ep=8)
-    r32 = fit(m, s, p, None, nodes, "vllm", 32768)
+    r32 = fit(m, s, p, None, nodes, get_engine("vllm"), 32768)
     assert r32.layout == lay
     w = weight_bytes_per_gpu(m, p, lay)
     # vLLM-style reserve: measured context + cuBLAS, estimated NCCL 512 MiB and activations of 8192 tokens:
@@ -94,7 +95,7 @@ def test_glm53_realistic_fit_by_hand(system, visible):
     idx_layers = 21 if system != "h100" else sum(1 for x in m.layers[:39] if x.attention.index_cached)
     per_token = layers * 576 * 2 + idx_layers * 132
     assert r32.kv_bytes_per_token_per_gpu == per_token
-    for ctx, res in ((32768, r32), (131072, fit(m, s, p, None, nodes, "vllm", 131072))):
+    for ctx, res in ((32768, r32), (131072, fit(m, s, p, None, nodes, get_engine("vllm"), 131072))):
         per_seq = per_token * ctx            # 32768 and 131072 are whole 16-token blocks
         assert res.max_sequences == budget // per_seq
     # sanity of the story the table tells: H200 holds 12 sequences at 32k and 3 at 128k
@@ -130,7 +131,7 @@ def test_more_memory_never_holds_fewer_sequences(name, gb, extra_gb, context):
     small = replace(s, gpu=replace(s.gpu, visible_memory_bytes=gb * GB))
     big = replace(s, gpu=replace(s.gpu, visible_memory_bytes=(gb + extra_gb) * GB))
     lay = Layout(tp=8, ep=8 if m.is_moe else 1)
-    assert fit(m, big, p, lay, 1, "vllm", context).max_sequences >= fit(m, small, p, lay, 1, "vllm", context).max_sequences
+    assert fit(m, big, p, lay, 1, get_engine("vllm"), context).max_sequences >= fit(m, small, p, lay, 1, get_engine("vllm"), context).max_sequences
 
 
 @settings(max_examples=30, deadline=None)
@@ -165,8 +166,9 @@ def test_kv_grows_linearly_until_window_caps(name, ctx):
 
 def test_engines_documented():
     for name in ("vllm", "sglang", "trtllm", "TensorRT-LLM"):
-        e = engine_memory(name)
-        assert e.source and 0 < e.fraction <= 1 and e.mode in ("total_fraction", "free_fraction")
+        e = get_engine(name)
+        assert e.memory_source and 0 < e.gpu_memory_utilization <= 1
+        assert e.memory_mode in ("total_fraction", "free_fraction")
 
 
 # ---- errors: one message, exit code 2 ---------------------------------------------------------------
@@ -183,7 +185,7 @@ def test_engines_documented():
     (("fit", "llama-3.1-8b", "--context", "-5"), "context must be in 1..100,000,000"),
     (("fit", "llama-3.1-8b", "--context", "1000000000"), "context must be in 1..100,000,000"),
     (("fit", "llama-3.1-8b", "--nodes", "0"), "--nodes must be in 1..4096"),
-    (("fit", "llama-3.1-8b", "--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization must be in 0.05..1.0"),
+    (("fit", "llama-3.1-8b", "--gpu-memory-utilization", "1.5"), "gpu_memory_utilization (--gpu-memory-utilization) must be in 0.05..1.0"),
     (("fit", "--params", "-3B", "--precision", "fp8"), "parameter count must be positive"),
     (("fit", "--params", "lots", "--precision", "fp8"), "cannot read parameter count 'lots'"),
     (("fit", "--params", "1e20", "--precision", "fp8"), "--params must be between"),

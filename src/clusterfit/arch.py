@@ -8,7 +8,7 @@ memory and performance models can give each group its own precision and sharding
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 from .errors import ClusterfitError
 
@@ -236,7 +236,8 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     """
     if not isinstance(config, dict):
         raise ClusterfitError(f"config for {name} is not a JSON object")
-    t = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text_config = config.get("text_config")
+    t: dict = text_config if isinstance(text_config, dict) else config
     quant_cfg = config.get("quantization_config") or t.get("quantization_config")
     model_type = str(t.get("model_type") or config.get("model_type") or "")
 
@@ -364,7 +365,7 @@ def _gqa_attention(t: dict, i: int, ltype: str, hidden: int, n_heads: int, n_kv:
         p += 2 * d  # q_norm, k_norm
     if model_type == "gpt_oss":
         p += n_heads  # attention sinks
-    return Attention(kind, n_heads, n_kv, d, d, window=window, chunked=chunked), p, 0
+    return Attention(cast(AttnKind, kind), n_heads, n_kv, d, d, window=window, chunked=chunked), p, 0
 
 
 def _mla_attention(t: dict, i: int, hidden: int, n_heads: int):
@@ -558,7 +559,8 @@ def _quantization(q: dict | None, t: dict, name: str) -> dict[str, str]:
         out["routed_experts"] = "mxfp4"
     elif method == "compressed-tensors":
         groups = q.get("config_groups") or {}
-        w = next(iter(groups.values()), {}).get("weights", {}) if groups else {}
+        first: dict = next(iter(groups.values()), {})
+        w = first.get("weights", {}) if groups else {}
         bits, typ, gs = w.get("num_bits"), w.get("type"), w.get("group_size")
         fmt_name = str(q.get("format", ""))
         if "mxfp4" in fmt_name or (bits == 4 and typ == "float" and gs == 32):

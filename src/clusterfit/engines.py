@@ -15,9 +15,23 @@ result is written back to the YAML with the command that produced it:
 - attention_scale: multiplies the bandwidth efficiency of reads from the paged KV cache (decode attention, the DSA
   indexer's keys) on top of memory_scale: the engines read it through block tables (and dequantise fp8) where the
   H200 probe timed contiguous SDPA. Linear-attention state is a contiguous per-sequence buffer, read without it.
-- max_batch: the engine's cap on concurrently running sequences (max_num_seqs / max_batch_size).
-- max_num_tokens: tokens per iteration (prefill chunk budget).
-- gpu_memory_utilization: fraction of device memory the engine lets weights + KV use.
+- max_num_seqs: the engine's cap on concurrently running sequences (vLLM / SGLang ``max_num_seqs`` /
+  ``max_running_requests``, TensorRT-LLM ``max_batch_size``).
+- max_num_batched_tokens: tokens per iteration (the prefill chunk budget; vLLM ``max_num_batched_tokens``, SGLang
+  ``chunked_prefill_size``, TensorRT-LLM ``max_num_tokens``); also the token count the activation workspace is
+  sized for (memory.py).
+- gpu_memory_utilization: fraction of device memory the engine lets weights + KV use (vLLM
+  ``gpu_memory_utilization``, SGLang ``mem_fraction_static``, TensorRT-LLM ``free_gpu_memory_fraction``, whose
+  meaning ``memory_mode`` gives).
+- batch_cap_rule: how the running-sequence cap is set when the user gives none: 'static' (max_num_seqs as is:
+  vLLM, SGLang) or 'trtllm_bench' (trtllm-bench's max-throughput heuristic, tensorrt_llm/bench/build/tuning.py
+  calc_engine_setting + finetune_setting: its own KV estimate over the sequence length, capped at max_num_seqs
+  and divided by pp; perf.step.trtllm_bench_batch).
+- moe_dp_comm: the collectives of a MoE layer under attention data parallelism (dp > 1 and ep > 1):
+  'all_to_all' (token dispatch / combine to the experts' ranks: each rank sends its tokens' top-k copies; vLLM
+  and SGLang's EP all-to-all) or 'allgather_reducescatter' (TensorRT-LLM's CUTLASS / TRITON MoE backends without
+  the wide-EP all-to-all: every rank all-gathers all ranks' tokens before the MoE and reduce-scatters the bf16
+  outputs after it; tensorrt_llm/_torch/modules/fused_moe, the ``use_dp`` path).
 - expert_load_cv: relative spread of one EP rank's routed load from routing skew (perf.ops.ep_max_load_factor);
   the MoE layer waits for the most loaded rank.
 - chunked_attention_context_only: chunked-attention layers (Llama-4) apply their chunk mask to context (prefill)
@@ -41,24 +55,38 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from .errors import unknown
+from .errors import ClusterfitError, unknown
 
 ENGINES_YAML = Path(__file__).resolve().parent / "catalog" / "engines.yaml"
 ALIASES = {"trt-llm": "trtllm", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt": "trtllm"}
 
 
+#: Accepted values of the enumerated fields (checked when the YAML is loaded).
+KV_RESERVATIONS = ("full", "average")
+MEMORY_MODES = ("total_fraction", "free_fraction")
+BATCH_CAP_RULES = ("static", "trtllm_bench")
+MOE_DP_COMMS = ("all_to_all", "allgather_reducescatter")
+#: Ranges of the settings a user may override (Engine.with_settings).
+GPU_MEMORY_UTILIZATION_RANGE = (0.05, 1.0)
+MAX_NUM_BATCHED_TOKENS_RANGE = (1, 1_048_576)
+MAX_NUM_SEQS_RANGE = (1, 1_048_576)
+
+
 @dataclass(frozen=True)
 class Engine:
+    """One serving engine's constants (see the module docstring for each field and its source)."""
+
     name: str
     step_overhead_s: float
     kernel_overhead_s: float
     compute_scale: float
     memory_scale: float
-    max_batch: int
-    max_num_tokens: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
     gpu_memory_utilization: float
     kv_reservation: str = "average"
     expert_load_cv: float = 0.0
@@ -70,7 +98,40 @@ class Engine:
     cuda_graph_bytes: int = 1 << 30
     nccl_bytes: int = 512 << 20
     memory_source: str = ""
-    by_gpu_family: dict = field(default_factory=dict, compare=False, hash=False)
+    batch_cap_rule: str = "static"
+    moe_dp_comm: str = "all_to_all"
+    by_gpu_family: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        for fname, allowed in (("kv_reservation", KV_RESERVATIONS), ("memory_mode", MEMORY_MODES),
+                               ("batch_cap_rule", BATCH_CAP_RULES), ("moe_dp_comm", MOE_DP_COMMS)):
+            value = getattr(self, fname)
+            if value not in allowed:
+                raise ClusterfitError(f"engine {self.name}: {fname} must be one of {', '.join(allowed)}, got {value!r}")
+
+    def with_settings(self, gpu_memory_utilization: float | None = None, max_num_batched_tokens: int | None = None,
+                      max_num_seqs: int | None = None) -> "Engine":
+        """This engine with the user's overrides of its serving settings (None: keep the catalog value).
+
+        Raises ClusterfitError naming the setting when a value is out of range: gpu_memory_utilization in
+        0.05..1.0, max_num_batched_tokens and max_num_seqs in 1..1,048,576.
+        """
+        changes: dict[str, Any] = {}
+        if gpu_memory_utilization is not None:
+            lo, hi = GPU_MEMORY_UTILIZATION_RANGE
+            if not lo <= gpu_memory_utilization <= hi:
+                raise ClusterfitError(f"gpu_memory_utilization (--gpu-memory-utilization) must be in {lo}..{hi}, "
+                                      f"got {gpu_memory_utilization}")
+            changes["gpu_memory_utilization"] = float(gpu_memory_utilization)
+        for fname, value, (lo_i, hi_i), flag in (
+                ("max_num_batched_tokens", max_num_batched_tokens, MAX_NUM_BATCHED_TOKENS_RANGE, "--max-batched-tokens"),
+                ("max_num_seqs", max_num_seqs, MAX_NUM_SEQS_RANGE, "--max-batch")):
+            if value is None:
+                continue
+            if int(value) != value or not lo_i <= value <= hi_i:
+                raise ClusterfitError(f"{fname} ({flag}) must be an integer in {lo_i}..{hi_i:,}, got {value}")
+            changes[fname] = int(value)
+        return replace(self, **changes) if changes else self
 
     def for_gpu(self, gpu_id: str) -> "Engine":
         """The constants with the GPU family's override applied (``gpu_family``; an override may also be keyed
@@ -111,8 +172,9 @@ def gpu_family(gpu_id: str) -> str | None:
 
 @lru_cache(maxsize=4)
 def load_engines(path: str | None = None) -> dict[str, Engine]:
+    """Every engine of catalog/engines.yaml (or of the YAML at ``path``), by name."""
     data = yaml.safe_load(Path(path or ENGINES_YAML).read_text())
-    out = {}
+    out: dict[str, Engine] = {}
     for name, v in data["engines"].items():
         v = dict(v)
         v.pop("notes", None)

@@ -1,6 +1,8 @@
 """Memory fit: weights per GPU, runtime reserve, KV-cache budget, max sequences, nodes needed.
 
-Pure functions of (model, precision, layout, system, engine settings). Byte counts are exact for weights and
+Pure functions of (model, precision, layout, system, engine). The engine is a clusterfit.engines.Engine (its
+memory fields: memory_mode, gpu_memory_utilization, activations_in_fraction, max_num_batched_tokens, max_num_seqs,
+cuda_graph_bytes, nccl_bytes, chunked_attention_context_only); apply user overrides with Engine.with_settings. Byte counts are exact for weights and
 KV cache given the formats in precision.py; the runtime reserve mixes measured figures (CUDA context and
 cuBLAS start-up on an H200) with documented engine defaults and estimates, each named in ``Reserve``.
 
@@ -15,10 +17,11 @@ Sharding rules (what one GPU of a layout holds):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from .arch import Attention, ModelArch
-from .engines import get_engine
+from .arch import Attention, Layer, ModelArch
+from .engines import Engine
 from .errors import ClusterfitError
 from .hardware import System
 from .layout import Layout, default_layout, layout_problem
@@ -36,49 +39,6 @@ LINEAR_STATE_BYTES = 2.0
 #: DeepSeek sparse-attention indexer keys: 128 fp8 values + one fp32 scale per token and layer (vLLM layout).
 INDEXER_BYTES_PER_ELEM = 1.0
 INDEXER_SCALE_BYTES = 4.0
-
-
-@dataclass(frozen=True)
-class EngineMemory:
-    """How a serving engine budgets GPU memory (built from catalog/engines.yaml by ``engine_memory``).
-
-    mode 'total_fraction' (vLLM gpu_memory_utilization, SGLang mem_fraction_static): the engine may use
-      ``fraction`` x device memory for weights + activations + KV cache (SGLang: weights + KV only);
-    mode 'free_fraction' (TensorRT-LLM kv_cache_free_gpu_mem_fraction): KV gets ``fraction`` of the memory
-      still free after weights, runtime and activations are allocated.
-    max_batched_tokens: tokens per forward pass the activation workspace is sized for.
-    max_num_seqs: sequences whose logits are sampled in one pass (the engine's batch cap).
-    cuda_graph_bytes / nccl_bytes: estimates (not measured here), per GPU.
-    """
-
-    name: str
-    mode: str
-    fraction: float
-    max_batched_tokens: int
-    max_num_seqs: int
-    cuda_graph_bytes: int
-    nccl_bytes: int
-    activations_in_fraction: bool = True
-    chunked_attention_full_kv: bool = False
-    source: str = ""
-
-
-def engine_memory(name: str, gpu_memory_utilization: float | None = None,
-                  max_batched_tokens: int | None = None) -> EngineMemory:
-    """The memory budgeting of engine ``name`` (catalog/engines.yaml), with optional overrides (validated)."""
-    e = get_engine(name)
-    mem = EngineMemory(e.name, e.memory_mode, e.gpu_memory_utilization, e.max_num_tokens, e.max_batch,
-                       e.cuda_graph_bytes, e.nccl_bytes, e.activations_in_fraction,
-                       e.chunked_attention_context_only, e.memory_source)
-    if gpu_memory_utilization is not None:
-        if not 0.05 <= gpu_memory_utilization <= 1.0:
-            raise ClusterfitError(f"--gpu-memory-utilization must be in 0.05..1.0, got {gpu_memory_utilization}")
-        mem = replace(mem, fraction=gpu_memory_utilization)
-    if max_batched_tokens is not None:
-        if not 1 <= max_batched_tokens <= 1_048_576:
-            raise ClusterfitError(f"--max-batched-tokens must be in 1..1048576, got {max_batched_tokens}")
-        mem = replace(mem, max_batched_tokens=max_batched_tokens)
-    return mem
 
 
 # ================================================================================================
@@ -186,7 +146,7 @@ def kv_bytes_per_token(model: ModelArch, precision: Precision) -> float:
     return total
 
 
-def _stage_layers(model: ModelArch, layout: Layout):
+def _stage_layers(model: ModelArch, layout: Layout) -> Sequence[Layer]:
     per_stage = math.ceil(model.num_layers / layout.pp)
     return model.layers[:per_stage]
 
@@ -243,8 +203,8 @@ def _blocks(tokens: int, block_size: int) -> int:
 # ================================================================================================
 
 
-def activation_bytes_per_gpu(model: ModelArch, layout: Layout, engine: EngineMemory) -> int:
-    """Peak activation workspace of one forward pass of ``max_batched_tokens`` tokens, per GPU (estimate).
+def activation_bytes_per_gpu(model: ModelArch, layout: Layout, engine: Engine) -> int:
+    """Peak activation workspace of one forward pass of ``engine.max_num_batched_tokens`` tokens, per GPU (estimate).
 
     Live at the peak: the residual stream and a normed copy (2 x hidden), the widest projection output of a layer
     on this GPU (fused QKV, gate+up of the dense MLP, or the MoE's top_k x (gate+up+down) intermediate cache of
@@ -252,7 +212,7 @@ def activation_bytes_per_gpu(model: ModelArch, layout: Layout, engine: EngineMem
     """
     if not model.layers:
         return 0
-    T = engine.max_batched_tokens
+    T = engine.max_num_batched_tokens
     widest = 0.0
     for layer in model.layers:
         a, f = layer.attention, layer.ffn
@@ -287,30 +247,31 @@ class Reserve:
                 "cuda_graphs": self.cuda_graphs, "activations": self.activations, "total": self.total}
 
 
-def runtime_reserve(model: ModelArch, layout: Layout, engine: EngineMemory) -> Reserve:
+def runtime_reserve(model: ModelArch, layout: Layout, engine: Engine) -> Reserve:
     """Reserve per GPU for ``engine`` running ``layout``."""
     return Reserve(CUDA_CONTEXT_BYTES, CUBLAS_BYTES, engine.nccl_bytes if layout.gpus > 1 else 0,
                    engine.cuda_graph_bytes, activation_bytes_per_gpu(model, layout, engine))
 
 
-def kv_budget_bytes_per_gpu(device_bytes: int, weights: int, reserve: Reserve, engine: EngineMemory) -> int:
+def kv_budget_bytes_per_gpu(device_bytes: int, weights: int, reserve: Reserve, engine: Engine) -> int:
     """KV-cache bytes per GPU the engine allocates (may be negative: does not fit).
 
     vLLM: fraction x device - weights - activations - context/cuBLAS/NCCL (graphs live in the 1-fraction headroom).
     SGLang: fraction x device - weights (activations, graphs and runtime live in the headroom).
     TensorRT-LLM: fraction x (device - weights - all of the reserve).
     """
-    if engine.mode == "free_fraction":
-        return int(engine.fraction * (device_bytes - weights - reserve.total))
+    fraction = engine.gpu_memory_utilization
+    if engine.memory_mode == "free_fraction":
+        return int(fraction * (device_bytes - weights - reserve.total))
     if engine.activations_in_fraction:
-        budget = engine.fraction * device_bytes - weights - reserve.activations - reserve.cuda_context \
+        budget = fraction * device_bytes - weights - reserve.activations - reserve.cuda_context \
             - reserve.cublas - reserve.nccl
-        headroom = (1 - engine.fraction) * device_bytes
+        headroom = (1 - fraction) * device_bytes
         if reserve.cuda_graphs > headroom:
             budget -= reserve.cuda_graphs - headroom
         return int(budget)
-    budget = engine.fraction * device_bytes - weights
-    headroom = (1 - engine.fraction) * device_bytes
+    budget = fraction * device_bytes - weights
+    headroom = (1 - fraction) * device_bytes
     if reserve.total > headroom:
         budget -= reserve.total - headroom
     return int(budget)
@@ -386,11 +347,11 @@ class FitResult:
         return d
 
 
-def fit(model: ModelArch, system: System, precision: Precision, layout: Layout | None = None, nodes: int = 1,
-        engine: EngineMemory | str = "vllm", context: int = 32768, block_size: int = 16,
-        include_mtp: bool = False) -> FitResult:
+def fit(model: ModelArch, system: System, precision: Precision, layout: Layout | None, nodes: int, engine: Engine,
+        context: int = 32768, block_size: int = 16, include_mtp: bool = False) -> FitResult:
     """Fit one replica on ``nodes`` nodes of ``system``: weights, reserve, KV budget, max sequences at ``context``.
 
+    ``engine``: the serving engine (clusterfit.engines.get_engine(name), with Engine.with_settings overrides).
     ``layout`` defaults to default_layout over all GPUs of the nodes (TP inside a node, PP across nodes).
     max_kv_tokens counts token slots per replica (per-GPU budget / per-GPU bytes per token x dp groups).
     """
@@ -398,7 +359,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
         raise ClusterfitError(f"nodes must be in 1..4096, got {nodes}")
     if context < 1 or context > 100_000_000:
         raise ClusterfitError(f"context must be in 1..100,000,000 tokens, got {context}")
-    eng = engine_memory(engine) if isinstance(engine, str) else engine
+    eng = engine
     gpus = nodes * system.gpus_per_node
     lay = layout or default_layout(model, system, gpus)
     problem = layout_problem(model, lay)
@@ -420,7 +381,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                          "weights and runtime reserve exceed the engine's memory budget", notes=tuple(notes))
     per_tok = kv_bytes_per_token(model, precision)
     per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay)
-    per_seq = kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_full_kv)
+    per_seq = kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_context_only)
     groups = lay.dp
     if budget <= 0:
         max_tokens, max_seqs = 0, 0
@@ -432,7 +393,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     fits = max_seqs >= 1
     if budget <= 0:
         reason = (f"weights {w / 1e9:.1f} GB + reserve {reserve.total / 1e9:.1f} GB per GPU exceed the "
-                  f"{eng.name} budget of {eng.fraction:.2f} x {device / 1e9:.1f} GB")
+                  f"{eng.name} budget of {eng.gpu_memory_utilization:.2f} x {device / 1e9:.1f} GB")
     elif not fits:
         reason = f"KV budget {budget / 1e9:.2f} GB per GPU holds no sequence of {context} tokens"
     else:
@@ -446,7 +407,7 @@ def _weight_bytes_total(model: ModelArch, precision: Precision, include_mtp: boo
     return int(round(sum(precision.bytes_for(c, n) for c, n in model.params.items() if c not in skip)))
 
 
-def nodes_needed(model: ModelArch, system: System, precision: Precision, engine: EngineMemory | str = "vllm",
+def nodes_needed(model: ModelArch, system: System, precision: Precision, engine: Engine,
                  context: int = 32768, block_size: int = 16, max_nodes: int = 64) -> int | None:
     """Smallest node count whose default layout holds the weights and at least one sequence of ``context``."""
     for n in range(1, max_nodes + 1):
@@ -459,7 +420,7 @@ def nodes_needed(model: ModelArch, system: System, precision: Precision, engine:
     return None
 
 
-def smallest_layout(model: ModelArch, system: System, precision: Precision, engine: EngineMemory | str = "vllm",
+def smallest_layout(model: ModelArch, system: System, precision: Precision, engine: Engine,
                     min_kv_tokens: int = 32768, max_nodes: int = 8) -> Layout:
     """The default layout over the fewest GPUs (1, 2, 4, ... up to ``max_nodes`` nodes) that holds the weights
     and leaves at least ``min_kv_tokens`` KV token slots per replica: how a replica is sized when the user

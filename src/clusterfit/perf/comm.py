@@ -72,15 +72,6 @@ def links_for(system) -> tuple[Link, Link]:
     return up, out
 
 
-def group_link(system, n: int, stride: int = 1) -> Link:
-    """The slowest link a group of ``n`` ranks (consecutive GPUs ``stride`` apart) crosses."""
-    up, out = links_for(system)
-    domain = max(1, min(system.scale_up_domain_gpus or 1, 10**9))
-    if n * stride <= domain:
-        return up
-    return out
-
-
 def all_reduce_s(nbytes, n: int, link: Link):
     """Fastest of ring, one-shot and two-shot all-reduce of ``nbytes`` per rank over ``n`` ranks (ring only where
     the link has no custom all-reduce)."""

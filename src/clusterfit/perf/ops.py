@@ -62,10 +62,11 @@ def attention_gemms(att: Attention, hidden: int, tp: int) -> list[Gemm]:
             g.append(Gemm("q_b_proj", "attention", hq * att.head_dim, att.q_lora_rank))
         else:
             g.append(Gemm("q_proj", "attention", hq * att.head_dim, hidden))
-        g.append(Gemm("kv_a_proj", "attention", att.kv_lora_rank + rope, hidden))
+        kv_lora = att.kv_lora_rank or 0
+        g.append(Gemm("kv_a_proj", "attention", kv_lora + rope, hidden))
         # kv_b_proj [hq*(nope+v), kv_lora]: applied to the query (W_UK) and the output (W_UV) in absorbed form;
         # weights read once, FLOPs the same as projecting per token.
-        g.append(Gemm("kv_b_proj", "attention", hq * (nope + att.v_head_dim), att.kv_lora_rank))
+        g.append(Gemm("kv_b_proj", "attention", hq * (nope + att.v_head_dim), kv_lora))
         g.append(Gemm("o_proj", "attention", hidden, hq * att.v_head_dim))
         return g
     hkv = max(1, ceil_div(att.num_kv_heads, tp))
@@ -102,8 +103,9 @@ def decode_attention_per_token(att: Attention, tp: int, kv_bytes_per_elem: float
         return 0.0, 0.0
     hq = ceil_div(att.num_heads, tp)
     if att.kind == "mla":
-        lat = att.kv_lora_rank + (att.qk_rope_head_dim or 0)
-        return hq * (2.0 * lat + 2.0 * att.kv_lora_rank), lat * kv_bytes_per_elem
+        kv_lora = att.kv_lora_rank or 0
+        lat = kv_lora + (att.qk_rope_head_dim or 0)
+        return hq * (2.0 * lat + 2.0 * kv_lora), lat * kv_bytes_per_elem
     hkv = max(1, ceil_div(att.num_kv_heads, tp))
     return hq * (2.0 * att.head_dim + 2.0 * att.v_head_dim), hkv * (att.head_dim + att.v_head_dim) * kv_bytes_per_elem
 
@@ -138,18 +140,6 @@ def indexer_per_attended_token(att: Attention) -> tuple[float, float]:
     if not att.index_n_heads:
         return 0.0, 0.0
     return 2.0 * att.index_n_heads * att.index_head_dim, float(att.index_head_dim)
-
-
-def attended_tokens(att: Attention, context):
-    """Keys one query attends at a given context length: windows, compression and DSA top-k applied."""
-    c = np.asarray(context, dtype=float)
-    if att.window:
-        c = np.minimum(c, att.window)
-    if att.kv_compress_ratio and att.kv_compress_ratio > 1:
-        c = c / att.kv_compress_ratio
-    if att.index_topk:
-        c = np.minimum(c, att.index_topk)
-    return c
 
 
 # ------------------------------------------------------------------------------------------------- FFN

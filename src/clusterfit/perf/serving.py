@@ -5,7 +5,7 @@ Request-life accounting (continuous / in-flight batching, chunked prefill), used
 
     B requests run together. Over one "generation" of osl decode iterations every running request emits
     osl tokens and, in steady state, B new prompts of isl tokens are prefilled in chunks of the engine's
-    max_num_tokens, mixed into the decode iterations. So
+    max_num_batched_tokens, mixed into the decode iterations. So
 
     cycle_s = osl * decode_step_s(B, isl + osl/2)
               + (B * isl / chunk) * [step_s(chunk prefill + B decodes) - decode_step_s(B)]   (prefill's marginal cost)
@@ -14,8 +14,9 @@ Request-life accounting (continuous / in-flight batching, chunked prefill), used
     (first_token_s; the first token is sampled at the end of the step that completes the prompt).
 
 Max-throughput mode (trtllm-bench throughput, MLPerf Offline: all requests queued): B grows until KV memory
-(per request isl+osl tokens reserved by TensorRT-LLM, isl+osl/2 on average for vLLM/SGLang paged
-allocation) or the engine's max batch caps it.
+(StepModel.kv_admitted_sequences, the admission rule the planner and the simulator share: per request isl+osl
+tokens reserved by TensorRT-LLM, isl+osl/2 on average for vLLM/SGLang paged allocation) or the engine's batch
+cap stops it.
 
 Static batching (TensorRT-LLM v0.9 gptSessionBenchmark): B prompts are prefilled together, then osl decode
 iterations at contexts isl..isl+osl: ``static_batch`` below.
@@ -23,54 +24,61 @@ iterations at contexts isl..isl+osl: ``static_batch`` below.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
+from ..arch import ModelArch
+from ..engines import Engine
 from ..errors import ClusterfitError
-from .step import StepModel, compile_step
+from ..hardware import System
+from ..layout import Layout
+from ..precision import Precision
+from .step import ArrayLike, Num, StepModel, compile_step
 
 
-def kv_limited_batch(sm: StepModel, isl, osl):
-    """Sequences the KV cache admits at once under the engine's reservation policy."""
-    per_req = (np.asarray(isl, float) + np.asarray(osl, float)) if sm.engine.kv_reservation == "full" else \
-        (np.asarray(isl, float) + np.asarray(osl, float) / 2.0)
-    return sm.max_sequences(per_req)
+def kv_limited_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> npt.NDArray[np.float64]:
+    """Sequences the KV cache admits at once under the engine's reservation policy
+    (StepModel.kv_admitted_sequences, shared with the planner and the simulator)."""
+    return sm.kv_admitted_sequences(isl, osl)
 
 
-def max_throughput_batch(sm: StepModel, isl, osl):
+def max_throughput_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> Num:
     """KV-limited batch, capped by the engine's batch limit per attention-DP rank (TensorRT-LLM: the max_batch_size
     trtllm-bench derives from its own KV estimate, StepModel.bench_max_batch)."""
     # trtllm-bench divides its batch estimate by pp ("cap total batch size", tuning.py finetune_setting) and the
     # PyTorch runtime's max_batch_size then bounds the sequences in flight across the whole pipeline (per
     # attention-DP rank). Multiplying it back by pp makes the PP rows of the development data ~2x too fast.
     cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp,
-                     sm.max_batch)
+                     sm.max_num_seqs)
     return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), cap), 0.0)
 
 
-def cycle_s(sm: StepModel, batch, isl, osl):
+def cycle_s(sm: StepModel, batch: ArrayLike, isl: ArrayLike, osl: ArrayLike) -> Num:
     """Seconds for ``batch`` concurrent requests to each prefill ``isl`` and decode ``osl`` tokens."""
     b = np.asarray(batch, float)
-    isl = np.asarray(isl, float)
-    osl = np.asarray(osl, float)
-    ctx = isl + osl / 2.0
+    i = np.asarray(isl, float)
+    o = np.asarray(osl, float)
+    ctx = i + o / 2.0
     dec = sm.decode_step_s(b, ctx)
-    chunk = np.minimum(float(sm.engine.max_num_tokens) * sm.dp, np.maximum(b * isl, 1.0))
-    mixed = sm.step_s(chunk, chunk * (isl + 1.0) / 2.0, b, b * ctx)
-    n_chunks = b * isl / chunk
-    return osl * dec + n_chunks * np.maximum(mixed - dec, 0.0)
+    chunk = np.minimum(float(sm.engine.max_num_batched_tokens) * sm.dp, np.maximum(b * i, 1.0))
+    mixed = sm.step_s(chunk, chunk * (i + 1.0) / 2.0, b, b * ctx)
+    n_chunks = b * i / chunk
+    return o * dec + n_chunks * np.maximum(mixed - dec, 0.0)
 
 
-def first_token_s(sm: StepModel, isl, others, context) -> float:
+def first_token_s(sm: StepModel, isl: float, others: float, context: float) -> float:
     """Seconds from admission to the first output token of one request of ``isl`` prompt tokens.
 
     The prompt is prefilled in chunks, each sharing its engine step with the ``others`` running sequences'
     decode tokens (continuous batching with chunked prefill); the first token is sampled at the end of the
     step that completes the prompt (as vLLM, SGLang and TensorRT-LLM do, and as the simulator counts it).
-    Decode tokens use part of the step's token budget: a chunk holds max_num_tokens - others tokens, but at
+    Decode tokens use part of the step's token budget: a chunk holds max_num_batched_tokens - others tokens, but at
     least 1/8 of the budget. With no other sequence this is ``prefill_s(isl)``. Queueing before admission
     is not included.
     """
-    budget = float(sm.engine.max_num_tokens)
+    budget = float(sm.engine.max_num_batched_tokens)
     others = float(others)
     chunk = max(budget - others, budget / 8.0) if others > 0 else budget
     n_chunks = max(np.ceil(isl / chunk), 1.0)
@@ -81,26 +89,38 @@ def first_token_s(sm: StepModel, isl, others, context) -> float:
     return float(np.sum(steps))
 
 
-def static_batch_s(sm: StepModel, batch, isl, osl):
+def static_batch_s(sm: StepModel, batch: ArrayLike, isl: ArrayLike, osl: ArrayLike) -> Num:
     """Seconds of one static batch: B prompts prefilled together, then osl decode iterations."""
     b = np.asarray(batch, float)
-    isl = np.asarray(isl, float)
-    pre = sm.step_s(b * isl, b * isl * (isl + 1.0) / 2.0, 0.0, 0.0)
-    return pre + np.asarray(osl, float) * sm.decode_step_s(b, isl + np.asarray(osl, float) / 2.0)
+    i = np.asarray(isl, float)
+    pre = sm.step_s(b * i, b * i * (i + 1.0) / 2.0, 0.0, 0.0)
+    return pre + np.asarray(osl, float) * sm.decode_step_s(b, i + np.asarray(osl, float) / 2.0)
 
 
-def predict(model, system, layout, precision, engine="vllm", isl=1024, osl=1024, concurrency=None, batch=None,
-            context=None, max_throughput=False, step_model: StepModel | None = None) -> dict:
-    """Serving metrics of one replica. Exactly one load: concurrency, batch (+context), or max_throughput."""
+def predict(model: ModelArch | None, system: System | None, layout: Layout | None, precision: Precision | None,
+            engine: Engine | None = None, isl: int = 1024, osl: int = 1024, concurrency: float | None = None,
+            batch: float | None = None, context: float | None = None, max_throughput: bool = False,
+            step_model: StepModel | None = None) -> dict[str, Any]:
+    """Serving metrics of one replica. Exactly one load: concurrency, batch (+context), or max_throughput.
+
+    Either ``step_model`` (compiled already) or model, system, layout, precision and ``engine`` (a
+    clusterfit.engines.Engine: get_engine(name)) to compile one."""
     modes = sum([concurrency is not None, batch is not None, bool(max_throughput)])
     if modes != 1:
         raise ClusterfitError("give exactly one of --concurrency, --batch (with --context) or --max-throughput")
     if isl < 1 or osl < 1:
         raise ClusterfitError(f"--isl and --osl must be >= 1 (got {isl}, {osl})")
-    sm = step_model or compile_step(model, system, layout, precision, engine)
+    if step_model is not None:
+        sm = step_model
+    elif model is None or system is None or layout is None or precision is None or engine is None:
+        raise ClusterfitError("predict needs a step_model, or model, system, layout, precision and engine")
+    else:
+        sm = compile_step(model, system, layout, precision, engine)
+    b: float
     if sm.kv_capacity_tokens <= 0:
-        raise ClusterfitError(f"{getattr(model, 'name', 'model')} does not fit on {sm.gpus} x {system.gpu.id} with "
-                              f"this layout and precision (no memory left for the KV cache)")
+        where = f"{sm.gpus} x {system.gpu.id}" if system is not None else f"{sm.gpus} GPUs"
+        raise ClusterfitError(f"{getattr(model, 'name', sm.name)} does not fit on {where} with this layout and "
+                              f"precision (no memory left for the KV cache)")
     cap = float(max_throughput_batch(sm, isl, osl))
     if cap < 1:
         raise ClusterfitError(f"the KV cache holds no request of {isl}+{osl} tokens on this layout")

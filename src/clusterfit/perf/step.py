@@ -8,33 +8,45 @@
 
 ``compile_step`` walks the layers once, deduplicates identical layers and keeps per-step coefficients
 (GEMM shapes and their counts, attention bytes/FLOPs per attended token, MoE shapes, element-wise bytes
-per token, message sizes); ``StepModel.step_s`` then costs whole numpy arrays of step shapes without a
+per token, message sizes) in named frozen dataclasses (``GemmGroup``, ``AttentionGroup``, ``LinearAttention``,
+``MoEGroup``, ``CommPlan``); ``StepModel.step_s`` then costs whole numpy arrays of step shapes without a
 Python loop over layers.
 
 Pipeline parallelism: the batch is split into ``microbatches`` (default pp) that flow through the pp
 stages. One iteration (every sequence advances once) then costs the whole model evaluated on a
 microbatch of batch/microbatches, times max(microbatches, pp)/pp, plus the stage-to-stage sends; with
 one microbatch (a single prefill) the stages run one after another.
+
+KV admission (``StepModel.kv_admitted_sequences``) is the one rule perf, the planner and the simulator share:
+each request reserves the KV of ``kv_reserved_context(prompt, output)`` tokens (the engine's ``kv_reservation``:
+'full' = prompt + output, TensorRT-LLM's GUARANTEED_NO_EVICT; 'average' = prompt + output / 2, vLLM / SGLang
+paged allocation on average) in the pool of one attention-DP rank, each rank a pool of ``kv_rank_budget_bytes``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any, Union
 
 import numpy as np
+import numpy.typing as npt
 
-from . import comm, ops
-from ..engines import Engine, get_engine
+from ..arch import FFN, Attention, ModelArch
+from ..engines import Engine
+from ..hardware import Gpu, System
+from ..layout import Layout
 from ..memory import fit, weight_bytes_per_gpu
+from ..precision import Precision, WeightFormat
+from . import comm, ops
 from .kernels import GemmCurve, KernelCurves, gemm_time_s, load_curves
 
+#: A number or a numpy array of numbers (every step-time method broadcasts).
+Num = Union[float, npt.NDArray[np.float64]]
+ArrayLike = npt.ArrayLike
 
-def _fmt(precision, component):
-    return precision.formats[component]
 
-
-def effective_compute_dtype(gpu, dtype: str) -> str:
+def effective_compute_dtype(gpu: Gpu, dtype: str) -> str:
     """The tensor-core math a GEMM with ``dtype`` weights really runs in on ``gpu``.
 
     Only GPUs with fp4 tensor cores (Blackwell: a ``fp4`` entry in the catalog's dense peaks) run mxfp4 /
@@ -57,7 +69,7 @@ def effective_compute_dtype(gpu, dtype: str) -> str:
 W4A16_MAX_EFF = 0.30
 
 
-def w4a16_cap(gpu, fmt) -> float:
+def w4a16_cap(gpu: Gpu, fmt: WeightFormat) -> float:
     """Cap on the compute efficiency of a MoE GEMM whose 4-bit weights are dequantised in its main loop (W4A16).
 
     A cap, not a factor: at small M per expert the grouped GEMM is already far below it (tile fill, weight
@@ -67,8 +79,14 @@ def w4a16_cap(gpu, fmt) -> float:
     return float("inf")
 
 
-@dataclass
-class _GemmGroup:
+# ------------------------------------------------------------------------------------------ coefficients
+@dataclass(frozen=True)
+class GemmGroup:
+    """Identical GEMMs of one step on one GPU: y[M, n] = x[M, k] @ W[n, k]^T, ``count`` of them.
+
+    rows: 'tokens' (M = tokens on the attention rank) or 'logits' (M = sequences sampling this step).
+    """
+
     name: str
     n: int
     k: int
@@ -79,11 +97,134 @@ class _GemmGroup:
     curve: GemmCurve
 
 
-@dataclass
+@dataclass(frozen=True)
+class AttentionGroup:
+    """Softmax-attention layers with identical per-key costs (``count`` layers of the whole model).
+
+    kv_window: tokens of KV a layer keeps and a decode query reads (0: the whole context).
+    prefill_window / chunked: the keys a prefill token attends (they differ from kv_window where the engine
+    applies a chunk mask to context tokens only, ``Engine.chunked_attention_context_only``).
+    compress: KV entries per token (DeepSeek-V4 compressed attention keeps one per ``compress`` tokens).
+    topk: DSA top-k keys per query (0: all).
+    decode_flops / decode_bytes: per attended key of one decoding query, on one TP rank.
+    prefill_flops: per (query, key) pair of causal prefill.
+    index_flops / index_bytes: DSA indexer per scored key (0 when the layer reuses another layer's top-k).
+    """
+
+    count: float
+    kv_window: int
+    compress: int
+    topk: int
+    decode_flops: float
+    decode_bytes: float
+    prefill_flops: float
+    index_flops: float
+    index_bytes: float
+    prefill_window: int
+    chunked: bool
+
+    def key(self) -> tuple[int, int, int, float, float, float, float, float, int, bool]:
+        """Everything but ``count``: layers with the same key are one group."""
+        return (self.kv_window, self.compress, self.topk, self.decode_flops, self.decode_bytes, self.prefill_flops,
+                self.index_flops, self.index_bytes, self.prefill_window, self.chunked)
+
+
+@dataclass(frozen=True)
+class LinearAttention:
+    """Linear-attention layers summed over the model: FLOPs per token and state bytes per decode sequence."""
+
+    flops_per_token: float = 0.0
+    state_bytes_per_seq: float = 0.0
+
+
+@dataclass(frozen=True)
+class MoEGroup:
+    """Identical routed-expert layers (``count`` of them) on one GPU of a layout.
+
+    ep / moe_tp: expert-parallel ranks and the split of each expert; w_bytes_per_elem, peak_flops and
+    compute_dtype: the experts' format; eff_cap: the W4A16 cap on the compute efficiency (w4a16_cap).
+    """
+
+    count: float
+    ffn: FFN
+    hidden: int
+    ep: int
+    moe_tp: int
+    w_bytes_per_elem: float
+    peak_flops: float
+    compute_dtype: str
+    eff_cap: float
+
+
+@dataclass(frozen=True)
+class CommPlan:
+    """The collectives of one step on one GPU.
+
+    allreduce_per_step: TP all-reduces (after attention, dense MLPs and MoE layers without attention DP);
+    moe_per_step: MoE layers under attention DP + EP, each with the engine's ``moe_dp_comm`` collectives over
+    ``moe_ranks`` ranks (all_to_all: ``moe_fanout`` top-k copies of each token, ``dispatch_bytes`` per
+    element out and 2 back; allgather_reducescatter: every rank's tokens gathered at ``gather_bytes`` per
+    element and reduce-scattered in bf16).
+    """
+
+    allreduce_per_step: float
+    tp_link: comm.Link
+    pp_link: comm.Link
+    ep_link: comm.Link
+    moe_per_step: float
+    moe_ranks: int
+    moe_fanout: int
+    moe_dp_comm: str
+    dispatch_bytes: float
+    gather_bytes: float
+    system: System
+
+
+@dataclass(frozen=True)
+class TrtllmBenchEstimate:
+    """trtllm-bench's own KV estimate (tensorrt_llm/bench/build/tuning.py calc_engine_setting), in GiB: the cache
+    memory of the whole world and its bytes per token (``Engine.batch_cap_rule`` 'trtllm_bench')."""
+
+    cache_gib: float
+    gib_per_token: float
+
+
+# ------------------------------------------------------------------------------------------ breakdown
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Seconds of one step: in all, per op and per kind (compute_s / memory_s / communication_s / overhead_s).
+
+    ``as_dict()`` is the JSON shape `clusterfit perf --json` prints: {"step_s", "by_op_s", "by_kind_s"}.
+    """
+
+    step_s: float
+    by_op_s: dict[str, float]
+    by_kind_s: dict[str, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step_s": self.step_s, "by_op_s": dict(self.by_op_s), "by_kind_s": dict(self.by_kind_s)}
+
+
+class _Parts:
+    """Accumulates per-op and per-kind times while a step is costed (only when a breakdown is asked for)."""
+
+    def __init__(self) -> None:
+        self.ops: dict[str, Num] = {}
+        self.kinds: dict[str, Num] = {}
+
+    def add(self, op: str, kind: str, t: Num) -> None:
+        self.ops[op] = self.ops.get(op, 0.0) + t
+        self.kinds[kind] = self.kinds.get(kind, 0.0) + t
+
+
+# ------------------------------------------------------------------------------------------ the model
+@dataclass(frozen=True)
 class StepModel:
-    """Compiled per-step coefficients of (model, system, layout, precision, engine).
+    """Compiled per-step coefficients of (model, system, layout, precision, engine), complete when constructed.
 
     All ``*_s`` methods broadcast over numpy arrays. Token counts are for the whole replica.
+    kv_capacity_tokens: replica-wide KV token slots (per-GPU budget / per-GPU bytes per token x dp).
+    max_num_seqs: the engine's cap on running sequences for the replica (per attention-DP rank x dp).
     """
 
     name: str
@@ -95,159 +236,166 @@ class StepModel:
     engine: Engine
     bw_bytes_per_s: float
     kv_capacity_tokens: float
-    max_batch: int
+    max_num_seqs: int
     weight_bytes_per_gpu: float
     kv_bytes_per_token_per_gpu: float
-    _gemms: list = field(default_factory=list, repr=False)
-    # (count, window, compress, topk, dec_flops, dec_bytes, pre_flops, idx_flops, idx_bytes, pre_window, chunked):
-    # ``window`` caps the KV kept and the keys a decode query reads; ``pre_window`` / ``chunked`` the keys a prefill
-    # token attends (they differ where the engine applies a chunk mask to context tokens only).
-    _attn: list = field(default_factory=list, repr=False)
-    _linear: tuple = (0.0, 0.0)  # (flops per token, state bytes per decode seq), summed over layers
-    _moe: list = field(default_factory=list, repr=False)
-    _elementwise_bytes_per_token: float = 0.0
-    _sampling_bytes_per_seq: float = 0.0
-    _n_kernels: float = 0.0
-    _comm: dict = field(default_factory=dict, repr=False)
-    _curves: KernelCurves | None = field(default=None, repr=False)
-    _attn_peak_flops: float = 0.0
-    _layers_per_gpu_frac: float = 1.0
-    _hidden: int = 0
-    _kv_state_bytes_per_seq: float = 0.0
-    #: trtllm-bench's KV estimate (tensorrt_llm/bench/build/tuning.py calc_engine_setting), in GiB: cache memory of
-    #: the whole world and bytes per token; 0 when the engine is not TensorRT-LLM.
-    _bench_cache_gib: float = 0.0
-    _bench_gib_per_token: float = 0.0
+    curves: KernelCurves = field(repr=False)
+    gemms: tuple[GemmGroup, ...] = field(default=(), repr=False)
+    attention: tuple[AttentionGroup, ...] = field(default=(), repr=False)
+    linear: LinearAttention = field(default=LinearAttention(), repr=False)
+    moe: tuple[MoEGroup, ...] = field(default=(), repr=False)
+    comm_plan: CommPlan | None = field(default=None, repr=False)
+    elementwise_bytes_per_token: float = 0.0
+    sampling_bytes_per_seq: float = 0.0
+    n_kernels: float = 0.0
+    attn_peak_flops: float = 0.0
+    layers_per_gpu_frac: float = 1.0
+    hidden: int = 0
+    kv_state_bytes_per_seq: float = 0.0
+    bench: TrtllmBenchEstimate | None = None
 
     # ------------------------------------------------------------------------------------- evaluation
-    def _stage(self, tokens, logits_rows, prefill_tokens, prefill_attended, decode_seqs, decode_attended,
-               parts: dict | None = None):
-        """Time of all layers (tp-sharded) on one GPU for these replica-wide counts (one microbatch)."""
-        c = self._curves
-        dp = self.dp
-        m = tokens / dp                       # tokens on one attention rank
-        m_logits = logits_rows / dp
-        total = 0.0
-
-        def add(key, t, kind):
-            nonlocal total
-            total = total + t
-            if parts is not None:
-                parts.setdefault("ops", {})
-                parts["ops"][key] = parts["ops"].get(key, 0.0) + t
-                parts[kind] = parts.get(kind, 0.0) + t
-
-        for g in self._gemms:
+    def _gemms_s(self, total: Num, m: Num, m_logits: Num, parts: _Parts | None) -> Num:
+        """Add the dense GEMMs of one microbatch (``m`` tokens, ``m_logits`` sampled rows per attention rank)."""
+        for g in self.gemms:
             mm = m if g.rows == "tokens" else m_logits
             t = g.count * gemm_time_s(g.curve, mm, g.n, g.k, g.w_bytes_per_elem, 2.0, g.peak_flops,
                                       self.bw_bytes_per_s, with_t0=False)
             t = np.where(mm > 0, t, 0.0)
+            total = total + t
             if parts is not None:
                 is_mem = (g.n * g.k * g.w_bytes_per_elem / (self.bw_bytes_per_s * g.curve.mem_eff)
                           >= 2.0 * mm * g.n * g.k / (g.peak_flops * g.curve.compute_eff(mm, g.n, g.k)))
-                add(g.name, t, "memory_s" if np.all(is_mem) else "compute_s")
-            else:
-                total = total + t
+                parts.add(g.name, "memory_s" if np.all(is_mem) else "compute_s", t)
+        return total
 
-        # attention
+    def _attention_s(self, total: Num, prefill_tokens: Num, prefill_attended: Num, decode_seqs: Num,
+                     decode_attended: Num, m: Num, parts: _Parts | None) -> Num:
+        """Add softmax attention, the DSA indexer and linear attention (replica-wide counts of one microbatch)."""
+        c, eng, dp = self.curves, self.engine, self.dp
         # streaming reads of per-sequence state; the paged KV cache (attention, DSA indexer keys) at attention_scale
-        bw_state = self.bw_bytes_per_s * c.attn_decode_mem_eff * self.engine.memory_scale
-        bw_attn = bw_state * self.engine.attention_scale
+        bw_state = self.bw_bytes_per_s * c.attn_decode_mem_eff * eng.memory_scale
+        bw_attn = bw_state * eng.attention_scale
         d = decode_seqs / dp
         avg_ctx = np.where(decode_seqs > 0, decode_attended / np.maximum(decode_seqs, 1e-9), 0.0)
         p = prefill_tokens / dp
         avg_pre = np.where(prefill_tokens > 0, prefill_attended / np.maximum(prefill_tokens, 1e-9), 0.0)
-        pre_eff = c.attn_prefill_eff_max * self.engine.compute_scale / (1.0 + c.attn_prefill_w0 / np.maximum(p, 1.0))
-        for (count, window, compress, topk, dflops, dbytes, pflops, iflops, ibytes, pre_window, chunked) in self._attn:
+        pre_eff = c.attn_prefill_eff_max * eng.compute_scale / (1.0 + c.attn_prefill_w0 / np.maximum(p, 1.0))
+        dec_peak = self.attn_peak_flops * c.attn_prefill_eff_max * eng.compute_scale
+        for a in self.attention:
             att_ctx = avg_ctx
             att_pre = avg_pre
-            if window:
-                att_ctx = np.minimum(att_ctx, window)
-            if pre_window:
+            if a.kv_window:
+                att_ctx = np.minimum(att_ctx, a.kv_window)
+            if a.prefill_window:
                 # min(mean, window) over-counts once the prompt outgrows the window (exact mean: w - w^2/2S for a
                 # sliding window over a prompt of S, ~w/2 for chunked attention); the exact count was tried and
                 # predicted the long-prompt rows worse (TensorRT-LLM v0.20 ran Llama-4's chunked layers as full
                 # attention), so the upper bound stays.
-                att_pre = np.minimum(att_pre, pre_window)
-            if compress > 1:
-                att_ctx = att_ctx / compress
-                att_pre = att_pre / compress
+                att_pre = np.minimum(att_pre, a.prefill_window)
+            if a.compress > 1:
+                att_ctx = att_ctx / a.compress
+                att_pre = att_pre / a.compress
             full_ctx = att_ctx
-            if topk:
-                att_ctx = np.minimum(att_ctx, topk)
-                att_pre = np.minimum(att_pre, topk)
+            if a.topk:
+                att_ctx = np.minimum(att_ctx, a.topk)
+                att_pre = np.minimum(att_pre, a.topk)
             keys = d * att_ctx
-            t_dec = np.maximum(count * dbytes * keys / bw_attn,
-                               count * dflops * keys / (self._attn_peak_flops * c.attn_prefill_eff_max * self.engine.compute_scale))
-            t_pre = count * pflops * p * att_pre / (self._attn_peak_flops * pre_eff)
-            add("attention_decode", t_dec, "memory_s")
-            add("attention_prefill", t_pre, "compute_s")
-            if iflops:
+            t_dec = np.maximum(a.count * a.decode_bytes * keys / bw_attn, a.count * a.decode_flops * keys / dec_peak)
+            t_pre = a.count * a.prefill_flops * p * att_pre / (self.attn_peak_flops * pre_eff)
+            total = total + t_dec
+            total = total + t_pre
+            if parts is not None:
+                parts.add("attention_decode", "memory_s", t_dec)
+                parts.add("attention_prefill", "compute_s", t_pre)
+            if a.index_flops:
                 # decode queries score every cached index key of their own sequence (a batched GEMV: read
                 # the fp8 keys once); prefill tokens score their causal prefix at the prefill efficiency.
-                dec_peak = self._attn_peak_flops * c.attn_prefill_eff_max * self.engine.compute_scale
-                t_idx = np.maximum(count * ibytes * d * full_ctx / bw_attn, count * iflops * d * full_ctx / dec_peak)
-                t_idx = t_idx + count * iflops * p * avg_pre / (self._attn_peak_flops * pre_eff)
-                add("dsa_indexer", t_idx, "compute_s")
-        lf, lb = self._linear
+                t_idx = np.maximum(a.count * a.index_bytes * d * full_ctx / bw_attn,
+                                   a.count * a.index_flops * d * full_ctx / dec_peak)
+                t_idx = t_idx + a.count * a.index_flops * p * avg_pre / (self.attn_peak_flops * pre_eff)
+                total = total + t_idx
+                if parts is not None:
+                    parts.add("dsa_indexer", "compute_s", t_idx)
+        lf, lb = self.linear.flops_per_token, self.linear.state_bytes_per_seq
         if lf or lb:
-            t_lin = np.maximum(lb * d / bw_state, lf * m / (self._attn_peak_flops * 0.3))
-            add("linear_attention", t_lin, "memory_s")
+            t_lin = np.maximum(lb * d / bw_state, lf * m / (self.attn_peak_flops * 0.3))
+            total = total + t_lin
+            if parts is not None:
+                parts.add("linear_attention", "memory_s", t_lin)
+        return total
 
-        # MoE routed experts: all tokens of the stage spread over ep ranks
-        for (count, ffn, hidden, ep, moe_tp, wbpe, peak, dtype, cap) in self._moe:
-            flops, wbytes, abytes, pairs, active = ops.moe_flops_bytes(ffn, hidden, ep, moe_tp, tokens, wbpe)
-            imb = ops.ep_max_load_factor(pairs, ep, self.engine.expert_load_cv)
+    def _moe_s(self, total: Num, tokens: Num, parts: _Parts | None) -> Num:
+        """Add the routed experts: all tokens of the stage spread over the ep ranks, waiting for the busiest."""
+        c, eng = self.curves, self.engine
+        for g in self.moe:
+            flops, wbytes, abytes, pairs, active = ops.moe_flops_bytes(g.ffn, g.hidden, g.ep, g.moe_tp, tokens,
+                                                                       g.w_bytes_per_elem)
+            imb = ops.ep_max_load_factor(pairs, g.ep, eng.expert_load_cv)
             flops = flops * imb
             abytes = abytes * imb
             pairs = pairs * imb
             per_expert = pairs / np.maximum(active, 1e-9)
-            width, inter = ops.moe_expert_shape(ffn, hidden)
-            gc = c.gemm_curve(dtype)
+            width, inter = ops.moe_expert_shape(g.ffn, g.hidden)
+            gc = c.gemm_curve(g.compute_dtype)
             # small expert matrices fill fewer tiles: the GEMM fit's n0/k0 terms on the expert's narrower side
-            shape_pen = gc.n0 / max(inter / moe_tp, 1.0) + gc.k0 / max(width, 1.0)
-            eff = c.moe_eff_max * self.engine.compute_scale / (1.0 + c.moe_m0 / np.maximum(per_expert, 1e-9) + shape_pen)
-            eff = np.minimum(eff, cap)
-            t = count * np.maximum((wbytes + abytes) / (self.bw_bytes_per_s * c.moe_mem_eff * self.engine.memory_scale),
-                                   flops / (peak * eff))
-            add("moe_experts", np.where(tokens > 0, t, 0.0), "memory_s")
-
-        bw_copy = self.bw_bytes_per_s * c.copy_mem_eff * self.engine.memory_scale
-        add("elementwise", self._elementwise_bytes_per_token * m / bw_copy, "memory_s")
-        add("sampling", self._sampling_bytes_per_seq * m_logits / bw_copy, "memory_s")
-
-        # communication
-        cm = self._comm
-        act = m * self._hidden * 2.0
-        t_comm = cm["allreduce_per_step"] * comm.all_reduce_s(act, self.tp, cm["tp_link"])
-        if cm["a2a_per_step"]:
-            if self.engine.name == "trtllm":
-                # TensorRT-LLM's MoE under attention DP (CUTLASS / TRITON backends, no wide-EP all-to-all):
-                # every rank all-gathers all ranks' tokens (quantised first for fp4 / fp8 experts) before the
-                # MoE and reduce-scatters the bf16 partial outputs after it, so each rank moves the whole
-                # replica's tokens x hidden, whatever top_k is (not only its top-k copies).
-                n = cm["a2a_ranks"]
-                link = cm["ep_link"]
-                gathered = tokens * self._hidden
-                t_comm = t_comm + cm["a2a_per_step"] * (
-                    comm.all_gather_s(gathered * cm["gather_bytes"], n, link)
-                    + comm.reduce_scatter_s(gathered * 2.0, n, link))
-            else:
-                tok_per_gpu = m / self.tp
-                sent = tok_per_gpu * cm["a2a_fanout"] * self._hidden * (cm["dispatch_bytes"] + 2.0)
-                t_comm = t_comm + cm["a2a_per_step"] * comm.all_to_all_s(sent, cm["a2a_ranks"], cm["system"])
-        add("communication", np.where(tokens > 0, t_comm, 0.0), "communication_s")
-        add("kernel_overhead", np.where(tokens > 0, self._n_kernels * self.engine.kernel_overhead_s, 0.0), "overhead_s")
+            shape_pen = gc.n0 / max(inter / g.moe_tp, 1.0) + gc.k0 / max(width, 1.0)
+            eff = c.moe_eff_max * eng.compute_scale / (1.0 + c.moe_m0 / np.maximum(per_expert, 1e-9) + shape_pen)
+            eff = np.minimum(eff, g.eff_cap)
+            t = g.count * np.maximum((wbytes + abytes) / (self.bw_bytes_per_s * c.moe_mem_eff * eng.memory_scale),
+                                     flops / (g.peak_flops * eff))
+            t = np.where(tokens > 0, t, 0.0)
+            total = total + t
+            if parts is not None:
+                parts.add("moe_experts", "memory_s", t)
         return total
 
-    def step_s(self, prefill_tokens, prefill_attended, decode_seqs, decode_attended, microbatches=None,
-               parts: dict | None = None):
-        """Seconds of one engine iteration of the replica.
+    def _comm_s(self, tokens: Num, m: Num) -> Num:
+        """Collectives of one microbatch on one GPU (TP all-reduces, the MoE's attention-DP collectives)."""
+        cm = self.comm_plan
+        assert cm is not None
+        act = m * self.hidden * 2.0
+        t_comm = cm.allreduce_per_step * comm.all_reduce_s(act, self.tp, cm.tp_link)
+        if not cm.moe_per_step:
+            return t_comm
+        if cm.moe_dp_comm == "allgather_reducescatter":
+            # every rank all-gathers all ranks' tokens (quantised first for fp4 / fp8 experts) before the MoE and
+            # reduce-scatters the bf16 partial outputs after it, so each rank moves the whole replica's
+            # tokens x hidden, whatever top_k is (not only its top-k copies).
+            gathered = tokens * self.hidden
+            return t_comm + cm.moe_per_step * (
+                comm.all_gather_s(gathered * cm.gather_bytes, cm.moe_ranks, cm.ep_link)
+                + comm.reduce_scatter_s(gathered * 2.0, cm.moe_ranks, cm.ep_link))
+        tok_per_gpu = m / self.tp
+        sent = tok_per_gpu * cm.moe_fanout * self.hidden * (cm.dispatch_bytes + 2.0)
+        return t_comm + cm.moe_per_step * comm.all_to_all_s(sent, cm.moe_ranks, cm.system)
 
-        prefill_tokens: new prompt tokens computed this step; prefill_attended: sum over them of keys each
-        attends (a chunk of n tokens after c cached: n*c + n*(n+1)/2); decode_seqs: sequences producing one
-        token; decode_attended: sum of their context lengths. Broadcasts over numpy arrays.
-        """
+    def _stage(self, tokens: Num, logits_rows: Num, prefill_tokens: Num, prefill_attended: Num, decode_seqs: Num,
+               decode_attended: Num, parts: _Parts | None = None) -> Num:
+        """Time of all layers (tp-sharded) on one GPU for these replica-wide counts (one microbatch)."""
+        m = tokens / self.dp                       # tokens on one attention rank
+        m_logits = logits_rows / self.dp
+        total: Num = self._gemms_s(0.0, m, m_logits, parts)
+        total = self._attention_s(total, prefill_tokens, prefill_attended, decode_seqs, decode_attended, m, parts)
+        total = self._moe_s(total, tokens, parts)
+        bw_copy = self.bw_bytes_per_s * self.curves.copy_mem_eff * self.engine.memory_scale
+        t_elem = self.elementwise_bytes_per_token * m / bw_copy
+        t_samp = self.sampling_bytes_per_seq * m_logits / bw_copy
+        t_comm = np.where(tokens > 0, self._comm_s(tokens, m), 0.0)
+        t_kern = np.where(tokens > 0, self.n_kernels * self.engine.kernel_overhead_s, 0.0)
+        total = total + t_elem
+        total = total + t_samp
+        total = total + t_comm
+        total = total + t_kern
+        if parts is not None:
+            parts.add("elementwise", "memory_s", t_elem)
+            parts.add("sampling", "memory_s", t_samp)
+            parts.add("communication", "communication_s", t_comm)
+            parts.add("kernel_overhead", "overhead_s", t_kern)
+        return total
+
+    def _step(self, prefill_tokens: ArrayLike, prefill_attended: ArrayLike, decode_seqs: ArrayLike,
+              decode_attended: ArrayLike, microbatches: int | None, parts: _Parts | None) -> Num:
         P = np.asarray(prefill_tokens, dtype=float)
         Ap = np.asarray(prefill_attended, dtype=float)
         D = np.asarray(decode_seqs, dtype=float)
@@ -259,230 +407,301 @@ class StepModel:
         factor = max(mb, self.pp) / self.pp
         t = t * factor
         if self.pp > 1:
-            send = comm.send_recv_s(tokens * self._hidden * 2.0, self._comm["pp_link"])
+            assert self.comm_plan is not None
+            send = comm.send_recv_s(tokens * self.hidden * 2.0, self.comm_plan.pp_link)
             t_pp = (self.pp - 1) * send * factor
             t = t + t_pp
             if parts is not None:
-                parts["ops"]["pipeline_send"] = parts["ops"].get("pipeline_send", 0.0) + t_pp
-                parts["communication_s"] = parts.get("communication_s", 0.0) + t_pp
+                parts.add("pipeline_send", "communication_s", t_pp)
         host_s = self.engine.step_overhead_s + self.engine.seq_overhead_s * (D + (P > 0))
         t = t + host_s
         if parts is not None:
-            parts["ops"]["engine_step_overhead"] = host_s
-            parts["overhead_s"] = parts.get("overhead_s", 0.0) + host_s
-            for k in list(parts):
-                if k != "ops":
-                    parts[k] = parts[k] * (factor if k not in ("overhead_s",) else 1.0)
+            parts.ops["engine_step_overhead"] = host_s
+            parts.kinds["overhead_s"] = parts.kinds.get("overhead_s", 0.0) + host_s
+            for k in list(parts.kinds):
+                if k != "overhead_s":
+                    parts.kinds[k] = parts.kinds[k] * factor
         return t
 
-    def decode_step_s(self, batch, context):
+    def step_s(self, prefill_tokens: ArrayLike, prefill_attended: ArrayLike, decode_seqs: ArrayLike,
+               decode_attended: ArrayLike, microbatches: int | None = None) -> Num:
+        """Seconds of one engine iteration of the replica.
+
+        prefill_tokens: new prompt tokens computed this step; prefill_attended: sum over them of keys each
+        attends (a chunk of n tokens after c cached: n*c + n*(n+1)/2); decode_seqs: sequences producing one
+        token; decode_attended: sum of their context lengths. Broadcasts over numpy arrays.
+        """
+        return self._step(prefill_tokens, prefill_attended, decode_seqs, decode_attended, microbatches, None)
+
+    def decode_step_s(self, batch: ArrayLike, context: ArrayLike) -> Num:
         """One decode iteration of ``batch`` sequences each with ``context`` cached tokens."""
         b = np.asarray(batch, dtype=float)
         return self.step_s(0.0, 0.0, b, b * np.asarray(context, dtype=float))
 
-    def prefill_s(self, tokens, cached=0):
-        """Prefill of one request of ``tokens`` new tokens after ``cached`` tokens, chunked by max_num_tokens."""
+    def prefill_s(self, tokens: ArrayLike, cached: ArrayLike = 0) -> Num:
+        """Prefill of one request of ``tokens`` new tokens after ``cached`` tokens, chunked by the engine's
+        max_num_batched_tokens."""
         n = np.asarray(tokens, dtype=float)
         c = np.asarray(cached, dtype=float)
-        chunk = float(self.engine.max_num_tokens)
+        chunk = float(self.engine.max_num_batched_tokens)
         n_chunks = np.maximum(np.ceil(n / chunk), 1.0)
         per = n / n_chunks
         # chunk i attends c + i*per cached tokens; sum over chunks of per*(c + i*per) + per*(per+1)/2
         attended = n * c + per * per * n_chunks * (n_chunks - 1) / 2.0 + n_chunks * per * (per + 1) / 2.0
         return n_chunks * self.step_s(per, attended / n_chunks, 0.0, 0.0, microbatches=1)
 
-    def breakdown(self, prefill_tokens, prefill_attended, decode_seqs, decode_attended) -> dict:
-        """Seconds per op and per kind (compute_s / memory_s / communication_s / overhead_s) of one step."""
-        parts: dict = {}
-        total = self.step_s(prefill_tokens, prefill_attended, decode_seqs, decode_attended, parts=parts)
-        ops_ = {k: float(np.asarray(v).mean()) for k, v in parts.pop("ops", {}).items()}
-        kinds = {k: float(np.asarray(v).mean()) for k, v in parts.items()}
-        return {"step_s": float(np.asarray(total).mean()), "by_op_s": ops_, "by_kind_s": kinds}
+    def step_breakdown(self, prefill_tokens: ArrayLike, prefill_attended: ArrayLike, decode_seqs: ArrayLike,
+                       decode_attended: ArrayLike) -> StepBreakdown:
+        """Seconds per op and per kind of one step (means over the arrays given)."""
+        parts = _Parts()
+        total = self._step(prefill_tokens, prefill_attended, decode_seqs, decode_attended, None, parts)
+        return StepBreakdown(float(np.asarray(total).mean()),
+                             {k: float(np.asarray(v).mean()) for k, v in parts.ops.items()},
+                             {k: float(np.asarray(v).mean()) for k, v in parts.kinds.items()})
 
-    def kv_bytes_per_sequence(self, context) -> float:
+    def breakdown(self, prefill_tokens: ArrayLike, prefill_attended: ArrayLike, decode_seqs: ArrayLike,
+                  decode_attended: ArrayLike) -> dict[str, Any]:
+        """``step_breakdown(...).as_dict()``: {"step_s", "by_op_s", "by_kind_s"} (the `perf --json` shape)."""
+        return self.step_breakdown(prefill_tokens, prefill_attended, decode_seqs, decode_attended).as_dict()
+
+    # ------------------------------------------------------------------------------------- KV cache
+    def kv_bytes_per_sequence(self, context: ArrayLike) -> Num:
         """KV bytes one sequence of ``context`` tokens holds on one GPU (windows, compression, state): the layers
-        of one pipeline stage (``_attn`` counts the whole model's layers; a stage holds 1/pp of them)."""
+        of one pipeline stage (``attention`` counts the whole model's layers; a stage holds 1/pp of them)."""
         ctx = np.asarray(context, dtype=float)
-        total = 0.0
-        for (count, window, compress, topk, dflops, dbytes, pflops, iflops, ibytes, _pw, _ch) in self._attn:
-            c = np.minimum(ctx, window) if window else ctx
-            total = total + count * (dbytes * c / max(compress, 1) + ibytes * c / max(compress, 1))
-        return self._kv_state_bytes_per_seq + total * self._layers_per_gpu_frac
+        total: Num = 0.0
+        for a in self.attention:
+            c = np.minimum(ctx, a.kv_window) if a.kv_window else ctx
+            total = total + a.count * (a.decode_bytes * c / max(a.compress, 1) + a.index_bytes * c / max(a.compress, 1))
+        return self.kv_state_bytes_per_seq + total * self.layers_per_gpu_frac
 
-    def bench_max_batch(self, seq_len):
-        """max_batch_size trtllm-bench passes to the runtime when none is given (tuning.py calc_engine_setting +
-        finetune_setting), or the engine's static cap for other engines. The estimate takes the whole world's
-        memory (n_gpus x device - checkpoint size) over 2 x layers x max(tp, HF num_key_value_heads) x head_size
-        KV bytes per token (for MLA checkpoints HF's num_key_value_heads = num_heads and head_size =
-        hidden / num_heads, far above the real latent), caps it at 4096 / pp and rounds it up (64 minimum).
-        Under attention DP the runtime applies max_batch_size to each rank (the value is returned per rank)."""
-        if not self._bench_gib_per_token:
-            return float(self.engine.max_batch)
-        req = self._bench_cache_gib / (self._bench_gib_per_token * np.maximum(np.asarray(seq_len, float), 1.0))
-        raw = np.minimum(req, float(self.engine.max_batch)) / self.pp
-        return np.where(raw < 256, np.maximum(64.0, 32.0 * np.ceil(raw / 32.0)),
-                        np.where(raw < 1024, 128.0 * np.ceil(raw / 128.0), 256.0 * np.ceil(raw / 256.0)))
+    @property
+    def kv_rank_budget_bytes(self) -> float:
+        """KV bytes of one attention-DP rank's pool (each rank keeps its own sequences; one GPU's budget)."""
+        return self.kv_capacity_tokens / max(self.dp, 1) * self.kv_bytes_per_token_per_gpu
 
-    def max_sequences(self, context):
+    def max_sequences(self, context: ArrayLike) -> npt.NDArray[np.float64]:
         """Sequences of ``context`` tokens whose KV fits the replica (before the engine's batch cap).
 
         Each attention-DP rank keeps its own sequences in its own KV pool (one GPU's budget; under DP the
         per-token KV of a GQA layer is the full per-token KV, heads are not split across DP ranks), so the
-        replica holds ``dp`` x the sequences of one rank. ``kv_capacity_tokens`` is replica-wide (already
-        x dp), hence the per-rank budget is kv_capacity_tokens / dp tokens.
+        replica holds ``dp`` x the sequences of one rank (``kv_rank_budget_bytes``).
         """
         per = self.kv_bytes_per_sequence(context)
-        budget_per_rank = self.kv_capacity_tokens / max(self.dp, 1) * self.kv_bytes_per_token_per_gpu
-        return np.floor(budget_per_rank / np.maximum(per, 1e-9)) * self.dp
+        return np.floor(self.kv_rank_budget_bytes / np.maximum(per, 1e-9)) * self.dp
+
+    def kv_reserved_context(self, prompt: ArrayLike, output: ArrayLike) -> Num:
+        """Tokens of KV one request reserves at admission under the engine's ``kv_reservation``: 'full'
+        (TensorRT-LLM GUARANTEED_NO_EVICT: prompt + output) or 'average' (vLLM / SGLang allocate pages as tokens
+        are generated, prompt + output / 2 on average over a request's life)."""
+        p = np.asarray(prompt, float)
+        o = np.asarray(output, float)
+        return p + o if self.engine.kv_reservation == "full" else p + o / 2.0
+
+    def kv_reservation_bytes(self, prompt: ArrayLike, output: ArrayLike) -> Num:
+        """KV bytes (one GPU of the rank) a request reserves at admission: kv_bytes_per_sequence of its
+        kv_reserved_context."""
+        return self.kv_bytes_per_sequence(self.kv_reserved_context(prompt, output))
+
+    def kv_admitted_sequences(self, prompt: ArrayLike, output: ArrayLike) -> npt.NDArray[np.float64]:
+        """THE KV-admission rule: requests of ``prompt`` + ``output`` tokens the replica's KV cache admits at once
+        (each attention-DP rank: floor(rank budget / reservation bytes); before the engine's batch cap).
+
+        perf (serving.kv_limited_batch), the planner (plan.capacity.kv_batch_bound) and the simulator
+        (sim.replica.Replica: reserves ``kv_reservation_bytes`` per request in a rank's pool) all use it.
+        """
+        return self.max_sequences(self.kv_reserved_context(prompt, output))
+
+    def bench_max_batch(self, seq_len: ArrayLike) -> Num:
+        """Running-sequence cap per attention-DP rank when the user gives none (``Engine.batch_cap_rule``).
+
+        'static': the engine's max_num_seqs. 'trtllm_bench': the max_batch_size trtllm-bench passes to the runtime
+        (tuning.py calc_engine_setting + finetune_setting). The estimate takes the whole world's memory
+        (n_gpus x device - checkpoint size) over 2 x layers x max(tp, HF num_key_value_heads) x head_size KV bytes
+        per token (for MLA checkpoints HF's num_key_value_heads = num_heads and head_size = hidden / num_heads,
+        far above the real latent), caps it at max_num_seqs / pp and rounds it up (64 minimum). Under attention DP
+        the runtime applies max_batch_size to each rank (the value is returned per rank)."""
+        if self.bench is None or not self.bench.gib_per_token:
+            return float(self.engine.max_num_seqs)
+        req = self.bench.cache_gib / (self.bench.gib_per_token * np.maximum(np.asarray(seq_len, float), 1.0))
+        raw = np.minimum(req, float(self.engine.max_num_seqs)) / self.pp
+        return np.where(raw < 256, np.maximum(64.0, 32.0 * np.ceil(raw / 32.0)),
+                        np.where(raw < 1024, 128.0 * np.ceil(raw / 128.0), 256.0 * np.ceil(raw / 256.0)))
 
 
 # ------------------------------------------------------------------------------------------ compile
-def compile_step(model, system, layout, precision, engine="vllm", engines_path: str | None = None,
-                 kv_budget_bytes_per_gpu: float | None = None) -> StepModel:
-    """Compile the per-step coefficients of a model on one replica (``layout``) of ``system``.
+@dataclass
+class _LayerTally:
+    """What one walk over the layers collects (before formats and links are attached)."""
 
-    model: clusterfit.arch.ModelArch; system: clusterfit.hardware.System; layout: object with tp, pp, ep,
-    dp; precision: clusterfit.precision.Precision; engine: name or clusterfit.engines.Engine.
-    """
-    eng = engine if isinstance(engine, Engine) else get_engine(engine, engines_path)
-    gpu = system.gpu
-    eng = eng.for_gpu(gpu.id)
-    curves = load_curves()
-    tp, pp = int(layout.tp), int(layout.pp)
-    ep, dp = int(getattr(layout, "ep", 1) or 1), int(getattr(layout, "dp", 1) or 1)
-    gpus = tp * dp * pp
-    moe_tp = max(1, (tp * dp) // max(ep, 1))
+    gemm_counts: dict[tuple[str, str, int, int, str], float] = field(default_factory=lambda: defaultdict(float))
+    attn_counts: dict[tuple[int, int, int, float, float, float, float, float, int, bool], float] = field(
+        default_factory=lambda: defaultdict(float))
+    moe_counts: dict[FFN, float] = field(default_factory=lambda: defaultdict(float))
+    lin_flops: float = 0.0
+    lin_bytes: float = 0.0
+    elem_bytes: float = 0.0
+    n_kernels: float = 0.0
+    allreduce_per_step: float = 0.0
+    moe_dp_per_step: float = 0.0
+    kv_state: float = 0.0
+
+
+def _attention_key(att: Attention, tp: int, kvb: float,
+                   eng: Engine) -> tuple[int, int, int, float, float, float, float, float, int, bool]:
+    """The AttentionGroup key (everything but the count) of one softmax-attention layer."""
+    dflops, dbytes = ops.decode_attention_per_token(att, tp, kvb)
+    pflops = ops.prefill_attention_flops_per_pair(att, tp)
+    iflops, ibytes = ops.indexer_per_attended_token(att) if att.index_n_heads else (0.0, 0.0)
+    if not att.index_cached:  # a layer sharing another layer's indexer reuses its top-k: no scoring
+        iflops, ibytes = 0.0, 0.0
+    kv_window = att.window or 0
+    if att.chunked and eng.chunked_attention_context_only:
+        kv_window = 0  # generation attends (and the cache keeps) the whole context; only prefill is chunked
+    return (kv_window, att.kv_compress_ratio or 1, att.index_topk or 0, dflops, dbytes, pflops, iflops, ibytes,
+            att.window or 0, bool(att.chunked))
+
+
+def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: Engine) -> _LayerTally:
+    """Count each distinct GEMM, attention and MoE shape over the model's layers, plus per-step totals."""
     hidden = model.hidden
-    bw = gpu.mem_bw_bytes_per_s
-    frac = 1.0 / pp  # layers per GPU as a fraction of all layers (for weights / KV per GPU)
-
-    # weight streaming efficiency: the bf16 fit (torch's fp8 path at small M is dominated by its unfused
-    # activation quantisation, which the engines fuse away), scaled by the engine.
-    mem_eff = curves.gemm["bf16"].mem_eff * eng.memory_scale
-
-    def curve_for(dtype):
-        c = curves.gemm_curve(dtype)
-        return GemmCurve(0.0, mem_eff, c.eff_max * eng.compute_scale, c.m0, c.n0, c.k0)
-
-    gemm_counts: dict = defaultdict(float)
-    attn_counts: dict = defaultdict(float)
-    moe_counts: dict = defaultdict(float)
-    lin_flops = lin_bytes = 0.0
-    elem_bytes = 0.0
-    n_kernels = 0.0
+    tally = _LayerTally()
     n_linear = sum(1 for L in model.layers if L.attention.kind == "linear")
     lin_params = model.params.get("linear_attention", 0) / max(n_linear, 1)
     n_idx = sum(1 for L in model.layers if L.attention.index_n_heads and L.attention.index_cached) or \
         sum(1 for L in model.layers if L.attention.index_n_heads)
     idx_params = model.params.get("indexer", 0) / max(n_idx, 1)
-    allreduce_per_step = 0.0
-    a2a_per_step = 0.0
-    kv_state = 0.0
-    kvb = precision.kv_bytes_per_elem
-
     for L in model.layers:
         att, ffn = L.attention, L.ffn
         gl = ops.attention_gemms(att, hidden, tp)
         if att.kind == "linear":
             gl += ops.linear_attention_gemms(int(lin_params), hidden, tp)
             f, b = ops.linear_attention_state_per_seq(att, tp)
-            lin_flops += f
-            lin_bytes += b
-            kv_state += b / 2.0
+            tally.lin_flops += f
+            tally.lin_bytes += b
+            tally.kv_state += b / 2.0
         if att.index_n_heads and att.index_cached:
             gl += ops.indexer_gemms(att, hidden, int(idx_params))
         if ffn.kind == "dense":
             gl += ops.dense_mlp_gemms(ffn, hidden, tp)
         else:
             gl += ops.moe_side_gemms(ffn, hidden, tp)
-            moe_counts[ffn] += 1
-            n_kernels += 4
+            tally.moe_counts[ffn] += 1
+            tally.n_kernels += 4
             if dp > 1 and ep > 1:
-                a2a_per_step += 1
+                tally.moe_dp_per_step += 1
             elif tp > 1:
-                allreduce_per_step += 1
+                tally.allreduce_per_step += 1
         if ffn.kind == "dense" and tp > 1:
-            allreduce_per_step += 1
+            tally.allreduce_per_step += 1
         if tp > 1:
-            allreduce_per_step += 1  # after the attention output projection
+            tally.allreduce_per_step += 1  # after the attention output projection
         for g in gl:
-            gemm_counts[(g.name, g.component, g.n, g.k, g.rows)] += g.count
-        n_kernels += len(gl) + 4  # + attention, 2 norms, activation / rotary
+            tally.gemm_counts[(g.name, g.component, g.n, g.k, g.rows)] += g.count
+        tally.n_kernels += len(gl) + 4  # + attention, 2 norms, activation / rotary
         if att.kind != "linear":
-            dflops, dbytes = ops.decode_attention_per_token(att, tp, kvb)
-            pflops = ops.prefill_attention_flops_per_pair(att, tp)
-            iflops, ibytes = ops.indexer_per_attended_token(att) if att.index_n_heads else (0.0, 0.0)
-            if not att.index_cached:  # a layer sharing another layer's indexer reuses its top-k: no scoring
-                iflops, ibytes = 0.0, 0.0
-            kv_window = att.window or 0
-            if att.chunked and eng.chunked_attention_context_only:
-                kv_window = 0  # generation attends (and the cache keeps) the whole context; only prefill is chunked
-            attn_counts[(kv_window, att.kv_compress_ratio or 1, att.index_topk or 0,
-                         dflops, dbytes, pflops, iflops, ibytes, att.window or 0, bool(att.chunked))] += 1
-        elem_bytes += ops.elementwise_bytes_per_token(hidden, ffn, tp)
+            tally.attn_counts[_attention_key(att, tp, kvb, eng)] += 1
+        tally.elem_bytes += ops.elementwise_bytes_per_token(hidden, ffn, tp)
+    return tally
 
-    gemms = []
-    for (name, comp, n, k, rows), cnt in gemm_counts.items():
-        f = _fmt(precision, comp)
+
+def _gemm_groups(tally: _LayerTally, model: ModelArch, gpu: Gpu, precision: Precision, tp: int, curves: KernelCurves,
+                 eng: Engine) -> tuple[GemmGroup, ...]:
+    """The dense GEMMs with their formats and the engine-scaled efficiency curves, then the LM head."""
+    # weight streaming efficiency: the bf16 fit (torch's fp8 path at small M is dominated by its unfused
+    # activation quantisation, which the engines fuse away), scaled by the engine.
+    mem_eff = curves.gemm["bf16"].mem_eff * eng.memory_scale
+
+    def group(name: str, component: str, n: int, k: int, count: float, rows: str) -> GemmGroup:
+        f = precision.formats[component]
         cd = effective_compute_dtype(gpu, f.compute_dtype)
-        gemms.append(_GemmGroup(name, n, k, cnt, rows, f.bytes_per_param, gpu.peak_flops(cd), curve_for(cd)))
-    lm = ops.lm_head_gemm(model.vocab, hidden, tp)
-    f = _fmt(precision, "lm_head")
-    cd = effective_compute_dtype(gpu, f.compute_dtype)
-    gemms.append(_GemmGroup("lm_head", lm.n, lm.k, 1.0, "logits", f.bytes_per_param,
-                            gpu.peak_flops(cd), curve_for(cd)))
-    attn = [(cnt, *key) for key, cnt in attn_counts.items()]
-    ef = _fmt(precision, "routed_experts")
-    ecd = effective_compute_dtype(gpu, ef.compute_dtype)
-    moe = [(cnt, ffn, hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ecd), ecd, w4a16_cap(gpu, ef))
-           for ffn, cnt in moe_counts.items()]
+        c = curves.gemm_curve(cd)
+        curve = GemmCurve(0.0, mem_eff, c.eff_max * eng.compute_scale, c.m0, c.n0, c.k0)
+        return GemmGroup(name, n, k, count, rows, f.bytes_per_param, gpu.peak_flops(cd), curve)
 
-    # communication setup
+    out = [group(name, comp, n, k, cnt, rows) for (name, comp, n, k, rows), cnt in tally.gemm_counts.items()]
+    lm = ops.lm_head_gemm(model.vocab, model.hidden, tp)
+    out.append(group("lm_head", "lm_head", lm.n, lm.k, 1.0, "logits"))
+    return tuple(out)
+
+
+def _comm_plan(model: ModelArch, system: System, tally: _LayerTally, tp: int, dp: int, ep: int, pp: int,
+               experts: WeightFormat, eng: Engine) -> CommPlan:
+    """Links and message shapes of the step's collectives."""
+    ecd = effective_compute_dtype(system.gpu, experts.compute_dtype)
     up, out = comm.links_for(system)
     domain = system.scale_up_domain_gpus or 1
-    tp_link = up if tp * dp <= domain else out
-    pp_link = up if gpus <= domain else out
     first_moe = next((L.ffn for L in model.layers if L.ffn.kind == "moe"), None)
-    fanout = min(first_moe.top_k, ep) if first_moe else 0
-    act_dtype_fp8 = ecd in ("fp8", "fp4")
-    comm_cfg = dict(allreduce_per_step=allreduce_per_step, tp_link=tp_link, pp_link=pp_link,
-                    a2a_per_step=a2a_per_step, a2a_ranks=tp * dp, a2a_fanout=fanout,
-                    dispatch_bytes=1.0 if act_dtype_fp8 else 2.0, system=system,
-                    ep_link=up if tp * dp <= domain else out,
-                    # bytes per gathered activation element: nvfp4 (4 bits + an fp8 scale per 16), mxfp8 for mxfp4 experts
-                    # on Blackwell (8 bits + e8m0 per 32), fp8, or bf16 where the experts run W4A16 / bf16
-                    gather_bytes=(0.5625 if ecd == "fp4" and ef.name == "nvfp4" else 1.03125 if ecd == "fp4"
-                                  else 1.0 if ecd == "fp8" else 2.0))
+    return CommPlan(
+        allreduce_per_step=tally.allreduce_per_step, tp_link=up if tp * dp <= domain else out,
+        pp_link=up if tp * dp * pp <= domain else out, ep_link=up if tp * dp <= domain else out,
+        moe_per_step=tally.moe_dp_per_step, moe_ranks=tp * dp, moe_fanout=min(first_moe.top_k, ep) if first_moe else 0,
+        moe_dp_comm=eng.moe_dp_comm, dispatch_bytes=1.0 if ecd in ("fp8", "fp4") else 2.0,
+        # bytes per gathered activation element: nvfp4 (4 bits + an fp8 scale per 16), mxfp8 for mxfp4 experts on
+        # Blackwell (8 bits + e8m0 per 32), fp8, or bf16 where the experts run W4A16 / bf16
+        gather_bytes=(0.5625 if ecd == "fp4" and experts.name == "nvfp4" else 1.03125 if ecd == "fp4"
+                      else 1.0 if ecd == "fp8" else 2.0),
+        system=system)
 
+
+def _trtllm_bench_estimate(model: ModelArch, gpu: Gpu, precision: Precision, world: int, tp_dp: int,
+                           eng: Engine) -> TrtllmBenchEstimate | None:
+    """trtllm-bench's KV estimate (tuning.py calc_engine_setting) for ``Engine.batch_cap_rule`` 'trtllm_bench'."""
+    if eng.batch_cap_rule != "trtllm_bench":
+        return None
+    att0 = next((L.attention for L in model.layers if L.attention.kind != "linear"), None)
+    if att0 is None:
+        return None
+    kvh, hs = ((att0.num_heads, model.hidden // max(att0.num_heads, 1)) if att0.kind == "mla"
+               else (att0.num_kv_heads, att0.head_dim))
+    gib = 1024.0 ** 3
+    per_token = 2.0 * len(model.layers) * max(tp_dp, kvh) * hs * (1.0 if precision.kv_bytes_per_elem <= 1.0 else 2.0) / gib
+    ckpt = sum(precision.bytes_for(c, n) for c, n in model.params.items()
+               if c in precision.formats and c not in ("mtp", "vision"))
+    cache = max(0.0, (gpu.usable_memory_bytes * world - ckpt) / gib) * eng.gpu_memory_utilization
+    return TrtllmBenchEstimate(cache, per_token)
+
+
+def compile_step(model: ModelArch, system: System, layout: Layout, precision: Precision, engine: Engine,
+                 kv_budget_bytes_per_gpu: float | None = None) -> StepModel:
+    """Compile the per-step coefficients of a model on one replica (``layout``) of ``system``.
+
+    engine: a clusterfit.engines.Engine (get_engine(name[, path]), optionally .with_settings(...)); its GPU-family
+    constants are applied here (Engine.for_gpu). kv_budget_bytes_per_gpu: the KV budget per GPU (default: the
+    memory model's, memory.fit with this engine).
+    """
+    eng = engine.for_gpu(system.gpu.id)
+    gpu = system.gpu
+    curves = load_curves()
+    tp, pp = int(layout.tp), int(layout.pp)
+    ep, dp = int(getattr(layout, "ep", 1) or 1), int(getattr(layout, "dp", 1) or 1)
+    gpus = tp * dp * pp
+    moe_tp = max(1, (tp * dp) // max(ep, 1))
+    frac = 1.0 / pp  # layers per GPU as a fraction of all layers (for weights / KV per GPU)
+    tally = _walk_layers(model, tp, dp, ep, precision.kv_bytes_per_elem, eng)
+    attn = tuple(AttentionGroup(cnt, *key) for key, cnt in tally.attn_counts.items())
+    ef = precision.formats["routed_experts"]
+    ecd = effective_compute_dtype(gpu, ef.compute_dtype)
+    moe = tuple(MoEGroup(cnt, ffn, model.hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ecd), ecd,
+                         w4a16_cap(gpu, ef)) for ffn, cnt in tally.moe_counts.items())
     # weights per GPU from the memory model (exact formats, replicated and uneven shards); KV per token from the
     # attention op coefficients (the memory model agrees: tests/test_perf_model.py)
     w_bytes = weight_bytes_per_gpu(model, precision, layout)
-    kv_tok = sum(cnt * (dbytes + ibytes) for (cnt, _w, _c, _t, _df, dbytes, _pf, _if, ibytes, _pw, _ch) in attn) * frac
-
-    sm = StepModel(
-        name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
-        bw_bytes_per_s=bw, kv_capacity_tokens=0.0, max_batch=int(eng.max_batch) * dp,
-        weight_bytes_per_gpu=float(w_bytes), kv_bytes_per_token_per_gpu=float(kv_tok),
-        _gemms=gemms, _attn=attn, _linear=(lin_flops, lin_bytes), _moe=moe,
-        _elementwise_bytes_per_token=elem_bytes, _sampling_bytes_per_seq=ops.sampling_bytes_per_seq(model.vocab, tp),
-        _n_kernels=n_kernels, _comm=comm_cfg, _curves=curves, _attn_peak_flops=gpu.peak_flops("bf16"),
-        _layers_per_gpu_frac=frac, _hidden=hidden, _kv_state_bytes_per_seq=kv_state * frac,
-    )
-    if eng.name == "trtllm":
-        att0 = next((L.attention for L in model.layers if L.attention.kind != "linear"), None)
-        if att0 is not None:
-            kvh, hs = ((att0.num_heads, hidden // max(att0.num_heads, 1)) if att0.kind == "mla"
-                       else (att0.num_kv_heads, att0.head_dim))
-            gib = 1024.0 ** 3
-            world = tp * dp * pp
-            sm._bench_gib_per_token = (2.0 * len(model.layers) * max(tp * dp, kvh) * hs *
-                                       (1.0 if kvb <= 1.0 else 2.0) / gib)
-            ckpt = sum(precision.bytes_for(c, n) for c, n in model.params.items()
-                       if c in precision.formats and c not in ("mtp", "vision"))
-            sm._bench_cache_gib = max(0.0, (gpu.usable_memory_bytes * world - ckpt) / gib) * eng.gpu_memory_utilization
+    kv_tok = sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * frac
     if kv_budget_bytes_per_gpu is None:  # the memory model with the engine's budgeting
         nodes = max(1, -(-gpus // system.gpus_per_node))
-        kv_budget_bytes_per_gpu = fit(model, system, precision, layout, nodes, engine=eng.name).kv_budget_bytes_per_gpu
-    sm.kv_capacity_tokens = max(0.0, kv_budget_bytes_per_gpu) / max(kv_tok, 1e-9) * dp
-    return sm
-
+        kv_budget_bytes_per_gpu = fit(model, system, precision, layout, nodes, eng).kv_budget_bytes_per_gpu
+    return StepModel(
+        name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
+        bw_bytes_per_s=gpu.mem_bw_bytes_per_s,
+        kv_capacity_tokens=max(0.0, kv_budget_bytes_per_gpu) / max(kv_tok, 1e-9) * dp,
+        max_num_seqs=int(eng.max_num_seqs) * dp, weight_bytes_per_gpu=float(w_bytes),
+        kv_bytes_per_token_per_gpu=float(kv_tok), curves=curves,
+        gemms=_gemm_groups(tally, model, gpu, precision, tp, curves, eng), attention=attn,
+        linear=LinearAttention(tally.lin_flops, tally.lin_bytes), moe=moe,
+        comm_plan=_comm_plan(model, system, tally, tp, dp, ep, pp, ef, eng),
+        elementwise_bytes_per_token=tally.elem_bytes,
+        sampling_bytes_per_seq=ops.sampling_bytes_per_seq(model.vocab, tp), n_kernels=tally.n_kernels,
+        attn_peak_flops=gpu.peak_flops("bf16"), layers_per_gpu_frac=frac, hidden=model.hidden,
+        kv_state_bytes_per_seq=tally.kv_state * frac,
+        bench=_trtllm_bench_estimate(model, gpu, precision, gpus, tp * dp, eng))

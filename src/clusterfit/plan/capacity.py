@@ -3,7 +3,7 @@
 Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM/SGLang run it):
 
 - Every engine step carries the decode batch ``B`` (one token each) plus prefill tokens from a budget of
-  ``max_num_tokens - B`` per step (vLLM counts decode tokens in ``max_num_batched_tokens``).
+  ``max_num_batched_tokens - B`` per step (vLLM counts decode tokens in ``max_num_batched_tokens``).
 - A request's prompt runs in ``ceil(u / budget)`` chunk steps alongside the decode batch; what those
   steps cost beyond plain decode steps is spread over the batch's output tokens, so the mean
   TPOT(B) = d(B) + B * E[chunk steps - n d(B)] / E[output], d(B) = decode_step_s(B, mean context)
@@ -13,8 +13,10 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
   ``u_i / budget * step_full_i`` seconds (its share of full prefill steps); its own prefill takes
   ``ceil(u_i / budget)`` steps of its chunk with the decode batch riding along. TTFT p-quantile =
   quantile of wait + own prefill over the request classes.
-- KV: B <= sequences that fit the KV budget at the mean context (prompt + half the output; paged
-  allocation holds what is in use, not the maximum) and B <= the engine's batch cap.
+- KV: B <= ``kv_batch_bound``: the requests the KV cache admits under the engine's reservation policy
+  (StepModel.kv_admitted_sequences at the mean prompt and output: prompt + output for TensorRT-LLM, which
+  reserves the whole request; prompt + half the output for vLLM / SGLang, whose paged allocation holds what is in
+  use) - the rule perf and the simulator use too - and B <= the engine's batch cap (max_num_seqs).
 
 Disaggregated serving splits this: a prefill replica is the same M/G/1 server with the whole token
 budget and no decode batch, plus the KV transfer to the decode replica (per-GPU KV bytes over the link
@@ -39,6 +41,14 @@ PREFILL_LOAD_POINTS = 48
 def batch_grid(max_batch: int, points: int = BATCH_POINTS) -> np.ndarray:
     """Unique integer batch sizes from 1 to ``max_batch`` on a geometric grid (float array)."""
     return np.unique(np.round(np.geomspace(1, max(1, max_batch), points)))
+
+
+def kv_batch_bound(sm, wl: Workload) -> float:
+    """Largest batch one replica runs for this workload: the KV admission rule shared with perf and the
+    simulator (``sm.kv_admitted_sequences`` at the mean prompt and output lengths), capped by the engine's
+    max_num_seqs."""
+    kv = float(np.asarray(sm.kv_admitted_sequences(wl.isl_mean_tokens, wl.osl_mean_tokens)))
+    return min(kv, float(sm.max_num_seqs))
 
 
 def _class_prefill(wl: Workload) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +85,7 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray) -> Aggregate
     ctx = wl.decode_context_mean_tokens
     u, a = _class_prefill(wl)
     w = wl.weights
-    chunk = float(sm.engine.max_num_tokens)
+    chunk = float(sm.engine.max_num_batched_tokens)
     budget = np.maximum(chunk - B, 0.0)
     Bc, bud = B[:, None], np.maximum(budget, 1.0)[:, None]
     n_chunks = np.ceil(u / bud)
@@ -101,8 +111,7 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray) -> Aggregate
     ttft = ttft_quantile_s(q, rate, occupancy, w, own)
     ttft = np.where(budget > 0, ttft, np.inf)
     ttft_mean = own @ w + mean_wait_s(rate, occupancy, w)
-    kv_seqs = np.asarray(sm.max_sequences(ctx), dtype=float)
-    kv_ok = (B <= kv_seqs) & (B <= sm.max_batch)
+    kv_ok = B <= kv_batch_bound(sm, wl)
     tpot_ok = tpot <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
     ttft_ok = np.isfinite(ttft) & (ttft <= (slo.ttft_s if slo.ttft_s is not None else np.inf))
     return AggregatedCurve(B, tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, decode_only)
@@ -122,7 +131,7 @@ def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link) -> PrefillCapacity:
     """Largest arrival rate at which a prefill-only replica keeps TTFT (+ KV transfer) within the SLO."""
     u, a = _class_prefill(wl)
     w = wl.weights
-    chunk = float(sm.engine.max_num_tokens)
+    chunk = float(sm.engine.max_num_batched_tokens)
     # same chunking as StepModel.prefill_s, in one vectorised call with the full-budget steps
     n_chunks = np.maximum(np.ceil(u / chunk), 1.0)
     per = u / n_chunks
@@ -170,6 +179,6 @@ def decode_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, decode_step_s: n
     ctx = wl.decode_context_mean_tokens
     tpot = np.asarray(sm.decode_step_s(B, ctx)) if decode_step_s is None else np.asarray(decode_step_s)
     rate = B / (wl.osl_mean_tokens * tpot)
-    kv_ok = (B <= np.asarray(sm.max_sequences(ctx), dtype=float)) & (B <= sm.max_batch)
+    kv_ok = B <= kv_batch_bound(sm, wl)
     tpot_ok = tpot <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
     return DecodeCurve(B, tpot, rate, kv_ok, tpot_ok)

@@ -10,8 +10,27 @@ one numpy array, the segment ending at the next completion, the KV limit, or a c
 the middle cuts the segment at the step boundary after it. Steps that carry prefill chunks are
 simulated one by one (about one per arriving request).
 
-KV accounting is in tokens: each sequence holds its context plus one block (the partly filled last
-block and the slot for the next token). Prompts reserve their whole context at admission.
+KV admission and KV use are two ledgers:
+
+- Admission (the rule perf and the planner use, ``clusterfit.perf.step.StepModel.kv_admitted_sequences``): a
+  request is admitted only if its *reservation* fits the pool of one attention-DP rank (the step model's ``dp``
+  ranks, each of ``kv_rank_budget_bytes``; the request goes to the rank with the most room). The reservation is
+  ``kv_reservation_bytes(prompt, output)``: the KV of prompt + output tokens under the engine's 'full' policy
+  (TensorRT-LLM GUARANTEED_NO_EVICT), of prompt + output / 2 under 'average' (vLLM / SGLang: pages are allocated
+  as tokens are generated, half the output on average), windows, compression and recurrent state included. It is
+  held until the request completes or is preempted (a preempted request reserves again, for its context so far
+  plus the output still to come, when it is readmitted). A request whose reservation exceeds a whole rank's pool
+  is admitted into an empty rank only. Under saturation with fixed lengths the replica therefore admits exactly
+  ``kv_admitted_sequences(prompt, output)`` requests at once (tests/test_kv_admission.py).
+- Use (what is really allocated, which drives preemption): in tokens, each sequence holds its context plus one
+  block (the partly filled last block and the slot for the next token); a prompt holds its whole context from
+  admission. Admission also needs the prompt to fit the tokens actually free below the watermark (vLLM's
+  watermark: a share of blocks kept free at admission). When the running sequences' growth outruns the free
+  tokens - an 'average' reservation is a mean, so a batch of long outputs does - the latest-admitted sequences
+  are preempted (recompute). Use counts whole contexts: exact for full attention, an overestimate for
+  sliding-window and compressed layers and for linear-attention state (their preemption comes early).
+
+Step models without the admission rule (small test models) are admitted on the use ledger only.
 """
 
 from __future__ import annotations
@@ -19,6 +38,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import OrderedDict, deque
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +75,13 @@ class Replica:
             self.draft_factor = 1.0 + sp.draft_cost * k
         self.alive = True
         self.accepting = True
+        rule = getattr(timer, "model", None)
+        self.kv_rule: Any = rule if hasattr(rule, "kv_reservation_bytes") else None
+        self.ranks, self.rank_budget = 1, math.inf
+        if self.kv_rule is not None:
+            self.ranks = max(1, int(getattr(rule, "dp", 1) or 1))
+            self.rank_budget = float(self.kv_rule.kv_rank_budget_bytes)
+        self.peak_batch = 0  # most requests admitted at once (prefilling + decoding) over the run
         self.reset(0.0)
         self.preemptions = 0
         self.completed = 0
@@ -88,6 +115,8 @@ class Replica:
         self.seg_n = 0
         self.step_chunks: list[int] = []
         self.step_s_last = 0.0
+        self.rank_reserved = [0.0] * self.ranks  # KV bytes reserved per attention-DP rank (admission ledger)
+        self.reserved: dict[int, tuple[int, float]] = {}  # req -> (rank, reserved bytes)
 
     # --- views ----------------------------------------------------------------------------------
     @property
@@ -182,13 +211,33 @@ class Replica:
         led.generated[req] = min(led.output_tokens[req] - 1, int(ctx) - led.input_tokens[req])
         led.preemptions[req] += 1
         self.preemptions += 1
+        self._release(req)
         self.waiting.appendleft(req)
 
+    def _rank_for(self, cost: float) -> int:
+        """The attention-DP rank whose pool takes a reservation of ``cost`` bytes (the one with the most room),
+        or -1. The tolerance absorbs the rounding of summing reservations one by one against perf's division."""
+        res = self.rank_reserved
+        rank = min(range(self.ranks), key=res.__getitem__) if self.ranks > 1 else 0
+        if res[rank] + cost <= self.rank_budget * (1.0 + 1e-12) or res[rank] <= 0.0:
+            return rank
+        return -1
+
+    def _release(self, req: int) -> None:
+        """Free the KV reservation of a request that completed or was preempted."""
+        held = self.reserved.pop(req, None)
+        if held is not None:
+            rank, cost = held
+            left = self.rank_reserved[rank] - cost
+            self.rank_reserved[rank] = left if left > 0.0 else 0.0
+
     def _admit(self) -> None:
-        """Admit waiting requests FCFS while batch slots and KV (below the watermark) allow."""
+        """Admit waiting requests FCFS while batch slots, the KV reservation of a rank's pool and the KV
+        actually free (below the watermark) allow (see the module docstring)."""
         led = self.ledger
         waiting = self.waiting
         block = self.block
+        rule = self.kv_rule
         # KV held + the next step's decode tokens, tokens
         used = self.prefill_reserved + self.S + self.d * (block + self.tokens_per_step)
         while waiting and self.d + len(self.prefill) < self.max_batch:
@@ -198,6 +247,13 @@ class Replica:
             reserve = ctx + block
             if used + reserve > self.admit_cap:
                 break
+            if rule is not None:
+                cost = float(rule.kv_reservation_bytes(ctx, led.output_tokens[req] - gen))
+                rank = self._rank_for(cost)
+                if rank < 0:
+                    break
+                self.rank_reserved[rank] += cost
+                self.reserved[req] = (rank, cost)
             used += reserve
             waiting.popleft()
             hit = 0
@@ -209,6 +265,9 @@ class Replica:
                     hit = min(cached, led.shared_tokens[req], ctx - 1)
             self.prefill.append([req, ctx - hit, hit, ctx])
             self.prefill_reserved += reserve
+        batch = self.d + len(self.prefill)
+        if batch > self.peak_batch:
+            self.peak_batch = batch
 
     def _plan_mixed_step(self) -> float:
         """One step carrying prefill chunks (FCFS under the token budget) and every decode token."""
@@ -360,6 +419,7 @@ class Replica:
         led.finish_s[req] = t
         led.status[req] = COMPLETED
         self.completed += 1
+        self._release(req)
         key = led.prefix_key[req]
         if self.prefix_cache and key >= 0:
             tok = int(ctx)

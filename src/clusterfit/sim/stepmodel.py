@@ -34,22 +34,27 @@ class StepModel(Protocol):
         cached contributes n*c + n*(n+1)/2).
     decode_seqs: sequences producing one token this step.
     decode_attended: sum of their context lengths, tokens.
+    max_num_seqs: the engine's cap on running sequences (replica-wide).
+
+    Optional KV-admission members (clusterfit.perf.StepModel has them; sim.replica uses them when present):
+    ``dp`` (attention-DP ranks, each its own KV pool), ``kv_rank_budget_bytes`` (one rank's pool) and
+    ``kv_reservation_bytes(prompt, output)`` (what one request reserves at admission under the engine's policy).
     """
 
-    kv_capacity_tokens: int
-    max_batch: int
-    gpus: int
+    @property
+    def kv_capacity_tokens(self) -> float: ...
+
+    @property
+    def max_num_seqs(self) -> int: ...
+
+    @property
+    def gpus(self) -> int: ...
 
     def step_s(self, prefill_tokens, prefill_attended, decode_seqs, decode_attended): ...
 
     def decode_step_s(self, batch, context): ...
 
     def prefill_s(self, tokens, cached=0): ...
-
-
-def chunk_attended(tokens: int, cached: int) -> int:
-    """Keys attended by a prefill chunk of ``tokens`` new tokens after ``cached`` tokens (causal)."""
-    return tokens * cached + tokens * (tokens + 1) // 2
 
 
 def _geom_grid(lo: float, hi: float, n: int) -> np.ndarray:
@@ -143,8 +148,8 @@ class StepTimer:
         a1 = self._lerp_row(table[i + 1], ic, wc)
         return a0 + (a1 - a0) * wi
 
-    def step_s(self, prefill_tokens: int, prefill_attended: int, decode_seqs: int,
-               decode_attended: int) -> float:
+    def step_s(self, prefill_tokens: float, prefill_attended: float, decode_seqs: int,
+               decode_attended: float) -> float:
         """Time of one mixed step, seconds (scalar arguments as in :class:`StepModel`)."""
         if self.exact:
             return float(self._call(prefill_tokens, prefill_attended, decode_seqs, decode_attended))
