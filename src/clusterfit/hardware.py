@@ -103,7 +103,7 @@ class System:
     @property
     def net_bw_bytes_per_s(self) -> float:
         """Scale-out bandwidth per GPU per direction, bytes/s (400 Gb/s -> 50e9)."""
-        return self.nic_gbps_per_gpu * 1e9 / 8
+        return gbps_to_bytes_per_s(self.nic_gbps_per_gpu)
 
     @property
     def node_memory_bytes(self) -> int:

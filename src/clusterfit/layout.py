@@ -13,9 +13,13 @@ Replicas (independent copies behind a load balancer) are not part of a layout.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .arch import ModelArch
 from .errors import ClusterfitError
+
+if TYPE_CHECKING:
+    from .hardware import System
 
 MAX_PARALLEL = 4096
 
@@ -52,7 +56,8 @@ class Layout:
         return " ".join(parts)
 
 
-def _check_positive(layout: Layout) -> None:
+def _check_sizes(layout: Layout) -> None:
+    """Every parallel size is an integer in 1..MAX_PARALLEL."""
     for name in ("tp", "pp", "ep", "dp"):
         v = getattr(layout, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v > MAX_PARALLEL:
@@ -61,7 +66,7 @@ def _check_positive(layout: Layout) -> None:
 
 def layout_problem(model: ModelArch, layout: Layout) -> str | None:
     """Why ``layout`` cannot run ``model`` (a sentence), or None when it can."""
-    _check_positive(layout)
+    _check_sizes(layout)
     if not model.layers:  # back-of-envelope model: weights split evenly, nothing else to check
         return None
     tp = layout.tp
@@ -90,7 +95,7 @@ def layout_problem(model: ModelArch, layout: Layout) -> str | None:
     return None
 
 
-def validate_layout(model: ModelArch, layout: Layout, system=None) -> None:
+def validate_layout(model: ModelArch, layout: Layout, system: System | None = None) -> None:
     """Raise ClusterfitError when ``layout`` cannot run ``model`` (on ``system``, if given)."""
     problem = layout_problem(model, layout)
     if problem:
@@ -107,7 +112,7 @@ def valid_tp_sizes(model: ModelArch, max_tp: int) -> list[int]:
     return out
 
 
-def default_layout(model: ModelArch, system, gpus: int) -> Layout:
+def default_layout(model: ModelArch, system: System | None, gpus: int) -> Layout:
     """The default layout for ``gpus`` GPUs: TP inside the scale-up domain (node), PP across it.
 
     tp = the largest valid TP that divides ``gpus`` and fits in one NVLink domain (at most gpus_per_node
@@ -128,7 +133,7 @@ def default_layout(model: ModelArch, system, gpus: int) -> Layout:
     raise ClusterfitError(f"no valid layout of {model.name} on {gpus} GPUs")
 
 
-def layout_from_options(model: ModelArch, system, gpus: int | None = None, tp: int | None = None,
+def layout_from_options(model: ModelArch, system: System | None, gpus: int | None = None, tp: int | None = None,
                         pp: int | None = None, ep: int | None = None, dp: int | None = None) -> Layout | None:
     """The layout a user asked for on the command line or in the API.
 

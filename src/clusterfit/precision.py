@@ -88,13 +88,12 @@ def kv_bytes_per_elem(kv_dtype: str) -> float:
 
 @dataclass(frozen=True)
 class Precision:
-    """Weight format per component (arch.COMPONENTS), the KV-cache dtype and the activation dtype."""
+    """Weight format per component (arch.COMPONENTS) and the KV-cache dtype."""
 
     name: str
     formats: dict[str, WeightFormat]
     kv_dtype: str
     kv_bytes_per_elem: float
-    act_dtype: str = "bf16"
 
     def bytes_for(self, component: str, n_params: float) -> float:
         """Bytes to store ``n_params`` weights of a component."""
@@ -127,7 +126,7 @@ def resolve_precision(model: ModelArch, precision: str | None = None, experts_pr
         label += f"+experts:{fmts['routed_experts'].name}"
     act = "fp16" if model.torch_dtype in ("float16", "fp16") else "bf16"
     kv = normalise(kv_dtype) if kv_dtype else act
-    return Precision(label, fmts, kv, kv_bytes_per_elem(kv), act)
+    return Precision(label, fmts, kv, kv_bytes_per_elem(kv))
 
 
 def naive_bytes_per_param(precision: str) -> float:

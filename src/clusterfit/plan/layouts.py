@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arch import ModelArch
+from ..hardware import System
 from ..layout import Layout, layout_problem
 
 
@@ -26,7 +28,7 @@ def _pow2_upto(n: int) -> np.ndarray:
 _TP_CACHE: dict[tuple[int, int], frozenset[int]] = {}
 
 
-def _valid_tp(model, max_tp: int) -> frozenset[int]:
+def _valid_tp(model: ModelArch, max_tp: int) -> frozenset[int]:
     """Power-of-two TP sizes up to ``max_tp`` that the model's heads allow (cached per model object)."""
     key = (id(model), max_tp)
     if key not in _TP_CACHE:
@@ -35,7 +37,7 @@ def _valid_tp(model, max_tp: int) -> frozenset[int]:
     return _TP_CACHE[key]
 
 
-def candidate_layouts(model, system, max_gpus: int, min_gpus: int = 1) -> np.ndarray:
+def candidate_layouts(model: ModelArch, system: System, max_gpus: int, min_gpus: int = 1) -> np.ndarray:
     """Rows (tp, pp, ep, dp) of layouts with min_gpus <= tp*dp*pp <= max_gpus, valid for model and system."""
     node, domain = system.gpus_per_node, max(system.scale_up_domain_gpus, 1)
     moe = model.is_moe

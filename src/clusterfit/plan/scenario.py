@@ -69,8 +69,8 @@ class LengthStatsSpec(_StrictFrozen):
     def to_dist(self) -> LengthDist:
         if self.tokens is not None:
             return LengthDist.from_histogram(self.tokens, self.counts or [])
-        pct = {q: v for q, v in ((50, self.p50), (75, self.p75), (90, self.p90), (95, self.p95), (99, self.p99))
-               if v is not None}
+        pct: dict[float, float] = {q: v for q, v in ((50, self.p50), (75, self.p75), (90, self.p90), (95, self.p95),
+                                                     (99, self.p99)) if v is not None}
         if not pct and self.mean is not None:
             return LengthDist.fixed(self.mean)
         return LengthDist.from_percentiles(self.mean, pct)
@@ -92,8 +92,12 @@ class LoadSpec(_StrictFrozen):
         return self
 
     def to_load(self) -> Load:
-        kind, value = next((k, v) for k, v in self.model_dump().items() if v is not None)
-        return Load(kind, value)
+        if self.requests_per_s is not None:
+            return Load("requests_per_s", self.requests_per_s)
+        if self.output_tokens_per_s is not None:
+            return Load("output_tokens_per_s", self.output_tokens_per_s)
+        assert self.concurrent_sessions is not None  # _exactly_one: one of the three is given
+        return Load("concurrent_sessions", self.concurrent_sessions)
 
 
 class AgentSpec(_StrictFrozen):
@@ -133,10 +137,12 @@ class WorkloadSpec(_StrictFrozen):
 
 
 def _dist(field: str, v: float | LengthStatsSpec | None) -> LengthDist:
+    if v is None:  # WorkloadSpec._lengths requires isl and osl without an agent section
+        raise ClusterfitError(f"{field}: missing")
     try:
         if isinstance(v, LengthStatsSpec):
             return v.to_dist()
-        return LengthDist.fixed(float(v))  # type: ignore[arg-type]
+        return LengthDist.fixed(float(v))
     except ClusterfitError as exc:
         raise ClusterfitError(f"{field}: {exc}") from None
 

@@ -113,15 +113,16 @@ class LengthDist:
         elif tail and mean is not None:
             # mean = m * exp(s^2/2), p_q = m * exp(s z): solve s from ln(p_q/mean) = s z - s^2/2 (smaller root).
             q, v = max(tail.items())
-            z, r = _Z[q], math.log(v / mean)
-            disc = z * z - 2 * r
+            z_q, r = _Z[q], math.log(v / mean)
+            disc = z_q * z_q - 2 * r
             if disc < 0:
                 raise ClusterfitError(f"p{q:g}={v:g} is too far above the mean {mean:g} for a lognormal fit")
-            sigma = z - math.sqrt(disc)
+            sigma = z_q - math.sqrt(disc)
             median = mean / math.exp(sigma * sigma / 2)
         elif tail:
             raise ClusterfitError("give p50 or the mean together with the other length percentiles")
         else:
+            assert mean is not None  # checked above: a mean, percentiles or both
             median, sigma = float(mean), 0.0
         if sigma < 0:
             raise ClusterfitError(f"length percentiles {pct} are not right-skewed enough to fit")
@@ -179,9 +180,6 @@ class Load:
         unit = {"requests_per_s": "requests/s", "output_tokens_per_s": "output tokens/s",
                 "concurrent_sessions": "concurrent sessions"}[self.kind]
         return f"{self.value:g} {unit}"
-
-    def scaled(self, factor: float) -> Load:
-        return Load(self.kind, self.value * factor)
 
 
 @dataclass(frozen=True)
@@ -272,10 +270,6 @@ class Workload:
         return self.isl.mean
 
     @property
-    def uncached_mean_tokens(self) -> float:
-        return float(np.dot(self.uncached_tokens, self.weights))
-
-    @property
     def osl_mean_tokens(self) -> float:
         return self.osl.mean
 
@@ -319,17 +313,6 @@ class SLO:
             _check_positive("TPOT target", self.tpot_s)
         if not 50 <= self.ttft_percentile < 100:
             raise ClusterfitError(f"TTFT percentile must be in [50, 100), got {self.ttft_percentile}")
-
-    @classmethod
-    def from_tokens_per_s_per_user(cls, tokens_per_s: float, **kw) -> SLO:
-        """A TPOT target written as a minimum decode speed per user (tokens/s per user)."""
-        _check_positive("tokens/s per user", tokens_per_s)
-        return cls(tpot_s=1.0 / tokens_per_s, **kw)
-
-    def tighter(self, factor: float) -> SLO:
-        """Both targets divided by ``factor`` (>1 is tighter)."""
-        return SLO(None if self.ttft_s is None else self.ttft_s / factor,
-                   None if self.tpot_s is None else self.tpot_s / factor, self.ttft_percentile)
 
     def describe(self) -> str:
         parts = []

@@ -25,6 +25,8 @@ from .stepmodel import StepModel, StepTimer
 from .requests import Requests
 
 _REPLICA, _FAIL, _RESTART, _TICK, _READY = 0, 1, 2, 3, 4
+#: Restart delay (s; None: never) of each failure, keyed by (time s, replica or None, node or None).
+RestartTimes = dict[tuple[float, int | None, int | None], float | None]
 SAMPLES_PER_WINDOW = 10  # queue / KV / live-replica samples per metrics window
 
 
@@ -74,7 +76,6 @@ class Cluster:
         if len(requests) == 0:
             raise ClusterfitError("no requests to simulate")
         self.config = config
-        self.step_model = step_model
         self.ledger = Ledger(requests)
         rspec = config.replica
         self.max_num_seqs = int(rspec.max_num_seqs or step_model.max_batch)
@@ -88,10 +89,10 @@ class Cluster:
         engine = getattr(step_model, "engine", None)
         self.max_num_batched_tokens = int(rspec.max_num_batched_tokens or (getattr(engine, "max_num_tokens", 0)
                                                        * int(getattr(step_model, "dp", 1) or 1)) or 8192)
-        self.timer = StepTimer(step_model, self.max_num_batched_tokens, self.max_num_seqs, max_ctx, exact=config.exact_steps)
+        self.timer = StepTimer(step_model, self.max_num_batched_tokens, self.max_num_seqs, max_ctx,
+                               exact=config.exact_steps)
         self.gpus_per_replica = int(getattr(step_model, "gpus", 1) or 1)
         self.gpus_per_node = int(config.gpus_per_node or gpus_per_node or max(8, self.gpus_per_replica))
-        self.rng = np.random.default_rng(config.seed)
         self.balancer = Balancer(config.policy, np.random.default_rng([config.seed, 1]))
         self.replicas: list[Replica] = []
         self.load: list[float] = []
@@ -102,7 +103,7 @@ class Cluster:
         self.balancer.rebuild(self.replicas)
         admit_cap = kv * (1 - rspec.watermark)
         self.too_big = ((requests.input_tokens + requests.output_tokens + rspec.block_size) > admit_cap).tolist()
-        self.heap: list[tuple] = []
+        self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.hold: deque[int] = deque()
         self.samples: list[Sample] = []
@@ -204,7 +205,10 @@ class Cluster:
         self._drain_hold(now_s)
 
     def _tick(self, now_s: float, arrivals_left: bool) -> None:
+        """Autoscaling: add a replica or drain one by the mean outstanding requests; tick again while work is left."""
         spec = self.config.autoscale
+        if spec is None:  # ticks are scheduled only with autoscaling
+            return
         live = [r for r in self.replicas if r.alive and r.accepting]
         busy = sum(r.outstanding() for r in self.replicas if r.alive)
         mean = (sum(r.outstanding() for r in live) / len(live)) if live else math.inf
@@ -231,29 +235,46 @@ class Cluster:
     def run(self) -> SimRun:
         """Simulate until every request is completed, rejected or failed."""
         wall0 = time.perf_counter()
+        restart_of = self._schedule_failures()
+        arrivals = self.ledger.arrival_s
+        if self.config.autoscale is not None:
+            self._push(arrivals[0] + self.config.autoscale.interval_s, _TICK)
+        span = max(arrivals[-1] - arrivals[0], 1e-9)
+        window_s = self.config.window_s or nice_window(max(span, 1.0))
+        end_s = self._event_loop(window_s, restart_of)
+        self._close(end_s)
+        return self._result(window_s, wall0)
+
+    def _schedule_failures(self) -> RestartTimes:
+        """Push a failure event per lost replica (every replica on a lost node); return the restart delay
+        of each failure, keyed by (time, replica, node) as the failure event finds it."""
         cfg = self.config
-        led = self.ledger
-        arrivals = led.arrival_s
-        n = led.n
         for f in cfg.failures:
             if f.replica is not None:
                 if f.replica >= cfg.replicas:
                     raise ClusterfitError(f"failure names replica {f.replica}, but there are {cfg.replicas}")
                 self._push(f.at_s, _FAIL, f.replica, 0)
-            else:
-                hit = replicas_on_node(f.node, cfg.replicas, self.gpus_per_replica, self.gpus_per_node)
-                if not hit:
-                    raise ClusterfitError(f"failure names node {f.node}, but the replicas use only "
-                                          f"{-(-cfg.replicas * self.gpus_per_replica // self.gpus_per_node)} nodes")
-                for r in hit:
-                    self._push(f.at_s, _FAIL, r, f.node + 1)
-        restart_of = {}
+                continue
+            assert f.node is not None  # FailureSpec names exactly one of replica / node
+            hit = replicas_on_node(f.node, cfg.replicas, self.gpus_per_replica, self.gpus_per_node)
+            if not hit:
+                raise ClusterfitError(f"failure names node {f.node}, but the replicas use only "
+                                      f"{-(-cfg.replicas * self.gpus_per_replica // self.gpus_per_node)} nodes")
+            for r in hit:
+                self._push(f.at_s, _FAIL, r, f.node + 1)
+        restart_of: RestartTimes = {}
         for f in cfg.failures:
             restart_of.setdefault((f.at_s, f.replica, f.node), f.restart_s)
-        if cfg.autoscale is not None:
-            self._push(arrivals[0] + cfg.autoscale.interval_s, _TICK)
-        span = max(arrivals[-1] - arrivals[0], 1e-9)
-        window = cfg.window_s or nice_window(max(span, 1.0))
+        return restart_of
+
+    def _event_loop(self, window_s: float, restart_of: RestartTimes) -> float:
+        """Pop events and merge in arrivals in time order until both run out, sampling the cluster
+        ``SAMPLES_PER_WINDOW`` times a window; return the time of the last one, seconds.
+
+        The hot path (replica events, arrivals) stays inline with its lookups in locals."""
+        arrivals = self.ledger.arrival_s
+        n = self.ledger.n
+        every = window_s / SAMPLES_PER_WINDOW
         next_sample = arrivals[0]
         heap = self.heap
         replicas = self.replicas
@@ -275,17 +296,8 @@ class Cluster:
                         load[a] = rep.outstanding()
                     elif rep.alive and rep.outstanding() == 0:
                         self._stop(rep, t)
-                elif kind == _FAIL:
-                    node = b - 1
-                    key = (t, a if node < 0 else None, node if node >= 0 else None)
-                    self._fail(a, t, restart_of.get(key), "replica" if node < 0 else f"node {node}")
-                elif kind == _RESTART:
-                    self._restart(a, t)
-                elif kind == _READY:
-                    self.pending_starts -= 1
-                    self._restart(a, t, "scale_up_ready")
                 else:
-                    self._tick(t, i < n)
+                    self._control_event(kind, a, b, t, i < n, restart_of)
             elif i < n:
                 t = ta
                 route(i, t)
@@ -294,34 +306,58 @@ class Cluster:
                 break
             if t >= next_sample:
                 self._sample(t)
-                every = window / SAMPLES_PER_WINDOW
                 next_sample = t + every if t > next_sample + every else next_sample + every
-        self._sample(t)
-        for req in self.hold:  # nowhere to run: no replica ever came back
+        return t
+
+    def _control_event(self, kind: int, a: int, b: int, now_s: float, arrivals_left: bool,
+                       restart_of: RestartTimes) -> None:
+        """A failure (``a`` the replica, ``b`` the node + 1 or 0), restart, scale-up start or autoscaling tick."""
+        if kind == _FAIL:
+            node = b - 1
+            key = (now_s, a if node < 0 else None, node if node >= 0 else None)
+            self._fail(a, now_s, restart_of.get(key), "replica" if node < 0 else f"node {node}")
+        elif kind == _RESTART:
+            self._restart(a, now_s)
+        elif kind == _READY:
+            self.pending_starts -= 1
+            self._restart(a, now_s, "scale_up_ready")
+        else:
+            self._tick(now_s, arrivals_left)
+
+    def _close(self, end_s: float) -> None:
+        """Last sample; requests still held fail (no replica ever came back); replicas stop paying."""
+        self._sample(end_s)
+        led = self.ledger
+        for req in self.hold:
             led.status[req] = FAILED
-            led.finish_s[req] = t
-        for rep in replicas:
+            led.finish_s[req] = end_s
+        for rep in self.replicas:
             if rep.alive:
-                self._stop(rep, t)
+                self._stop(rep, end_s)
         pending = sum(1 for s in led.status if s == PENDING)
         if pending:
             raise ClusterfitError(f"internal error: {pending} requests neither completed, rejected nor failed")
+
+    def _result(self, window_s: float, wall0: float) -> SimRun:
+        """The run's outcome; it ends at the last arrival or the last finish, whichever is later."""
+        led = self.ledger
+        arrivals = led.arrival_s
         finished = [f for f in led.finish_s if f == f]  # not nan
-        end_s = max(arrivals[-1], max(finished) if finished else arrivals[-1])  # last arrival or finish
+        end_s = max(arrivals[-1], max(finished) if finished else arrivals[-1])
         return SimRun(
             requests=led.arrays(),
             replicas=[{"replica": r.index, "completed": r.completed, "preemptions": r.preemptions,
                        "busy_s": r.busy_s, "steps": r.steps, "output_tokens": r.tokens_out,
                        "mean_waiting": r.waiting_sum / max(r.samples, 1),
-                       "mean_kv_utilisation": r.kv_util_sum / max(r.samples, 1)} for r in replicas],
+                       "mean_kv_utilisation": r.kv_util_sum / max(r.samples, 1)} for r in self.replicas],
             samples=self.samples,
             events=self.events,
             replica_seconds=self.replica_seconds,
             gpus_per_replica=self.gpus_per_replica,
             end_s=end_s,
             sim_wall_s=time.perf_counter() - wall0,
-            config=cfg,
-            extra={"window_s": window, "kv_capacity_tokens": self.kv_capacity, "max_num_seqs": self.max_num_seqs,
+            config=self.config,
+            extra={"window_s": window_s, "kv_capacity_tokens": self.kv_capacity, "max_num_seqs": self.max_num_seqs,
                    "max_num_batched_tokens": self.max_num_batched_tokens},
         )
 

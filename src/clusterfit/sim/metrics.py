@@ -26,9 +26,11 @@ def percentiles(x: np.ndarray) -> dict[str, float | None]:
     """p50/p90/p99 and mean of ``x`` (None when empty)."""
     x = x[np.isfinite(x)]
     if x.size == 0:
-        return {f"p{p}": None for p in PERCENTILES} | {"mean": None}
+        return dict.fromkeys((*(f"p{p}" for p in PERCENTILES), "mean"))
     q = np.percentile(x, PERCENTILES)
-    return {f"p{p}": float(v) for p, v in zip(PERCENTILES, q)} | {"mean": float(x.mean())}
+    out: dict[str, float | None] = {f"p{p}": float(v) for p, v in zip(PERCENTILES, q)}
+    out["mean"] = float(x.mean())
+    return out
 
 
 def latencies(req: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -107,7 +109,9 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
     }
 
 
-def _holds(ttft, tpot, status, slo_ttft_s, slo_tpot_s, pct) -> bool | None:
+def _holds(ttft: np.ndarray, tpot: np.ndarray, status: np.ndarray, slo_ttft_s: float | None,
+           slo_tpot_s: float | None, pct: float) -> bool | None:
+    """The TTFT at ``pct`` and the mean TPOT within the SLOs given, every request completed (None: no SLO)."""
     if slo_ttft_s is None and slo_tpot_s is None:
         return None
     if np.any(status != COMPLETED):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -11,7 +12,8 @@ from .cluster import SimRun
 from .metrics import latencies
 
 
-def _pyplot():
+def _pyplot() -> ModuleType:
+    """matplotlib.pyplot on the Agg backend, or a ClusterfitError naming the optional extra."""
     try:
         import matplotlib  # noqa: PLC0415
 
@@ -58,7 +60,7 @@ def plot_simulation(report: dict, run: SimRun, path: str | Path) -> Path:
     win = report["windows"]
     t = np.array([w["t_s"] for w in win])
 
-    def col(key):
+    def col(key: str) -> np.ndarray:
         return np.array([np.nan if w[key] is None else w[key] for w in win], float)
 
     ax = axes[1, 0]

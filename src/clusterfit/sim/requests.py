@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import ClusterfitError
 from .config import ArrivalSpec, SampledLengthSpec, SessionSpec
@@ -34,7 +35,8 @@ class Requests:
         return int(self.arrival_s.size)
 
     @classmethod
-    def build(cls, arrival_s, input_tokens, output_tokens, prefix_key=None, shared_tokens=None) -> "Requests":
+    def build(cls, arrival_s: npt.ArrayLike, input_tokens: npt.ArrayLike, output_tokens: npt.ArrayLike,
+              prefix_key: npt.ArrayLike | None = None, shared_tokens: npt.ArrayLike | None = None) -> Requests:
         """Validate, sort by arrival (stable) and return a Requests table."""
         a = np.asarray(arrival_s, dtype=float)
         n = a.size
@@ -59,8 +61,10 @@ class Requests:
 def draw_lengths(spec: SampledLengthSpec, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` token lengths from ``spec`` (int64, clipped to [min, max])."""
     if spec.dist == "fixed":
+        assert spec.value is not None  # SampledLengthSpec's validator requires it
         x = np.full(n, spec.value, dtype=float)
     elif spec.dist == "lognormal":
+        assert spec.mean is not None  # SampledLengthSpec's validator requires it
         sigma2 = np.log1p(spec.cv**2)
         mu = np.log(spec.mean) - sigma2 / 2
         x = rng.lognormal(mu, np.sqrt(sigma2), n)
@@ -85,16 +89,16 @@ def arrival_times(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.nda
         shape = 1.0 / spec.cv**2
         gaps = rng.gamma(shape, 1.0 / (lam * shape), n)
     elif spec.process == "mmpp":
-        return _mmpp(spec, n, rng)
+        return _mmpp(spec, lam, n, rng)
     else:
-        return _diurnal(spec, n, rng)
+        return _diurnal(spec, lam, n, rng)
     t = np.cumsum(gaps)
     return t - t[0] if n else t
 
 
-def _mmpp(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Two-state Markov-modulated Poisson arrivals with long-run mean rate ``rate_rps``."""
-    f, b, lam = spec.burst_fraction, spec.burst_factor, spec.rate_rps
+def _mmpp(spec: ArrivalSpec, lam: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Two-state Markov-modulated Poisson arrivals with long-run mean rate ``lam``, requests/s."""
+    f, b = spec.burst_fraction, spec.burst_factor
     if f * b >= 1:
         raise ClusterfitError("mmpp: burst_fraction x burst_factor must be < 1 (the base rate would be <= 0)")
     lam_hi = b * lam
@@ -116,15 +120,15 @@ def _mmpp(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
     return times - times[0]
 
 
-def _diurnal(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Sinusoidal-rate Poisson arrivals by thinning a process at the peak rate."""
-    peak = spec.rate_rps * (1 + spec.amplitude)
+def _diurnal(spec: ArrivalSpec, lam: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Sinusoidal-rate Poisson arrivals (mean rate ``lam``, requests/s) by thinning a process at the peak rate."""
+    peak = lam * (1 + spec.amplitude)
     out: list[np.ndarray] = []
     got, t0 = 0, 0.0
     while got < n:
         m = max(1024, int(1.2 * (n - got) * (1 + spec.amplitude)))
         t = t0 + np.cumsum(rng.exponential(1.0 / peak, m))
-        rate = spec.rate_rps * (1 + spec.amplitude * np.sin(2 * np.pi * t / spec.period_s))
+        rate = lam * (1 + spec.amplitude * np.sin(2 * np.pi * t / spec.period_s))
         keep = t[rng.uniform(0, peak, m) < rate]
         out.append(keep)
         got += keep.size
@@ -149,7 +153,10 @@ def _sessions(n: int, arrival: ArrivalSpec, input_spec: SampledLengthSpec, outpu
     """Agent sessions: first prompt from ``input_spec``, later turns extend the previous context."""
     p = 1.0 / (spec.turns or spec.turns_mean)
     n_sessions_guess = int(n * p * 1.5) + 16
-    draw = (lambda m: np.full(m, spec.turns)) if spec.turns else (lambda m: rng.geometric(p, m))
+
+    def draw(m: int) -> np.ndarray:
+        return np.full(m, spec.turns) if spec.turns else rng.geometric(p, m)
+
     turns = draw(n_sessions_guess)
     while turns.sum() < n:
         turns = np.concatenate([turns, draw(n_sessions_guess)])

@@ -19,8 +19,11 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +63,7 @@ def _pick(header: list[str], names: tuple[str, ...]) -> str | None:
     return None
 
 
-def _time(value, where: str) -> float:
+def _time(value: object, where: str) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         x = float(value)
     else:
@@ -91,7 +94,8 @@ def _datetime_s(text: str, where: str) -> float:
     return dt.timestamp() + extra
 
 
-def _tokens(value, what: str, where: str) -> int:
+def _tokens(value: Any, what: str, where: str) -> int:
+    """A token count from a CSV cell or JSON value (0 -> 1 token); anything else non-numeric or < 0 is an error."""
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -101,10 +105,14 @@ def _tokens(value, what: str, where: str) -> int:
     return max(1, int(round(x)))
 
 
-def _rows(path: Path):
-    """(line number, dict row) pairs and the header, from CSV or JSONL."""
+#: A trace row: column name -> value (str from CSV; any JSON value from JSONL).
+Row = dict[str, Any]
+
+
+def _rows(path: Path) -> tuple[Callable[[], Iterator[tuple[int, Row]]], list[str] | None]:
+    """A generator function of (line number, row) pairs, and the header (None for JSONL)."""
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        def gen():
+        def jsonl_rows() -> Iterator[tuple[int, Row]]:
             with open(path, encoding="utf-8") as fh:
                 for i, line in enumerate(fh, 1):
                     if not line.strip():
@@ -116,7 +124,7 @@ def _rows(path: Path):
                     if not isinstance(obj, dict):
                         raise ClusterfitError(f"{path}:{i}: each line must be a JSON object")
                     yield i, obj
-        return gen, None
+        return jsonl_rows, None
     fh = open(path, newline="", encoding="utf-8-sig")
     reader = csv.reader(fh)
     header = next(reader, None)
@@ -124,7 +132,7 @@ def _rows(path: Path):
         fh.close()
         raise ClusterfitError(f"{path}: the trace is empty")
 
-    def gen():
+    def csv_rows() -> Iterator[tuple[int, Row]]:
         with fh:
             for row in reader:
                 if not row or all(not c.strip() for c in row):
@@ -132,55 +140,70 @@ def _rows(path: Path):
                 if len(row) != len(header):
                     raise ClusterfitError(f"{path}:{reader.line_num}: {len(row)} fields, the header has {len(header)}")
                 yield reader.line_num, dict(zip(header, row))
-    return gen, header
+    return csv_rows, header
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The trace's column for each field (``session`` None when the trace has none)."""
+
+    arrival: str
+    input: str
+    output: str
+    session: str | None
+
+
+def _columns(keys: list[str], where: str) -> _Columns:
+    """Find the recognised columns among ``keys``; an error at ``where`` names any missing one."""
+    found = {"arrival": _pick(keys, ARRIVAL), "input": _pick(keys, INPUT), "output": _pick(keys, OUTPUT)}
+    arrival, inp, out = found["arrival"], found["input"], found["output"]
+    if arrival is None or inp is None or out is None:
+        wants = {"arrival": ARRIVAL, "input": INPUT, "output": OUTPUT}
+        need = "; ".join(f"{k} ({' / '.join(wants[k])})" for k, col in found.items() if col is None)
+        raise ClusterfitError(f"{where}: missing column(s) {need}; found: {', '.join(map(str, keys))}")
+    return _Columns(arrival, inp, out, _pick(keys, SESSION))
 
 
 def load_trace(path: str | Path, limit: int | None = None) -> Requests:
     """Read a CSV/JSONL trace into :class:`Requests` (at most ``limit`` rows)."""
     path = resolve_trace_path(path)
-    gen, header = _rows(path)
-    cols: dict[str, str | None] | None = None
+    rows, header = _rows(path)
+    cols: _Columns | None = None
     times: list[float] = []
     ins: list[int] = []
     outs: list[int] = []
     sess: list[int] = []
     sess_ids: dict[str, int] = {}
     prev_t = -math.inf
-    for line, row in gen():
+    for line, row in rows():
         if cols is None:
-            keys = header if header is not None else list(row)
-            cols = {"arrival": _pick(keys, ARRIVAL), "input": _pick(keys, INPUT), "output": _pick(keys, OUTPUT),
-                    "session": _pick(keys, SESSION)}
-            missing = [k for k in ("arrival", "input", "output") if cols[k] is None]
-            if missing:
-                where = f"{path}:1" if header is not None else f"{path}:{line}"
-                wants = {"arrival": ARRIVAL, "input": INPUT, "output": OUTPUT}
-                need = "; ".join(f"{k} ({' / '.join(wants[k])})" for k in missing)
-                raise ClusterfitError(f"{where}: missing column(s) {need}; found: {', '.join(map(str, keys))}")
+            cols = _columns(header if header is not None else list(row),
+                            f"{path}:1" if header is not None else f"{path}:{line}")
         where = f"{path}:{line}"
         try:
-            t = _time(row[cols["arrival"]], where)
-            i_tok = _tokens(row[cols["input"]], "input tokens", where)
-            o_tok = _tokens(row[cols["output"]], "output tokens", where)
+            t = _time(row[cols.arrival], where)
+            i_tok = _tokens(row[cols.input], "input tokens", where)
+            o_tok = _tokens(row[cols.output], "output tokens", where)
         except KeyError as exc:
             raise ClusterfitError(f"{where}: missing field {exc.args[0]!r}") from None
         if t < prev_t:
-            raise ClusterfitError(f"{where}: arrival time {row[cols['arrival']]!r} is earlier than the line before; "
+            raise ClusterfitError(f"{where}: arrival time {row[cols.arrival]!r} is earlier than the line before; "
                                   "the trace must be sorted by time")
         prev_t = t
         times.append(t)
         ins.append(i_tok)
         outs.append(o_tok)
-        if cols["session"] is not None:
-            sid = str(row.get(cols["session"], "")).strip()
+        if cols.session is not None:
+            sid = str(row.get(cols.session, "")).strip()
             sess.append(sess_ids.setdefault(sid, len(sess_ids)) if sid else -1)
         if limit is not None and len(times) >= limit:
             break
     if not times:
         raise ClusterfitError(f"{path}: the trace has no requests")
-    t = np.asarray(times)
-    key = np.asarray(sess, np.int64) if sess else np.full(t.size, -1, np.int64)
-    return Requests.build(t - t[0], ins, outs, key, _shared_prefix(key, np.asarray(ins), np.asarray(outs)))
+    arrivals = np.asarray(times)
+    key = np.asarray(sess, np.int64) if sess else np.full(arrivals.size, -1, np.int64)
+    return Requests.build(arrivals - arrivals[0], ins, outs, key,
+                          _shared_prefix(key, np.asarray(ins), np.asarray(outs)))
 
 
 def _shared_prefix(key: np.ndarray, ins: np.ndarray, outs: np.ndarray) -> np.ndarray:
