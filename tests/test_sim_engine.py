@@ -41,7 +41,7 @@ def _check_conservation(run, n):
     policy=st.sampled_from(POLICIES),
     rate=st.floats(0.5, 200.0),
     kv=st.sampled_from([3_000, 20_000, 200_000]),
-    max_batch=st.integers(1, 32),
+    max_num_seqs=st.integers(1, 32),
     sessions=st.booleans(),
     spec=st.booleans(),
     fail=st.one_of(st.none(), st.tuples(st.floats(0.0, 5.0), st.integers(0, 3),
@@ -50,7 +50,7 @@ def _check_conservation(run, n):
     autoscale=st.booleans(),
     seed=st.integers(0, 1000),
 )
-def test_every_request_is_accounted_for(n, replicas, policy, rate, kv, max_batch, sessions, spec, fail, max_queue,
+def test_every_request_is_accounted_for(n, replicas, policy, rate, kv, max_num_seqs, sessions, spec, fail, max_queue,
                                         autoscale, seed):
     """Conservation: every request completes or is counted rejected or failed, whatever happens."""
     from clusterfit.sim.config import SessionSpec
@@ -67,7 +67,7 @@ def test_every_request_is_accounted_for(n, replicas, policy, rate, kv, max_batch
     if autoscale:
         cfg["autoscale"] = {"interval_s": 0.5, "up_outstanding": 4, "down_outstanding": 1, "max_replicas": 6,
                             "startup_s": 1.0}
-    run = run_simulation(reqs, RooflineStep(kv_capacity_tokens=kv, max_batch=max_batch), SimulationConfig(**cfg))
+    run = run_simulation(reqs, RooflineStep(kv_capacity_tokens=kv, max_num_seqs=max_num_seqs), SimulationConfig(**cfg))
     _check_conservation(run, n)
 
 
@@ -79,7 +79,7 @@ def test_md1_mean_wait():
     rho = 0.6
     n = 120_000
     reqs = _requests(n, rho / D, SampledLengthSpec(value=100), SampledLengthSpec(value=out_tokens), seed=3)
-    run = run_simulation(reqs, ConstantStep(step, max_batch=1), SimulationConfig(replicas=1, seed=3))
+    run = run_simulation(reqs, ConstantStep(step, max_num_seqs=1), SimulationConfig(replicas=1, seed=3))
     _check_conservation(run, n)
     e2e = run.requests["finish_s"] - run.requests["arrival_s"]
     assert np.allclose(np.min(e2e), D)
@@ -107,7 +107,7 @@ def test_failure_spike_and_recovery():
     reqs = _requests(n, 120.0, SampledLengthSpec(dist="lognormal", mean=1000, cv=0.5),
                      SampledLengthSpec(dist="lognormal", mean=200, cv=0.5), seed=5)
     cfg = SimulationConfig(replicas=8, seed=5, window_s=10.0, failures=[{"at_s": 60.0, "replica": 3}])
-    report, run = simulate(RooflineStep(kv_capacity_tokens=400_000, max_batch=128), cfg, requests=reqs)
+    report, run = simulate(RooflineStep(kv_capacity_tokens=400_000, max_num_seqs=128), cfg, requests=reqs)
     _check_conservation(run, n)
     assert report["failed"] == 0 and report["rejected"] == 0
     lost = [e for e in report["events"] if e["event"] == "replica_lost"]
@@ -152,7 +152,7 @@ def test_lost_replica_without_restart_and_no_other_fails_requests():
 def test_kv_exhaustion_preempts_and_rejects_what_never_fits():
     reqs = _requests(400, 50, SampledLengthSpec(value=1500), SampledLengthSpec(value=600), seed=2)
     big = Requests.build(np.array([0.0]), [9000], [2000])
-    report, run = simulate(RooflineStep(kv_capacity_tokens=12_000, max_batch=64), SimulationConfig(), requests=reqs)
+    report, run = simulate(RooflineStep(kv_capacity_tokens=12_000, max_num_seqs=64), SimulationConfig(), requests=reqs)
     assert report["preemptions"] > 0 and report["completed"] == 400
     report2, _ = simulate(RooflineStep(kv_capacity_tokens=10_000), SimulationConfig(), requests=big)
     assert report2["rejected"] == 1 and report2["completed"] == 0
@@ -160,7 +160,7 @@ def test_kv_exhaustion_preempts_and_rejects_what_never_fits():
 
 def test_max_queue_rejects():
     reqs = _requests(2000, 500, SampledLengthSpec(value=2000), SampledLengthSpec(value=200))
-    report, _ = simulate(RooflineStep(max_batch=4), SimulationConfig(replica={"max_queue": 8}), requests=reqs)
+    report, _ = simulate(RooflineStep(max_num_seqs=4), SimulationConfig(replica={"max_queue": 8}), requests=reqs)
     assert report["rejected"] > 0 and report["completed"] + report["rejected"] == 2000
 
 
@@ -169,7 +169,7 @@ def test_prefix_cache_and_affinity_cut_ttft_for_sessions():
 
     sess = SessionSpec(turns=8, think_time_s=20.0, new_tokens=SampledLengthSpec(value=200))
     reqs = _requests(4000, 2.0, SampledLengthSpec(value=4000), SampledLengthSpec(value=100), seed=4, sessions=sess)
-    step = RooflineStep(kv_capacity_tokens=2_000_000, max_batch=64)
+    step = RooflineStep(kv_capacity_tokens=2_000_000, max_num_seqs=64)
     aff, _ = simulate(step, SimulationConfig(replicas=4, policy="affinity"), requests=reqs)
     rr, _ = simulate(step, SimulationConfig(replicas=4, policy="round_robin"), requests=reqs)
     off, _ = simulate(step, SimulationConfig(replicas=4, policy="affinity", replica={"prefix_cache": False}),
@@ -193,7 +193,7 @@ def test_autoscaling_adds_replicas_under_load():
     reqs = _requests(6000, 100, SampledLengthSpec(value=1000), SampledLengthSpec(value=200))
     cfg = SimulationConfig(replicas=1, autoscale={"interval_s": 2, "up_outstanding": 20, "down_outstanding": 1,
                                                   "max_replicas": 6, "startup_s": 5})
-    report, _ = simulate(RooflineStep(max_batch=64), cfg, requests=reqs)
+    report, _ = simulate(RooflineStep(max_num_seqs=64), cfg, requests=reqs)
     ups = [e for e in report["events"] if e["event"] == "scale_up_ready"]
     assert 1 <= len(ups) <= 5
     assert report["completed"] == 6000

@@ -8,10 +8,10 @@ import numpy as np
 class ConstantStep:
     """Every step takes ``step_s`` seconds, whatever it carries (for queueing checks)."""
 
-    def __init__(self, step_s: float, kv_capacity_tokens: int = 10**7, max_batch: int = 1, gpus: int = 1):
+    def __init__(self, step_s: float, kv_capacity_tokens: int = 10**7, max_num_seqs: int = 1, gpus: int = 1):
         self.c = step_s
         self.kv_capacity_tokens = kv_capacity_tokens
-        self.max_batch = max_batch
+        self.max_num_seqs = max_num_seqs
         self.gpus = gpus
 
     def step_s(self, prefill_tokens, prefill_attended, decode_seqs, decode_attended):
@@ -30,9 +30,9 @@ class RooflineStep:
     """A small roofline: 16 GB of weights at 4 TB/s, 16 GFLOP per token at 500 TFLOP/s, attention
     linear in keys attended, 1 ms overhead. Small KV so that tests reach preemption."""
 
-    def __init__(self, kv_capacity_tokens: int = 200_000, max_batch: int = 64, gpus: int = 1):
+    def __init__(self, kv_capacity_tokens: int = 200_000, max_num_seqs: int = 64, gpus: int = 1):
         self.kv_capacity_tokens = kv_capacity_tokens
-        self.max_batch = max_batch
+        self.max_num_seqs = max_num_seqs
         self.gpus = gpus
 
     def step_s(self, prefill_tokens, prefill_attended, decode_seqs, decode_attended):

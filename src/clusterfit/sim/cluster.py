@@ -78,7 +78,7 @@ class Cluster:
         self.config = config
         self.ledger = Ledger(requests)
         rspec = config.replica
-        self.max_num_seqs = int(rspec.max_num_seqs or step_model.max_batch)
+        self.max_num_seqs = int(rspec.max_num_seqs or step_model.max_num_seqs)
         kv = int(step_model.kv_capacity_tokens)
         if kv <= rspec.block_size:
             raise ClusterfitError(f"the replica has {kv} KV token slots: nothing fits (check the memory fit)")
@@ -87,7 +87,7 @@ class Cluster:
         self.kv_capacity = kv
         max_ctx = int(np.max(requests.input_tokens + requests.output_tokens))
         engine = getattr(step_model, "engine", None)
-        self.max_num_batched_tokens = int(rspec.max_num_batched_tokens or (getattr(engine, "max_num_tokens", 0)
+        self.max_num_batched_tokens = int(rspec.max_num_batched_tokens or (getattr(engine, "max_num_batched_tokens", 0)
                                                        * int(getattr(step_model, "dp", 1) or 1)) or 8192)
         self.timer = StepTimer(step_model, self.max_num_batched_tokens, self.max_num_seqs, max_ctx,
                                exact=config.exact_steps)
