@@ -48,9 +48,9 @@ from clusterfit.errors import ClusterfitError
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
 from clusterfit.memory import fit
-from clusterfit.perf import compile_step
+from clusterfit.perfmodel import compile_step
 from clusterfit.engines import get_engine, gpu_family
-from clusterfit.perf.serving import cycle_s, first_token_s, max_throughput_batch, static_batch_s
+from clusterfit.perfmodel.serving import cycle_s, first_token_s, max_throughput_batch, static_batch_s
 from clusterfit.precision import resolve_precision
 
 MODEL_MAP = {

@@ -1,4 +1,4 @@
-"""Development-time fit of the kernel efficiency curves (clusterfit.perf.kernels) on the H200 measurements.
+"""Development-time fit of the kernel efficiency curves (clusterfit.perfmodel.kernels) on the H200 measurements.
 
     python benchmarks/fit_kernels.py        -> writes src/clusterfit/catalog/kernels/h200-fit.json and prints it
 
@@ -6,11 +6,11 @@ Inputs: ``catalog/kernels/h200-kernels.json`` (GEMMs, decode / prefill attention
 shared/tools/gpu_probe*.py on one H200) and ``catalog/kernels/h200-memory-fp8-moe.json`` (per-token rowwise fp8
 GEMMs, fused-MoE grouped GEMMs, read bandwidth). ``fit_h200(kernels, extra)`` minimises the squared log error of
 the model against every measured row (scipy.optimize.least_squares, a development dependency); the package only
-reads the stored result (clusterfit.perf.kernels.load_curves), so scipy is never needed at run time.
+reads the stored result (clusterfit.perfmodel.kernels.load_curves), so scipy is never needed at run time.
 
 The probe's fp8 rows time torch._scaled_mm *with* its unfused dynamic quantisation of x; that cost is fitted as its
 own term (``probe_quant_s``) and left out of the fp8 curve, because serving engines fuse the quantisation away
-(see clusterfit/perf/kernels.py).
+(see clusterfit/perfmodel/kernels.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 
-from clusterfit.perf.kernels import CATALOG_DIR, GemmCurve, _read_catalog, gemm_time_s
+from clusterfit.perfmodel.kernels import CATALOG_DIR, GemmCurve, _read_catalog, gemm_time_s
 
 #: The H200 the curves were measured on (datasheet figures of the same catalog, bytes/s and FLOP/s).
 H200_BW_BYTES_PER_S = 4.8e12
@@ -131,7 +131,7 @@ def fit_h200(kernels: dict, extra: dict) -> dict:
 
     out["copy"] = dict(mem_eff=kernels["kernels"]["copy"]["bytes_per_s"] / bw,
                        read_mem_eff=extra.get("read_bandwidth", {}).get("bytes_per_s", 0.0) / bw)
-    out["_what"] = ("Least-squares fit (log time) of clusterfit.perf.kernels curves on catalog/kernels/"
+    out["_what"] = ("Least-squares fit (log time) of clusterfit.perfmodel.kernels curves on catalog/kernels/"
                     "h200-kernels.json and h200-memory-fp8-moe.json; produced by `python benchmarks/fit_kernels.py`. "
                     "report: median / max absolute error of the fitted curve per family, percent.")
     return out

@@ -19,7 +19,7 @@ from clusterfit.arch import load_model  # noqa: E402
 from clusterfit.engines import get_engine  # noqa: E402
 from clusterfit.hardware import load_hardware  # noqa: E402
 from clusterfit.layout import Layout  # noqa: E402
-from clusterfit.perf import compile_step  # noqa: E402
+from clusterfit.perfmodel import compile_step  # noqa: E402
 from clusterfit.precision import resolve_precision  # noqa: E402
 
 

@@ -1,11 +1,13 @@
-"""Planner speed: the full search for DeepSeek-V3 over every catalog system and layout, whole process.
+"""Planner and start-up speed: the full search for DeepSeek-V3 over every catalog system and layout, whole process.
 
-    python benchmarks/plan_speed.py [--repeat 5] [--no-pin]
+    python benchmarks/plan_speed.py [--repeat 5] [--no-pin] [--out FILE]
 
-Runs ``clusterfit plan deepseek-ai/DeepSeek-V3 --isl 4000 --osl 500 --rate 10 --ttft-ms 2000 --tpot-ms 50
+Runs ``clusterfit plan deepseek-ai/DeepSeek-V3 --isl 4096 --osl 1024 --rate 5 --ttft-ms 2000 --tpot-ms 50
 --json`` as a fresh process pinned to one CPU core (``taskset -c 0`` where available), ``--repeat`` times,
 and reports the median wall time of the whole process (interpreter start, imports, catalogs, search,
-JSON) and the configurations evaluated. Writes benchmarks/results/plan_speed.json.
+JSON) and the configurations evaluated. It also times the command line's start-up the same way: a fresh
+``python -c "import clusterfit.cli"`` and ``clusterfit --help``. Writes benchmarks/results/plan_speed.json.
+To time another checkout, run it with ``PYTHONPATH=OTHER/src`` and ``--out``.
 
 If the pip package ``aiconfigurator`` is importable, the same question (DeepSeek-V3, ISL 4000 / OSL 500,
 TTFT 2000 ms, TPOT 50 ms, one 8-GPU node, on each system it knows among h100_sxm, h200_sxm, b200_sxm) goes
@@ -27,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "plan_speed.json"
-QUESTION = ["deepseek-ai/DeepSeek-V3", "--isl", "4000", "--osl", "500", "--rate", "10", "--ttft-ms", "2000",
+QUESTION = ["deepseek-ai/DeepSeek-V3", "--isl", "4096", "--osl", "1024", "--rate", "5", "--ttft-ms", "2000",
             "--tpot-ms", "50", "--json"]
 AIC_SYSTEMS = ["h100_sxm", "h200_sxm", "b200_sxm"]
 
@@ -44,6 +46,25 @@ def run_clusterfit(pin: bool) -> tuple[float, dict]:
     if out.returncode != 0:
         raise SystemExit(f"clusterfit plan failed ({out.returncode}): {out.stderr.strip()}")
     return wall, json.loads(out.stdout)
+
+
+def time_startup(pin: bool, repeat: int) -> dict[str, float]:
+    """Median wall time of a fresh interpreter importing the CLI, and of ``clusterfit --help``."""
+    out = {}
+    for name, code, args in (("import_cli_s", "import clusterfit.cli", []),
+                             ("help_s", "from clusterfit.cli import main; main()", ["--help"])):
+        walls = []
+        for _ in range(max(3, repeat)):
+            t0 = time.perf_counter()
+            subprocess.run((_pin() if pin else []) + [sys.executable, "-c", code, *args], capture_output=True,
+                           cwd=ROOT, check=False)
+            walls.append(time.perf_counter() - t0)
+        out[name] = statistics.median(walls)
+    t0 = time.perf_counter()
+    for _ in range(max(3, repeat)):
+        subprocess.run((_pin() if pin else []) + [sys.executable, "-c", "pass"], capture_output=True, check=False)
+    out["bare_python_s"] = (time.perf_counter() - t0) / max(3, repeat)
+    return out
 
 
 def run_aiconfigurator(pin: bool) -> dict:
@@ -71,6 +92,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-pin", action="store_true", help="do not pin to one core")
+    ap.add_argument("--out", type=Path, default=RESULT, help="where to write the figures")
     args = ap.parse_args()
     pin = not args.no_pin
     walls, data = [], {}
@@ -78,6 +100,7 @@ def main() -> None:
         wall, data = run_clusterfit(pin)
         walls.append(wall)
     median = statistics.median(walls)
+    startup = time_startup(pin, args.repeat)
     rec = data.get("recommended") or {}
     print(f"clusterfit plan {' '.join(QUESTION[:-1])}")
     print(f"  whole process, one core{' (taskset -c 0)' if pin and _pin() else ''}: median {median:.3f} s "
@@ -85,6 +108,8 @@ def main() -> None:
     print(f"  configurations evaluated: {data['configurations_evaluated']:,} "
           f"({data['candidates_compiled']} replica layouts compiled, "
           f"{len(data['per_system'])} systems with a plan)")
+    print(f"  start-up: import clusterfit.cli {startup['import_cli_s']:.3f} s, clusterfit --help "
+          f"{startup['help_s']:.3f} s (bare python {startup['bare_python_s']:.3f} s)")
     if rec:
         print(f"  recommended: {rec['system']} {rec['layout']} x{rec['replicas']}, ${rec['cost_per_hour']:,.2f}/h")
     aic = run_aiconfigurator(pin)
@@ -97,16 +122,17 @@ def main() -> None:
               f"-> clusterfit is {ratio:.0f}x faster on this question")
     else:
         print(f"  aiconfigurator installed but failed: {'; '.join(aic['errors'])}")
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps({
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
         "command": "clusterfit plan " + " ".join(QUESTION), "pinned_one_core": bool(pin and _pin()),
         "wall_s_median": median, "wall_s_runs": walls, "configurations_evaluated": data["configurations_evaluated"],
         "candidates_compiled": data["candidates_compiled"], "systems_with_plan": len(data["per_system"]),
+        "startup": startup,
         "recommended": {k: rec.get(k) for k in ("system", "layout", "replicas", "total_gpus", "cost_per_hour")},
         "aiconfigurator": aic, "python": platform.python_version(), "machine": platform.machine(),
         "date": time.strftime("%Y-%m-%d"),
     }, indent=2) + "\n")
-    print(f"  wrote {RESULT.relative_to(ROOT)}")
+    print(f"  wrote {args.out}")
 
 
 if __name__ == "__main__":

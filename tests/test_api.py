@@ -134,15 +134,15 @@ def test_commands_never_import_the_cli():
 def test_cli_start_up_loads_no_physics():
     """`import clusterfit.cli` loads typer only: numpy, pydantic, yaml and the physics load when a command runs."""
     code = ("import sys, clusterfit.cli; heavy = [m for m in ('numpy', 'pydantic', 'yaml', 'rich', "
-            "'clusterfit.api', 'clusterfit.perf', 'clusterfit.arch') if m in sys.modules]; print(heavy)")
+            "'clusterfit.api', 'clusterfit.perfmodel', 'clusterfit.arch') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.strip() == "[]"
 
 
 def test_no_long_functions_in_the_physics():
-    """No function over 80 lines in perf/, plan/, sim/ unless its docstring says why ("long because")."""
+    """No function over 80 lines in perfmodel/, plan/, sim/ unless its docstring says why ("long because")."""
     long = []
-    for folder in ("perf", "plan", "sim"):
+    for folder in ("perfmodel", "plan", "sim"):
         for path in (SRC / folder).glob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -11,7 +11,7 @@ import pytest
 
 from clusterfit.engines import gpu_family, load_engines
 from clusterfit.hardware import load_hardware
-from clusterfit.perf.kernels import _read_catalog, gemm_time_s, load_curves
+from clusterfit.perfmodel.kernels import _read_catalog, gemm_time_s, load_curves
 
 
 def _fit_kernels():

@@ -5,7 +5,7 @@ from clusterfit.engines import get_engine
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
 from clusterfit.memory import kv_bytes_per_sequence
-from clusterfit.perf import compile_step
+from clusterfit.perfmodel import compile_step
 from clusterfit.precision import resolve_precision
 
 MAVERICK = "meta-llama/Llama-4-Maverick-17B-128E-Instruct"

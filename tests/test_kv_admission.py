@@ -12,8 +12,8 @@ from clusterfit.engines import get_engine
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
 from clusterfit.memory import kv_bytes_per_sequence
-from clusterfit.perf import compile_step
-from clusterfit.perf.serving import kv_limited_batch
+from clusterfit.perfmodel import compile_step
+from clusterfit.perfmodel.serving import kv_limited_batch
 from clusterfit.plan.capacity import aggregated_curve, kv_batch_bound
 from clusterfit.plan.workload import SLO, Load, Workload
 from clusterfit.precision import resolve_precision

@@ -13,8 +13,8 @@ from clusterfit.arch import list_models, load_model
 from clusterfit.engines import get_engine
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
-from clusterfit.perf import compile_step, comm, ops, predict
-from clusterfit.perf.kernels import _read_catalog, load_curves
+from clusterfit.perfmodel import compile_step, comm, ops, predict
+from clusterfit.perfmodel.kernels import _read_catalog, load_curves
 from clusterfit.precision import resolve_precision
 
 

@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterfit.plan.cost import EndpointPrice
-from clusterfit.plan.planner import PlanRequest, plan
+from clusterfit.plan.planner import PlanQuestion as PlanRequest
+from clusterfit.plan.planner import plan_cluster
+
+
+def plan(question: PlanRequest) -> dict:
+    """The plan's JSON shape (what `clusterfit plan --json` prints)."""
+    return plan_cluster(question).model_dump(mode="json")
 from clusterfit.plan.workload import SLO, Load, Workload
 
 MODEL = "Qwen/Qwen3-8B"

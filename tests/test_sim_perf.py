@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clusterfit.perf import predict
+from clusterfit.perfmodel import predict
 from clusterfit.compose import Catalog, build_replica
 from clusterfit.sim import (ArrivalSpec, SampledLengthSpec, SimulationConfig, StepTimer, generate,
                             simulate)

@@ -114,10 +114,10 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
 
     req = _request(FitRequest, request, kwargs)
     if (req.model is None) == (req.params is None):
-        raise ClusterfitError("give a model or params (e.g. `clusterfit fit glm-5.3` or `--params 744B "
-                              "--precision fp8`)")
+        raise ClusterfitError("give a MODEL or --params, not both (e.g. `clusterfit fit glm-5.3` or "
+                              "`clusterfit fit --params 744B --precision fp8`)")
     if req.params is not None and req.precision is None:
-        raise ParameterError("precision", "params needs a precision (bf16, fp8, int4, ...)")
+        raise ParameterError("precision", "--params needs --precision (bf16, fp8, int4, ...)")
     model = bare_model(parse_param_count(req.params)) if req.params is not None else load_model(str(req.model))
     prec = resolve_precision(model, req.precision, req.experts_precision, req.kv_dtype)
     catalog = Catalog.load(req.catalog)
@@ -145,7 +145,7 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
 # ================================================================================================ perf
 def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     """TTFT, TPOT and throughput of one replica under one load (concurrency, max_throughput, or batch + context)."""
-    from .perf import predict
+    from .perfmodel import predict
 
     req = _request(PerfRequest, request, kwargs)
     if sum([req.concurrency is not None, req.batch is not None, req.max_throughput]) != 1:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .engines import Engine
     from .hardware import HardwareCatalog, System
     from .layout import Layout
-    from .perf.step import StepModel
+    from .perfmodel.step import StepModel
     from .precision import Precision
 
 #: KV token slots the default (smallest) layout must leave when no layout is given.
@@ -100,7 +100,7 @@ def choose_layout(model: ModelArch, system: System, precision: Precision, engine
 def compile_replica(model: ModelArch, system: System, precision: Precision, layout: Layout, engine: Engine,
                     kv_budget_bytes_per_gpu: int | None = None) -> Replica:
     """Compile the step model of a resolved (model, system, precision, layout, engine)."""
-    from .perf import compile_step
+    from .perfmodel import compile_step
 
     eng = engine.for_gpu(system.gpu.id)
     step = compile_step(model, system, layout, precision, eng, kv_budget_bytes_per_gpu=kv_budget_bytes_per_gpu)

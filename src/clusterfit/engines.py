@@ -1,5 +1,5 @@
 """Serving engines (vLLM, SGLang, TensorRT-LLM) as typed specs, from catalog/engines.yaml - the one place
-engine facts live: how an engine budgets GPU memory (used by memory.py) and its time constants (used by perf/).
+engine facts live: how an engine budgets GPU memory (used by memory.py) and its time constants (used by perfmodel/).
 
 Each engine has a handful of constants, the same for every model and GPU (optionally one override per GPU
 family); they are fitted on the development CSV by ``python benchmarks/accuracy.py CSV --calibrate`` and the fit

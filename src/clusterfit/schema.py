@@ -11,7 +11,7 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes (GB = 1e9, GiB 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError,
                       model_serializer)
@@ -37,7 +37,7 @@ class Schema(BaseModel):
     """Base of every request and result: unknown fields are errors; ``_omit_if_none`` keys are left out of the
     JSON when they have no value (as the CLI has always printed them)."""
 
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), defer_build=True)
     _omit_if_none: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
@@ -50,15 +50,50 @@ class Schema(BaseModel):
 
 
 def parse_request(cls: type[Schema], data: dict[str, Any]) -> Any:
-    """Validate ``data`` into ``cls``; the first problem becomes a ParameterError naming the parameter."""
+    """Validate ``data`` into ``cls``; the first problem becomes a ParameterError naming the parameter, its value
+    and what is allowed."""
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or cls.__name__
-        got = err.get("input")
-        shown = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {got!r})"
-        raise ParameterError(loc, f"{err['msg'].lower()}{shown}") from None
+        loc = [str(p) for p in err["loc"]]
+        name = ".".join(loc) or cls.__name__
+        raise ParameterError(name, _describe(cls, loc[0] if loc else "", err)) from None
+
+
+def _bounds(cls: type[Schema], field: str) -> str:
+    """The allowed range of a numeric field as text ("1..4096", ">= 0", "> 0")."""
+    info = cls.model_fields.get(field)
+    lo = hi = ""
+    for m in info.metadata if info is not None else []:
+        for attr, sign in (("ge", ""), ("gt", ">")):
+            if getattr(m, attr, None) is not None:
+                lo = f"{sign}{getattr(m, attr):,}" if sign else f"{getattr(m, attr):,}"
+        for attr, sign in (("le", ""), ("lt", "<")):
+            if getattr(m, attr, None) is not None:
+                hi = f"{sign}{getattr(m, attr):,}" if sign else f"{getattr(m, attr):,}"
+    if lo and hi and not lo.startswith(">") and not hi.startswith("<"):
+        return f"in {lo}..{hi}"
+    parts = [f">= {lo}" if lo and not lo.startswith(">") else f"> {lo[1:]}" if lo else "",
+             f"<= {hi}" if hi and not hi.startswith("<") else f"< {hi[1:]}" if hi else ""]
+    return " and ".join(p for p in parts if p)
+
+
+def _describe(cls: type[Schema], field: str, err: Any) -> str:
+    kind, got = err["type"], err.get("input")
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return f"is not a parameter of {cls.__name__} (known: {', '.join(cls.model_fields)})"
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        ann = cls.model_fields[field].annotation if field in cls.model_fields else None
+        what = "an integer" if ann is int or int in get_args(ann) else "a number"
+        return f"must be {what} {_bounds(cls, field)}, got {got!r}"
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return f"must be an integer, got {got!r}"
+    if kind in ("float_parsing", "float_type", "finite_number"):
+        return f"must be a finite number, got {got!r}"
+    return f"{err['msg'].lower()}, got {got!r}"
 
 
 # ============================================================================================== requests

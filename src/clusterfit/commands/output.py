@@ -43,6 +43,8 @@ def parameter_flag(exc: ClusterfitError) -> str:
     """The message of ``exc``, naming the command-line flag where it names an API parameter (``tp`` -> ``--tp``)."""
     from ..schema import ParameterError
 
+    if isinstance(exc, ParameterError) and exc.parameter == "model":  # the MODEL argument, not an option
+        return exc.detail
     if isinstance(exc, ParameterError) and exc.parameter.isidentifier():
         flag = _REPEATABLE.get(exc.parameter, exc.parameter)
         return f"--{flag.replace('_', '-')}: {exc.detail}"

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ..errors import ClusterfitError
-from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PlanOption, PlanResult, PrefillPool,
+from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PerMtok, PlanOption, PlanResult, PrefillPool,
                       Verification)
-from .cost import (HOURS_PER_MONTH, EndpointPrice, Pool, break_even_rps, catalog_prices, resolve_price,
+from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, resolve_price,
                    usd_per_mtok, verdict)
 from .pareto import pareto_front
 from .search import Candidate, SearchResult, SearchSpace, search
@@ -80,8 +80,8 @@ def _nodes(replicas: int, gpus_per_replica: int, gpus_per_node: int) -> int:
 class _Sized:
     """A candidate sized for the target load (aggregated: one pool; disaggregated: two)."""
 
-    mode: str
-    system: object
+    mode: Literal["aggregated", "disaggregated"]
+    system: System
     precision: str
     kv_dtype: str
     main: Candidate                    # aggregated replica, or the decode replica
@@ -98,7 +98,7 @@ class _Sized:
     full_rate_rps: float               # requests/s with every serving replica at capacity
     nodes: int
     gpus: int
-    price: object | None
+    price: GpuHourPrice | None
     binding: str = ""
     why: str = ""
     breakdown: dict = field(default_factory=dict)
@@ -139,6 +139,8 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
     best_d = None
     for c in decodes:
         d = c.decode
+        if d is None:
+            continue
         ok = d.feasible
         if not ok.any():
             continue
@@ -155,6 +157,7 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
         return None
     _, dc, n_d, b, _, op, cap = best_d
     d = dc.decode
+    assert d is not None
     tpot = float(d.tpot_s[op])
     best_p = None
     for c in prefills:
@@ -172,6 +175,7 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
     if best_p is None:
         return None
     p_nodes, pc, n_p, p_gpus, lam = best_p
+    assert pc.prefill is not None
     d_nodes = _nodes(n_d + k, dc.gpus, node)
     full = min(n_d * float(d.rate_rps[b]), n_p * pc.prefill.rate_rps)
     return _Sized("disaggregated", dc.system, dc.precision_name, dc.kv_dtype, dc, pc, float(d.batch[op]),
@@ -202,11 +206,12 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
     sm = s.main.step
     internode = s.main.gpus > s.system.scale_up_domain_gpus
     curve = s.main.agg if s.mode == "aggregated" else s.main.decode
+    assert curve is not None
     B = curve.batch
     i = int(np.flatnonzero(B == s.best_batch)[0])
     nxt = i + 1 if i + 1 < B.size else None
-    ctx = wl.decode_context_mean_tokens
-    kv_seqs = float(np.asarray(sm.max_sequences(ctx)))
+    ctx = float(np.asarray(sm.kv_reserved_context(wl.isl_mean_tokens, wl.osl_mean_tokens)))
+    kv_seqs = float(np.asarray(sm.kv_admitted_sequences(wl.isl_mean_tokens, wl.osl_mean_tokens)))
     step_word = f"{_KIND_WORD[dominant]}-bound ({share:.0%} of the {step * 1e3:.1f} ms step)"
     if nxt is None:
         s.binding = "engine"
@@ -214,13 +219,14 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
     elif not curve.kv_ok[nxt]:
         if B[nxt] > kv_seqs:
             s.binding = "memory"
-            s.why = (f"KV cache: the replica holds {kv_seqs:.0f} sequences of {ctx:.0f} tokens, so the batch stops "
-                     f"at {s.best_batch:.0f}")
+            s.why = (f"KV cache: the replica holds {kv_seqs:.0f} sequences reserving {ctx:.0f} tokens each, so the "
+                     f"batch stops at {s.best_batch:.0f}")
         else:
             s.binding = "engine"
             s.why = f"the engine's batch cap ({sm.max_num_seqs}) is reached; the step there is {step_word}"
     elif not curve.tpot_ok[nxt]:
         s.binding = _KIND_WORD[dominant] if dominant != "overhead_s" else "slo"
+        assert slo.tpot_s is not None  # only a TPOT target stops the batch on TPOT
         tpot_here = float(curve.tpot_s[i])
         prefill_share = (f" + {(tpot_here - step) * 1e3:.1f} ms of prefill chunks per token"
                          if s.mode == "aggregated" and tpot_here > step * 1.01 else "")
@@ -249,14 +255,14 @@ def _row(s: _Sized, wl: Workload, hours: float) -> PlanOption:
     prefill = None
     xpyd = None
     if s.prefill is not None and s.prefill.prefill is not None:
-        p = s.prefill
+        p, cap = s.prefill, s.prefill.prefill
         ptp, ppp, pep, pdp = p.layout
         prefill = PrefillPool(layout=p.label(), tp=ptp, pp=ppp, ep=pep, dp=pdp, gpus_per_replica=p.gpus,
                               replicas=s.prefill_replicas + s.spares,
-                              requests_per_s_per_replica=p.prefill.rate_rps, kv_transfer_s=p.prefill.kv_transfer_s)
+                              requests_per_s_per_replica=cap.rate_rps, kv_transfer_s=cap.kv_transfer_s)
         xpyd = f"{s.prefill_replicas + s.spares}P{s.replicas + s.spares}D"
     return PlanOption(
-        system=s.system.id, gpu=s.system.gpu.id, mode=s.mode, precision=s.precision,  # type: ignore[arg-type]
+        system=s.system.id, gpu=s.system.gpu.id, mode=s.mode, precision=s.precision,
         kv_dtype=s.kv_dtype, layout=c.label(), tp=tp, pp=pp, ep=ep, dp=dp,
         nodes_per_replica=c.nodes, gpus_per_replica=c.gpus, replicas=s.replicas + s.spares,
         serving_replicas=s.replicas, spare_replicas=s.spares, nodes=s.nodes,
@@ -500,8 +506,7 @@ def _endpoint(rec: PlanOption, sized: _Sized, req: PlanQuestion, wl: Workload) -
         endpoint_cost_per_hour=endpoint_cost, cluster_cost_per_hour=cluster,
         verdict=v, break_even_requests_per_s=be,
         break_even_output_tokens_per_s=None if be is None else be * wl.osl_mean_tokens,
-        cluster_equivalent_per_mtok={"input": ep.input_per_mtok * scale,  # type: ignore[arg-type]
-                                     "output": ep.output_per_mtok * scale},
+        cluster_equivalent_per_mtok=PerMtok(input=ep.input_per_mtok * scale, output=ep.output_per_mtok * scale),
         explanation=(
             f"At {rec.requests_per_s:.3g} requests/s the endpoint would cost ${endpoint_cost:,.2f}/h against "
             f"${cluster:,.2f}/h for the cluster: {'rent the cluster' if v == 'cluster' else 'use the endpoint'}. "

@@ -10,15 +10,17 @@ from ..errors import ClusterfitError
 from ..schema import ParameterError, PlanRequest
 from .cost import EndpointPrice, parse_price_overrides
 from .planner import PlanQuestion
-from .workload import SLO, LengthDist, Load, Workload
+from .workload import SLO, LengthDist, Load, LoadKind, Workload
 
 
 def _load(req: PlanRequest) -> Load | None:
-    loads = [(k, v) for k, v in (("requests_per_s", req.rate), ("concurrent_sessions", req.concurrency),
-                                 ("output_tokens_per_s", req.tokens_per_s)) if v is not None]
+    kinds: tuple[tuple[LoadKind, float | None], ...] = (
+        ("requests_per_s", req.rate), ("concurrent_sessions", req.concurrency),
+        ("output_tokens_per_s", req.tokens_per_s))
+    loads = [Load(kind, v) for kind, v in kinds if v is not None]
     if len(loads) > 1:
         raise ClusterfitError("give only one of rate, concurrency, tokens_per_s")
-    return Load(*loads[0]) if loads else None
+    return loads[0] if loads else None
 
 
 def _ms(value: float | None) -> float | None:
@@ -64,7 +66,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
                         _ms(req.tpot_ms) if req.tpot_ms is not None else slo.tpot_s, req.ttft_percentile)
     else:
         if model is None:
-            raise ParameterError("model", "give a model (or a scenario file)")
+            raise ParameterError("model", "give a MODEL (or --scenario FILE)")
         if req.isl is None or req.osl is None:
             raise ParameterError("isl" if req.isl is None else "osl", "give isl and osl (tokens), or a scenario file")
         if load is None:
@@ -78,8 +80,8 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     if req.endpoint_price is not None:
         q.endpoint = EndpointPrice.parse(req.endpoint_price)
     q.systems = systems or None
-    q.precisions = list(precisions or [None])
-    q.kv_dtypes = list(kv_dtypes or [None])
+    q.precisions = list(precisions) if precisions else [None]
+    q.kv_dtypes = list(kv_dtypes) if kv_dtypes else [None]
     q.engine = engine or "vllm"
     q.failover = failover or 0
     q.max_nodes_per_replica = max_nodes or 4

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 
 from ..errors import ClusterfitError
@@ -19,18 +20,25 @@ from .capacity import (AggregatedCurve, DecodeCurve, PrefillCapacity, aggregated
 from .layouts import candidate_layouts
 from .workload import SLO, Workload
 
+if TYPE_CHECKING:
+    from ..arch import ModelArch
+    from ..hardware import System
+    from ..layout import Layout
+    from ..perfmodel.step import StepModel
+    from ..precision import Precision
+
 
 @dataclass
 class Candidate:
     """One compiled replica layout on one system at one precision, with its curves."""
 
-    system: object
-    precision: object
+    system: System
+    precision: Precision
     precision_name: str
     kv_dtype: str
     layout: tuple[int, int, int, int]           # tp, pp, ep, dp
-    step: object                                # perf StepModel
-    agg: AggregatedCurve | None = None
+    step: StepModel
+    agg: AggregatedCurve
     decode: DecodeCurve | None = None
     prefill: PrefillCapacity | None = None
 
@@ -55,7 +63,7 @@ class Candidate:
 class SearchSpace:
     """What to search. ``precisions``/``kv_dtypes``: None entries mean the checkpoint's / engine's default."""
 
-    systems: list
+    systems: list[System]
     precisions: list[str | None]
     kv_dtypes: list[str | None]
     engine: str = "vllm"
@@ -75,23 +83,23 @@ class SearchResult:
     skipped: list[str] = field(default_factory=list)   # (system, precision): why nothing fits
 
 
-def weights_lower_bound_gpus(model, system, precision, utilisation: float) -> int:
+def weights_lower_bound_gpus(model: ModelArch, system: System, precision: Precision, utilisation: float) -> int:
     """Fewest GPUs whose memory (x engine utilisation) could hold the weights: a pruning bound."""
     weight_bytes = sum(precision.bytes_for(c, n) for c, n in model.params.items() if c not in ("mtp", "vision"))
     usable = system.gpu.usable_memory_bytes * utilisation
     return max(1, math.ceil(weight_bytes / usable))
 
 
-def max_replica_gpus(system, max_nodes: int) -> int:
+def max_replica_gpus(system: System, max_nodes: int) -> int:
     """Largest replica tried: ``max_nodes`` nodes, or as many GPUs inside a larger NVLink domain (NVL72)."""
     return max(max_nodes * system.gpus_per_node, min(system.scale_up_domain_gpus, max_nodes * 8))
 
 
-def search(model, space: SearchSpace, workload: Workload, slo: SLO) -> SearchResult:
+def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -> SearchResult:
     """Compile and evaluate every candidate; returns them with their capacity curves."""
     from ..compose import compile_replica, resolve_precision
     from ..engines import get_engine
-    from ..perf.comm import links_for
+    from ..perfmodel.comm import links_for
 
     engine = get_engine(space.engine, space.engines_file)
     candidates: list[Candidate] = []
@@ -119,8 +127,8 @@ def search(model, space: SearchSpace, workload: Workload, slo: SLO) -> SearchRes
                         continue
                     cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
                     grid = batch_grid(cap)
-                    c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm)
-                    c.agg = aggregated_curve(sm, workload, slo, grid)
+                    c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm,
+                                  aggregated_curve(sm, workload, slo, grid))
                     evaluated += grid.size
                     if space.disaggregated:
                         c.decode = decode_curve(sm, workload, slo, grid, c.agg.decode_only_s)
@@ -134,7 +142,7 @@ def search(model, space: SearchSpace, workload: Workload, slo: SLO) -> SearchRes
     return SearchResult(candidates, evaluated, skipped)
 
 
-def _layout(tp: int, pp: int, ep: int, dp: int):
+def _layout(tp: int, pp: int, ep: int, dp: int) -> Layout:
     from ..layout import Layout
 
     return Layout(tp=int(tp), pp=int(pp), ep=int(ep), dp=int(dp))

@@ -139,7 +139,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
         kv_dtype = kv_dtype or scen.kv_dtypes()[0]
         engine = engine or scen.engine
     if model is None:
-        raise ParameterError("model", "give a model or a scenario file")
+        raise ParameterError("model", "give a MODEL or --scenario FILE")
     if system is None:
         raise ParameterError("system", "give a system (for example hgx_h200)")
     sim = _merge_options(req, parse_simulation(scen.simulation if scen is not None else None,

@@ -12,7 +12,7 @@ simulated one by one (about one per arriving request).
 
 KV admission and KV use are two ledgers:
 
-- Admission (the rule perf and the planner use, ``clusterfit.perf.step.StepModel.kv_admitted_sequences``): a
+- Admission (the rule perf and the planner use, ``clusterfit.perfmodel.step.StepModel.kv_admitted_sequences``): a
   request is admitted only if its *reservation* fits the pool of one attention-DP rank (the step model's ``dp``
   ranks, each of ``kv_rank_budget_bytes``; the request goes to the rank with the most room). The reservation is
   ``kv_reservation_bytes(prompt, output)``: the KV of prompt + output tokens under the engine's 'full' policy

@@ -1,7 +1,7 @@
 """What the simulator needs from the performance model, and a fast lookup of step times.
 
 The simulator codes against :class:`StepModel` (a Protocol): anything with these members works,
-in particular ``clusterfit.perf.compile_step(...)``. Tests use small step models of their own.
+in particular ``clusterfit.perfmodel.compile_step(...)``. Tests use small step models of their own.
 
 Calling a full op-level model once per engine step would dominate the simulation (millions of steps),
 so :class:`StepTimer` evaluates the model once, vectorised, on grids and interpolates:
@@ -36,7 +36,7 @@ class StepModel(Protocol):
     decode_attended: sum of their context lengths, tokens.
     max_num_seqs: the engine's cap on running sequences (replica-wide).
 
-    Optional KV-admission members (clusterfit.perf.StepModel has them; sim.replica uses them when present):
+    Optional KV-admission members (clusterfit.perfmodel.StepModel has them; sim.replica uses them when present):
     ``dp`` (attention-DP ranks, each its own KV pool), ``kv_rank_budget_bytes`` (one rank's pool) and
     ``kv_reservation_bytes(prompt, output)`` (what one request reserves at admission under the engine's policy).
     """

@@ -1,7 +1,7 @@
 """FLOPs and bytes of every op of one engine step, on one GPU of a parallel layout.
 
 Pure functions of the architecture (clusterfit.arch), the layout's split factors and the precision's
-bytes per element. Nothing here knows about time: perf/kernels.py turns (flops, bytes) into seconds.
+bytes per element. Nothing here knows about time: perfmodel/kernels.py turns (flops, bytes) into seconds.
 
 Sharding rules (per GPU of a replica with tp, dp, ep, pp):
 - attention: heads split over ``tp`` (KV heads replicated when tp > num_kv_heads; the MLA latent is
