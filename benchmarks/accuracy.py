@@ -48,8 +48,8 @@ from clusterfit.errors import ClusterfitError
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
 from clusterfit.memory import fit
-from clusterfit.perfmodel import compile_step
-from clusterfit.engines import get_engine, gpu_family
+from clusterfit.compose import Catalog, compile_replica
+from clusterfit.engines import gpu_family
 from clusterfit.perfmodel.serving import cycle_s, first_token_s, max_throughput_batch, static_batch_s
 from clusterfit.precision import resolve_precision
 
@@ -97,10 +97,16 @@ def model_for(name: str):
     return load_model(MODEL_MAP[name])
 
 
+@lru_cache(maxsize=1)
+def system_catalog():
+    """The built-in hardware catalog (loaded once)."""
+    return load_hardware()
+
+
 @lru_cache(maxsize=None)
 def system_for(gpu: str):
     try:
-        return load_hardware().system(gpu)
+        return system_catalog().system(gpu)
     except ClusterfitError as e:
         raise Skip(f"GPU {gpu}: {e}") from None
 
@@ -173,14 +179,13 @@ def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp):
     prec = precision_for(model, weights, kv, engine)
     layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
     budget = None
-    eng = get_engine(engine, ENGINES_PATH)
+    eng = Catalog(system_catalog(), engines_file=ENGINES_PATH).engine(engine)
     if engine == "trtllm":
         # the TensorRT-LLM performance tables run trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95
         nodes = max(1, -(-layout.gpus // system.gpus_per_node))
         budget = fit(model, system, prec, layout, nodes, eng.with_settings(gpu_memory_utilization=0.95),
                      context=1).kv_budget_bytes_per_gpu
-    sm = compile_step(model, system, layout, prec, eng, kv_budget_bytes_per_gpu=budget)
-    return sm
+    return compile_replica(model, system, prec, layout, eng, kv_budget_bytes_per_gpu=budget).step
 
 
 ENGINES_PATH = None  # catalog/engines.yaml unless calibrating
