@@ -34,17 +34,17 @@ def test_llama8b_op_counts():
     # per layer weights = 6144*4096 + 4096*4096 + 3*4096*14336 = 218,103,808 elements
     assert sum(x.weight_elems() for x in g.values()) == 218_103_808
     # decode attention per cached token, bf16 KV: 8 kv heads * (128+128) * 2 bytes = 4096 B; 32 heads * 512 FLOPs
-    flops, nbytes = ops.decode_attention_per_token(att, tp=1, kv_bytes_per_elem=2.0)
+    flops, nbytes = att.decode_cost(tp=1, kv_bytes_per_elem=2.0)
     assert (flops, nbytes) == (32 * 512.0, 4096.0)
     # TP8: one kv head per rank, 4 query heads
-    assert ops.decode_attention_per_token(att, tp=8, kv_bytes_per_elem=2.0) == (4 * 512.0, 512.0)
+    assert att.decode_cost(tp=8, kv_bytes_per_elem=2.0) == (4 * 512.0, 512.0)
 
 
 def test_deepseek_v3_mla_moe_counts():
     m = load_model("deepseek-ai/DeepSeek-V3")
     att, ffn = m.layers[10].attention, m.layers[10].ffn
     # absorbed MLA: latent 512 + rope 64 read once; 128 heads * (2*576 + 2*512) FLOPs per cached token
-    assert ops.decode_attention_per_token(att, tp=1, kv_bytes_per_elem=1.0) == (128 * (2 * 576 + 2 * 512.0), 576.0)
+    assert att.decode_cost(tp=1, kv_bytes_per_elem=1.0) == (128 * (2 * 576 + 2 * 512.0), 576.0)
     # MoE on EP8, 1 token: 8 pairs over 8 ranks -> 1 pair per rank; distinct experts 256*(1-(1-8/256)^1) = 8 -> 1 per rank
     flops, wbytes, abytes, pairs, active = ops.moe_flops_bytes(ffn, 7168, ep=8, moe_tp=1, tokens=1.0,
                                                                weight_bytes_per_elem=1.0)

@@ -8,11 +8,11 @@ memory and performance models can give each group its own precision and sharding
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import Literal
 
+from .attention import Attention, attention_for_layer
 from .errors import ClusterfitError
 
-AttnKind = Literal["mha", "gqa", "mqa", "mla", "linear"]
 
 #: Parameter components. Sharding rule per component lives in memory.py.
 COMPONENTS = (
@@ -29,42 +29,6 @@ COMPONENTS = (
     "mtp",              # multi-token-prediction (NextN) layers: not in the published totals, loaded only for speculative decoding
     "vision",           # vision tower + projector (multimodal checkpoints)
 )
-
-
-@dataclass(frozen=True)
-class Attention:
-    """One layer's token mixer.
-
-    kind: mha / gqa / mqa (softmax attention with num_kv_heads == / < / == 1 num_heads), mla (latent), linear.
-    head_dim: query/key head dim (for MLA: qk_nope + qk_rope); v_head_dim: value head dim.
-    window: sliding window or chunk length in tokens (the layer keeps at most this many tokens of KV), or None.
-    chunked: the window is a chunked-attention chunk (Llama-4 ``chunked_attention`` layers: a token attends only the
-        tokens of its own ``window``-aligned chunk, on average fewer than a sliding window of the same length).
-    MLA: kv_lora_rank (latent cached per token), qk_rope_head_dim (rope key cached per token), q_lora_rank.
-    kv_compress_ratio: DeepSeek-V4 compressed attention keeps one KV entry per this many tokens (1 = none).
-    linear_state_elems: per-sequence recurrent state of a linear-attention layer (elements, constant in length),
-        conv state included.
-    index_head_dim / index_n_heads / index_topk: DeepSeek sparse-attention indexer (cached keys per token when
-        index_cached is True; layers that reuse another layer's indexer cache nothing).
-    """
-
-    kind: AttnKind
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    v_head_dim: int
-    window: int | None = None
-    chunked: bool = False
-    q_lora_rank: int | None = None
-    kv_lora_rank: int | None = None
-    qk_rope_head_dim: int | None = None
-    kv_compress_ratio: int = 1
-    linear_state_elems: int = 0
-    linear_kind: str | None = None
-    index_n_heads: int = 0
-    index_head_dim: int = 0
-    index_topk: int = 0
-    index_cached: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,14 +126,7 @@ class ModelArch:
         """Layer count per attention description, e.g. {'gqa': 80} or {'linear (gated_deltanet)': 36, 'gqa': 12}."""
         out: dict[str, int] = {}
         for layer in self.layers:
-            a = layer.attention
-            label = a.kind if a.kind != "linear" else f"linear ({a.linear_kind})"
-            if a.window:
-                label += f" window {a.window}"
-            if a.kv_compress_ratio > 1:
-                label += f" compressed 1/{a.kv_compress_ratio}"
-            if a.index_n_heads:
-                label += " + sparse indexer"
+            label = layer.attention.label()
             out[label] = out.get(label, 0) + 1
         return out
 
@@ -256,25 +213,13 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     attn_params: list[tuple[str, int]] = []
     ltypes = _layer_types(t, n_layers)
 
-    # --- attention per layer ---------------------------------------------------------------------
-    is_mla = t.get("kv_lora_rank") is not None
+    # --- attention per layer (attention.py recognises the kind from the config) -------------------
     is_v4 = model_type == "deepseek_v4"
-    lin_cfg = t.get("linear_attn_config") if isinstance(t.get("linear_attn_config"), dict) else None
     for i in range(n_layers):
-        if is_v4:
-            att, p_att, p_idx = _v4_attention(t, i, hidden, n_heads)
-        elif lin_cfg is not None and (i + 1) in set(lin_cfg.get("kda_layers", [])):
-            att, p_att, p_idx = _kda_attention(lin_cfg, hidden), _kda_params(lin_cfg, hidden), 0
-        elif ltypes[i] == "linear_attention":
-            att, p_att, p_idx = _gdn_attention(t, hidden), _gdn_params(t, hidden), 0
-        elif is_mla:
-            att, p_att, p_idx = _mla_attention(t, i, hidden, n_heads)
-        else:
-            att, p_att, p_idx = _gqa_attention(t, i, ltypes[i], hidden, n_heads, n_kv, model_type)
-        key = "linear_attention" if att.kind == "linear" else "attention"
-        params[key] += p_att
-        params["indexer"] += p_idx
-        attn_params.append((key, p_att + p_idx))
+        att = attention_for_layer(t, i, ltypes[i], hidden, n_heads, n_kv, model_type)
+        params[att.param_component] += att.params
+        params["indexer"] += att.indexer_params
+        attn_params.append((att.param_component, att.params + att.indexer_params))
         ffn = _ffn_for_layer(t, i, n_layers, model_type, name)
         layers.append(Layer(att, ffn))
 
@@ -340,124 +285,6 @@ def _ffn_params(hidden: int, f: FFN, model_type: str, t: dict) -> dict[str, int]
         router += hidden  # shared_expert_gate [1 x hidden]
     return {"routed_experts": routed, "shared_experts": f.num_shared * _mlp_params(hidden, f.shared_intermediate, f.gated),
             "router": router}
-
-
-def _gqa_attention(t: dict, i: int, ltype: str, hidden: int, n_heads: int, n_kv: int, model_type: str):
-    d = int(_cfg(t, "head_dim", default=hidden // n_heads))
-    window = None
-    chunked = False
-    if ltype in ("sliding_attention",) and t.get("sliding_window"):
-        window = int(t["sliding_window"])
-    elif ltype == "chunked_attention" and t.get("attention_chunk_size"):
-        window = int(t["attention_chunk_size"])
-        chunked = True
-    elif ltype == "full_attention" and t.get("sliding_window") and model_type in ("mistral", "mixtral") \
-            and t.get("use_sliding_window", True) and "layer_types" not in t:
-        window = int(t["sliding_window"])
-    kind = "mha" if n_kv == n_heads else ("mqa" if n_kv == 1 else "gqa")
-    gated_q = model_type == "qwen3_next"  # gated attention: q_proj also produces the output gate
-    p = hidden * n_heads * d * (2 if gated_q else 1) + 2 * hidden * n_kv * d + n_heads * d * hidden
-    if t.get("attention_bias"):
-        p += n_heads * d + 2 * n_kv * d
-        if model_type in ("llama", "gpt_oss"):
-            p += hidden  # o_proj bias
-    if model_type in ("qwen3", "qwen3_moe", "qwen3_next") or t.get("use_qk_norm") or model_type.startswith("gemma3"):
-        p += 2 * d  # q_norm, k_norm
-    if model_type == "gpt_oss":
-        p += n_heads  # attention sinks
-    return Attention(cast(AttnKind, kind), n_heads, n_kv, d, d, window=window, chunked=chunked), p, 0
-
-
-def _mla_attention(t: dict, i: int, hidden: int, n_heads: int):
-    q_lora = t.get("q_lora_rank")
-    kv_lora = int(t["kv_lora_rank"])
-    rope = int(_cfg(t, "qk_rope_head_dim", default=64))
-    nope = int(_cfg(t, "qk_nope_head_dim", default=128))
-    v = int(_cfg(t, "v_head_dim", default=nope))
-    qk = nope + rope
-    if q_lora:
-        p = hidden * q_lora + q_lora + q_lora * n_heads * qk
-    else:
-        p = hidden * n_heads * qk
-    p += hidden * (kv_lora + rope) + kv_lora + kv_lora * n_heads * (nope + v) + n_heads * v * hidden
-    if t.get("mla_use_output_gate"):
-        p += hidden * n_heads * v
-    idx_heads = int(t.get("index_n_heads") or 0)
-    idx_dim = int(t.get("index_head_dim") or 0)
-    p_idx = 0
-    cached = False
-    if idx_heads:
-        types = t.get("indexer_types")
-        own = not (isinstance(types, list) and i < len(types) and types[i] == "shared")
-        if own:
-            # wq_b [q_lora -> heads*dim], wk [hidden -> dim], k_norm (LayerNorm w+b), weights_proj [hidden -> heads]
-            p_idx = (q_lora or hidden) * idx_heads * idx_dim + hidden * idx_dim + 2 * idx_dim + hidden * idx_heads
-            cached = True
-    att = Attention("mla", n_heads, n_heads, qk, v, q_lora_rank=q_lora, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
-                    index_n_heads=idx_heads, index_head_dim=idx_dim, index_topk=int(t.get("index_topk") or 0),
-                    index_cached=cached)
-    return att, p, p_idx
-
-
-def _v4_attention(t: dict, i: int, hidden: int, n_heads: int):
-    """DeepSeek-V4: one shared 512-wide KV head, low-rank q, grouped low-rank output, KV compression per layer."""
-    d = int(t["head_dim"])
-    q_lora = int(t["q_lora_rank"])
-    o_groups = int(t.get("o_groups") or 1)
-    o_lora = int(t.get("o_lora_rank") or hidden)
-    ratios = t.get("compress_ratios") or []
-    ratio = int(ratios[i]) if i < len(ratios) else 0
-    p = hidden * q_lora + q_lora + q_lora * n_heads * d + hidden * d + d
-    p += n_heads * d * o_lora + o_groups * o_lora * hidden
-    p += n_heads  # attention sinks
-    p_idx = 0
-    idx_heads = int(t.get("index_n_heads") or 0)
-    idx_dim = int(t.get("index_head_dim") or 0)
-    if ratio > 1:
-        # compressor: KV and gate projections into the compressed entry + positional bias per ratio slot
-        p += 2 * hidden * d + ratio * d
-        if ratio <= 4 and idx_heads:
-            p_idx = q_lora * idx_heads * idx_dim + hidden * idx_heads + 2 * hidden * idx_dim + ratio * idx_dim
-    att = Attention("mqa", n_heads, 1, d, d, window=int(t.get("sliding_window") or 0) or None,
-                    q_lora_rank=q_lora, kv_compress_ratio=max(ratio, 1),
-                    index_n_heads=idx_heads if (ratio > 1 and ratio <= 4) else 0, index_head_dim=idx_dim,
-                    index_topk=int(t.get("index_topk") or 0), index_cached=bool(ratio > 1 and ratio <= 4 and idx_heads))
-    return att, p, p_idx
-
-
-def _gdn_attention(t: dict, hidden: int) -> Attention:
-    nk, dk = int(t["linear_num_key_heads"]), int(t["linear_key_head_dim"])
-    nv, dv = int(t["linear_num_value_heads"]), int(t["linear_value_head_dim"])
-    conv = int(t.get("linear_conv_kernel_dim") or 4)
-    state = nv * dk * dv + (2 * nk * dk + nv * dv) * (conv - 1)
-    return Attention("linear", nv, nv, dk, dv, linear_state_elems=state, linear_kind="gated_deltanet")
-
-
-def _gdn_params(t: dict, hidden: int) -> int:
-    nk, dk = int(t["linear_num_key_heads"]), int(t["linear_key_head_dim"])
-    nv, dv = int(t["linear_num_value_heads"]), int(t["linear_value_head_dim"])
-    conv = int(t.get("linear_conv_kernel_dim") or 4)
-    conv_dim = 2 * nk * dk + nv * dv
-    return (hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + conv_dim * conv + 2 * nv + dv
-            + nv * dv * hidden)
-
-
-def _kda_attention(lc: dict, hidden: int) -> Attention:
-    h, d = int(lc["num_heads"]), int(lc["head_dim"])
-    conv = int(lc.get("short_conv_kernel_size") or 4)
-    state = h * d * d + 3 * h * d * (conv - 1)
-    return Attention("linear", h, h, d, d, linear_state_elems=state, linear_kind="kda")
-
-
-def _kda_params(lc: dict, hidden: int) -> int:
-    h, d = int(lc["num_heads"]), int(lc["head_dim"])
-    conv = int(lc.get("short_conv_kernel_size") or 4)
-    hd = h * d
-    p = 3 * hidden * hd + 3 * hd * conv          # q, k, v projections and their short convolutions
-    p += hidden * d + d * hd + hidden * h        # forget-gate low-rank (f_a, f_b) and beta
-    p += hidden * hd if lc.get("use_full_rank_gate") else hidden * d + d * hd  # output gate
-    p += h + hd + d + hd * hidden                # A_log, dt_bias, output norm, o_proj
-    return p
 
 
 def _ffn_for_layer(t: dict, i: int, n_layers: int, model_type: str, name: str) -> FFN:
@@ -609,30 +436,14 @@ def _quantization(q: dict | None, t: dict, name: str) -> dict[str, str]:
 def attention_flops_per_token(model: ModelArch, context: int) -> float:
     """Attention score + value FLOPs for one new token attending ``context`` cached tokens (all layers).
 
-    Softmax attention: 2 x heads x (qk_dim + v_dim) x attended tokens (QK^T and PV multiply-adds).
-    MLA in absorbed form: per head the key is the latent + rope (kv_lora + rope) and the value the latent.
-    Windows cap the attended tokens; linear attention costs a constant 4 x heads x dk x dv per token;
-    compressed layers attend context / ratio entries (+ the window). Sparse indexers cap MLA at index_topk
-    keys but add the indexer's own 2 x index_heads x index_dim x context.
+    Each kind's rule is its ``Attention.flops_per_token`` (attention.py): softmax 2 x heads x (qk_dim + v_dim)
+    x attended tokens (windows cap them); MLA absorbed 2 x heads x (2 kv_lora + rope) x attended tokens; linear
+    attention a constant 4 x heads x dk x dv; compressed layers attend context / ratio entries (+ the window);
+    sparse indexers cap the attended keys at index_topk but add the indexer's 2 x index_heads x index_dim x context.
     """
     total = 0.0
     for layer in model.layers:
-        a = layer.attention
-        if a.kind == "linear":
-            total += 4.0 * a.num_heads * a.head_dim * a.v_head_dim
-            continue
-        n = float(context)
-        if a.window:
-            n = min(n, float(a.window)) if a.kv_compress_ratio == 1 else n
-        if a.kv_compress_ratio > 1:
-            n = context / a.kv_compress_ratio + (a.window or 0)
-        if a.index_topk and a.index_n_heads:
-            total += 2.0 * a.index_n_heads * a.index_head_dim * (context / a.kv_compress_ratio)
-            n = min(n, float(a.index_topk) + (a.window or 0))
-        if a.kind == "mla":
-            total += 2.0 * a.num_heads * ((a.kv_lora_rank or 0) * 2 + (a.qk_rope_head_dim or 0)) * n
-        else:
-            total += 2.0 * a.num_heads * (a.head_dim + a.v_head_dim) * n
+        total += layer.attention.flops_per_token(context)
     return total
 
 

@@ -76,7 +76,7 @@ def layout_problem(model: ModelArch, layout: Layout) -> str | None:
             return (f"TP={tp} does not divide the {a.num_heads} attention heads of layer {i} "
                     f"(valid TP sizes: {', '.join(map(str, valid_tp_sizes(model, 64)))})")
         kv = a.num_kv_heads
-        if a.kind not in ("mla", "linear") and kv % tp and tp % kv:
+        if not a.kv_split_ok(tp):  # the kind's TP rule (attention.py): softmax KV heads split or replicated evenly
             return (f"TP={tp} does not divide the {kv} KV heads of layer {i}, and the heads cannot be replicated "
                     f"evenly (TP must divide {kv} or be a multiple of it)")
     if layout.pp > model.num_layers:

@@ -20,7 +20,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .arch import Attention, Layer, ModelArch
+from .arch import Layer, ModelArch
+from .attention import INDEXER_BYTES_PER_ELEM, INDEXER_SCALE_BYTES, LINEAR_STATE_BYTES  # noqa: F401 (re-exported)
 from .engines import Engine
 from .errors import ClusterfitError
 from .hardware import System
@@ -34,30 +35,10 @@ CUDA_CONTEXT_BYTES = 150_109_880_320 - 149_557_477_376  # 552,402,944 B
 #: for the test tensors; the rest is cuBLAS/runtime start-up outside PyTorch's allocator.
 CUBLAS_BYTES = 149_557_477_376 - 149_289_041_920 - 102_760_448  # 165,675,008 B
 
-#: Bytes per element of linear-attention recurrent state (vLLM keeps Mamba/GDN state in the model dtype).
-LINEAR_STATE_BYTES = 2.0
-#: DeepSeek sparse-attention indexer keys: 128 fp8 values + one fp32 scale per token and layer (vLLM layout).
-INDEXER_BYTES_PER_ELEM = 1.0
-INDEXER_SCALE_BYTES = 4.0
-
 
 # ================================================================================================
 # Weights
 # ================================================================================================
-
-
-def _attention_split(model: ModelArch, a: Attention, tp: int) -> tuple[float, float]:
-    """(sharded, replicated) parameter counts of one attention layer under TP."""
-    h = model.hidden
-    if a.kind == "mla":
-        q_down = (h * a.q_lora_rank + a.q_lora_rank) if a.q_lora_rank else 0
-        kv_down = h * ((a.kv_lora_rank or 0) + (a.qk_rope_head_dim or 0)) + (a.kv_lora_rank or 0)
-        return -1.0, float(q_down + kv_down)  # -1: "the rest", filled in by the caller
-    if a.kind in ("gqa", "mha", "mqa") and a.num_kv_heads < tp:
-        kv_proj = 2 * h * a.num_kv_heads * a.head_dim
-        # each GPU keeps one full KV head: the KV projection is 1/num_kv per GPU instead of 1/tp
-        return -1.0, kv_proj * (1.0 / a.num_kv_heads - 1.0 / tp) * tp
-    return -1.0, 0.0
 
 
 def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout, include_mtp: bool = False) -> int:
@@ -77,9 +58,8 @@ def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
     attn_total = p["attention"] + p["linear_attention"]
     if attn_total:
         rep = 0.0
-        for layer in model.layers:
-            _, r = _attention_split(model, layer.attention, tp)
-            rep += r
+        for layer in model.layers:  # each kind's TP rule (attention.py)
+            rep += layer.attention.replicated_params(model.hidden, tp)
         sharded = attn_total - rep if rep < attn_total else 0.0
         per_gpu = sharded / tp + rep
         # split into the two components by their share, for their own formats
@@ -110,28 +90,6 @@ def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
 # ================================================================================================
 
 
-def _layer_kv_elems_per_token(a: Attention, kv_heads_per_gpu: float) -> float:
-    """Cached elements per token for one layer (no window cap; compression applied)."""
-    if a.kind == "linear":
-        return 0.0
-    if a.kind == "mla":
-        return float((a.kv_lora_rank or 0) + (a.qk_rope_head_dim or 0))
-    per = 2.0 * kv_heads_per_gpu * a.head_dim
-    if a.num_kv_heads == 1 and a.kv_compress_ratio >= 1 and a.q_lora_rank and a.head_dim >= 512:
-        per = float(a.head_dim)  # DeepSeek-V4: one shared KV vector (keys = values)
-    return per / a.kv_compress_ratio
-
-
-def _kv_heads_per_gpu(a: Attention, tp: int) -> float:
-    return max(1.0, a.num_kv_heads / tp)
-
-
-def _indexer_bytes_per_token(a: Attention) -> float:
-    if not a.index_cached:
-        return 0.0
-    return (a.index_head_dim * INDEXER_BYTES_PER_ELEM + INDEXER_SCALE_BYTES) / a.kv_compress_ratio
-
-
 def kv_bytes_per_token(model: ModelArch, precision: Precision) -> float:
     """KV bytes per token of the whole model, one copy (no TP sharding), before any window cap.
 
@@ -140,9 +98,7 @@ def kv_bytes_per_token(model: ModelArch, precision: Precision) -> float:
     """
     total = 0.0
     for layer in model.layers:
-        a = layer.attention
-        total += _layer_kv_elems_per_token(a, a.num_kv_heads) * precision.kv_bytes_per_elem
-        total += _indexer_bytes_per_token(a)
+        total += layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem)
     return total
 
 
@@ -156,9 +112,7 @@ def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: L
     them; MLA latents replicated on every TP rank). No window cap."""
     total = 0.0
     for layer in _stage_layers(model, layout):
-        a = layer.attention
-        total += _layer_kv_elems_per_token(a, _kv_heads_per_gpu(a, layout.tp)) * precision.kv_bytes_per_elem
-        total += _indexer_bytes_per_token(a)
+        total += layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem, layout.tp)
     return total
 
 
@@ -177,25 +131,9 @@ def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout
         raise ClusterfitError(f"block size must be >= 1 token, got {block_size}")
     total = 0.0
     for layer in _stage_layers(model, layout):
-        a = layer.attention
-        if a.kind == "linear":
-            total += a.linear_state_elems / layout.tp * LINEAR_STATE_BYTES
-            continue
-        per_tok = _layer_kv_elems_per_token(a, _kv_heads_per_gpu(a, layout.tp)) * precision.kv_bytes_per_elem
-        idx = _indexer_bytes_per_token(a)
-        if a.kv_compress_ratio > 1:
-            entries = math.ceil(context / a.kv_compress_ratio)
-            full = _layer_kv_elems_per_token(a, 1) * a.kv_compress_ratio * precision.kv_bytes_per_elem
-            total += _blocks(entries, block_size) * (per_tok + idx) * a.kv_compress_ratio
-            total += _blocks(min(context, a.window or 0), block_size) * full
-            continue
-        tokens = min(context, a.window) if a.window and not (chunked_full and a.chunked) else context
-        total += _blocks(tokens, block_size) * (per_tok + idx)
+        total += layer.attention.kv_bytes_per_sequence(context, precision.kv_bytes_per_elem, layout.tp, block_size,
+                                                       chunked_full)
     return total
-
-
-def _blocks(tokens: int, block_size: int) -> int:
-    return math.ceil(tokens / block_size) * block_size
 
 
 # ================================================================================================

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arch import FFN, Attention
+from ..arch import FFN
+from ..attention import Attention, ceil_div
 
 
 @dataclass(frozen=True)
@@ -43,37 +44,11 @@ class Gemm:
         return self.n * self.k * self.count
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 # ------------------------------------------------------------------------------------ attention GEMMs
 def attention_gemms(att: Attention, hidden: int, tp: int) -> list[Gemm]:
-    """Projection GEMMs of one attention layer on one TP rank (decode form for MLA: absorbed)."""
-    if att.kind == "linear":
-        return []  # handled by linear_attention_gemms (parameter count based)
-    hq = ceil_div(att.num_heads, tp)
-    if att.kind == "mla":
-        nope = att.head_dim - (att.qk_rope_head_dim or 0)
-        rope = att.qk_rope_head_dim or 0
-        g = []
-        if att.q_lora_rank:
-            g.append(Gemm("q_a_proj", "attention", att.q_lora_rank, hidden))
-            g.append(Gemm("q_b_proj", "attention", hq * att.head_dim, att.q_lora_rank))
-        else:
-            g.append(Gemm("q_proj", "attention", hq * att.head_dim, hidden))
-        kv_lora = att.kv_lora_rank or 0
-        g.append(Gemm("kv_a_proj", "attention", kv_lora + rope, hidden))
-        # kv_b_proj [hq*(nope+v), kv_lora]: applied to the query (W_UK) and the output (W_UV) in absorbed form;
-        # weights read once, FLOPs the same as projecting per token.
-        g.append(Gemm("kv_b_proj", "attention", hq * (nope + att.v_head_dim), kv_lora))
-        g.append(Gemm("o_proj", "attention", hidden, hq * att.v_head_dim))
-        return g
-    hkv = max(1, ceil_div(att.num_kv_heads, tp))
-    return [
-        Gemm("qkv_proj", "attention", (hq + 2 * hkv) * att.head_dim, hidden),
-        Gemm("o_proj", "attention", hidden, hq * att.v_head_dim),
-    ]
+    """Projection GEMMs of one attention layer on one TP rank (the kind's ``projections``; MLA in absorbed form;
+    linear attention: none here, see linear_attention_gemms)."""
+    return [Gemm(name, "attention", n, k) for name, n, k in att.projections(hidden, tp)]
 
 
 def linear_attention_gemms(linear_params_per_layer: int, hidden: int, tp: int) -> list[Gemm]:
@@ -89,57 +64,6 @@ def indexer_gemms(att: Attention, hidden: int, indexer_params_per_layer: int) ->
     if not att.index_n_heads or indexer_params_per_layer <= 0:
         return []
     return [Gemm("indexer_proj", "indexer", max(1, indexer_params_per_layer // hidden), hidden)]
-
-
-# ------------------------------------------------------------------------------ attention core (per token)
-def decode_attention_per_token(att: Attention, tp: int, kv_bytes_per_elem: float) -> tuple[float, float]:
-    """(flops, bytes) per cached token attended by one decoding query, on one TP rank.
-
-    GQA/MHA: K and V of the rank's KV heads are read (bytes) and every query head does a dot product
-    and a weighted sum (2*d + 2*dv FLOPs). MLA absorbed: the latent (kv_lora + rope) is read once for
-    all local heads; each head does 2*(kv_lora+rope) + 2*kv_lora FLOPs. Linear attention: 0 (state op).
-    """
-    if att.kind == "linear":
-        return 0.0, 0.0
-    hq = ceil_div(att.num_heads, tp)
-    if att.kind == "mla":
-        kv_lora = att.kv_lora_rank or 0
-        lat = kv_lora + (att.qk_rope_head_dim or 0)
-        return hq * (2.0 * lat + 2.0 * kv_lora), lat * kv_bytes_per_elem
-    hkv = max(1, ceil_div(att.num_kv_heads, tp))
-    return hq * (2.0 * att.head_dim + 2.0 * att.v_head_dim), hkv * (att.head_dim + att.v_head_dim) * kv_bytes_per_elem
-
-
-def prefill_attention_flops_per_pair(att: Attention, tp: int) -> float:
-    """FLOPs per (query, key) pair of causal flash attention on one TP rank (MLA: non-absorbed, MHA form)."""
-    if att.kind == "linear":
-        return 0.0
-    hq = ceil_div(att.num_heads, tp)
-    return hq * (2.0 * att.head_dim + 2.0 * att.v_head_dim)
-
-
-def prefill_kv_write_bytes_per_token(att: Attention, tp: int, kv_bytes_per_elem: float) -> float:
-    """Bytes written to the KV cache per new token on one TP rank."""
-    return decode_attention_per_token(att, tp, kv_bytes_per_elem)[1]
-
-
-def linear_attention_state_per_seq(att: Attention, tp: int) -> tuple[float, float]:
-    """(flops per token, state bytes read+written per decode step per sequence) of a linear-attention layer.
-
-    The recurrent state (``linear_state_elems``, kept in fp32 by the engines) is read and written once per
-    decode step; the update costs ~4 FLOPs per state element per token (decay, outer product, read-out).
-    """
-    if att.kind != "linear" or not att.linear_state_elems:
-        return 0.0, 0.0
-    elems = att.linear_state_elems / tp
-    return 4.0 * elems, 2.0 * 4.0 * elems
-
-
-def indexer_per_attended_token(att: Attention) -> tuple[float, float]:
-    """(flops, bytes) of the DSA lightning indexer per cached token scored by one query (fp8 keys)."""
-    if not att.index_n_heads:
-        return 0.0, 0.0
-    return 2.0 * att.index_n_heads * att.index_head_dim, float(att.index_head_dim)
 
 
 # ------------------------------------------------------------------------------------------------- FFN

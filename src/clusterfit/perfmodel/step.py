@@ -549,39 +549,29 @@ class _LayerTally:
 
 def _attention_key(att: Attention, tp: int, kvb: float,
                    eng: Engine) -> tuple[int, int, int, float, float, float, float, float, int, bool]:
-    """The AttentionGroup key (everything but the count) of one softmax-attention layer."""
-    dflops, dbytes = ops.decode_attention_per_token(att, tp, kvb)
-    pflops = ops.prefill_attention_flops_per_pair(att, tp)
-    iflops, ibytes = ops.indexer_per_attended_token(att) if att.index_n_heads else (0.0, 0.0)
-    if not att.index_cached:  # a layer sharing another layer's indexer reuses its top-k: no scoring
-        iflops, ibytes = 0.0, 0.0
-    kv_window = att.window or 0
-    if att.chunked and eng.chunked_attention_context_only:
-        kv_window = 0  # generation attends (and the cache keeps) the whole context; only prefill is chunked
-    return (kv_window, att.kv_compress_ratio or 1, att.index_topk or 0, dflops, dbytes, pflops, iflops, ibytes,
-            att.window or 0, bool(att.chunked))
+    """The AttentionGroup key (everything but the count) of one softmax-attention layer: the kind's attended keys
+    and per-key costs (attention.py)."""
+    dflops, dbytes = att.decode_cost(tp, kvb)
+    iflops, ibytes = att.index_cost()  # 0 where the layer reuses another layer's top-k: no scoring
+    return (att.decode_window(eng.chunked_attention_context_only), att.kv_compress_ratio or 1, att.index_topk or 0,
+            dflops, dbytes, att.prefill_flops_per_pair(tp), iflops, ibytes, att.window or 0, bool(att.chunked))
 
 
 def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: Engine) -> _LayerTally:
     """Count each distinct GEMM, attention and MoE shape over the model's layers, plus per-step totals."""
     hidden = model.hidden
     tally = _LayerTally()
-    n_linear = sum(1 for L in model.layers if L.attention.kind == "linear")
-    lin_params = model.params.get("linear_attention", 0) / max(n_linear, 1)
-    n_idx = sum(1 for L in model.layers if L.attention.index_n_heads and L.attention.index_cached) or \
-        sum(1 for L in model.layers if L.attention.index_n_heads)
-    idx_params = model.params.get("indexer", 0) / max(n_idx, 1)
     for L in model.layers:
         att, ffn = L.attention, L.ffn
         gl = ops.attention_gemms(att, hidden, tp)
-        if att.kind == "linear":
-            gl += ops.linear_attention_gemms(int(lin_params), hidden, tp)
-            f, b = ops.linear_attention_state_per_seq(att, tp)
+        if not att.caches_kv:  # linear attention: projections from the parameter count, a recurrent state
+            gl += ops.linear_attention_gemms(att.params, hidden, tp)
+            f, b = att.state_cost(tp)
             tally.lin_flops += f
             tally.lin_bytes += b
             tally.kv_state += b / 2.0
         if att.index_n_heads and att.index_cached:
-            gl += ops.indexer_gemms(att, hidden, int(idx_params))
+            gl += ops.indexer_gemms(att, hidden, att.indexer_params)
         if ffn.kind == "dense":
             gl += ops.dense_mlp_gemms(ffn, hidden, tp)
         else:
@@ -599,7 +589,7 @@ def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: E
         for g in gl:
             tally.gemm_counts[(g.name, g.component, g.n, g.k, g.rows)] += g.count
         tally.n_kernels += len(gl) + 4  # + attention, 2 norms, activation / rotary
-        if att.kind != "linear":
+        if att.caches_kv:
             tally.attn_counts[_attention_key(att, tp, kvb, eng)] += 1
         tally.elem_bytes += ops.elementwise_bytes_per_token(hidden, ffn, tp)
     return tally
@@ -649,11 +639,10 @@ def _trtllm_bench_estimate(model: ModelArch, gpu: Gpu, precision: Precision, wor
     """trtllm-bench's KV estimate (tuning.py calc_engine_setting) for ``Engine.batch_cap_rule`` 'trtllm_bench'."""
     if eng.batch_cap_rule != "trtllm_bench":
         return None
-    att0 = next((L.attention for L in model.layers if L.attention.kind != "linear"), None)
+    att0 = next((L.attention for L in model.layers if L.attention.caches_kv), None)
     if att0 is None:
         return None
-    kvh, hs = ((att0.num_heads, model.hidden // max(att0.num_heads, 1)) if att0.kind == "mla"
-               else (att0.num_kv_heads, att0.head_dim))
+    kvh, hs = att0.trtllm_bench_kv_shape(model.hidden)
     gib = 1024.0 ** 3
     per_token = 2.0 * len(model.layers) * max(tp_dp, kvh) * hs * (1.0 if precision.kv_bytes_per_elem <= 1.0 else 2.0) / gib
     ckpt = sum(precision.bytes_for(c, n) for c, n in model.params.items()
