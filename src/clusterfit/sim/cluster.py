@@ -13,6 +13,7 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,15 +47,15 @@ class SimRun:
     """Raw outcome of one simulation: the per-request ledger and the state the metrics need."""
 
     requests: dict[str, np.ndarray]
-    replicas: list[dict]
+    replicas: list[dict[str, Any]]
     samples: list[Sample]
-    events: list[dict]
+    events: list[dict[str, Any]]
     replica_seconds: float
     gpus_per_replica: int
     end_s: float
     sim_wall_s: float
     config: SimulationConfig
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def replicas_on_node(node: int, replicas: int, gpus_per_replica: int, gpus_per_node: int) -> list[int]:
@@ -66,6 +67,12 @@ def replicas_on_node(node: int, replicas: int, gpus_per_replica: int, gpus_per_n
         if first <= node <= last:
             out.append(r)
     return out
+
+
+def _engine_batched_tokens(step_model: StepModel) -> int:
+    """Tokens per step the step model's engine schedules, over its attention-DP ranks (0 without an engine)."""
+    engine = getattr(step_model, "engine", None)
+    return int(getattr(engine, "max_num_batched_tokens", 0) * int(getattr(step_model, "dp", 1) or 1))
 
 
 class Cluster:
@@ -86,9 +93,7 @@ class Cluster:
             raise ClusterfitError("max_num_seqs must be >= 1")
         self.kv_capacity = kv
         max_ctx = int(np.max(requests.input_tokens + requests.output_tokens))
-        engine = getattr(step_model, "engine", None)
-        self.max_num_batched_tokens = int(rspec.max_num_batched_tokens or (getattr(engine, "max_num_batched_tokens", 0)
-                                                       * int(getattr(step_model, "dp", 1) or 1)) or 8192)
+        self.max_num_batched_tokens = int(rspec.max_num_batched_tokens or _engine_batched_tokens(step_model) or 8192)
         self.timer = StepTimer(step_model, self.max_num_batched_tokens, self.max_num_seqs, max_ctx,
                                exact=config.exact_steps)
         self.gpus_per_replica = int(getattr(step_model, "gpus", 1) or 1)
@@ -107,7 +112,7 @@ class Cluster:
         self.seq = 0
         self.hold: deque[int] = deque()
         self.samples: list[Sample] = []
-        self.events: list[dict] = []
+        self.events: list[dict[str, Any]] = []
         self.pending_starts = 0
 
     # --- replicas -------------------------------------------------------------------------------

@@ -100,9 +100,9 @@ class SpeculativeSpec(_Strict):
 class ReplicaSpec(_Strict):
     """The engine's scheduler on one replica.
 
-    max_num_seqs: most sequences running at once (vLLM's name; default: the step model's ``max_batch``).
-    max_num_batched_tokens: most tokens (prefill chunks + decode tokens) per step (vLLM's name;
-        default: the step model's engine ``max_num_tokens``, else 8192).
+    max_num_seqs: most sequences running at once (vLLM's name; default: the step model's ``max_num_seqs``).
+    max_num_batched_tokens: most tokens (prefill chunks + decode tokens) per step (vLLM's name; default:
+        the step model's engine ``max_num_batched_tokens`` x its attention-DP ranks, else 8192).
     block_size: KV block size, tokens. watermark: share of KV blocks kept free at admission.
     max_queue: most requests waiting on a replica; beyond it arrivals are rejected (None: unbounded).
     """

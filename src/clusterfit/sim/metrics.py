@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ def meets_slo(ttft: np.ndarray, tpot: np.ndarray, status: np.ndarray, slo_ttft_s
 
 
 def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
-              ttft_percentile: float = 90.0) -> dict:
+              ttft_percentile: float = 90.0) -> dict[str, Any]:
     """The report of a run as one JSON-ready dict (the shape `clusterfit simulate --json` prints).
 
     ``holds_slo``: the TTFT at ``ttft_percentile`` and the mean TPOT of completed requests are within
@@ -128,7 +129,7 @@ def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if x.size else 0.0
 
 
-def per_replica(run: SimRun, ttft: np.ndarray, duration_s: float) -> list[dict]:
+def per_replica(run: SimRun, ttft: np.ndarray, duration_s: float) -> list[dict[str, Any]]:
     """Completed requests, preemptions, busy share and TTFT p50/p99 per replica."""
     rep_of = run.requests["replica"]
     out = []
@@ -139,7 +140,7 @@ def per_replica(run: SimRun, ttft: np.ndarray, duration_s: float) -> list[dict]:
     return out
 
 
-def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) -> list[dict]:
+def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) -> list[dict[str, Any]]:
     """Per time window (``run.extra['window_s']``): arrivals, completions, failures and output tokens/s
     of requests finishing in it (a request's tokens count in the window it ends), TTFT / e2e
     percentiles and goodput of the requests arriving in it, and sampled queue, KV and live replicas."""
@@ -181,7 +182,7 @@ def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) ->
     return out
 
 
-def write_windows_csv(report: dict, path: str | Path) -> None:
+def write_windows_csv(report: dict[str, Any], path: str | Path) -> None:
     """The per-window time series of ``report`` as CSV (one row per window)."""
     rows = report["windows"]
     with open(path, "w", newline="") as fh:

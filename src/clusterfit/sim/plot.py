@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def check_plot_path(path: str | Path) -> None:
     _pyplot()
 
 
-def plot_simulation(report: dict, run: SimRun, path: str | Path) -> Path:
+def plot_simulation(report: dict[str, Any], run: SimRun, path: str | Path) -> Path:
     """Write a PNG with the TTFT / TPOT / e2e latency CDFs and the time series (TTFT p50/p99 per
     window, waiting requests, KV utilisation, live replicas; failures and scaling marked)."""
     path = Path(path)
