@@ -215,8 +215,10 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
 
     # --- attention per layer (attention.py recognises the kind from the config) -------------------
     is_v4 = model_type == "deepseek_v4"
+    same: dict[Attention, Attention] = {}  # equal layers share one object (the perf model caches per object)
     for i in range(n_layers):
         att = attention_for_layer(t, i, ltypes[i], hidden, n_heads, n_kv, model_type)
+        att = same.setdefault(att, att)
         params[att.param_component] += att.params
         params["indexer"] += att.indexer_params
         attn_params.append((att.param_component, att.params + att.indexer_params))

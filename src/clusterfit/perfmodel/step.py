@@ -97,6 +97,11 @@ class GemmGroup:
     curve: GemmCurve
 
 
+#: AttentionGroup.key(): (kv_window, compress, topk, decode_flops, decode_bytes, prefill_flops, index_flops,
+#: index_bytes, prefill_window, chunked).
+AttentionKey = tuple[int, int, int, float, float, float, float, float, int, bool]
+
+
 @dataclass(frozen=True)
 class AttentionGroup:
     """Softmax-attention layers with identical per-key costs (``count`` layers of the whole model).
@@ -123,7 +128,7 @@ class AttentionGroup:
     prefill_window: int
     chunked: bool
 
-    def key(self) -> tuple[int, int, int, float, float, float, float, float, int, bool]:
+    def key(self) -> AttentionKey:
         """Everything but ``count``: layers with the same key are one group."""
         return (self.kv_window, self.compress, self.topk, self.decode_flops, self.decode_bytes, self.prefill_flops,
                 self.index_flops, self.index_bytes, self.prefill_window, self.chunked)
@@ -535,7 +540,7 @@ class _LayerTally:
     """What one walk over the layers collects (before formats and links are attached)."""
 
     gemm_counts: dict[tuple[str, str, int, int, str], float] = field(default_factory=lambda: defaultdict(float))
-    attn_counts: dict[tuple[int, int, int, float, float, float, float, float, int, bool], float] = field(
+    attn_counts: dict[AttentionKey, float] = field(
         default_factory=lambda: defaultdict(float))
     moe_counts: dict[FFN, float] = field(default_factory=lambda: defaultdict(float))
     lin_flops: float = 0.0
@@ -547,8 +552,7 @@ class _LayerTally:
     kv_state: float = 0.0
 
 
-def _attention_key(att: Attention, tp: int, kvb: float,
-                   eng: Engine) -> tuple[int, int, int, float, float, float, float, float, int, bool]:
+def _attention_key(att: Attention, tp: int, kvb: float, eng: Engine) -> AttentionKey:
     """The AttentionGroup key (everything but the count) of one softmax-attention layer: the kind's attended keys
     and per-key costs (attention.py)."""
     dflops, dbytes = att.decode_cost(tp, kvb)
@@ -561,9 +565,14 @@ def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: E
     """Count each distinct GEMM, attention and MoE shape over the model's layers, plus per-step totals."""
     hidden = model.hidden
     tally = _LayerTally()
+    per_att: dict[int, tuple[list[ops.Gemm], AttentionKey | None]] = {}  # equal layers share one Attention object
     for L in model.layers:
         att, ffn = L.attention, L.ffn
-        gl = ops.attention_gemms(att, hidden, tp)
+        cached = per_att.get(id(att))
+        if cached is None:
+            cached = per_att[id(att)] = (ops.attention_gemms(att, hidden, tp),
+                                         _attention_key(att, tp, kvb, eng) if att.caches_kv else None)
+        gl = list(cached[0])
         if not att.caches_kv:  # linear attention: projections from the parameter count, a recurrent state
             gl += ops.linear_attention_gemms(att.params, hidden, tp)
             f, b = att.state_cost(tp)
@@ -589,8 +598,8 @@ def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: E
         for g in gl:
             tally.gemm_counts[(g.name, g.component, g.n, g.k, g.rows)] += g.count
         tally.n_kernels += len(gl) + 4  # + attention, 2 norms, activation / rotary
-        if att.caches_kv:
-            tally.attn_counts[_attention_key(att, tp, kvb, eng)] += 1
+        if cached[1] is not None:
+            tally.attn_counts[cached[1]] += 1
         tally.elem_bytes += ops.elementwise_bytes_per_token(hidden, ffn, tp)
     return tally
 
