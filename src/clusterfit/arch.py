@@ -214,7 +214,6 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     ltypes = _layer_types(t, n_layers)
 
     # --- attention per layer (attention.py recognises the kind from the config) -------------------
-    is_v4 = model_type == "deepseek_v4"
     same: dict[Attention, Attention] = {}  # equal layers share one object (the perf model caches per object)
     for i in range(n_layers):
         att = attention_for_layer(t, i, ltypes[i], hidden, n_heads, n_kv, model_type)
@@ -256,12 +255,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         if params["vision"] == 0:
             notes.append("vision_config present but its shape is not given: vision tower not counted")
 
-    if model_type == "kimi_linear":
-        notes.append("Kimi Delta Attention and latent-MoE projection shapes follow the config fields; "
-                     "Moonshot's modeling code was not available to verify them (parameter count approximate)")
-    if is_v4:
-        notes.append("DeepSeek-V4 compressor and grouped output projection shapes follow the config fields; "
-                     "no published breakdown to verify them (parameter count approximate)")
+    notes += _unverified_shapes(model_type)
 
     return ModelArch(
         name=name, hidden=hidden, vocab=vocab, layers=tuple(layers), params=params, tie_embeddings=tie,
@@ -270,6 +264,17 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         quantization=_quantization(quant_cfg, t, name), notes=tuple(notes),
         source=str(config.get("_source", "")),
     )
+
+
+def _unverified_shapes(model_type: str) -> list[str]:
+    """Notes for architectures whose parameter shapes follow the config fields without a published check."""
+    if model_type == "kimi_linear":
+        return ["Kimi Delta Attention and latent-MoE projection shapes follow the config fields; "
+                "Moonshot's modeling code was not available to verify them (parameter count approximate)"]
+    if model_type == "deepseek_v4":
+        return ["DeepSeek-V4 compressor and grouped output projection shapes follow the config fields; "
+                "no published breakdown to verify them (parameter count approximate)"]
+    return []
 
 
 def _ffn_params(hidden: int, f: FFN, model_type: str, t: dict) -> dict[str, int]:
