@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .compose import Catalog, build_replica, load_model, resolve_precision
 from .errors import ClusterfitError
-from .schema import (FitRequest, FitResult, HardwareList, ModelList, ModelSummary, ParameterError, PerfRequest, PerfResult, PlanRequest,
+from .schema import (FitRequest, FitResult, HardwareList, ModelList, ModelSummary, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
                      PlanResult, Schema, SimResult, SimulateRequest, parse_request)
 
 if TYPE_CHECKING:
     from .arch import ModelArch
+    from .engines import Engine
+    from .hardware import System
     from .precision import Precision
     from .sim.cluster import SimRun
 
@@ -134,12 +136,53 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
         row = r.as_dict()
         row.update({"nodes_needed": need, "system_name": s.name, "gpu": s.gpu.id, "gpus_per_node": s.gpus_per_node,
                     "naive": naive.as_dict(), "gpu_memory_marketed_bytes": s.gpu.memory_bytes})
+        if req.sessions is not None:
+            sf = _sessions_fit(model, s, prec, eng, req, n, r.max_sequences if r.fits else 0)
+            row["sessions_fit"] = sf
+            if not sf.fit_on_shown_replica:
+                row["fits"] = False
+                row["reason"] = sf.explanation
         results.append(row)
     return FitResult.model_validate({
         "model": model_summary(model, prec), "precision": prec.name, "engine": eng.name,
         "engine_settings": {"fraction": eng.gpu_memory_utilization, "mode": eng.memory_mode,
                             "max_num_batched_tokens": eng.max_num_batched_tokens, "source": eng.memory_source},
         "context": req.context, "results": results})
+
+
+def _sessions_fit(model: ModelArch, system: System, precision: Precision, engine: Engine, req: FitRequest,
+                  shown_nodes: int, shown_sequences: int) -> SessionsFit:
+    """Whether ``req.sessions`` sessions of ``req.context`` tokens fit on the shown replica, and the fewest nodes
+    (replicas of 1..64 nodes with the default layout) that hold them."""
+    from .errors import ClusterfitError
+    from .memory import fit as memory_fit
+
+    wanted = int(req.sessions or 0)
+    best: tuple[int, int, int] | None = None            # (nodes, replicas, nodes per replica)
+    for per in range(1, 65):
+        try:
+            r = memory_fit(model, system, precision, None, per, engine, req.context, req.block_size)
+        except ClusterfitError:
+            continue
+        if not r.fits or r.max_sequences < 1:
+            continue
+        replicas = -(-wanted // r.max_sequences)
+        if best is None or replicas * per < best[0]:
+            best = (replicas * per, replicas, per)
+        if replicas == 1:
+            break                                        # more nodes per replica only add nodes
+    ok = shown_sequences >= wanted
+    ctx = f"{wanted:,} sessions of {req.context:,} tokens"
+    where = f"one replica on {shown_nodes} node(s) holds {shown_sequences:,}"
+    if best is None:
+        text = f"{ctx}: {where}; no replica of up to 64 nodes holds one"
+    else:
+        nodes, replicas, per = best
+        text = (f"{ctx} {'fit' if ok else 'do not fit'}: {where}; holding them takes {nodes} node(s) "
+                f"({replicas} replica(s) of {per} node(s))")
+    return SessionsFit(sessions=wanted, fit_on_shown_replica=ok, held_by_shown_replica=shown_sequences,
+                       replicas=best[1] if best else None, nodes_per_replica=best[2] if best else None,
+                       nodes=best[0] if best else None, explanation=text)
 
 
 # ================================================================================================ perf

@@ -122,6 +122,8 @@ class FitRequest(LayoutRequest):
     gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0)
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)
     block_size: int = Field(16, ge=1, le=4096, description="Paged-KV block size, tokens")
+    sessions: int | None = Field(None, ge=1, le=10_000_000,
+                                 description="Concurrent sessions of `context` tokens the deployment must hold")
     catalog: list[Path] = Field(default_factory=list, description="Extra hardware catalog files (YAML or TOML)")
 
 
@@ -300,8 +302,24 @@ class Reserve(Schema):
     total: int
 
 
+class SessionsFit(Schema):
+    """Whether ``sessions`` concurrent sessions of ``context`` tokens fit, and what holding them takes: the
+    fewest nodes over replicas of 1..64 nodes each (default layout), as replicas x nodes per replica."""
+
+    sessions: int
+    fit_on_shown_replica: bool
+    held_by_shown_replica: int
+    replicas: int | None
+    nodes_per_replica: int | None
+    nodes: int | None
+    explanation: str
+
+
 class SystemFit(Schema):
-    """The realistic fit of one replica on one system (bytes; per GPU where the name says so)."""
+    """The realistic fit of one replica on one system (bytes; per GPU where the name says so). With a
+    ``sessions`` request, ``fits`` also requires the shown replica to hold them (see ``sessions_fit``)."""
+
+    _omit_if_none = frozenset({"sessions_fit"})
 
     system: str
     nodes: int
@@ -329,6 +347,7 @@ class SystemFit(Schema):
     gpu: str
     gpus_per_node: int
     gpu_memory_marketed_bytes: int
+    sessions_fit: SessionsFit | None = None
 
 
 class EngineSettings(Schema):

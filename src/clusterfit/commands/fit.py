@@ -35,6 +35,8 @@ def fit_command(
     gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="Engine memory fraction (vLLM default 0.9)")] = None,
     max_num_batched_tokens: Annotated[Optional[int], typer.Option(help="Tokens per forward pass (activation workspace)")] = None,
     block_size: Annotated[int, typer.Option(help="Paged-KV block size, tokens")] = 16,
+    sessions: Annotated[Optional[int], typer.Option(
+        help="Concurrent sessions of --context tokens to hold: says whether they fit and how many nodes they need")] = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -45,7 +47,8 @@ def fit_command(
                              experts_precision=experts_precision, kv_dtype=kv_dtype, nodes=nodes, tp=tp, pp=pp,
                              ep=ep, dp=dp, context=context, engine=engine,
                              gpu_memory_utilization=gpu_memory_utilization,
-                             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size, catalog=catalog))
+                             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size, sessions=sessions,
+                             catalog=catalog))
     emit(result, as_json, lambda c: render_fit(c, result))
 
 
@@ -85,6 +88,11 @@ def render_fit(console: Console, result: FitResult) -> None:
     row("KV budget GB/GPU", lambda r: f"{r.kv_budget_bytes_per_gpu / GB:,.1f}")
     row("KV tokens per replica", lambda r: f"{r.max_kv_tokens:,}")
     row(f"max sequences @ {result.context:,}", lambda r: f"{r.max_sequences:,}")
+    if any(r.sessions_fit for r in result.results):
+        row("sessions wanted", lambda r: f"{r.sessions_fit.sessions:,}" if r.sessions_fit else "-")
+        row("nodes to hold them", lambda r: (f"{r.sessions_fit.nodes} ({r.sessions_fit.replicas} x "
+                                             f"{r.sessions_fit.nodes_per_replica})")
+            if r.sessions_fit and r.sessions_fit.nodes else "-")
     row("fits", lambda r: "[green]yes[/]" if r.fits else "[red]no[/]")
     console.print(t)
     for r in result.results:
