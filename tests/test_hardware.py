@@ -22,7 +22,7 @@ from clusterfit.hardware import (
     load_hardware,
     load_prices,
 )
-from clusterfit.report.hardware import hardware_table, render_hardware
+from clusterfit.report.hardware_table import hardware_table, render_hardware
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CATALOG_YAML = REPO / "src" / "clusterfit" / "catalog" / "hardware.yaml"

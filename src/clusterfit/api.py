@@ -66,7 +66,7 @@ def model_info(model: str, precision: str | None = None, kv_dtype: str | None = 
 
 def hardware(catalog: list[Path] | None = None) -> HardwareList:
     """The systems of the hardware catalog (plus user catalog files, later files win)."""
-    from .report.hardware import hardware_payload
+    from .report.hardware_table import hardware_payload
 
     return HardwareList.model_validate(hardware_payload(Catalog.load(catalog).hardware))
 

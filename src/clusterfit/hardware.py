@@ -379,10 +379,10 @@ def _validate(raw: Any, origin: str) -> CatalogFile:
     try:
         return CatalogFile.model_validate(raw)
     except ValidationError as exc:
-        raise ClusterfitError(_describe(exc, origin)) from None
+        raise ClusterfitError(_catalog_errors_message(exc, origin)) from None
 
 
-def _describe(exc: ValidationError, origin: str) -> str:
+def _catalog_errors_message(exc: ValidationError, origin: str) -> str:
     """One line per problem: 'file: gpus.h100_sxm.memory_gb: Input should be greater than 0 (got -80)'."""
     lines = []
     for err in exc.errors():

@@ -23,7 +23,7 @@ def hardware_command(
     result = api.hardware(catalog)
 
     def render(console: Console) -> None:
-        from ..report.hardware import render_hardware
+        from ..report.hardware_table import render_hardware
 
         render_hardware(console, [r.model_dump() for r in result.systems])
 

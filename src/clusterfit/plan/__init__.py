@@ -9,7 +9,7 @@ Public API::
 
 ``result`` is a ``clusterfit.schema.PlanResult`` (``clusterfit.plan(...)`` builds the question from keyword
 arguments or a scenario file). Modules: workload (lengths, loads, agent
-sessions, SLOs), scenario (YAML/TOML files), layouts (candidate TP/PP/EP/DP), capacity (per-replica
+sessions, SLOs), scenario (YAML/TOML files), layout_candidates (TP/PP/EP/DP), capacity (per-replica
 throughput and latency over a batch grid), queueing (percentile TTFT), search, cost, pareto, planner,
 verify (simulate the recommendation), plot.
 """

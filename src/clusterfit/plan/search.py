@@ -1,6 +1,6 @@
 """The search: every system x precision x KV dtype x valid layout x batch cap, aggregated and disaggregated.
 
-For each (system, precision, KV dtype) the candidate layouts are enumerated as arrays (layouts.py),
+For each (system, precision, KV dtype) the candidate layouts are enumerated as arrays (layout_candidates.py),
 pruned by a weight-bytes lower bound (a replica whose GPUs cannot even hold the weights is skipped before
 compiling), compiled once each (``perf.compile_step``), and evaluated over a whole batch grid at once
 (capacity.py). A candidate's capacity is the largest load one replica carries within the SLO; the
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..errors import ClusterfitError
 from .capacity import (AggregatedCurve, DecodeCurve, PrefillCapacity, aggregated_curve, batch_grid,
                        decode_curve, prefill_capacity)
-from .layouts import candidate_layouts
+from .layout_candidates import candidate_layouts
 from .workload import SLO, Workload
 
 if TYPE_CHECKING:
