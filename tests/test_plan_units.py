@@ -25,14 +25,17 @@ class LinearStep:
     """A fake StepModel: step = 10 ms + 0.1 ms per decode sequence + 0.02 ms per prefill token."""
 
     def __init__(self):
-        self.engine = SimpleNamespace(max_num_tokens=8192)
-        self.max_batch = 64
+        self.engine = SimpleNamespace(max_num_batched_tokens=8192)
+        self.max_num_seqs = 64
         self.gpus = 8
 
     def step_s(self, P, A, D, Ad, microbatches=None):
         return 0.010 + 1e-4 * np.asarray(D, float) + 2e-5 * np.asarray(P, float)
 
     def max_sequences(self, context):
+        return 1000.0
+
+    def kv_admitted_sequences(self, prompt, output):
         return 1000.0
 
 
