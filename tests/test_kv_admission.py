@@ -14,8 +14,8 @@ from clusterfit.layout import Layout
 from clusterfit.memory import kv_bytes_per_sequence
 from clusterfit.perfmodel import compile_step
 from clusterfit.perfmodel.serving import kv_limited_batch
-from clusterfit.plan.capacity import aggregated_curve, kv_batch_bound
-from clusterfit.plan.workload import SLO, Load, Workload
+from clusterfit.planning.capacity import aggregated_curve, kv_batch_bound
+from clusterfit.planning.workload import SLO, Load, Workload
 from clusterfit.precision import resolve_precision
 from clusterfit.sim import SimulationConfig
 from clusterfit.sim.cluster import Cluster

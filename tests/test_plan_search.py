@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterfit.plan.cost import EndpointPrice
-from clusterfit.plan.planner import PlanQuestion as PlanRequest
-from clusterfit.plan.planner import plan_cluster
+from clusterfit.planning.cost import EndpointPrice
+from clusterfit.planning.planner import PlanQuestion as PlanRequest
+from clusterfit.planning.planner import plan_cluster
 
 
 def plan(question: PlanRequest) -> dict:
     """The plan's JSON shape (what `clusterfit plan --json` prints)."""
     return plan_cluster(question).model_dump(mode="json")
-from clusterfit.plan.workload import SLO, Load, Workload
+from clusterfit.planning.workload import SLO, Load, Workload
 
 MODEL = "Qwen/Qwen3-8B"
 
@@ -146,7 +146,7 @@ def test_scenario_cli_agent_sessions_and_overrides(tmp_path):
 
 
 def test_long_tailed_lengths_cost_more_than_their_mean():
-    from clusterfit.plan.workload import LengthDist
+    from clusterfit.planning.workload import LengthDist
 
     fixed = Workload.simple(2000, 400, Load("requests_per_s", 40))
     tailed = Workload(LengthDist.from_percentiles(2000, {50: 1000, 99: 16000}), LengthDist.fixed(400),

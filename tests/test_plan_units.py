@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from clusterfit.errors import ClusterfitError
-from clusterfit.plan.capacity import aggregated_curve
-from clusterfit.plan.cost import EndpointPrice, Pool, break_even_rps, parse_price_overrides, usd_per_mtok, verdict
-from clusterfit.plan.pareto import pareto_front
-from clusterfit.plan.planner import _size_aggregated
-from clusterfit.plan.queueing import mean_wait_s, ttft_quantile_s
-from clusterfit.plan.scenario import load_scenario, parse_scenario
-from clusterfit.plan.workload import SLO, AgentSessions, LengthDist, Load, Workload
+from clusterfit.planning.capacity import aggregated_curve
+from clusterfit.planning.cost import EndpointPrice, Pool, break_even_rps, parse_price_overrides, usd_per_mtok, verdict
+from clusterfit.planning.pareto import pareto_front
+from clusterfit.planning.planner import _size_aggregated
+from clusterfit.planning.queueing import mean_wait_s, ttft_quantile_s
+from clusterfit.planning.scenario import load_scenario, parse_scenario
+from clusterfit.planning.workload import SLO, AgentSessions, LengthDist, Load, Workload
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -152,7 +152,7 @@ def test_scenario_file_errors(tmp_path):
 
 def test_speed_calibrated_only_for_nvidia():
     from clusterfit.hardware import load_hardware
-    from clusterfit.plan.planner import speed_calibrated
+    from clusterfit.planning.planner import speed_calibrated
 
     hw = load_hardware()
     assert speed_calibrated(hw.system("h200")) and speed_calibrated(hw.system("gb200_nvl72"))

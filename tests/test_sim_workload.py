@@ -122,7 +122,7 @@ def test_shipped_samples_load_and_are_reproducible(tmp_path):
 
 
 def test_simulation_section_and_scenario_workload():
-    from clusterfit.plan.scenario import parse_scenario
+    from clusterfit.planning.scenario import parse_scenario
 
     with pytest.raises(ClusterfitError, match="simulation: replicas"):
         parse_simulation({"replicas": 0})

@@ -17,7 +17,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("fit", "perf", "plan", "simulate", "simulation_run", "models", "model_info", "hardware")
+_API = ("fit", "perf", "plan", "simulate", "simulation_run", "models", "model_info", "systems")
 _SCHEMA = ("FitRequest", "FitResult", "PerfRequest", "PerfResult", "PlanRequest", "PlanResult", "SimulateRequest",
            "SimResult", "ModelSummary", "ModelList", "HardwareList", "ParameterError")
 __all__ = [*_API, *_SCHEMA, "ClusterfitError", "__version__"]

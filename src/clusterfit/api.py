@@ -64,7 +64,7 @@ def model_info(model: str, precision: str | None = None, kv_dtype: str | None = 
     return model_summary(m, resolve_precision(m, precision, None, kv_dtype))
 
 
-def hardware(catalog: list[Path] | None = None) -> HardwareList:
+def systems(catalog: list[Path] | None = None) -> HardwareList:
     """The systems of the hardware catalog (plus user catalog files, later files win)."""
     from .report.hardware_table import hardware_payload
 
@@ -211,8 +211,8 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
 # ================================================================================================ plan
 def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
     """The cheapest systems, layouts and replica counts that carry the load within the SLOs, with cost."""
-    from .plan.planner import plan_cluster
-    from .plan.question import build_question
+    from .planning.planner import plan_cluster
+    from .planning.question import build_question
 
     req = _request(PlanRequest, request, kwargs)
     question = build_question(req)

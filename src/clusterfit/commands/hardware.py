@@ -20,7 +20,7 @@ def hardware_command(
     """Systems you can size for: GPUs per node, scale-up domain, memory, bandwidth, dense peaks, network."""
     from .. import api
 
-    result = api.hardware(catalog)
+    result = api.systems(catalog)
 
     def render(console: Console) -> None:
         from ..report.hardware_table import render_hardware

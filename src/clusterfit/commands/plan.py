@@ -58,7 +58,7 @@ def plan_command(
         prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, no_disagg=no_disagg, verify=verify,
         verify_requests=verify_requests, catalog=catalog))
     if plot is not None:
-        from ..plan.plot import plot_pareto
+        from ..planning.plot import plot_pareto
 
         plot_pareto(result, plot)
         result.plot = str(plot)

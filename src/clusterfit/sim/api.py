@@ -53,7 +53,7 @@ def _dist_spec(dist) -> SampledLengthSpec:
 
 def build_requests(sim: SimulationConfig, workload=None) -> Requests:
     """The requests to simulate: a trace, or generated from the simulation section and the scenario's
-    workload (``clusterfit.plan.workload.Workload``; the simulation section's fields win)."""
+    workload (``clusterfit.planning.workload.Workload``; the simulation section's fields win)."""
     if sim.trace:
         return load_trace(sim.trace, limit=sim.requests)
     n = sim.requests or DEFAULT_REQUESTS
@@ -124,7 +124,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     workload = slo = None
     model, system, precision, kv_dtype, engine = req.model, req.system, req.precision, req.kv_dtype, req.engine
     if req.scenario is not None:
-        from ..plan.scenario import load_scenario
+        from ..planning.scenario import load_scenario
 
         scen = load_scenario(req.scenario)
         workload, slo = scen.to_workload(), scen.to_slo()
