@@ -2,12 +2,12 @@
 
 Public API::
 
-    from clusterfit.plan import PlanQuestion, plan_cluster, load_scenario, Workload, Load, SLO, LengthDist
+    from clusterfit.planning import PlanQuestion, plan_cluster, load_scenario, Workload, Load, SLO, LengthDist
     result = plan_cluster(PlanQuestion("zai-org/GLM-5.3", Workload.simple(4000, 500, Load("requests_per_s", 5)),
                                        SLO(ttft_s=2.0, tpot_s=0.05), systems=["h200", "b200", "h100"],
                                        precisions=["fp8"]))
 
-``result`` is a ``clusterfit.schema.PlanResult`` (``clusterfit.plan(...)`` builds the question from keyword
+``result`` is a ``clusterfit.schema.PlanResult`` (``clusterfit.planning(...)`` builds the question from keyword
 arguments or a scenario file). Modules: workload (lengths, loads, agent
 sessions, SLOs), scenario (YAML/TOML files), layout_candidates (TP/PP/EP/DP), capacity (per-replica
 throughput and latency over a batch grid), queueing (percentile TTFT), search, cost, pareto, planner,
