@@ -17,7 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .compose import Catalog, build_replica, load_model, resolve_precision
+from .arch import load_model
+from .compose import Catalog, build_replica
+from .precision import resolve_precision
 from .errors import ClusterfitError
 from .schema import (FitRequest, FitResult, HardwareList, ModelList, ModelSummary, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
                      PlanResult, Schema, SimResult, SimulateRequest, parse_request)

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .arch import ModelArch, load_model
+from .precision import resolve_precision
+
 if TYPE_CHECKING:
-    from .arch import ModelArch
     from .engines import Engine
     from .hardware import HardwareCatalog, System
     from .layout import Layout
@@ -55,22 +57,8 @@ class Catalog:
         return eng.for_gpu(system.gpu.id) if system is not None else eng
 
 
-def load_model(name: str) -> ModelArch:
-    """A model by HF id, alias or path to a config.json."""
-    from .arch import load_model as _load
-
-    return _load(name)
-
-
-def resolve_precision(model: ModelArch, precision: str | None = None, experts_precision: str | None = None,
-                      kv_dtype: str | None = None) -> Precision:
-    from .precision import resolve_precision as _resolve
-
-    return _resolve(model, precision, experts_precision, kv_dtype)
-
-
 @dataclass(frozen=True)
-class Replica:
+class CompiledReplica:
     """One compiled replica: what it runs, where, how it is split, under which engine, and its step model."""
 
     model: ModelArch
@@ -98,20 +86,20 @@ def choose_layout(model: ModelArch, system: System, precision: Precision, engine
 
 
 def compile_replica(model: ModelArch, system: System, precision: Precision, layout: Layout, engine: Engine,
-                    kv_budget_bytes_per_gpu: int | None = None) -> Replica:
+                    kv_budget_bytes_per_gpu: int | None = None) -> CompiledReplica:
     """Compile the step model of a resolved (model, system, precision, layout, engine)."""
     from .perfmodel import compile_step
 
     eng = engine.for_gpu(system.gpu.id)
     step = compile_step(model, system, layout, precision, eng, kv_budget_bytes_per_gpu=kv_budget_bytes_per_gpu)
-    return Replica(model, system, precision, layout, eng, step)
+    return CompiledReplica(model, system, precision, layout, eng, step)
 
 
 def build_replica(catalog: Catalog, model: str | ModelArch, system: str | System, *, precision: str | None = None,
                   experts_precision: str | None = None, kv_dtype: str | None = None, gpus: int | None = None,
                   tp: int | None = None, pp: int | None = None, ep: int | None = None, dp: int | None = None,
                   engine: str = "vllm", min_kv_tokens: int = DEFAULT_MIN_KV_TOKENS,
-                  require_kv: bool = True) -> Replica:
+                  require_kv: bool = True) -> CompiledReplica:
     """Names in, compiled replica out (see the module docstring). ``require_kv``: a layout that leaves no memory
     for the KV cache is an error naming the layout and precision."""
     from .errors import ClusterfitError

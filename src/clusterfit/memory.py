@@ -242,7 +242,7 @@ def naive_fit(total_params: float, precision_name: str, system: System, nodes: i
 
 
 @dataclass(frozen=True)
-class FitResult:
+class ReplicaMemoryFit:
     """The realistic fit of one replica of ``layout`` on ``nodes`` nodes of ``system`` (bytes, per GPU unless named)."""
 
     system: str
@@ -286,7 +286,7 @@ class FitResult:
 
 
 def fit(model: ModelArch, system: System, precision: Precision, layout: Layout | None, nodes: int, engine: Engine,
-        context: int = 32768, block_size: int = 16, include_mtp: bool = False) -> FitResult:
+        context: int = 32768, block_size: int = 16, include_mtp: bool = False) -> ReplicaMemoryFit:
     """Fit one replica on ``nodes`` nodes of ``system``: weights, reserve, KV budget, max sequences at ``context``.
 
     ``engine``: the serving engine (clusterfit.engines.get_engine(name), with Engine.with_settings overrides).
@@ -314,7 +314,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     notes: list[str] = []
     if not model.layers:
         fits = budget > 0
-        return FitResult(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, 0.0,
+        return ReplicaMemoryFit(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, 0.0,
                          0.0, 0.0, 0, 0, fits, "weights fit (no architecture: KV cache unknown)" if fits else
                          "weights and runtime reserve exceed the engine's memory budget", notes=tuple(notes))
     per_tok = kv_bytes_per_token(model, precision)
@@ -336,7 +336,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
         reason = f"KV budget {budget / 1e9:.2f} GB per GPU holds no sequence of {context} tokens"
     else:
         reason = f"{max_seqs} sequences of {context} tokens"
-    return FitResult(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, per_tok,
+    return ReplicaMemoryFit(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, per_tok,
                      per_tok_gpu, per_seq, max_tokens, max_seqs, fits, reason, notes=tuple(notes))
 
 

@@ -291,7 +291,7 @@ class NaiveFit(Schema):
     left_bytes: int
 
 
-class Reserve(Schema):
+class ReserveBytes(Schema):
     """Runtime reserve per GPU, bytes."""
 
     cuda_context: int
@@ -333,7 +333,7 @@ class SystemFit(Schema):
     device_bytes_per_gpu: int
     weight_bytes: int
     weight_bytes_per_gpu: int
-    reserve_bytes_per_gpu: Reserve
+    reserve_bytes_per_gpu: ReserveBytes
     kv_budget_bytes_per_gpu: int
     kv_budget_bytes: int
     kv_bytes_per_token: int
@@ -371,7 +371,7 @@ class FitResult(Schema):
 
 
 # =============================================================================================== perf
-class StepBreakdown(Schema):
+class StepSeconds(Schema):
     """Seconds of one engine step: the whole step, by kind (compute, memory, communication, overhead), by op."""
 
     step_s: float
@@ -400,7 +400,7 @@ class PerfResult(Schema):
     gpus: int
     kv_capacity_tokens: float
     weight_bytes_per_gpu: float
-    breakdown: StepBreakdown
+    breakdown: StepSeconds
 
 
 # ========================================================================================== simulate

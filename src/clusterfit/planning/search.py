@@ -97,7 +97,8 @@ def max_replica_gpus(system: System, max_nodes: int) -> int:
 
 def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -> SearchResult:
     """Compile and evaluate every candidate; returns them with their capacity curves."""
-    from ..compose import compile_replica, resolve_precision
+    from ..compose import compile_replica
+    from ..precision import resolve_precision
     from ..engines import get_engine
     from ..perfmodel.comm import links_for
 
