@@ -187,3 +187,40 @@ def test_api_names_stay_functions_when_every_module_is_loaded():
     for name in ("fit", "perf", "plan", "simulate", "simulation_run", "models", "model_info", "systems"):
         obj = getattr(cf, name)
         assert callable(obj) and not isinstance(obj, types.ModuleType), name
+
+
+def test_perf_concurrency_above_the_running_batch_queues_and_says_so():
+    """Llama-3.1-70B fp8 on 2x H100 TP2 under TensorRT-LLM admits 59 requests of 2048+2048 tokens (the KV
+    admission test pins 59); 200 clients: the other 141 wait (200/59 - 1) request cycles of osl x TPOT."""
+    kw = dict(model="llama-3.1-70b", system="h100", tp=2, precision="fp8", isl=2048, osl=2048, engine="trtllm")
+    at_cap = cf.perf(concurrency=59, **kw)
+    over = cf.perf(concurrency=200, **kw)
+    assert over.batch == at_cap.batch == 59 and at_cap.notes == []
+    assert over.tpot_s == at_cap.tpot_s
+    wait = (200 / 59 - 1) * 2048 * at_cap.tpot_s
+    assert over.ttft_s == pytest.approx(at_cap.ttft_s + wait, rel=1e-12)
+    assert "141 wait for a slot" in over.notes[0] and "KV cache" in over.notes[0]
+
+
+def test_perf_batch_that_does_not_fit_is_an_error(run_cli):
+    code, out, err = run_cli("perf", "llama-3.1-70b", "--system", "h100", "--tp", "2", "--precision", "fp8",
+                             "--isl", "2048", "--osl", "2048", "--batch", "500", "--context", "4096")
+    assert code == 2 and err.startswith("error: --batch: 500 sequences at context 4,096 do not fit")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--trace", "src/clusterfit/sim/traces/azure_conv_sample.csv", "--rate", "5"], "--rate: a trace gives"),
+    (["--isl", "10", "--osl", "5", "--rate", "1", "--seed", "-1"], "--seed: must be an integer in 0..4,294,967,295"),
+    (["--isl", "10", "--osl", "5", "--rate", "1", "--requests", "100000000"], "--requests: must be an integer in 1..5,000,000"),
+    (["--isl", "10", "--osl", "5", "--rate", "1", "--replicas", "10000000"], "--replicas: must be an integer in 1..4,096"),
+])
+def test_simulate_bounds_and_clashes(run_cli, args, says):
+    code, out, err = run_cli("simulate", "llama-3.1-8b", "--system", "h200", *args)
+    assert code == 2 and out == "" and says in " ".join(err.split()), err
+
+
+def test_autoscale_bounds_are_ordered():
+    from clusterfit.sim.api import parse_simulation
+
+    with pytest.raises(ClusterfitError, match="min_replicas .8. exceeds max_replicas .2."):
+        parse_simulation({"autoscale": {"min_replicas": 8, "max_replicas": 2}})

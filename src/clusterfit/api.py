@@ -26,6 +26,7 @@ from .schema import (FitRequest, FitResult, HardwareList, ModelList, ModelSummar
 
 if TYPE_CHECKING:
     from .arch import ModelArch
+    from .perfmodel.step import StepModel
     from .engines import Engine
     from .hardware import System
     from .precision import Precision
@@ -200,14 +201,44 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     rep = build_replica(Catalog.load(req.catalog), req.model, req.system, precision=req.precision,
                         experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,
                         pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False)
+    if req.batch is not None:
+        _check_batch_fits(rep.step, req.batch, req.context if req.context is not None else req.isl + req.osl / 2)
     out = predict(rep.model, rep.system, rep.layout, rep.precision, rep.engine, req.isl, req.osl,
                   concurrency=req.concurrency, batch=req.batch, context=req.context,
                   max_throughput=req.max_throughput, step_model=rep.step)
+    notes: list[str] = []
+    if req.concurrency is not None and req.concurrency > out["batch"]:
+        notes.append(_queue_concurrency(rep.step, out, req.concurrency, req.isl, req.osl))
     lay = rep.layout
     return PerfResult.model_validate({
         "model": rep.model.name, "system": rep.system.id, "engine": req.engine, "precision": rep.precision.name,
         "kv_dtype": rep.precision.kv_dtype, "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp},
-        "isl": req.isl, "osl": req.osl, **out})
+        "isl": req.isl, "osl": req.osl, **out, "notes": notes})
+
+
+def _check_batch_fits(step: StepModel, batch: int, context: float) -> None:
+    """A decode batch the KV cache cannot hold is an error naming what it holds."""
+    import numpy as np
+
+    holds = float(np.asarray(step.max_sequences(context)))
+    if batch > holds:
+        raise ParameterError("batch", f"{batch} sequences at context {context:,.0f} do not fit the KV cache: it holds "
+                             f"{holds:.0f} ({step.kv_capacity_tokens:,.0f} tokens)")
+
+
+def _queue_concurrency(step: StepModel, out: dict[str, Any], concurrency: int, isl: int, osl: int) -> str:
+    """Closed loop above the running batch B: the other requests wait for a slot. By Little's law each request
+    spends concurrency / throughput in the system, of which one request cycle (osl x TPOT) running, so the mean
+    wait is (concurrency / B - 1) x cycle; it is added to ``ttft_s`` in ``out``. Returns the note saying so."""
+    import numpy as np
+
+    b = float(out["batch"])
+    wait = (concurrency / b - 1.0) * osl * float(out["tpot_s"])
+    out["ttft_s"] = float(out["ttft_s"]) + wait
+    kv = float(np.asarray(step.kv_admitted_sequences(isl, osl)))
+    why = "the KV cache" if kv <= b else f"the engine's max_num_seqs ({step.max_num_seqs})"
+    return (f"concurrency {concurrency:,} is above the {b:.0f} requests the replica runs at once (limited by {why}); "
+            f"the other {concurrency - b:,.0f} wait for a slot, {wait * 1e3:,.0f} ms on average, included in TTFT")
 
 
 # ================================================================================================ plan

@@ -184,9 +184,9 @@ class SimulateRequest(LayoutRequest):
     rate: float | None = Field(None, gt=0)
     arrival: str | None = None
     trace: str | None = None
-    replicas: int | None = None
-    requests: int | None = None
-    seed: int | None = None
+    replicas: int | None = Field(None, ge=1, le=4096)
+    requests: int | None = Field(None, ge=1, le=5_000_000)
+    seed: int | None = Field(None, ge=0, le=2**32 - 1)
     policy: str | None = None
     fail_at: float | None = Field(None, ge=0)
     fail_replica: int = Field(0, ge=0)
@@ -401,6 +401,7 @@ class PerfResult(Schema):
     kv_capacity_tokens: float
     weight_bytes_per_gpu: float
     breakdown: StepSeconds
+    notes: list[str] = Field(default_factory=list, description="What the tool changed or assumed, in words")
 
 
 # ========================================================================================== simulate

@@ -74,3 +74,5 @@ def render_perf(console: Console, out: PerfResult) -> None:
     for k, v in out.breakdown.by_kind_s.items():
         b.add_row(f"[bold]{k}[/]", f"{v * 1e3:.3f}")
     console.print(b)
+    for note in out.notes:
+        console.print(f"[yellow]note:[/] {note}", soft_wrap=True)

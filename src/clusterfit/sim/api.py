@@ -151,7 +151,14 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
 
 
 def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationConfig:
-    """The scenario's simulation section with the request's options applied on top."""
+    """The scenario's simulation section with the request's options applied on top. A trace brings its own
+    arrivals and lengths: rate, arrival, isl, osl and length_cv cannot be given with it."""
+    if req.trace is not None or sim.trace is not None:
+        clash = [n for n, v in (("rate", req.rate), ("arrival", req.arrival), ("isl", req.isl), ("osl", req.osl))
+                 if v is not None] + (["length_cv"] if req.length_cv else [])
+        if clash:
+            raise ParameterError(clash[0], "a trace gives the arrivals and lengths; drop "
+                                 + ", ".join(f"--{c.replace('_', '-')}" for c in clash) + " or the trace")
     upd: dict[str, Any] = {}
     for key, val in (("replicas", req.replicas), ("requests", req.requests), ("seed", req.seed),
                      ("policy", req.policy), ("trace", req.trace)):

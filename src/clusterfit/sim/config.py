@@ -151,9 +151,22 @@ class AutoscaleSpec(_Strict):
     interval_s: float = Field(default=10.0, gt=0)
     up_outstanding: float = Field(default=32.0, gt=0)
     down_outstanding: float = Field(default=2.0, ge=0)
-    min_replicas: int = Field(default=1, ge=1)
-    max_replicas: int = Field(default=64, ge=1)
+    min_replicas: int = Field(default=1, ge=1, le=4096)
+    max_replicas: int = Field(default=64, ge=1, le=4096)
     startup_s: float = Field(default=60.0, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "AutoscaleSpec":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) exceeds max_replicas ({self.max_replicas})")
+        return self
+
+
+#: Bounds on the work one simulation may ask for: 1M requests over 64 replicas take ~20-30 s on one core
+#: (benchmarks/sim_speed.py) and ~100 bytes of arrays per request, so 5M requests stay within minutes and
+#: about a GB; 4,096 replicas is 32,768 GPUs of 8-GPU nodes.
+MAX_REQUESTS = 5_000_000
+MAX_REPLICAS = 4096
 
 
 class SimulationConfig(_Strict):
@@ -165,9 +178,9 @@ class SimulationConfig(_Strict):
     step instead of interpolating its tables (slow; for checking).
     """
 
-    replicas: int = Field(default=1, ge=1)
-    requests: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
     policy: Literal["round_robin", "random", "least_outstanding", "least_kv", "power_of_two",
                     "affinity"] = "least_outstanding"
     arrival: ArrivalSpec = ArrivalSpec()
