@@ -224,3 +224,14 @@ def test_autoscale_bounds_are_ordered():
 
     with pytest.raises(ClusterfitError, match="min_replicas .8. exceeds max_replicas .2."):
         parse_simulation({"autoscale": {"min_replicas": 8, "max_replicas": 2}})
+
+
+@pytest.mark.parametrize("args, says", [
+    (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--price", "hgx_h9000=3"],
+     "--price: unknown system 'hgx_h9000'"),
+    (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1e30"], "--rate: must be a number > 0"),
+    (["fit", "llama-3.1-8b", "--experts-precision", "fp8"], "has no routed experts"),
+])
+def test_nonsense_is_refused(run_cli, args, says):
+    code, out, err = run_cli(*args)
+    assert code == 2 and out == "" and says in " ".join(err.split()), err

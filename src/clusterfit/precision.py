@@ -121,6 +121,9 @@ def resolve_precision(model: ModelArch, precision: str | None = None, experts_pr
         if wf.bits_per_param >= 16:  # a 16-bit request also de-quantises the head and embeddings
             for c in COMPONENTS:
                 fmts[c] = wf
+    if experts_precision is not None and not model.params.get("routed_experts"):
+        raise ClusterfitError(f"experts_precision: {model.name} has no routed experts (a dense model); drop "
+                              f"--experts-precision")
     if experts_precision is not None:
         fmts["routed_experts"] = weight_format(experts_precision, hidden)
         label += f"+experts:{fmts['routed_experts'].name}"

@@ -97,7 +97,6 @@ def _describe(cls: type[Schema], field: str, err: Any) -> str:
 
 
 # ============================================================================================== requests
-Gpus = Field(None, ge=1, le=MAX_GPUS)
 
 
 class LayoutRequest(Schema):
@@ -148,9 +147,9 @@ class PlanRequest(Schema):
     model: str | None = None
     isl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Prompt tokens per request (mean)")
     osl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Output tokens per request (mean)")
-    rate: float | None = Field(None, gt=0, description="Target load, requests/s (whole cluster)")
-    concurrency: float | None = Field(None, gt=0, description="Target load, concurrent sessions")
-    tokens_per_s: float | None = Field(None, gt=0, description="Target load, output tokens/s (total)")
+    rate: float | None = Field(None, gt=0, le=1e6, description="Target load, requests/s (whole cluster)")
+    concurrency: float | None = Field(None, gt=0, le=1e8, description="Target load, concurrent sessions")
+    tokens_per_s: float | None = Field(None, gt=0, le=1e9, description="Target load, output tokens/s (total)")
     ttft_ms: float | None = Field(None, gt=0, description="TTFT target at ttft_percentile, ms")
     ttft_percentile: float = Field(90.0, ge=50.0, lt=100.0, description="TTFT percentile, e.g. 90 or 99")
     tpot_ms: float | None = Field(None, gt=0, description="TPOT target, ms per output token")

@@ -77,6 +77,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         raise ParameterError("model", "give a model (or 'model:' in the scenario)")
     q.model = model
     q.prices.update(parse_price_overrides(req.prices))
+    _check_price_keys(q)
     if req.endpoint_price is not None:
         q.endpoint = EndpointPrice.parse(req.endpoint_price)
     q.systems = systems or None
@@ -87,3 +88,16 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.max_nodes_per_replica = max_nodes or 4
     q.disaggregated = disagg
     return q
+
+
+def _check_price_keys(q: PlanQuestion) -> None:
+    """A price override must name a system id or a GPU id of the catalog (a typo would be silently ignored)."""
+    from ..errors import unknown
+
+    assert q.catalog is not None
+    hw = q.catalog.hardware
+    known = set(hw.systems) | {s.gpu.id for s in hw.systems.values()}
+    for key in q.prices:
+        if key not in known:
+            err = unknown("system", key, sorted(known))
+            raise ParameterError("prices", f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
