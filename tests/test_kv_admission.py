@@ -94,3 +94,20 @@ def test_example_from_the_issue():
                       get_engine("trtllm"))
     wl = Workload.simple(2048, 2048, Load("requests_per_s", 1.0))
     assert float(kv_limited_batch(sm, 2048, 2048)) == kv_batch_bound(sm, wl) == 59
+
+
+@pytest.mark.parametrize("model,system,precision,layout", [(m, s, p, lays[-1]) for m, s, p, lays in CASES],
+                         ids=[m.split("/")[1] for m, _s, _p, _l in CASES])
+def test_bulk_reservations_equal_the_per_request_rule(model, system, precision, layout):
+    """The simulator evaluates the first-admission reservations once, vectorised over all requests
+    (sim.ledger.Ledger); each must equal the scalar rule's value bit for bit."""
+    from clusterfit.sim.ledger import Ledger
+
+    rng = np.random.default_rng(3)
+    n = 300
+    reqs = Requests.build(np.zeros(n), rng.integers(1, 40_000, n), rng.integers(1, 9_000, n))
+    for engine in ("vllm", "trtllm"):
+        sm = _step(model, system, precision, layout, engine, budget=8e9)
+        bulk = Ledger(reqs, sm).reservation_bytes
+        one = [float(sm.kv_reservation_bytes(int(p), int(o))) for p, o in zip(reqs.input_tokens, reqs.output_tokens)]
+        assert bulk == one

@@ -60,7 +60,7 @@ class Balancer:
         policy = self.policy
         n = len(load)
         if policy == "least_outstanding" or (policy == "affinity" and key < 0):
-            r = min(range(n), key=load.__getitem__)
+            r = load.index(min(load))  # the first least loaded (as min(range(n), key=load.__getitem__))
         elif policy == "round_robin":
             for _ in range(n):
                 r = self._rr % n

@@ -21,7 +21,7 @@ from ..errors import ClusterfitError
 from .balancer import Balancer
 from .config import SimulationConfig
 from .ledger import FAILED, PENDING, REJECTED, Ledger
-from .replica import Replica
+from .replica import Replica, kv_rule
 from .stepmodel import StepModel, StepTimer
 from .requests import Requests
 
@@ -83,7 +83,7 @@ class Cluster:
         if len(requests) == 0:
             raise ClusterfitError("no requests to simulate")
         self.config = config
-        self.ledger = Ledger(requests)
+        self.ledger = Ledger(requests, kv_rule(step_model))
         rspec = config.replica
         self.max_num_seqs = int(rspec.max_num_seqs or step_model.max_num_seqs)
         kv = int(step_model.kv_capacity_tokens)
@@ -285,20 +285,24 @@ class Cluster:
         replicas = self.replicas
         load = self.load
         route = self._route
+        heappop, heappush, inf = heapq.heappop, heapq.heappush, math.inf
         i = 0
         t = arrivals[0]
         while True:
-            ta = arrivals[i] if i < n else math.inf
+            ta = arrivals[i] if i < n else inf
             if heap and heap[0][0] <= ta:
-                t, _, kind, a, b = heapq.heappop(heap)
+                t, _, kind, a, b = heappop(heap)
                 if kind == _REPLICA:
                     rep = replicas[a]
                     if b != rep.version:
                         continue
                     rep.finish_event()
-                    self._schedule(rep)
+                    tn = rep.plan()  # _schedule, inline
+                    if tn != inf:
+                        self.seq += 1
+                        heappush(heap, (tn, self.seq, _REPLICA, a, rep.version))
                     if rep.accepting:
-                        load[a] = rep.outstanding()
+                        load[a] = len(rep.waiting) + len(rep.prefill) + rep.d  # rep.outstanding()
                     elif rep.alive and rep.outstanding() == 0:
                         self._stop(rep, t)
                 else:

@@ -4,6 +4,7 @@ them millions of times, and list indexing is several times faster than numpy sca
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -19,9 +20,12 @@ class Ledger:
     status: PENDING, COMPLETED, REJECTED or FAILED. replica: the replica that served it last (-1).
     retries: times it was re-sent after losing its replica. preemptions: times it was preempted.
     generated: output tokens produced before a preemption (recomputed on readmission), tokens.
+    reservation_bytes: the KV bytes each request reserves at its first admission,
+        ``kv_rule.kv_reservation_bytes(input_tokens, output_tokens)`` evaluated once over all requests
+        (empty without a ``kv_rule``; see sim.replica).
     """
 
-    def __init__(self, requests: Requests) -> None:
+    def __init__(self, requests: Requests, kv_rule: Any = None) -> None:
         n = len(requests)
         self.n = n
         self.arrival_s: list[float] = requests.arrival_s.tolist()
@@ -36,6 +40,11 @@ class Ledger:
         self.retries: list[int] = [0] * n
         self.preemptions: list[int] = [0] * n
         self.generated: list[int] = [0] * n
+        self.reservation_bytes: list[float] = []
+        if kv_rule is not None:
+            # one vectorised call instead of one per admission (elementwise float64: the same values)
+            res = np.asarray(kv_rule.kv_reservation_bytes(requests.input_tokens, requests.output_tokens), float)
+            self.reservation_bytes = np.broadcast_to(res, (n,)).tolist()
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The ledger as numpy arrays, keyed by field name."""

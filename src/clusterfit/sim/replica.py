@@ -50,6 +50,11 @@ SEGMENT_CAP_STEPS = 512  # most decode steps planned at once with the exact step
 LINEAR_SEGMENT_CAP_STEPS = 1 << 20  # with tables a segment is O(1) however long
 
 
+def kv_rule(model: Any) -> Any:
+    """The step model if it has the KV-admission members (``kv_reservation_bytes`` ...), else None."""
+    return model if hasattr(model, "kv_reservation_bytes") else None
+
+
 class Replica:
     """The scheduler state of one replica (all token counts in tokens, times in seconds)."""
 
@@ -75,12 +80,14 @@ class Replica:
             self.draft_factor = 1.0 + sp.draft_cost * k
         self.alive = True
         self.accepting = True
-        rule = getattr(timer, "model", None)
-        self.kv_rule: Any = rule if hasattr(rule, "kv_reservation_bytes") else None
+        rule = kv_rule(getattr(timer, "model", None))
+        self.kv_rule: Any = rule
         self.ranks, self.rank_budget = 1, math.inf
-        if self.kv_rule is not None:
+        if rule is not None:
             self.ranks = max(1, int(getattr(rule, "dp", 1) or 1))
-            self.rank_budget = float(self.kv_rule.kv_rank_budget_bytes)
+            self.rank_budget = float(rule.kv_rank_budget_bytes)
+        # a reservation fits a rank's pool up to this many bytes (see _rank_for)
+        self.rank_limit = self.rank_budget * (1.0 + 1e-12)
         self.peak_batch = 0  # most requests admitted at once (prefilling + decoding) over the run
         self.reset(0.0)
         self.preemptions = 0
@@ -219,7 +226,7 @@ class Replica:
         or -1. The tolerance absorbs the rounding of summing reservations one by one against perf's division."""
         res = self.rank_reserved
         rank = min(range(self.ranks), key=res.__getitem__) if self.ranks > 1 else 0
-        if res[rank] + cost <= self.rank_budget * (1.0 + 1e-12) or res[rank] <= 0.0:
+        if res[rank] + cost <= self.rank_limit or res[rank] <= 0.0:
             return rank
         return -1
 
@@ -238,6 +245,9 @@ class Replica:
         waiting = self.waiting
         block = self.block
         rule = self.kv_rule
+        first_cost = led.reservation_bytes  # per request, precomputed (generated == 0)
+        one_rank = self.ranks == 1
+        rank_reserved = self.rank_reserved
         # KV held + the next step's decode tokens, tokens
         used = self.prefill_reserved + self.S + self.d * (block + self.tokens_per_step)
         while waiting and self.d + len(self.prefill) < self.max_batch:
@@ -248,11 +258,20 @@ class Replica:
             if used + reserve > self.admit_cap:
                 break
             if rule is not None:
-                cost = float(rule.kv_reservation_bytes(ctx, led.output_tokens[req] - gen))
-                rank = self._rank_for(cost)
-                if rank < 0:
-                    break
-                self.rank_reserved[rank] += cost
+                if gen == 0 and first_cost:
+                    cost = first_cost[req]
+                else:  # readmitted after a preemption: its context so far and the output still to come
+                    cost = float(rule.kv_reservation_bytes(ctx, led.output_tokens[req] - gen))
+                if one_rank:  # _rank_for inline
+                    held = rank_reserved[0]
+                    if held + cost > self.rank_limit and held > 0.0:
+                        break
+                    rank = 0
+                else:
+                    rank = self._rank_for(cost)
+                    if rank < 0:
+                        break
+                rank_reserved[rank] += cost
                 self.reserved[req] = (rank, cost)
             used += reserve
             waiting.popleft()
@@ -344,24 +363,36 @@ class Replica:
                 break
             heapq.heappop(heap)
         e = self.tokens_per_step
-        n_done = max(1, math.ceil((heap[0][0] - self.G) / e - 1e-9))
-        growth = self.d * e
-        n_kv = max(1, int((self.cap - self.kv_used) // growth))
-        n = min(n_done, n_kv)
-        self.seg_t0 = self.clock
+        d = self.d
+        # (conditionals instead of min/max: this runs once per decode segment)
+        n = math.ceil((heap[0][0] - self.G) / e - 1e-9)  # steps to the next completion
+        if n < 1:
+            n = 1
+        n_kv = int((self.cap - (self.prefill_reserved + self.S + d * self.block)) // (d * e))  # KV limit
+        if n_kv < n:
+            n = n_kv if n_kv > 1 else 1
+        clock = self.clock
+        self.seg_t0 = clock
         self.in_segment = True
         timer = self.timer
         if timer.exact:
-            n = min(n, SEGMENT_CAP_STEPS)
-            times = timer.decode_steps_s(self.d, self.S, n, e, self.verify) * self.draft_factor
+            if n > SEGMENT_CAP_STEPS:
+                n = SEGMENT_CAP_STEPS
+            times = timer.decode_steps_s(d, self.S, n, e, self.verify) * self.draft_factor
             self.seg_cum = np.cumsum(times)
-        else:
-            alpha, beta, n_lin = timer.decode_linear(self.d, self.S, e, self.verify)
-            n = min(n, n_lin, LINEAR_SEGMENT_CAP_STEPS)
-            self.seg_alpha = alpha * self.draft_factor
-            self.seg_beta = beta * self.draft_factor
+            self.seg_n = n
+            return clock + self._seg_elapsed(n)
+        alpha, beta, n_lin = timer.decode_linear(d, self.S, e, self.verify)
+        if n_lin < n:
+            n = n_lin
+        if n > LINEAR_SEGMENT_CAP_STEPS:
+            n = LINEAR_SEGMENT_CAP_STEPS
+        alpha *= self.draft_factor
+        beta *= self.draft_factor
+        self.seg_alpha = alpha
+        self.seg_beta = beta
         self.seg_n = n
-        return self.clock + self._seg_elapsed(n)
+        return clock + (n * alpha + beta * (n * (n - 1) // 2))  # _seg_elapsed(n)
 
     def _seg_elapsed(self, k: int) -> float:
         """Seconds from the segment start to the end of its ``k``-th step."""
@@ -419,7 +450,11 @@ class Replica:
         led.finish_s[req] = t
         led.status[req] = COMPLETED
         self.completed += 1
-        self._release(req)
+        held = self.reserved.pop(req, None)  # _release, inline
+        if held is not None:
+            rank, cost = held
+            left = self.rank_reserved[rank] - cost
+            self.rank_reserved[rank] = left if left > 0.0 else 0.0
         key = led.prefix_key[req]
         if self.prefix_cache and key >= 0:
             tok = int(ctx)

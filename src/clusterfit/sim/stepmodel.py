@@ -177,13 +177,21 @@ class StepTimer:
         if self._d_exact and not verify_tokens:  # fast path: the batch is a table row
             f = self._F_list[0][d]
             row = self._Adec_list[d]
-            ic, _ = self._locate(cax, c0)
+            last = len(cax) - 1
+            # ic = _locate(cax, c0)[0], inline
+            if c0 <= cax[0]:
+                ic = 0
+            elif c0 >= cax[last]:
+                ic = last - 1
+            else:
+                ic = bisect_right(cax, c0) - 1
             x0, x1 = cax[ic], cax[ic + 1]
             slope = (row[ic + 1] - row[ic]) / (x1 - x0)
             alpha = f + row[ic] + slope * (c0 - x0)
-            if c0 >= x1 or ic + 2 >= len(cax) and c0 >= x0:
+            if c0 >= x1 or ic + 1 >= last and c0 >= x0:
                 return alpha, slope * tokens_per_step, 1 << 30
-            return alpha, slope * tokens_per_step, max(1, int((x1 - c0) / tokens_per_step) + 1)
+            steps = int((x1 - c0) / tokens_per_step) + 1
+            return alpha, slope * tokens_per_step, steps if steps > 1 else 1
         idd, wd = self._d_index(d)
         extra = d * verify_tokens
         F = self._F_list
