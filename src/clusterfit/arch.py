@@ -7,8 +7,9 @@ memory and performance models can give each group its own precision and sharding
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .attention import Attention, attention_for_layer
 from .errors import ClusterfitError
@@ -136,6 +137,28 @@ class ModelArch:
         for layer in self.layers:
             out[layer.ffn.kind] = out.get(layer.ffn.kind, 0) + 1
         return out
+
+
+#: Per-model memo of derived figures (see model_memo): id(model) -> (weak reference, memo).
+_MEMO: dict[int, tuple[weakref.ref[ModelArch], dict[Any, Any]]] = {}
+
+
+def model_memo(model: ModelArch) -> dict[Any, Any]:
+    """A dict that lives as long as ``model``, for figures that depend only on the model and a few hashable arguments
+    (per-layer walks the performance and memory models repeat for every layout of a search). A ModelArch is frozen
+    (its layers a tuple), so a figure computed once stays valid; callers key their entries by their own name and
+    arguments and store exactly what the uncached code computes (results are bit-identical)."""
+    key = id(model)
+    entry = _MEMO.get(key)
+    if entry is not None and entry[0]() is model:
+        return entry[1]
+    memo: dict[Any, Any] = {}
+
+    def forget(_ref: weakref.ref[ModelArch]) -> None:  # runs when the model is freed, before its id can be reused
+        _MEMO.pop(key, None)
+
+    _MEMO[key] = (weakref.ref(model, forget), memo)
+    return memo
 
 
 # ================================================================================================
@@ -539,15 +562,10 @@ def read_config_file(path) -> dict:
     import json
     from pathlib import Path
 
+    from .inputs import parse_document, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ClusterfitError(f"cannot read {p}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ClusterfitError(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    data = parse_document(read_text(p, "model config"), str(p), "json")
     if not isinstance(data, dict):
         raise ClusterfitError(f"{p} must hold a JSON object (a Hugging Face config.json)")
     return data

@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .arch import Layer, ModelArch
+from .arch import Layer, ModelArch, model_memo
 from .attention import INDEXER_BYTES_PER_ELEM, INDEXER_SCALE_BYTES, LINEAR_STATE_BYTES  # noqa: F401 (re-exported)
 from .engines import Engine
 from .errors import ClusterfitError
@@ -57,9 +57,7 @@ def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
     # attention: split across tp, with replicated pieces
     attn_total = p["attention"] + p["linear_attention"]
     if attn_total:
-        rep = 0.0
-        for layer in model.layers:  # each kind's TP rule (attention.py)
-            rep += layer.attention.replicated_params(model.hidden, tp)
+        rep = _replicated_attention_params(model, tp)
         sharded = attn_total - rep if rep < attn_total else 0.0
         per_gpu = sharded / tp + rep
         # split into the two components by their share, for their own formats
@@ -85,6 +83,19 @@ def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
     return int(math.ceil(b))
 
 
+def _replicated_attention_params(model: ModelArch, tp: int) -> float:
+    """Attention parameters every TP rank holds whole, summed over the layers (each kind's TP rule, attention.py);
+    once per (model, tp)."""
+    memo = model_memo(model)
+    key = ("memory._replicated_attention_params", tp)
+    if key not in memo:
+        rep = 0.0
+        for layer in model.layers:
+            rep += layer.attention.replicated_params(model.hidden, tp)
+        memo[key] = rep
+    return memo[key]
+
+
 # ================================================================================================
 # KV cache
 # ================================================================================================
@@ -96,10 +107,14 @@ def kv_bytes_per_token(model: ModelArch, precision: Precision) -> float:
     Llama-3.1-70B bf16: 80 layers x 2 (K,V) x 8 heads x 128 x 2 B = 327,680.
     DeepSeek-V3 bf16 (MLA latent + rope key): 61 x (512 + 64) x 2 B = 70,272.
     """
-    total = 0.0
-    for layer in model.layers:
-        total += layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem)
-    return total
+    memo = model_memo(model)
+    key = ("memory.kv_bytes_per_token", precision.kv_bytes_per_elem)
+    if key not in memo:
+        total = 0.0
+        for layer in model.layers:
+            total += layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem)
+        memo[key] = total
+    return memo[key]
 
 
 def _stage_layers(model: ModelArch, layout: Layout) -> Sequence[Layer]:
@@ -110,10 +125,14 @@ def _stage_layers(model: ModelArch, layout: Layout) -> Sequence[Layer]:
 def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: Layout) -> float:
     """KV bytes per token on one GPU of the largest stage (KV heads split by tp, replicated when tp exceeds
     them; MLA latents replicated on every TP rank). No window cap."""
-    total = 0.0
-    for layer in _stage_layers(model, layout):
-        total += layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem, layout.tp)
-    return total
+    memo = model_memo(model)
+    key = ("memory.kv_bytes_per_token_per_gpu", precision.kv_bytes_per_elem, layout.tp, layout.pp)
+    if key not in memo:
+        total = 0.0
+        for layer in _stage_layers(model, layout):
+            total += layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem, layout.tp)
+        memo[key] = total
+    return memo[key]
 
 
 def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout, context: int,
@@ -129,11 +148,16 @@ def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout
         raise ClusterfitError(f"context must be >= 0 tokens, got {context}")
     if block_size < 1:
         raise ClusterfitError(f"block size must be >= 1 token, got {block_size}")
-    total = 0.0
-    for layer in _stage_layers(model, layout):
-        total += layer.attention.kv_bytes_per_sequence(context, precision.kv_bytes_per_elem, layout.tp, block_size,
-                                                       chunked_full)
-    return total
+    memo = model_memo(model)
+    key = ("memory.kv_bytes_per_sequence", precision.kv_bytes_per_elem, layout.tp, layout.pp, context, block_size,
+           chunked_full)
+    if key not in memo:
+        total = 0.0
+        for layer in _stage_layers(model, layout):
+            total += layer.attention.kv_bytes_per_sequence(context, precision.kv_bytes_per_elem, layout.tp, block_size,
+                                                           chunked_full)
+        memo[key] = total
+    return memo[key]
 
 
 # ================================================================================================
@@ -151,6 +175,19 @@ def activation_bytes_per_gpu(model: ModelArch, layout: Layout, engine: Engine) -
     if not model.layers:
         return 0
     T = engine.max_num_batched_tokens
+    widest = _widest_activation(model, layout)
+    per_token = 2 * model.hidden + widest
+    logits = engine.max_num_seqs * model.vocab / layout.tp * 4
+    return int(T * per_token * 2 + logits)
+
+
+def _widest_activation(model: ModelArch, layout: Layout) -> float:
+    """The widest per-token projection output of a layer on one GPU of ``layout`` (activation_bytes_per_gpu);
+    once per (model, tp, moe_tp)."""
+    memo = model_memo(model)
+    key = ("memory._widest_activation", layout.tp, layout.moe_tp)
+    if key in memo:
+        return memo[key]
     widest = 0.0
     for layer in model.layers:
         a, f = layer.attention, layer.ffn
@@ -161,9 +198,8 @@ def activation_bytes_per_gpu(model: ModelArch, layout: Layout, engine: Engine) -
         else:
             widest = max(widest, f.top_k * (3 * f.expert_intermediate / layout.moe_tp) + f.top_k * model.hidden,
                           2 * f.num_shared * f.shared_intermediate / layout.tp)
-    per_token = 2 * model.hidden + widest
-    logits = engine.max_num_seqs * model.vocab / layout.tp * 4
-    return int(T * per_token * 2 + logits)
+    memo[key] = widest
+    return widest
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any, Union
 import numpy as np
 import numpy.typing as npt
 
-from ..arch import FFN, Attention, ModelArch
+from ..arch import FFN, Attention, ModelArch, model_memo
 from ..engines import Engine
 from ..hardware import Gpu, System
 from ..layout import Layout
@@ -604,6 +604,18 @@ def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: E
     return tally
 
 
+def _walk_layers_memo(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: Engine) -> _LayerTally:
+    """``_walk_layers``, computed once per model and (tp, dp, ep, KV bytes, the engine's chunked-attention rule):
+    the walk reads nothing else, and the layouts of one search repeat few of these (DeepSeek-V3's plan: 12 walks for
+    182 compiles). The tally is shared: callers only read it."""
+    key = ("step._walk_layers", tp, dp, ep, kvb, bool(eng.chunked_attention_context_only))
+    memo = model_memo(model)
+    tally = memo.get(key)
+    if tally is None:
+        tally = memo[key] = _walk_layers(model, tp, dp, ep, kvb, eng)
+    return tally
+
+
 def _gemm_groups(tally: _LayerTally, model: ModelArch, gpu: Gpu, precision: Precision, tp: int, curves: KernelCurves,
                  eng: Engine) -> tuple[GemmGroup, ...]:
     """The dense GEMMs with their formats and the engine-scaled efficiency curves, then the LM head."""
@@ -676,7 +688,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     gpus = tp * dp * pp
     moe_tp = max(1, (tp * dp) // max(ep, 1))
     frac = 1.0 / pp  # layers per GPU as a fraction of all layers (for weights / KV per GPU)
-    tally = _walk_layers(model, tp, dp, ep, precision.kv_bytes_per_elem, eng)
+    tally = _walk_layers_memo(model, tp, dp, ep, precision.kv_bytes_per_elem, eng)
     attn = tuple(AttentionGroup(cnt, *key) for key, cnt in tally.attn_counts.items())
     ef = precision.formats["routed_experts"]
     ecd = effective_compute_dtype(gpu, ef.compute_dtype)

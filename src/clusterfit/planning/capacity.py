@@ -26,6 +26,7 @@ crossed, not overlapped: conservative); a decode replica runs TPOT(B) = decode_s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -40,7 +41,19 @@ PREFILL_LOAD_POINTS = 48
 
 def batch_grid(max_batch: int, points: int = BATCH_POINTS) -> np.ndarray:
     """Unique integer batch sizes from 1 to ``max_batch`` on a geometric grid (float array)."""
-    return np.unique(np.round(np.geomspace(1, max(1, max_batch), points)))
+    return _batch_grid(max(1, max_batch), points).copy()
+
+
+@lru_cache(maxsize=256)
+def _batch_grid(top: float, points: int) -> np.ndarray:
+    """batch_grid's array, once per (cap, points): a search asks for the same few caps hundreds of times."""
+    return np.unique(np.round(np.geomspace(1, top, points)))
+
+
+@lru_cache(maxsize=8)
+def _load_fractions(points: int) -> np.ndarray:
+    """Fractions of the saturation rate prefill_capacity tries (the same grid for every replica)."""
+    return np.geomspace(1e-3, 0.995, points)
 
 
 def kv_batch_bound(sm, wl: Workload) -> float:
@@ -145,7 +158,7 @@ def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link) -> PrefillCapacity:
     transfer = kv_link.hop_s + kv_bytes / kv_link.bw_bytes_per_s
     total_own = own + transfer
     sat = 1.0 / float(occupancy @ w)
-    lam = sat * np.geomspace(1e-3, 0.995, PREFILL_LOAD_POINTS)
+    lam = sat * _load_fractions(PREFILL_LOAD_POINTS)
     q = slo.ttft_percentile / 100.0
     ttft = ttft_quantile_s(q, lam, np.broadcast_to(occupancy, (lam.size, occupancy.size)), w,
                            np.broadcast_to(total_own, (lam.size, total_own.size)))
