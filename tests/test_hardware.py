@@ -302,7 +302,7 @@ def test_not_a_mapping(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(ClusterfitError, match="cannot read"):
+    with pytest.raises(ClusterfitError, match="hardware catalog not found"):
         load_hardware([tmp_path / "nope.yaml"])
 
 

@@ -562,15 +562,10 @@ def read_config_file(path) -> dict:
     import json
     from pathlib import Path
 
+    from .inputs import parse_document, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ClusterfitError(f"cannot read {p}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ClusterfitError(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    data = parse_document(read_text(p, "model config"), str(p), "json")
     if not isinstance(data, dict):
         raise ClusterfitError(f"{p} must hold a JSON object (a Hugging Face config.json)")
     return data

@@ -347,27 +347,17 @@ def _builtin_catalog() -> HardwareCatalog:
 
 def _parse_file(path: pathlib.Path) -> CatalogFile:
     """Read and validate one user catalog file; TOML if it ends in .toml, else YAML."""
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise ClusterfitError(f"{path}: cannot read hardware catalog ({exc.strerror or exc})") from None
+    from .inputs import read_text
+
+    text = read_text(path, "hardware catalog")
     raw = _parse_text(text, str(path), toml=path.suffix.lower() == ".toml")
     return _validate(raw, str(path))
 
 
 def _parse_text(text: str, origin: str, toml: bool) -> Any:
-    if toml:
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ClusterfitError(f"{origin}: not valid TOML: {exc}") from None
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present: 10x faster
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ClusterfitError(f"{origin}: not valid YAML{where}: {problem}") from None
+    from .inputs import parse_document
+
+    return parse_document(text, origin, "toml" if toml else "yaml")
 
 
 def _validate(raw: Any, origin: str) -> CatalogFile:

@@ -242,19 +242,14 @@ def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read a YAML (.yaml/.yml) or TOML (.toml) scenario file and validate it strictly."""
+    from ..inputs import parse_document, read_text
+
     p = Path(path)
-    if not p.is_file():
-        raise ClusterfitError(f"scenario file not found: {p}")
-    text = p.read_text(encoding="utf-8")
-    try:
-        if p.suffix.lower() == ".toml":
-            data = tomllib.loads(text)
-        elif p.suffix.lower() in (".yaml", ".yml", ""):
-            data = yaml.safe_load(text)
-        else:
-            raise ClusterfitError(f"scenario file {p}: use .yaml, .yml or .toml")
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
-        raise ClusterfitError(f"scenario file {p} is not valid {p.suffix.lstrip('.').upper()}: {exc}") from None
+    suffix = p.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml", ""):
+        raise ClusterfitError(f"scenario file {p}: use .yaml, .yml or .toml")
+    text = read_text(p, "scenario file")
+    data = parse_document(text, f"scenario file {p}", "toml" if suffix == ".toml" else "yaml")
     return parse_scenario(data, f"scenario file {p}")
 
 

@@ -72,8 +72,8 @@ def _time(value: object, where: str) -> float:
             x = float(text)
         except ValueError:
             x = _datetime_s(text, where)
-    if not math.isfinite(x):
-        raise ClusterfitError(f"{where}: arrival time {value!r} is not finite")
+    if not math.isfinite(x) or x < 0:
+        raise ClusterfitError(f"{where}: arrival time {value!r} must be a finite time >= 0")
     return x
 
 
@@ -165,17 +165,37 @@ def _columns(keys: list[str], where: str) -> _Columns:
 
 
 def load_trace(path: str | Path, limit: int | None = None) -> Requests:
-    """Read a CSV/JSONL trace into :class:`Requests` (at most ``limit`` rows)."""
+    """Read a CSV/JSONL trace into :class:`Requests` (at most ``limit`` rows); arrival times must be finite,
+    sorted and within MAX_TRACE_SPAN_S of the first."""
     path = resolve_trace_path(path)
-    rows, header = _rows(path)
-    cols: _Columns | None = None
     times: list[float] = []
     ins: list[int] = []
     outs: list[int] = []
     sess: list[int] = []
+    try:
+        rows, header = _rows(path)
+        _read_rows(path, rows(), header, limit, times, ins, outs, sess)
+    except UnicodeDecodeError as exc:
+        raise ClusterfitError(f"{path}: not UTF-8 text (byte {exc.start:,} of a line)") from None
+    if not times:
+        raise ClusterfitError(f"{path}: the trace has no requests")
+    arrivals = np.asarray(times)
+    key = np.asarray(sess, np.int64) if sess else np.full(arrivals.size, -1, np.int64)
+    return Requests.build(arrivals - arrivals[0], ins, outs, key,
+                          _shared_prefix(key, np.asarray(ins), np.asarray(outs)))
+
+
+#: Longest span of arrival times a trace may cover: a year of traffic (1e30 s would be a typo, not a trace).
+MAX_TRACE_SPAN_S = 366 * 86400.0
+
+
+def _read_rows(path: Path, rows: Iterator[tuple[int, Row]], header: list[str] | None, limit: int | None,
+               times: list[float], ins: list[int], outs: list[int], sess: list[int]) -> None:
+    """Append each row's arrival time, input and output tokens and session number to the lists."""
+    cols: _Columns | None = None
     sess_ids: dict[str, int] = {}
     prev_t = -math.inf
-    for line, row in rows():
+    for line, row in rows:
         if cols is None:
             cols = _columns(header if header is not None else list(row),
                             f"{path}:1" if header is not None else f"{path}:{line}")
@@ -189,6 +209,9 @@ def load_trace(path: str | Path, limit: int | None = None) -> Requests:
         if t < prev_t:
             raise ClusterfitError(f"{where}: arrival time {row[cols.arrival]!r} is earlier than the line before; "
                                   "the trace must be sorted by time")
+        if times and t - times[0] > MAX_TRACE_SPAN_S:
+            raise ClusterfitError(f"{where}: arrival time {row[cols.arrival]!r} is more than a year after the "
+                                  "first request")
         prev_t = t
         times.append(t)
         ins.append(i_tok)
@@ -198,12 +221,6 @@ def load_trace(path: str | Path, limit: int | None = None) -> Requests:
             sess.append(sess_ids.setdefault(sid, len(sess_ids)) if sid else -1)
         if limit is not None and len(times) >= limit:
             break
-    if not times:
-        raise ClusterfitError(f"{path}: the trace has no requests")
-    arrivals = np.asarray(times)
-    key = np.asarray(sess, np.int64) if sess else np.full(arrivals.size, -1, np.int64)
-    return Requests.build(arrivals - arrivals[0], ins, outs, key,
-                          _shared_prefix(key, np.asarray(ins), np.asarray(outs)))
 
 
 def _shared_prefix(key: np.ndarray, ins: np.ndarray, outs: np.ndarray) -> np.ndarray:

@@ -1,0 +1,92 @@
+"""Reading untrusted input files: size-limited, UTF-8, parsed with one-line errors and a nesting limit.
+
+Every file a user names (scenario, hardware catalog, config.json) is read through ``read_text`` and parsed by
+``parse_document``; errors are ClusterfitError with one line naming the file, the position and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import ClusterfitError
+
+#: Largest scenario, catalog or config file read: the biggest shipped one is a few tens of kB.
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+#: Deepest nesting of mappings and lists accepted (real files nest fewer than 10 levels).
+MAX_DEPTH = 64
+
+
+def read_text(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
+    """The text of ``path`` (a ``what``: "scenario file", ...), refused when missing, a folder, larger than
+    ``max_bytes`` or not UTF-8."""
+    p = Path(path)
+    if p.is_dir():
+        raise ClusterfitError(f"{what} {p} is a directory; give a file")
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise ClusterfitError(f"{what} {p} is {size:,} bytes; the limit is {max_bytes:,} bytes")
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise ClusterfitError(f"{what} not found: {p}") from None
+    except OSError as exc:
+        raise ClusterfitError(f"{what} {p}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ClusterfitError(f"{what} {p} is not UTF-8 text (byte {exc.start:,}: {data[exc.start:exc.start + 1]!r})"
+                              ) from None
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]) -> Any:
+    """Parse YAML, TOML or JSON text; errors are one line with the position; NaN/Infinity (JSON) and nesting
+    deeper than MAX_DEPTH are refused."""
+    try:
+        if kind == "toml":
+            import tomllib
+
+            data: Any = tomllib.loads(text)
+        elif kind == "json":
+            data = json.loads(text, parse_constant=_reject_constant)
+        else:
+            import yaml
+
+            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except RecursionError:
+        raise ClusterfitError(f"{origin}: nested more than {MAX_DEPTH} levels deep") from None
+    except json.JSONDecodeError as exc:
+        raise ClusterfitError(f"{origin}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+                              ) from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError, and NaN / Infinity in JSON
+        raise ClusterfitError(f"{origin}: not valid {kind.upper()}: {' '.join(str(exc).split())}") from None
+    except Exception as exc:  # yaml.YAMLError (yaml is imported lazily)
+        mark = getattr(exc, "problem_mark", None)
+        if mark is None and not type(exc).__module__.startswith("yaml"):
+            raise
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ClusterfitError(f"{origin}: not valid YAML{where}: {problem}") from None
+    check_depth(data, origin)
+    return data
+
+
+def check_depth(data: Any, origin: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse nesting deeper than ``limit`` and non-finite numbers (iteratively: no recursion on input)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise ClusterfitError(f"{origin}: nested more than {limit} levels deep")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise ClusterfitError(f"{origin}: {node} is not a finite number")

@@ -1,0 +1,115 @@
+"""Untrusted files and values: whatever a user feeds the parsers and the CLI, the answer is a valid result or
+one `error:` line with exit 2 - never a traceback, never a hang, never a changed input file (hypothesis)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+#: Documents: random bytes, random text, and random nesting of YAML/JSON values.
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.floats(allow_nan=True) | st.integers() | st.text(max_size=8),
+                           lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids,
+                                                                                      max_size=4), max_leaves=30)
+
+
+def _check(code: int, out: str, err: str) -> None:
+    assert "Traceback" not in err and "Traceback" not in out
+    assert code in (0, 2), (code, err)
+    if code == 2:
+        lines = err.strip().splitlines()
+        assert lines and lines[0].startswith("error:"), err
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _document(data: object, raw: bytes | None) -> bytes:
+    import json
+
+    return raw if raw is not None else json.dumps(data, allow_nan=True).encode()
+
+
+@SETTINGS
+@given(data=JSON_VALUES, raw=st.none() | st.binary(max_size=200))
+def test_scenario_files(run_cli, tmp_path, data, raw):
+    f = tmp_path / "s.yaml"
+    f.write_bytes(_document(data, raw))
+    before = _digest(f)
+    _check(*run_cli("plan", "--scenario", str(f), "--system", "h200", "--json"))
+    assert _digest(f) == before
+
+
+@SETTINGS
+@given(data=JSON_VALUES, raw=st.none() | st.binary(max_size=200))
+def test_hardware_catalogs(run_cli, tmp_path, data, raw):
+    f = tmp_path / "hw.yaml"
+    f.write_bytes(_document(data, raw))
+    _check(*run_cli("hardware", "--catalog", str(f), "--json"))
+
+
+@SETTINGS
+@given(data=JSON_VALUES, raw=st.none() | st.binary(max_size=200))
+def test_model_configs(run_cli, tmp_path, data, raw):
+    f = tmp_path / "config.json"
+    f.write_bytes(_document(data, raw))
+    _check(*run_cli("model", str(f), "--json"))
+
+
+@SETTINGS
+@given(rows=st.lists(st.tuples(st.one_of(st.floats(allow_nan=True), st.text(max_size=5)),
+                               st.one_of(st.integers(-5, 10**7), st.text(max_size=4)),
+                               st.one_of(st.integers(-5, 10**6), st.floats(allow_nan=True))), max_size=6),
+       raw=st.none() | st.binary(max_size=120))
+def test_traces(run_cli, tmp_path, rows, raw):
+    f = tmp_path / "t.csv"
+    text = "arrival_s,input_tokens,output_tokens\n" + "".join(f"{a},{i},{o}\n" for a, i, o in rows)
+    f.write_bytes(raw if raw is not None else text.encode())
+    before = _digest(f)
+    _check(*run_cli("simulate", "llama-3.1-8b", "--system", "h200", "--trace", str(f), "--replicas", "1",
+                    "--json"))
+    assert _digest(f) == before
+
+
+@SETTINGS
+@given(flag=st.sampled_from(["--tp", "--pp", "--ep", "--dp", "--isl", "--osl", "--batch", "--context",
+                             "--concurrency", "--gpus"]),
+       value=st.one_of(st.integers(-10**12, 10**12).map(str), st.floats(allow_nan=True).map(str),
+                       st.text(max_size=6)))
+def test_perf_option_values(run_cli, flag, value):
+    args = {"--isl": "100", "--osl": "10", "--batch": "1"}
+    args[flag] = value
+    if flag == "--concurrency":
+        del args["--batch"]
+    argv = ["perf", "llama-3.1-8b", "--system", "h200"] + [x for kv in args.items() for x in kv]
+    _check(*run_cli(*argv, "--json"))
+
+
+def test_an_output_never_overwrites_an_input(run_cli, tmp_path):
+    trace = Path(__file__).resolve().parents[1] / "src" / "clusterfit" / "sim" / "traces" / "azure_conv_sample.csv"
+    copy = tmp_path / "t.csv"
+    copy.write_bytes(trace.read_bytes())
+    before = _digest(copy)
+    code, out, err = run_cli("simulate", "llama-3.1-8b", "--system", "h200", "--trace", str(copy), "--csv", str(copy))
+    assert code == 2 and "is also an input" in err and _digest(copy) == before
+    code, out, err = run_cli("simulate", "llama-3.1-8b", "--system", "h200", "--trace", str(copy), "--csv",
+                             str(tmp_path))
+    assert code == 2 and "is a directory" in err
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"model: llama-3.1-8b\n\xff\xfe\n", "not UTF-8"),
+    (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested more than 64 levels"),
+    (b"model: [\n", "not valid YAML at line 2, column 1"),
+], ids=["not-utf8", "nested-5000-deep", "broken-yaml"])
+def test_scenario_file_problems_are_one_line(run_cli, tmp_path, content, says):
+    f = tmp_path / "s.yaml"
+    f.write_bytes(content)
+    code, out, err = run_cli("plan", "--scenario", str(f))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and says in err, err
