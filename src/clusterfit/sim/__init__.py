@@ -13,13 +13,13 @@ from .cluster import SimRun, run_simulation
 from .config import (POLICIES, ArrivalSpec, AutoscaleSpec, FailureSpec, SampledLengthSpec, ReplicaSpec, SessionSpec,
                      SimulationConfig, SpeculativeSpec)
 from .metrics import summarize
-from .stepmodel import StepModel, StepTimer
+from .stepmodel import StepCosts, StepTimer
 from .trace_files import load_trace, sample_traces
 from .requests import Requests, generate
 
 __all__ = [
     "POLICIES", "ArrivalSpec", "AutoscaleSpec", "FailureSpec", "SampledLengthSpec", "ReplicaSpec", "Requests",
-    "SessionSpec", "SimRun", "SimulationConfig", "SpeculativeSpec", "StepModel", "StepTimer", "build_requests",
+    "SessionSpec", "SimRun", "SimulationConfig", "SpeculativeSpec", "StepCosts", "StepTimer", "build_requests",
     "run_request", "generate", "load_trace", "parse_simulation", "run_simulation", "sample_traces",
     "simulate", "summarize",
 ]

@@ -20,7 +20,7 @@ from ..schema import ParameterError, SimulateRequest
 from .cluster import SimRun, run_simulation
 from .config import SampledLengthSpec, SessionSpec, SimulationConfig
 from .metrics import summarize
-from .stepmodel import StepModel
+from .stepmodel import StepCosts
 from .trace_files import load_trace
 from .requests import Requests, generate
 
@@ -99,7 +99,7 @@ def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | No
     return rps
 
 
-def simulate(step_model: StepModel, sim: SimulationConfig, workload=None, slo=None,
+def simulate(step_model: StepCosts, sim: SimulationConfig, workload=None, slo=None,
              gpus_per_node: int | None = None, requests: Requests | None = None) -> tuple[dict, SimRun]:
     """Run one simulation; return (report dict, raw run).
 

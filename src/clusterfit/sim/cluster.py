@@ -22,7 +22,7 @@ from .balancer import Balancer
 from .config import SimulationConfig
 from .ledger import FAILED, PENDING, REJECTED, Ledger
 from .replica import Replica, kv_rule
-from .stepmodel import StepModel, StepTimer
+from .stepmodel import StepCosts, StepTimer
 from .requests import Requests
 
 _REPLICA, _FAIL, _RESTART, _TICK, _READY = 0, 1, 2, 3, 4
@@ -69,7 +69,7 @@ def replicas_on_node(node: int, replicas: int, gpus_per_replica: int, gpus_per_n
     return out
 
 
-def _engine_batched_tokens(step_model: StepModel) -> int:
+def _engine_batched_tokens(step_model: StepCosts) -> int:
     """Tokens per step the step model's engine schedules, over its attention-DP ranks (0 without an engine)."""
     engine = getattr(step_model, "engine", None)
     return int(getattr(engine, "max_num_batched_tokens", 0) * int(getattr(step_model, "dp", 1) or 1))
@@ -78,7 +78,7 @@ def _engine_batched_tokens(step_model: StepModel) -> int:
 class Cluster:
     """A simulated cluster for one workload; call :meth:`run` once."""
 
-    def __init__(self, requests: Requests, step_model: StepModel, config: SimulationConfig,
+    def __init__(self, requests: Requests, step_model: StepCosts, config: SimulationConfig,
                  gpus_per_node: int | None = None) -> None:
         if len(requests) == 0:
             raise ClusterfitError("no requests to simulate")
@@ -399,7 +399,7 @@ def nice_window(span_s: float) -> float:
     return float(10 ** (exp + 1))
 
 
-def run_simulation(requests: Requests, step_model: StepModel, config: SimulationConfig,
+def run_simulation(requests: Requests, step_model: StepCosts, config: SimulationConfig,
                    gpus_per_node: int | None = None) -> SimRun:
     """Simulate ``requests`` on ``config.replicas`` replicas whose steps take ``step_model`` times."""
     return Cluster(requests, step_model, config, gpus_per_node).run()

@@ -1,6 +1,6 @@
 """One serving replica: an engine's scheduler at iteration level.
 
-Continuous batching with chunked prefill under a token budget per step, paged KV with admission
+Continuous batching with chunked prefill under ``max_num_batched_tokens`` per step, paged KV with admission
 control, preemption by recompute when KV runs out, a per-replica LRU prefix cache and optional
 speculative decoding. Step times come from a :class:`~clusterfit.sim.stepmodel.StepTimer`.
 
@@ -59,15 +59,15 @@ class Replica:
     """The scheduler state of one replica (all token counts in tokens, times in seconds)."""
 
     def __init__(self, index: int, timer: StepTimer, ledger: Ledger, kv_capacity_tokens: int,
-                 spec: ReplicaSpec, max_batch: int, token_budget: int) -> None:
+                 spec: ReplicaSpec, max_num_seqs: int, max_num_batched_tokens: int) -> None:
         self.index = index
         self.timer = timer
         self.ledger = ledger
         self.cap = float(kv_capacity_tokens)
         self.admit_cap = float(kv_capacity_tokens) * (1.0 - spec.watermark)
         self.block = spec.block_size
-        self.max_batch = max_batch
-        self.budget = token_budget
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
         self.prefix_cache = spec.prefix_cache
         self.max_queue = spec.max_queue
         sp = spec.speculative
@@ -143,7 +143,7 @@ class Replica:
     def enqueue(self, req: int, now_s: float) -> None:
         """A request arrives at ``now_s``; if a decode segment is running, cut it at the next step.
 
-        Afterwards :meth:`idle` tells whether the cluster must call :meth:`plan`.
+        Afterwards ``next_event_s == inf`` tells that nothing is planned: the cluster must call :meth:`plan`.
         """
         self.waiting.append(req)
         if self.next_event_s == math.inf:
@@ -157,10 +157,6 @@ class Replica:
                 self.in_segment = False
                 self.version += 1
                 self.next_event_s = math.inf
-
-    def idle(self) -> bool:
-        """True when nothing is planned (the cluster must call :meth:`plan`)."""
-        return self.next_event_s == math.inf
 
     def finish_event(self) -> None:
         """Apply the step or segment that ends at ``next_event_s``."""
@@ -250,7 +246,7 @@ class Replica:
         rank_reserved = self.rank_reserved
         # KV held + the next step's decode tokens, tokens
         used = self.prefill_reserved + self.S + self.d * (block + self.tokens_per_step)
-        while waiting and self.d + len(self.prefill) < self.max_batch:
+        while waiting and self.d + len(self.prefill) < self.max_num_seqs:
             req = waiting[0]
             gen = led.generated[req]
             ctx = led.input_tokens[req] + gen
@@ -289,9 +285,9 @@ class Replica:
             self.peak_batch = batch
 
     def _plan_mixed_step(self) -> float:
-        """One step carrying prefill chunks (FCFS under the token budget) and every decode token."""
+        """One step carrying prefill chunks (FCFS under max_num_batched_tokens) and every decode token."""
         d, k = self.d, self.verify
-        left = self.budget - d * (1 + k)
+        left = self.max_num_batched_tokens - d * (1 + k)
         p = 0
         pa = 0
         chunks = self.step_chunks

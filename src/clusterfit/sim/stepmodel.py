@@ -1,6 +1,6 @@
 """What the simulator needs from the performance model, and a fast lookup of step times.
 
-The simulator codes against :class:`StepModel` (a Protocol): anything with these members works,
+The simulator codes against :class:`StepCosts` (a Protocol): anything with these members works,
 in particular ``clusterfit.perfmodel.compile_step(...)``. Tests use small step models of their own.
 
 Calling a full op-level model once per engine step would dominate the simulation (millions of steps),
@@ -26,7 +26,7 @@ from ..errors import ClusterfitError
 
 
 @runtime_checkable
-class StepModel(Protocol):
+class StepCosts(Protocol):
     """One replica's engine step time, in seconds (numpy-broadcasting).
 
     prefill_tokens: new prompt tokens computed this step.
@@ -63,21 +63,22 @@ def _geom_grid(lo: float, hi: float, n: int) -> np.ndarray:
 
 
 class StepTimer:
-    """Step times for the simulator, from a :class:`StepModel`, in seconds.
+    """Step times for the simulator, from a :class:`StepCosts`, in seconds.
 
-    token_budget: most tokens (prefill + decode) in one step.
+    max_num_batched_tokens: most tokens (prefill + decode) in one step.
+    max_num_seqs: most sequences in one step (the decode grid's upper end).
     max_context: longest context a sequence can reach, tokens (sets the grids' upper ends).
     exact: call the model directly for every step instead of interpolating tables.
     """
 
-    def __init__(self, model: StepModel, token_budget: int, max_batch: int, max_context: int,
+    def __init__(self, model: StepCosts, max_num_batched_tokens: int, max_num_seqs: int, max_context: int,
                  exact: bool = False) -> None:
-        if token_budget < 1 or max_batch < 1 or max_context < 1:
-            raise ClusterfitError("token budget, max batch and max context must be >= 1")
+        if max_num_batched_tokens < 1 or max_num_seqs < 1 or max_context < 1:
+            raise ClusterfitError("max_num_batched_tokens, max_num_seqs and max context must be >= 1")
         self.model = model
         self.exact = exact
-        self.token_budget = int(token_budget)
-        self.max_batch = int(max_batch)
+        self.max_num_batched_tokens = int(max_num_batched_tokens)
+        self.max_num_seqs = int(max_num_seqs)
         self.max_context = int(max_context)
         if not exact:
             self._build_tables()
@@ -90,12 +91,12 @@ class StepTimer:
         return out
 
     def _build_tables(self) -> None:
-        mb = self.max_batch
+        mb = self.max_num_seqs
         # decode batch: every integer up to 512, then a geometric grid.
         d_axis = np.arange(0, min(mb, 512) + 1, dtype=float)
         if mb > 512:
             d_axis = np.unique(np.concatenate([d_axis, np.round(_geom_grid(512, mb, 48))]))
-        p_axis = np.unique(np.concatenate([[0.0], np.round(_geom_grid(1, self.token_budget, 72))]))
+        p_axis = np.unique(np.concatenate([[0.0], np.round(_geom_grid(1, self.max_num_batched_tokens, 72))]))
         c_axis = np.unique(np.concatenate([[0.0], _geom_grid(1, self.max_context, 64)]))
         self.d_axis, self.p_axis, self.c_axis = d_axis, p_axis, c_axis
         P, D = np.meshgrid(p_axis, d_axis, indexing="ij")
@@ -137,20 +138,17 @@ class StepTimer:
             return (d - 1, 1.0) if d > 0 else (0, 0.0)
         return self._locate(self._d_list, float(d))
 
-    @staticmethod
-    def _lerp_row(row: list[float], i: int, w: float) -> float:
-        return row[i] + (row[i + 1] - row[i]) * w
-
     def _bilerp(self, table: list[list[float]], i: int, wi: float, per_token_context: float) -> float:
         """Bilinear interpolation of an attention table: rows by step size (i, wi), columns by mean context."""
         ic, wc = self._locate(self._c_list, per_token_context)
-        a0 = self._lerp_row(table[i], ic, wc)
-        a1 = self._lerp_row(table[i + 1], ic, wc)
+        r0, r1 = table[i], table[i + 1]
+        a0 = r0[ic] + (r0[ic + 1] - r0[ic]) * wc  # each row linear in the context
+        a1 = r1[ic] + (r1[ic + 1] - r1[ic]) * wc
         return a0 + (a1 - a0) * wi
 
     def step_s(self, prefill_tokens: float, prefill_attended: float, decode_seqs: int,
                decode_attended: float) -> float:
-        """Time of one mixed step, seconds (scalar arguments as in :class:`StepModel`)."""
+        """Time of one mixed step, seconds (scalar arguments as in :class:`StepCosts`)."""
         if self.exact:
             return float(self._call(prefill_tokens, prefill_attended, decode_seqs, decode_attended))
         ip, wp = self._locate(self._p_list, float(prefill_tokens))
