@@ -1,4 +1,4 @@
-"""Small step models shared by the simulator tests (no tests here; anything with the sim.stepmodel.StepCosts members works)."""
+"""Small step models shared by the simulator tests (no tests here; anything with sim.stepmodel.StepCosts works)."""
 
 from __future__ import annotations
 
