@@ -91,11 +91,6 @@ class ModelArch:
         return sum(v for k, v in self.params.items() if k not in ("mtp", "vision"))
 
     @property
-    def loaded_params(self) -> int:
-        """Parameters a serving engine loads by default: total + vision tower (MTP only with speculative decoding)."""
-        return self.total_params + self.params.get("vision", 0)
-
-    @property
     def active_params(self) -> int:
         """Parameters touched per token: total minus the routed experts a token does not use (embeddings included)."""
         inactive = 0.0
