@@ -68,7 +68,7 @@ def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
     b += frac_layers * precision.bytes_for("dense_mlp", p["dense_mlp"]) / tp
     b += frac_layers * precision.bytes_for("shared_experts", p["shared_experts"]) / tp
     if p["routed_experts"]:
-        n_exp = max(layer.ffn.num_experts for layer in model.layers)
+        n_exp = _max_experts(model)
         per_rank = math.ceil(n_exp / layout.ep) / n_exp
         b += frac_layers * precision.bytes_for("routed_experts", p["routed_experts"]) * per_rank / layout.moe_tp
     b += frac_layers * (precision.bytes_for("router", p["router"]) + precision.bytes_for("norms", p["norms"]))
@@ -81,6 +81,15 @@ def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
     if include_mtp:
         b += precision.bytes_for("mtp", p["mtp"]) / tp
     return int(math.ceil(b))
+
+
+def _max_experts(model: ModelArch) -> int:
+    """Routed experts of the model's widest MoE layer (once per model)."""
+    memo = model_memo(model)
+    key = ("memory._max_experts",)
+    if key not in memo:
+        memo[key] = max(layer.ffn.num_experts for layer in model.layers)
+    return memo[key]
 
 
 def _replicated_attention_params(model: ModelArch, tp: int) -> float:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Union
 
 import numpy as np
@@ -260,8 +261,37 @@ class StepModel:
     bench: TrtllmBenchEstimate | None = None
 
     # ------------------------------------------------------------------------------------- evaluation
+    @cached_property
+    def _gemm_table(self) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """The GEMM groups as columns for _gemms_s's vectorised path: (rows are 'tokens', coefficients [10, G]:
+        n, k, count, weight bytes, peak FLOP/s, streaming bandwidth, eff_max, m0, n0 / n, k0 / k), in ``gemms`` order.
+        The M-independent terms are the Python expressions gemm_time_s / GemmCurve.compute_eff evaluate."""
+        gs, bw = self.gemms, self.bw_bytes_per_s
+        coef = np.array([[g.n, g.k, g.count, g.n * g.k * g.w_bytes_per_elem, g.peak_flops, bw * g.curve.mem_eff,
+                          g.curve.eff_max, g.curve.m0, g.curve.n0 / g.n, g.curve.k0 / g.k] for g in gs],
+                        dtype=float).reshape(len(gs), 10).T
+        return np.array([g.rows == "tokens" for g in gs], dtype=bool), coef
+
     def _gemms_s(self, total: Num, m: Num, m_logits: Num, parts: _Parts | None) -> Num:
         """Add the dense GEMMs of one microbatch (``m`` tokens, ``m_logits`` sampled rows per attention rank)."""
+        if parts is None and self.gemms:
+            # every group at once: the same IEEE operations, element by element and in the same order, as
+            # gemm_time_s(..., with_t0=False) per group below, then added to ``total`` group by group in ``gemms``
+            # order (bit-identical to the loop)
+            tok, coef = self._gemm_table
+            m_a, ml_a = np.asarray(m, dtype=float), np.asarray(m_logits, dtype=float)
+            shape = np.broadcast_shapes(m_a.shape, ml_a.shape)
+            mg = np.empty((tok.size,) + shape)
+            mg[tok] = m_a
+            mg[~tok] = ml_a
+            n, k, count, w_bytes, peak, bw, eff_max, m0, n0_n, k0_k = coef.reshape((10, tok.size) + (1,) * len(shape))
+            flops = 2.0 * mg * n * k
+            nbytes = w_bytes + mg * k * 2.0 + mg * n * 2.0
+            eff = eff_max / (1.0 + m0 / np.maximum(mg, 1.0) + n0_n + k0_k)
+            tg = np.where(mg > 0, count * (np.maximum(nbytes / bw, flops / (peak * eff)) + 0.0), 0.0)
+            for row in tg:
+                total = total + row
+            return total
         for g in self.gemms:
             mm = m if g.rows == "tokens" else m_logits
             t = g.count * gemm_time_s(g.curve, mm, g.n, g.k, g.w_bytes_per_elem, 2.0, g.peak_flops,
@@ -623,12 +653,17 @@ def _gemm_groups(tally: _LayerTally, model: ModelArch, gpu: Gpu, precision: Prec
     # activation quantisation, which the engines fuse away), scaled by the engine.
     mem_eff = curves.gemm["bf16"].mem_eff * eng.memory_scale
 
+    per_component: dict[str, tuple[float, float, GemmCurve]] = {}  # GEMMs of one component share format and curve
+
     def group(name: str, component: str, n: int, k: int, count: float, rows: str) -> GemmGroup:
-        f = precision.formats[component]
-        cd = effective_compute_dtype(gpu, f.compute_dtype)
-        c = curves.gemm_curve(cd)
-        curve = GemmCurve(0.0, mem_eff, c.eff_max * eng.compute_scale, c.m0, c.n0, c.k0)
-        return GemmGroup(name, n, k, count, rows, f.bytes_per_param, gpu.peak_flops(cd), curve)
+        fmt = per_component.get(component)
+        if fmt is None:
+            f = precision.formats[component]
+            cd = effective_compute_dtype(gpu, f.compute_dtype)
+            c = curves.gemm_curve(cd)
+            curve = GemmCurve(0.0, mem_eff, c.eff_max * eng.compute_scale, c.m0, c.n0, c.k0)
+            fmt = per_component[component] = (f.bytes_per_param, gpu.peak_flops(cd), curve)
+        return GemmGroup(name, n, k, count, rows, fmt[0], fmt[1], fmt[2])
 
     out = [group(name, comp, n, k, cnt, rows) for (name, comp, n, k, rows), cnt in tally.gemm_counts.items()]
     lm = ops.lm_head_gemm(model.vocab, model.hidden, tp)
@@ -696,11 +731,14 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
                          w4a16_cap(gpu, ef)) for ffn, cnt in tally.moe_counts.items())
     # weights per GPU from the memory model (exact formats, replicated and uneven shards); KV per token from the
     # attention op coefficients (the memory model agrees: tests/test_perf_model.py)
-    w_bytes = weight_bytes_per_gpu(model, precision, layout)
     kv_tok = sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * frac
     if kv_budget_bytes_per_gpu is None:  # the memory model with the engine's budgeting
         nodes = max(1, -(-gpus // system.gpus_per_node))
-        kv_budget_bytes_per_gpu = fit(model, system, precision, layout, nodes, eng).kv_budget_bytes_per_gpu
+        mem = fit(model, system, precision, layout, nodes, eng)
+        kv_budget_bytes_per_gpu = mem.kv_budget_bytes_per_gpu
+        w_bytes = mem.weight_bytes_per_gpu  # the same weight_bytes_per_gpu(model, precision, layout)
+    else:
+        w_bytes = weight_bytes_per_gpu(model, precision, layout)
     return StepModel(
         name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
         bw_bytes_per_s=gpu.mem_bw_bytes_per_s,
