@@ -596,25 +596,30 @@ def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: E
     hidden = model.hidden
     tally = _LayerTally()
     per_att: dict[int, tuple[list[ops.Gemm], AttentionKey | None]] = {}  # equal layers share one Attention object
+    # per (attention object, FFN): the layer's GEMMs as (tally key, count) and its element-wise bytes per token
+    per_layer: dict[tuple[int, FFN], tuple[list[tuple[tuple[str, str, int, int, str], int]], float]] = {}
     for L in model.layers:
         att, ffn = L.attention, L.ffn
         cached = per_att.get(id(att))
         if cached is None:
             cached = per_att[id(att)] = (ops.attention_gemms(att, hidden, tp),
                                          _attention_key(att, tp, kvb, eng) if att.caches_kv else None)
-        gl = list(cached[0])
-        if not att.caches_kv:  # linear attention: projections from the parameter count, a recurrent state
-            gl += ops.linear_attention_gemms(att.params, hidden, tp)
+        shape = per_layer.get((id(att), ffn))
+        if shape is None:
+            gl = list(cached[0])
+            if not att.caches_kv:  # linear attention: projections from the parameter count
+                gl += ops.linear_attention_gemms(att.params, hidden, tp)
+            if att.index_n_heads and att.index_cached:
+                gl += ops.indexer_gemms(att, hidden, att.indexer_params)
+            gl += ops.dense_mlp_gemms(ffn, hidden, tp) if ffn.kind == "dense" else ops.moe_side_gemms(ffn, hidden, tp)
+            shape = per_layer[(id(att), ffn)] = ([((g.name, g.component, g.n, g.k, g.rows), g.count) for g in gl],
+                                                 ops.elementwise_bytes_per_token(hidden, ffn, tp))
+        if not att.caches_kv:  # linear attention: a recurrent state
             f, b = att.state_cost(tp)
             tally.lin_flops += f
             tally.lin_bytes += b
             tally.kv_state += b / 2.0
-        if att.index_n_heads and att.index_cached:
-            gl += ops.indexer_gemms(att, hidden, att.indexer_params)
-        if ffn.kind == "dense":
-            gl += ops.dense_mlp_gemms(ffn, hidden, tp)
-        else:
-            gl += ops.moe_side_gemms(ffn, hidden, tp)
+        if ffn.kind != "dense":
             tally.moe_counts[ffn] += 1
             tally.n_kernels += 4
             if dp > 1 and ep > 1:
@@ -625,12 +630,12 @@ def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: E
             tally.allreduce_per_step += 1
         if tp > 1:
             tally.allreduce_per_step += 1  # after the attention output projection
-        for g in gl:
-            tally.gemm_counts[(g.name, g.component, g.n, g.k, g.rows)] += g.count
-        tally.n_kernels += len(gl) + 4  # + attention, 2 norms, activation / rotary
+        for key, count in shape[0]:
+            tally.gemm_counts[key] += count
+        tally.n_kernels += len(shape[0]) + 4  # + attention, 2 norms, activation / rotary
         if cached[1] is not None:
             tally.attn_counts[cached[1]] += 1
-        tally.elem_bytes += ops.elementwise_bytes_per_token(hidden, ffn, tp)
+        tally.elem_bytes += shape[1]
     return tally
 
 
