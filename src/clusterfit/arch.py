@@ -8,6 +8,7 @@ memory and performance models can give each group its own precision and sharding
 from __future__ import annotations
 
 import weakref
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -552,11 +553,8 @@ def list_models() -> list[str]:
     return sorted(_catalog_files())
 
 
-def read_config_file(path) -> dict:
-    """Read a config.json from disk; malformed JSON -> ClusterfitError naming the file and position."""
-    import json
-    from pathlib import Path
-
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a config.json from disk (clusterfit.inputs: size-limited UTF-8, one-line errors with the position)."""
     from .inputs import parse_document, read_text
 
     p = Path(path)
