@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -36,6 +37,19 @@ AIC_SYSTEMS = ["h100_sxm", "h200_sxm", "b200_sxm"]
 
 def _pin() -> list[str]:
     return ["taskset", "-c", "0"] if shutil.which("taskset") else []
+
+
+def _loadavg() -> float | None:
+    """The 1-minute load average (other jobs on a shared machine slow every figure), None where unknown."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def _no_bytecode() -> bool:
+    """True when PYTHONDONTWRITEBYTECODE is set: no __pycache__ is written, so each run compiles every module."""
+    return bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
 
 
 def run_clusterfit(pin: bool) -> tuple[float, dict]:
@@ -95,16 +109,20 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULT, help="where to write the figures")
     args = ap.parse_args()
     pin = not args.no_pin
+    load_before = _loadavg()
     walls, data = [], {}
     for _ in range(max(1, args.repeat)):
         wall, data = run_clusterfit(pin)
         walls.append(wall)
     median = statistics.median(walls)
+    load_after = _loadavg()
     startup = time_startup(pin, args.repeat)
     rec = data.get("recommended") or {}
     print(f"clusterfit plan {' '.join(QUESTION[:-1])}")
     print(f"  whole process, one core{' (taskset -c 0)' if pin and _pin() else ''}: median {median:.3f} s "
           f"over {len(walls)} runs (min {min(walls):.3f}, max {max(walls):.3f})")
+    print(f"  machine load (1-min average) {load_before} before, {load_after} after; bytecode cache "
+          f"{'off (PYTHONDONTWRITEBYTECODE: every run compiles the package)' if _no_bytecode() else 'on'}")
     print(f"  configurations evaluated: {data['configurations_evaluated']:,} "
           f"({data['candidates_compiled']} replica layouts compiled, "
           f"{len(data['per_system'])} systems with a plan)")
@@ -127,7 +145,8 @@ def main() -> None:
         "command": "clusterfit plan " + " ".join(QUESTION), "pinned_one_core": bool(pin and _pin()),
         "wall_s_median": median, "wall_s_runs": walls, "configurations_evaluated": data["configurations_evaluated"],
         "candidates_compiled": data["candidates_compiled"], "systems_with_plan": len(data["per_system"]),
-        "startup": startup,
+        "startup": startup, "loadavg_1m_before_after": [load_before, load_after],
+        "bytecode_cache_disabled": _no_bytecode(),
         "recommended": {k: rec.get(k) for k in ("system", "layout", "replicas", "total_gpus", "cost_per_hour")},
         "aiconfigurator": aic, "python": platform.python_version(), "machine": platform.machine(),
         "date": time.strftime("%Y-%m-%d"),
