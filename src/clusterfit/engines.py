@@ -173,7 +173,8 @@ def gpu_family(gpu_id: str) -> str | None:
 @lru_cache(maxsize=4)
 def load_engines(path: str | None = None) -> dict[str, Engine]:
     """Every engine of catalog/engines.yaml (or of the YAML at ``path``), by name."""
-    data = yaml.safe_load(Path(path or ENGINES_YAML).read_text())
+    data = yaml.load(Path(path or ENGINES_YAML).read_text(encoding="utf-8"),
+                     Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
     out: dict[str, Engine] = {}
     for name, v in data["engines"].items():
         v = dict(v)

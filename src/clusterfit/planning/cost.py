@@ -124,7 +124,8 @@ def _hardware_quotes() -> list[tuple[str, GpuHourPrice]]:
 def _own_quotes() -> list[tuple[str, GpuHourPrice]]:
     if not _PRICES_FILE.is_file():
         return []
-    data = yaml.safe_load(_PRICES_FILE.read_text(encoding="utf-8")) or {}
+    data = yaml.load(_PRICES_FILE.read_text(encoding="utf-8"),
+                     Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # libyaml when present
     return [(str(q["gpu"]), GpuHourPrice(float(q["usd_per_gpu_hour"]), str(q["source"]), q.get("date"), str(q.get("kind", ""))))
             for q in data.get("prices", [])]
 
