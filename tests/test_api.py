@@ -235,3 +235,35 @@ def test_autoscale_bounds_are_ordered():
 def test_nonsense_is_refused(run_cli, args, says):
     code, out, err = run_cli(*args)
     assert code == 2 and out == "" and says in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize("args, says", [
+    # Qwen3-8B's config.json: max_position_embeddings 40960
+    (["perf", "qwen3-8b", "--system", "h200", "--isl", "200000", "--osl", "10", "--batch", "1"],
+     "--isl: the sequence (isl + osl, or context) is 200,010 tokens, beyond Qwen3-8B's context of 40,960"),
+    (["plan", "qwen3-8b", "--isl", "50000", "--osl", "100", "--rate", "1"], "beyond Qwen3-8B's context of 40,960"),
+    (["simulate", "qwen3-8b", "--system", "h200", "--isl", "50000", "--osl", "100", "--rate", "1"],
+     "beyond Qwen3-8B's context of 40,960"),
+    (["fit", "phi-4", "--context", "20000"], "--context: context is 20,000 tokens, beyond phi-4's context of 16,384"),
+])
+def test_prompts_beyond_the_model_context_are_refused(run_cli, args, says):
+    code, out, err = run_cli(*args)
+    assert code == 2 and says in " ".join(err.split()), err
+    code, out, err = run_cli(*args, "--allow-longer-context", "--json")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"num_attention_heads": 96, "num_key_value_heads": 5}, "must be a multiple of num_key_value_heads (5)"),
+    ({"head_dim": -128}, "field 'head_dim' must be a positive integer, got -128"),
+    ({"sliding_window": -4096}, "field 'sliding_window' must be a positive integer"),
+    ({"torch_dtype": "float13"}, "torch_dtype 'float13' is not one of"),
+])
+def test_config_relations_are_checked(run_cli, tmp_path, change, says):
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 128256,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+           "torch_dtype": "bfloat16", "max_position_embeddings": 131072} | change
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    code, out, err = run_cli("model", str(f))
+    assert code == 2 and says in " ".join(err.split()), err

@@ -105,6 +105,14 @@ def model_summary(model: ModelArch, precision: Precision | None = None) -> Model
     return ModelSummary.model_validate(out)
 
 
+def check_context(model: ModelArch, tokens: float, allow: bool, what: str, parameter: str) -> None:
+    """Prompt + output beyond the model's max_position_embeddings is an error unless ``allow``."""
+    if model.max_context is not None and tokens > model.max_context and not allow:
+        raise ParameterError(parameter, f"{what} is {tokens:,.0f} tokens, beyond {model.name}'s context of "
+                             f"{model.max_context:,} (max_position_embeddings); pass --allow-longer-context if the "
+                             "deployment extends it (RoPE scaling)")
+
+
 def _dominant_format(model: ModelArch, precision: Precision) -> str:
     comp = max(model.params, key=lambda c: model.params[c] if c not in ("mtp", "vision") else -1)
     return precision.formats[comp].name
@@ -124,6 +132,8 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
     if req.params is not None and req.precision is None:
         raise ParameterError("precision", "--params needs --precision (bf16, fp8, int4, ...)")
     model = bare_model(parse_param_count(req.params)) if req.params is not None else load_model(str(req.model))
+    if "context" in req.model_fields_set:
+        check_context(model, req.context, req.allow_longer_context, "context", "context")
     prec = resolve_precision(model, req.precision, req.experts_precision, req.kv_dtype)
     catalog = Catalog.load(req.catalog)
     eng = catalog.engine(req.engine).with_settings(req.gpu_memory_utilization, req.max_num_batched_tokens)
@@ -198,7 +208,11 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
         raise ClusterfitError("give exactly one of concurrency, max_throughput or batch (with context)")
     if req.context is not None and req.batch is None:
         raise ParameterError("context", "needs batch")
-    rep = build_replica(Catalog.load(req.catalog), req.model, req.system, precision=req.precision,
+    model = load_model(req.model)
+    longest = max(req.isl + req.osl, req.context or 0)
+    check_context(model, longest, req.allow_longer_context, "the sequence (isl + osl, or context)",
+                  "context" if req.context is not None and req.context >= req.isl + req.osl else "isl")
+    rep = build_replica(Catalog.load(req.catalog), model, req.system, precision=req.precision,
                         experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,
                         pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False)
     if req.batch is not None:
@@ -249,6 +263,9 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
 
     req = _request(PlanRequest, request, kwargs)
     question = build_question(req)
+    wl = question.workload
+    check_context(load_model(question.model), wl.isl_mean_tokens + wl.osl_mean_tokens, req.allow_longer_context,
+                  "the mean request (isl + osl)", "isl")
     return plan_cluster(question, verify=req.verify, verify_requests=req.verify_requests)
 
 
@@ -260,6 +277,9 @@ def simulate(request: SimulateRequest | None = None, /, **kwargs: Any) -> SimRes
     from .sim.api import run_request
 
     req = _request(SimulateRequest, request, kwargs)
+    if req.model is not None and req.isl is not None and req.osl is not None:
+        check_context(load_model(req.model), req.isl + req.osl, req.allow_longer_context,
+                      "the mean request (isl + osl)", "isl")
     report, run = run_request(req)
     result = SimResult.model_validate(report)
     result._run = run

@@ -83,6 +83,9 @@ class ModelArch:
     quantization: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     source: str = ""
+    #: Longest sequence (prompt + output) the model serves: config.json ``max_position_embeddings`` (None: not
+    #: given, no check).
+    max_context: int | None = None
 
     # ---- derived views -------------------------------------------------------------------------
 
@@ -197,6 +200,27 @@ def _req(d: dict, key: str, name: str):
     return v
 
 
+#: torch dtypes a checkpoint's ``torch_dtype`` / ``dtype`` may name (the 16/32-bit ones a model is stored in).
+TORCH_DTYPES = ("bfloat16", "float16", "float32", "half", "float", "bf16", "fp16", "fp32")
+
+
+def _check_shapes(t: dict, name: str, n_heads: int, n_kv: int) -> None:
+    """Architectural relations a real config holds: query heads a multiple of KV heads, positive sizes, a known
+    dtype, a positive context length."""
+    where = f"config for {name}"
+    if n_heads % n_kv:
+        raise ClusterfitError(f"{where}: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads "
+                              f"({n_kv})")
+    for key in ("head_dim", "sliding_window", "max_position_embeddings", "intermediate_size",
+                "moe_intermediate_size", "n_routed_experts", "num_experts", "num_experts_per_tok"):
+        v = t.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise ClusterfitError(f"{where}: field '{key}' must be a positive integer, got {v!r}")
+    dtype = _cfg(t, "torch_dtype", "dtype")
+    if dtype is not None and str(dtype) not in TORCH_DTYPES:
+        raise ClusterfitError(f"{where}: torch_dtype {dtype!r} is not one of {', '.join(TORCH_DTYPES[:3])}")
+
+
 def _layer_types(t: dict, n: int) -> list[str]:
     lt = t.get("layer_types")
     if isinstance(lt, list) and len(lt) >= n:
@@ -224,6 +248,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     n_kv = _cfg(t, "num_key_value_heads", default=n_heads)
     if not isinstance(n_kv, int) or n_kv <= 0 or n_kv > n_heads:
         raise ClusterfitError(f"config for {name}: num_key_value_heads must be in 1..num_attention_heads, got {n_kv!r}")
+    _check_shapes(t, name, n_heads, n_kv)
     tie = bool(_cfg(t, "tie_word_embeddings", default=config.get("tie_word_embeddings", False)))
 
     params = dict.fromkeys(COMPONENTS, 0)
@@ -281,7 +306,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         mtp_layers=mtp, hf_id=hf_id, model_type=model_type,
         torch_dtype=str(_cfg(t, "torch_dtype", "dtype", default=config.get("torch_dtype") or config.get("dtype") or "bfloat16")),
         quantization=_quantization(quant_cfg, t, name), notes=tuple(notes),
-        source=str(config.get("_source", "")),
+        source=str(config.get("_source", "")), max_context=_cfg(t, "max_position_embeddings"),
     )
 
 

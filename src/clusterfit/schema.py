@@ -121,6 +121,8 @@ class FitRequest(LayoutRequest):
     gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0)
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)
     block_size: int = Field(16, ge=1, le=4096, description="Paged-KV block size, tokens")
+    allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
+                                       "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
     sessions: int | None = Field(None, ge=1, le=10_000_000,
                                  description="Concurrent sessions of `context` tokens the deployment must hold")
     catalog: list[Path] = Field(default_factory=list, description="Extra hardware catalog files (YAML or TOML)")
@@ -139,6 +141,8 @@ class PerfRequest(LayoutRequest):
     max_throughput: bool = False
     batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="Decode batch size (with context)")
     context: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Context length of the decode batch")
+    allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
+                                       "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
     engine: str = "vllm"
     catalog: list[Path] = Field(default_factory=list)
 
@@ -158,6 +162,8 @@ class PlanRequest(Schema):
     kv_dtypes: list[str] | None = None
     engine: str | None = None
     prefix_cache_hit: float | None = Field(None, ge=0.0, le=1.0)
+    allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
+                                       "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
     scenario: Path | None = None
     failover: int | None = Field(None, ge=0, le=1000, description="Spare replicas (N+k)")
     prices: list[str] | None = Field(None, description="SYSTEM=$/GPU-hour overrides")
@@ -180,6 +186,8 @@ class SimulateRequest(LayoutRequest):
     isl: int | None = Field(None, ge=1, le=MAX_TOKENS)
     osl: int | None = Field(None, ge=1, le=MAX_TOKENS)
     length_cv: float = Field(0.0, ge=0.0, le=100.0)
+    allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
+                                       "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
     rate: float | None = Field(None, gt=0)
     arrival: str | None = None
     trace: str | None = None

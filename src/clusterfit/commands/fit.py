@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from .options import (CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, JsonOpt, KvDtypeOpt, PpOpt,
+from .options import (LongerContextOpt, CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, JsonOpt, KvDtypeOpt, PpOpt,
                       PrecisionOpt, TpOpt, given)
 from .output import emit
 
@@ -30,7 +30,8 @@ def fit_command(
     pp: PpOpt = None,
     ep: EpOpt = None,
     dp: DpOpt = None,
-    context: Annotated[int, typer.Option(help="Tokens per sequence (prompt + output) for max sequences")] = 32768,
+    context: Annotated[Optional[int], typer.Option(
+        help="Tokens per sequence (prompt + output) for max sequences [default: 32768]")] = None,
     engine: EngineOpt = "vllm",
     gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="Engine memory fraction (vLLM default 0.9)")] = None,
     max_num_batched_tokens: Annotated[Optional[int], typer.Option(help="Tokens per forward pass (activation workspace)")] = None,
@@ -38,6 +39,7 @@ def fit_command(
     sessions: Annotated[Optional[int], typer.Option(
         help="Concurrent sessions of --context tokens to hold: says whether they fit and how many nodes they need")] = None,
     catalog: CatalogOpt = None,
+    allow_longer_context: LongerContextOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Does MODEL fit on each system? Naive (params x bytes vs marketed GB) and realistic views side by side."""
@@ -48,7 +50,7 @@ def fit_command(
                              ep=ep, dp=dp, context=context, engine=engine,
                              gpu_memory_utilization=gpu_memory_utilization,
                              max_num_batched_tokens=max_num_batched_tokens, block_size=block_size, sessions=sessions,
-                             catalog=catalog))
+                             catalog=catalog, allow_longer_context=allow_longer_context))
     emit(result, as_json, lambda c: render_fit(c, result))
 
 

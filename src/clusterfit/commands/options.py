@@ -18,6 +18,8 @@ KvDtypeOpt = Annotated[Optional[str], typer.Option(help="KV-cache dtype: bf16, f
 CatalogOpt = Annotated[Optional[list[Path]], typer.Option(
     "--catalog", metavar="FILE", help="Extra hardware catalog, YAML or TOML (repeatable; later files win)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
+LongerContextOpt = Annotated[bool, typer.Option(
+    "--allow-longer-context", help="Allow prompt + output beyond the model's max_position_embeddings")]
 EngineOpt = Annotated[str, typer.Option(help="Serving engine: vllm, sglang or trtllm")]
 
 

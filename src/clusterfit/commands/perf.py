@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .options import (CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, JsonOpt, KvDtypeOpt, PpOpt,
+from .options import (LongerContextOpt, CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, JsonOpt, KvDtypeOpt, PpOpt,
                       PrecisionOpt, TpOpt, given)
 from .output import emit
 
@@ -35,6 +35,7 @@ def perf_command(
     context: Annotated[Optional[int], typer.Option(help="Context length of the decode batch")] = None,
     engine: EngineOpt = "vllm",
     catalog: CatalogOpt = None,
+    allow_longer_context: LongerContextOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict TTFT, TPOT and throughput of one replica of MODEL on SYSTEM."""
@@ -43,7 +44,7 @@ def perf_command(
     result = api.perf(**given(model=model, system=system, isl=isl, osl=osl, gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp,
                               precision=precision, experts_precision=experts_precision, kv_dtype=kv_dtype,
                               concurrency=concurrency, max_throughput=max_throughput, batch=batch, context=context,
-                              engine=engine, catalog=catalog))
+                              engine=engine, catalog=catalog, allow_longer_context=allow_longer_context))
     emit(result, as_json, lambda c: render_perf(c, result))
 
 

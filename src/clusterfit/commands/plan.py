@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from .options import CatalogOpt, given
+from .options import LongerContextOpt, CatalogOpt, given
 from .output import check_outputs, emit
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ def plan_command(
     verify: bool = typer.Option(False, "--verify", help="Simulate the recommended plan and report if it holds."),
     verify_requests: int = typer.Option(20_000, "--verify-requests", help="Requests simulated by --verify."),
     catalog: CatalogOpt = None,
+    allow_longer_context: LongerContextOpt = False,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write each system's Pareto front to a PNG."),
 ) -> None:
@@ -56,7 +57,7 @@ def plan_command(
         ttft_ms=ttft_ms, ttft_percentile=ttft_percentile, tpot_ms=tpot_ms, systems=system, precisions=precision,
         kv_dtypes=kv_dtype, engine=engine, prefix_cache_hit=prefix_cache_hit, scenario=scenario, failover=failover,
         prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, no_disagg=no_disagg, verify=verify,
-        verify_requests=verify_requests, catalog=catalog))
+        verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context))
     if plot is not None:
         from ..planning.plot import plot_pareto
 

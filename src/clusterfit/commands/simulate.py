@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .options import CatalogOpt, DpOpt, EpOpt, JsonOpt, KvDtypeOpt, PpOpt, PrecisionOpt, TpOpt, given
+from .options import LongerContextOpt, CatalogOpt, DpOpt, EpOpt, JsonOpt, KvDtypeOpt, PpOpt, PrecisionOpt, TpOpt, given
 from .output import check_outputs, emit
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ def simulate_command(
     ttft_ms: Annotated[Optional[float], typer.Option(help="TTFT SLO, ms")] = None,
     tpot_ms: Annotated[Optional[float], typer.Option(help="TPOT SLO, ms")] = None,
     catalog: CatalogOpt = None,
+    allow_longer_context: LongerContextOpt = False,
     as_json: JsonOpt = False,
     plot: Annotated[Optional[Path], typer.Option(help="Write latency CDF and time-series plots (PNG)")] = None,
     csv: Annotated[Optional[Path], typer.Option(help="Write the per-window time series (CSV)")] = None,
@@ -69,7 +70,7 @@ def simulate_command(
         kv_dtype=kv_dtype, engine=engine, isl=isl, osl=osl, length_cv=length_cv, rate=rate, arrival=arrival,
         trace=trace, replicas=replicas, requests=requests, seed=seed, policy=policy, fail_at=fail_at,
         fail_replica=fail_replica, fail_node=fail_node, restart_after=restart_after, ttft_ms=ttft_ms,
-        tpot_ms=tpot_ms, catalog=catalog))
+        tpot_ms=tpot_ms, catalog=catalog, allow_longer_context=allow_longer_context))
     run = api.simulation_run(report)
     if csv is not None:
         from ..sim.metrics import write_windows_csv
