@@ -45,8 +45,9 @@ def test_hand_computed_optimum():
     #        = 0.010 + 3e-4 B.  TPOT <= 20 ms  =>  B <= 33.3  =>  B* = 33.
     # Capacity = 33 / (100 * (0.010 + 0.0099)) = 16.583 requests/s; 40 requests/s need ceil(2.41) = 3
     # replicas, +1 spare = 4 replicas of 8 GPUs = 32 GPUs on 4 nodes.
+    # (judged at the median with no goodput floor: the mean TPOT is the median of the planner's normal spread)
     wl = Workload.simple(1000, 100, Load("requests_per_s", 40))
-    slo = SLO(tpot_s=0.020)
+    slo = SLO(tpot_s=0.020, tpot_percentile=50, min_goodput=0.0)
     sm = LinearStep()
     curve = aggregated_curve(sm, wl, slo, np.arange(1, 65, dtype=float))
     assert curve.tpot_s[32] == pytest.approx(0.010 + 3e-4 * 33)
@@ -60,6 +61,21 @@ def test_hand_computed_optimum():
     # operating point: 40/3 = 13.33 req/s per replica -> smallest B with B/(100(0.01+3e-4 B)) >= 13.33:
     # B >= 13.33/(10 - 0.4) ... B (1 - 0.4) >= 13.33 -> B >= 22.2 -> 23
     assert sized.batch == 23
+
+
+def test_tpot_percentile_spread_by_hand():
+    # Same replica. Each prefill adds e = 0.02 s (its chunk step beyond a decode step); a request decoding
+    # n = 99 tokens sees Poisson(B n / 100) of them: sd(TPOT) = sqrt(B e^2 / (100 n)); p90 = mean + 1.2816 sd.
+    wl = Workload.simple(1000, 100, Load("requests_per_s", 40))
+    B = np.arange(1, 65, dtype=float)
+    p90 = aggregated_curve(LinearStep(), wl, SLO(tpot_s=0.020, min_goodput=0.0), B)
+    sd = math.sqrt(33 * 0.02**2 / (100 * 99))
+    assert p90.tpot_s[32] == pytest.approx(0.0199)
+    assert p90.tpot_q_s[32] == pytest.approx(0.0199 + 1.2815515655 * sd, rel=1e-6)
+    assert p90.feasible.sum() < 33  # the p90 target binds at a smaller batch than the mean
+    # the goodput floor binds further: P(TPOT <= target) >= 0.9 is the p90 condition itself here (no TTFT target)
+    g = aggregated_curve(LinearStep(), wl, SLO(tpot_s=0.020), B)
+    assert g.feasible.sum() == p90.feasible.sum()
 
 
 def test_queue_matches_md1_by_hand():

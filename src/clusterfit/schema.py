@@ -157,6 +157,10 @@ class PlanRequest(Schema):
     ttft_ms: float | None = Field(None, gt=0, description="TTFT target at ttft_percentile, ms")
     ttft_percentile: float = Field(90.0, ge=50.0, lt=100.0, description="TTFT percentile, e.g. 90 or 99")
     tpot_ms: float | None = Field(None, gt=0, description="TPOT target, ms per output token")
+    tpot_percentile: float | None = Field(None, ge=50.0, lt=100.0,
+                                          description="TPOT percentile judged (default 90, or the scenario's)")
+    min_goodput: float | None = Field(None, ge=0.0, le=1.0,
+                                      description="Least share of requests within both SLOs (default 0.9)")
     systems: list[str] | None = Field(None, description="System ids or GPU names (default: all)")
     precisions: list[str] | None = Field(None, description="Weight precisions (default: the checkpoint's)")
     kv_dtypes: list[str] | None = None
@@ -171,7 +175,8 @@ class PlanRequest(Schema):
     max_nodes: int | None = Field(None, ge=1, le=64, description="Most nodes per replica (default 4)")
     no_disagg: bool = False
     verify: bool = False
-    verify_requests: int = Field(20_000, ge=1, le=2_000_000)
+    verify_requests: int | None = Field(None, ge=1, le=2_000_000,
+                                        description="Requests --verify simulates (default: the scenario's, else 20,000)")
     catalog: list[Path] = Field(default_factory=list)
 
 
@@ -201,6 +206,9 @@ class SimulateRequest(LayoutRequest):
     restart_after: float | None = Field(None, ge=0)
     ttft_ms: float | None = Field(None, gt=0)
     tpot_ms: float | None = Field(None, gt=0)
+    ttft_percentile: float | None = Field(None, ge=50.0, lt=100.0)
+    tpot_percentile: float | None = Field(None, ge=50.0, lt=100.0)
+    min_goodput: float | None = Field(None, ge=0.0, le=1.0)
     catalog: list[Path] = Field(default_factory=list)
 
 
@@ -425,6 +433,27 @@ class SloOut(Schema):
     ttft_s: float | None
     tpot_s: float | None
     ttft_percentile: float
+    tpot_percentile: float = 90.0
+    min_goodput: float = 0.9
+
+
+class SloVerdict(Schema):
+    """What the SLO verdict judged: the measured TTFT and TPOT at the percentiles asked, the goodput against its
+    threshold, each check's outcome (None: no target) and the verdict as one line."""
+
+    ttft_percentile: float
+    ttft_s: float | None
+    ttft_target_s: float | None
+    ttft_ok: bool | None
+    tpot_percentile: float
+    tpot_s: float | None
+    tpot_target_s: float | None
+    tpot_ok: bool | None
+    goodput: float
+    min_goodput: float
+    goodput_ok: bool
+    all_completed: bool
+    text: str
 
 
 class SimThroughput(Schema):
@@ -502,6 +531,7 @@ class SimReport(Schema):
     goodput_rps: float
     slo: SloOut
     holds_slo: bool | None
+    verdict: SloVerdict | None = None
     throughput: SimThroughput
     duration_s: float
     queue: QueueStats
@@ -631,17 +661,37 @@ class ClosestMiss(Schema):
 
 
 class PredictedLatency(Schema):
+    """The plan's own figures: TTFT and TPOT at the SLO's percentiles, the mean TPOT, requests/s served."""
+
     ttft_s: float
     tpot_s: float
+    ttft_percentile: float = 90.0
+    tpot_percentile: float = 90.0
+    tpot_mean_s: float | None = None
+    requests_per_s: float | None = None
+
+
+class Disagreement(Schema):
+    """A figure where the simulation and the plan differ by more than 10%, and why (as far as we can tell)."""
+
+    metric: str
+    plan: float
+    simulated: float
+    ratio: float
+    why: str
 
 
 class Verification(Schema):
     """``plan --verify``: the simulation of the recommended plan, or why none ran."""
 
-    _omit_if_none = frozenset(set(SimReport.model_fields) | {"reason", "plan_predicted"})
+    _omit_if_none = frozenset(set(SimReport.model_fields) | {"reason", "plan_predicted", "disagreements", "mode",
+                                                              "pools"})
     simulated: bool
     reason: str | None = None
     plan_predicted: PredictedLatency | None = None
+    disagreements: list[Disagreement] | None = None
+    mode: str | None = None
+    pools: dict[str, Any] | None = None
     requests: int | None = None
     completed: int | None = None
     rejected: int | None = None
@@ -655,6 +705,7 @@ class Verification(Schema):
     goodput_rps: float | None = None
     slo: SloOut | None = None
     holds_slo: bool | None = None
+    verdict: SloVerdict | None = None
     throughput: SimThroughput | None = None
     duration_s: float | None = None
     queue: QueueStats | None = None

@@ -26,6 +26,10 @@ def plan_command(
     ttft_ms: Optional[float] = typer.Option(None, "--ttft-ms", help="TTFT target at --ttft-percentile, ms."),
     ttft_percentile: float = typer.Option(90.0, "--ttft-percentile", help="TTFT percentile: 90 or 99."),
     tpot_ms: Optional[float] = typer.Option(None, "--tpot-ms", help="TPOT target, ms per output token."),
+    tpot_percentile: Optional[float] = typer.Option(None, "--tpot-percentile",
+                                                    help="TPOT percentile judged: 90 (default), 50 or 99."),
+    min_goodput: Optional[float] = typer.Option(None, "--min-goodput",
+                                                help="Least share of requests within both SLOs (default 0.9)."),
     system: Optional[list[str]] = typer.Option(None, "--system", help="System id or GPU name; repeat. Default: all."),
     precision: Optional[list[str]] = typer.Option(None, "--precision", help="Weight precision; repeat. Default: checkpoint."),
     kv_dtype: Optional[list[str]] = typer.Option(None, "--kv-dtype", help="KV-cache dtype; repeat."),
@@ -38,7 +42,8 @@ def plan_command(
     max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most nodes per replica (default 4)."),
     no_disagg: bool = typer.Option(False, "--no-disagg", help="Aggregated serving only."),
     verify: bool = typer.Option(False, "--verify", help="Simulate the recommended plan and report if it holds."),
-    verify_requests: int = typer.Option(20_000, "--verify-requests", help="Requests simulated by --verify."),
+    verify_requests: Optional[int] = typer.Option(
+        None, "--verify-requests", help="Requests simulated by --verify (default: the scenario's, else 20,000)."),
     catalog: CatalogOpt = None,
     allow_longer_context: LongerContextOpt = False,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -54,7 +59,8 @@ def plan_command(
         check_plot_path(plot)
     result = api.plan(**given(
         model=model, isl=isl, osl=osl, rate=rate, concurrency=concurrency, tokens_per_s=tokens_per_s,
-        ttft_ms=ttft_ms, ttft_percentile=ttft_percentile, tpot_ms=tpot_ms, systems=system, precisions=precision,
+        ttft_ms=ttft_ms, ttft_percentile=ttft_percentile, tpot_ms=tpot_ms, tpot_percentile=tpot_percentile,
+        min_goodput=min_goodput, systems=system, precisions=precision,
         kv_dtypes=kv_dtype, engine=engine, prefix_cache_hit=prefix_cache_hit, scenario=scenario, failover=failover,
         prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, no_disagg=no_disagg, verify=verify,
         verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context))
@@ -105,10 +111,16 @@ def render(result: PlanResult, console: Console) -> None:
     v = result.verify
     if v is not None:
         if v.simulated and v.ttft_s is not None and v.tpot_s is not None:
-            console.print(f"[bold]Simulated[/] {v.requests:,} requests on {v.replicas} replica(s): TTFT p90 "
-                          f"{(v.ttft_s.p90 or 0.0) * 1e3:.0f} ms, p99 {(v.ttft_s.p99 or 0.0) * 1e3:.0f} ms; TPOT p90 "
-                          f"{(v.tpot_s.p90 or 0.0) * 1e3:.1f} ms; goodput {v.goodput or 0.0:.1%}: "
-                          + ("[green]holds the SLOs[/]" if v.holds_slo else "[red]misses the SLOs[/]"))
+            pools = "" if v.mode != "disaggregated" or not v.pools else (
+                f" ({v.pools.get('prefill_replicas')} prefill + {v.pools.get('decode_replicas')} decode)")
+            judged = (f"{v.verdict.text}: " if v.verdict is not None else
+                      f"TTFT p90 {(v.ttft_s.p90 or 0.0) * 1e3:.0f} ms; TPOT p90 {(v.tpot_s.p90 or 0.0) * 1e3:.1f} ms; "
+                      f"goodput {v.goodput or 0.0:.1%}: ")
+            console.print(f"[bold]Simulated[/] {v.requests:,} requests on {v.replicas} replica(s){pools}: {judged}"
+                          + ("[green]holds the SLOs[/]" if v.holds_slo else "[red]misses the SLOs[/]"), soft_wrap=True)
+            for d in v.disagreements or []:
+                console.print(f"[yellow]Plan and simulation disagree[/] on {d.metric}: plan {d.plan:.4g}, simulated "
+                              f"{d.simulated:.4g} ({d.ratio:.2f}x): {d.why}", soft_wrap=True)
         else:
             console.print(f"[bold]Not simulated:[/] {v.reason}")
     console.print(f"[dim]{result.configurations_evaluated:,} configurations evaluated "

@@ -49,6 +49,10 @@ def simulate_command(
     restart_after: Annotated[Optional[float], typer.Option(help="Seconds until the lost replica is back")] = None,
     ttft_ms: Annotated[Optional[float], typer.Option(help="TTFT SLO, ms")] = None,
     tpot_ms: Annotated[Optional[float], typer.Option(help="TPOT SLO, ms")] = None,
+    ttft_percentile: Annotated[Optional[float], typer.Option(help="TTFT percentile judged (default 90)")] = None,
+    tpot_percentile: Annotated[Optional[float], typer.Option(help="TPOT percentile judged (default 90)")] = None,
+    min_goodput: Annotated[Optional[float], typer.Option(
+        help="Least share of requests within both SLOs (default 0.9)")] = None,
     catalog: CatalogOpt = None,
     allow_longer_context: LongerContextOpt = False,
     as_json: JsonOpt = False,
@@ -70,7 +74,8 @@ def simulate_command(
         kv_dtype=kv_dtype, engine=engine, isl=isl, osl=osl, length_cv=length_cv, rate=rate, arrival=arrival,
         trace=trace, replicas=replicas, requests=requests, seed=seed, policy=policy, fail_at=fail_at,
         fail_replica=fail_replica, fail_node=fail_node, restart_after=restart_after, ttft_ms=ttft_ms,
-        tpot_ms=tpot_ms, catalog=catalog, allow_longer_context=allow_longer_context))
+        tpot_ms=tpot_ms, ttft_percentile=ttft_percentile, tpot_percentile=tpot_percentile, min_goodput=min_goodput,
+        catalog=catalog, allow_longer_context=allow_longer_context))
     run = api.simulation_run(report)
     if csv is not None:
         from ..sim.metrics import write_windows_csv
@@ -105,8 +110,9 @@ def render_simulation(console: Console, report: SimResult) -> None:
                   f"{report.rejected:,}, failed {report.failed:,} (retried {report.retried:,}); "
                   f"preemptions {report.preemptions:,}")
     console.print(f"throughput {thr.requests_per_s:,.2f} req/s, {thr.output_tokens_per_s:,.0f} output tok/s; "
-                  f"goodput {report.goodput:.1%}" + ("" if report.holds_slo is None else
-                                                    f"; holds SLO: {'yes' if report.holds_slo else 'no'}"))
+                  f"goodput {report.goodput:.1%}")
+    if report.verdict is not None:
+        console.print(f"SLO: {report.verdict.text}: {'holds' if report.holds_slo else 'misses'}")
     console.print(f"queue mean {report.queue.mean_waiting:.1f} (max {report.queue.max_waiting:.0f}); "
                   f"KV utilisation mean {report.kv_utilisation.mean:.1%} (max "
                   f"{report.kv_utilisation.max:.1%}); simulated in {report.sim_wall_s:.2f} s")

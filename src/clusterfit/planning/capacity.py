@@ -9,6 +9,17 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
   TPOT(B) = d(B) + B * E[chunk steps - n d(B)] / E[output], d(B) = decode_step_s(B, mean context)
   (steps that carry a chunk are slower than the mean: the inter-token spikes users see). The replica
   then completes ``B / (E[output] * TPOT)`` requests/s (Little's law over the decode batch).
+- TPOT percentile (the SLO judges TPOT at ``slo.tpot_percentile``, p90 by default, not the mean): a request
+  decoding n = output - 1 tokens rides along the chunk steps of the prefills that arrive meanwhile, a Poisson
+  number with mean m = B n / E[output] (the replica's request rate times its decode time), each adding
+  e_i = own_i - n_i d(B) seconds (class i's chunk steps beyond plain decode steps). Its TPOT is
+  d(B) + X / n with X compound Poisson: E[X / n] = B E[e] / E[output] (the mean above) and
+  Var[X / n] = B E[e^2] / (E[output] n). Over the output-length distribution the variance is
+  B E[e^2] E[1/n] / E[output]; the percentile is the normal approximation mean + z_q sd (conservative at
+  light chunk traffic, where most requests see no chunk step at all). Batch-size fluctuations are ignored.
+- Goodput: the share of requests meeting both targets, predicted as P(TTFT <= target) x P(TPOT <= target)
+  (independent; the TTFT tail of queueing.ttft_cdf, the normal TPOT above); a batch is feasible only where
+  it reaches ``slo.min_goodput`` (0.9 by default) as well as both percentiles.
 - TTFT: the prefill budget is an M/G/1 server (see queueing.py). Request class i occupies it for
   ``u_i / budget * step_full_i`` seconds (its share of full prefill steps); its own prefill takes
   ``ceil(u_i / budget)`` steps of its chunk with the decode batch riding along. TTFT p-quantile =
@@ -20,17 +31,20 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
 
 Disaggregated serving splits this: a prefill replica is the same M/G/1 server with the whole token
 budget and no decode batch, plus the KV transfer to the decode replica (per-GPU KV bytes over the link
-crossed, not overlapped: conservative); a decode replica runs TPOT(B) = decode_step_s(B, context).
+crossed, not overlapped: conservative); a decode replica runs TPOT(B) = decode_step_s(B, context) (no chunk
+steps: every percentile of TPOT is that step). The prefill pool's TTFT is judged at the larger of the TTFT
+percentile and ``min_goodput`` (the only requests a disaggregated plan loses are late first tokens).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from .queueing import mean_wait_s, ttft_quantile_s
+from .queueing import mean_wait_s, ttft_cdf, ttft_quantile_s
 from .workload import SLO, Workload
 
 #: Batch sizes tried per replica: unique integers on a geometric grid from 1 to the engine cap.
@@ -77,18 +91,26 @@ class AggregatedCurve:
     """Arrays over the batch grid (shape (nB,)) for one aggregated replica."""
 
     batch: np.ndarray
-    tpot_s: np.ndarray
+    tpot_s: np.ndarray            # mean TPOT (throughput, Little's law)
     rate_rps: np.ndarray          # requests/s the replica completes at this batch
     ttft_s: np.ndarray            # TTFT at the SLO percentile (inf when the prefill queue saturates)
     ttft_mean_s: np.ndarray       # own prefill + P-K mean wait (for Little's law with sessions)
     kv_ok: np.ndarray
-    tpot_ok: np.ndarray
+    tpot_ok: np.ndarray           # TPOT at the SLO's percentile within the target
     ttft_ok: np.ndarray
     decode_only_s: np.ndarray     # the same batch with no prefill in the step (a disaggregated decode replica)
+    tpot_q_s: np.ndarray | None = None    # TPOT at the SLO's percentile (None: the mean)
+    goodput: np.ndarray | None = None     # predicted share of requests within both targets
+    goodput_ok: np.ndarray | None = None
+
+    @property
+    def tpot_judged_s(self) -> np.ndarray:
+        return self.tpot_s if self.tpot_q_s is None else self.tpot_q_s
 
     @property
     def feasible(self) -> np.ndarray:
-        return self.kv_ok & self.tpot_ok & self.ttft_ok
+        ok = self.kv_ok & self.tpot_ok & self.ttft_ok
+        return ok if self.goodput_ok is None else ok & self.goodput_ok
 
 
 def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray) -> AggregatedCurve:
@@ -116,8 +138,13 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray) -> Aggregate
     # steady state: each request's prefill adds (its chunk steps - the decode steps they replace) to the
     # decode batch's time; spread over the E[output] tokens of the B sequences:
     #   TPOT = d(B) + B * E[own_i - n_i d(B)] / E[output]          (mean TPOT; steps with a chunk are slower)
-    extra = (own - n_chunks * decode_only[:, None]) @ w
-    tpot = decode_only + B * np.maximum(extra, 0.0) / osl
+    e = np.maximum(own - n_chunks * decode_only[:, None], 0.0)
+    extra = e @ w
+    tpot = decode_only + B * extra / osl
+    # TPOT spread (module docstring): compound-Poisson chunk steps over a request's n = output - 1 tokens
+    inv_n = float(np.dot(wl.osl.weights, 1.0 / np.maximum(wl.osl.tokens - 1.0, 1.0)))
+    tpot_sd = np.sqrt(B * ((e * e) @ w) * inv_n / osl)
+    tpot_q = tpot + slo.tpot_z * tpot_sd
     rate = B / (osl * tpot)
     occupancy = u / bud * step_full
     q = slo.ttft_percentile / 100.0
@@ -125,9 +152,26 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray) -> Aggregate
     ttft = np.where(budget > 0, ttft, np.inf)
     ttft_mean = own @ w + mean_wait_s(rate, occupancy, w)
     kv_ok = B <= kv_batch_bound(sm, wl)
-    tpot_ok = tpot <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
+    tpot_ok = tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
     ttft_ok = np.isfinite(ttft) & (ttft <= (slo.ttft_s if slo.ttft_s is not None else np.inf))
-    return AggregatedCurve(B, tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, decode_only)
+    p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s, rate, occupancy, w, own), 0.0)
+              if slo.ttft_s is not None else np.ones(nB))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_tpot = _normal_cdf((slo.tpot_s - tpot) / tpot_sd) if slo.tpot_s is not None else np.ones(nB)
+    goodput = p_ttft * p_tpot
+    goodput_ok = (goodput >= slo.min_goodput - 1e-12 if (slo.ttft_s is not None or slo.tpot_s is not None)
+                  else np.ones(nB, bool))
+    return AggregatedCurve(B, tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, decode_only, tpot_q, goodput,
+                           goodput_ok)
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def _normal_cdf(z: np.ndarray) -> np.ndarray:
+    """Standard-normal CDF, elementwise (a zero spread gives z = +-inf or nan: 1, 0, and 1 for nan)."""
+    zz = np.nan_to_num(np.asarray(z, dtype=float), nan=40.0, posinf=40.0, neginf=-40.0)
+    return 0.5 * (1.0 + _ERF(zz / math.sqrt(2.0)).astype(float))
 
 
 @dataclass
@@ -159,11 +203,14 @@ def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link) -> PrefillCapacity:
     total_own = own + transfer
     sat = 1.0 / float(occupancy @ w)
     lam = sat * _load_fractions(PREFILL_LOAD_POINTS)
-    q = slo.ttft_percentile / 100.0
+    q = max(slo.ttft_percentile / 100.0, min(slo.min_goodput, 0.999))
     ttft = ttft_quantile_s(q, lam, np.broadcast_to(occupancy, (lam.size, occupancy.size)), w,
                            np.broadcast_to(total_own, (lam.size, total_own.size)))
     limit = slo.ttft_s if slo.ttft_s is not None else np.inf
     ok = ttft <= limit
+    # the replica must hold the longest prompt's KV (with the engine's 1% watermark and a block to spare)
+    if float(sm.kv_capacity_tokens) * 0.99 < float(np.max(wl.isl_tokens)) + 17:
+        ok[:] = False
     if not ok.any():
         return PrefillCapacity(0.0, float(ttft[0]), float(transfer @ w), lam.size)
     i = int(np.flatnonzero(ok)[-1])

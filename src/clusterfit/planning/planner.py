@@ -20,6 +20,7 @@ from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PerMtok, Pla
                       Verification)
 from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, resolve_price,
                    usd_per_mtok, verdict)
+from .capacity import AggregatedCurve
 from .pareto import pareto_front
 from .search import Candidate, SearchResult, SearchSpace, search
 from .workload import SLO, Workload
@@ -102,6 +103,7 @@ class _Sized:
     binding: str = ""
     why: str = ""
     breakdown: dict = field(default_factory=dict)
+    tpot_judged_s: float | None = None  # TPOT at the SLO's percentile (tpot_s is the mean); None: the mean
 
     @property
     def cost_per_hour(self) -> float | None:
@@ -130,7 +132,8 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
     nodes = _nodes(total, c.gpus, c.system.gpus_per_node)
     return _Sized("aggregated", c.system, c.precision_name, c.kv_dtype, c, None, float(a.batch[op]),
                   float(a.batch[best]), float(caps[best]), n, 0, k, float(a.tpot_s[op]), float(a.ttft_s[op]),
-                  float(served_rps), float(n * a.rate_rps[best]), nodes, total * c.gpus, price)
+                  float(served_rps), float(n * a.rate_rps[best]), nodes, total * c.gpus, price,
+                  tpot_judged_s=float(a.tpot_judged_s[op]))
 
 
 def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl: Workload, need: float, k: int,
@@ -230,8 +233,13 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
         tpot_here = float(curve.tpot_s[i])
         prefill_share = (f" + {(tpot_here - step) * 1e3:.1f} ms of prefill chunks per token"
                          if s.mode == "aggregated" and tpot_here > step * 1.01 else "")
-        s.why = (f"TPOT target {slo.tpot_s * 1e3:g} ms is met up to batch {s.best_batch:.0f} (TPOT = the decode "
-                 f"step{prefill_share}); the decode step is {step_word}")
+        s.why = (f"TPOT p{slo.tpot_percentile:g} target {slo.tpot_s * 1e3:g} ms is met up to batch "
+                 f"{s.best_batch:.0f} (mean TPOT = the decode step{prefill_share}); the decode step is {step_word}")
+    elif isinstance(curve, AggregatedCurve) and curve.goodput_ok is not None and not curve.goodput_ok[nxt]:
+        s.binding = "slo"
+        assert curve.goodput is not None
+        s.why = (f"goodput: at batch {B[nxt]:.0f} the predicted share of requests within both targets "
+                 f"({float(curve.goodput[nxt]):.1%}) falls below {slo.min_goodput:g}; the decode step is {step_word}")
     else:
         s.binding = "compute" if dominant == "compute_s" else "slo"
         target = (f"TTFT p{slo.ttft_percentile:g} target {slo.ttft_s * 1e3:g} ms" if slo.ttft_s is not None
@@ -275,7 +283,8 @@ def _row(s: _Sized, wl: Workload, hours: float) -> PlanOption:
         cost_per_mtok_in=None if cost is None else usd_per_mtok(cost, in_tps),
         cost_per_mtok_out_full_load=None if cost is None else usd_per_mtok(cost, full_out),
         cost_per_mtok_in_full_load=None if cost is None else usd_per_mtok(cost, s.full_rate_rps * wl.isl_mean_tokens),
-        ttft_s=s.ttft_s, tpot_s=s.tpot_s, tokens_per_s_per_user=1.0 / s.tpot_s,
+        ttft_s=s.ttft_s, tpot_s=s.tpot_s if s.tpot_judged_s is None else s.tpot_judged_s,
+        tokens_per_s_per_user=1.0 / s.tpot_s,
         requests_per_s=s.rate_rps, output_tokens_per_s=out_tps,
         output_tokens_per_s_per_gpu=out_tps / s.gpus,
         full_load_requests_per_s=s.full_rate_rps, full_load_output_tokens_per_s=full_out,
@@ -321,7 +330,7 @@ def _closest(cands: list[Candidate], slo: SLO) -> ClosestMiss | None:
         a = c.agg
         if a is None:
             continue
-        r_tpot = a.tpot_s / slo.tpot_s if slo.tpot_s else np.zeros_like(a.tpot_s)
+        r_tpot = a.tpot_judged_s / slo.tpot_s if slo.tpot_s else np.zeros_like(a.tpot_s)
         r_ttft = a.ttft_s / slo.ttft_s if slo.ttft_s else np.zeros_like(a.ttft_s)
         worst = np.where(a.kv_ok, np.maximum(r_tpot, r_ttft), np.inf)
         i = int(np.argmin(worst))
@@ -337,7 +346,8 @@ def _closest(cands: list[Candidate], slo: SLO) -> ClosestMiss | None:
     dominant = max(kinds, key=lambda k: kinds[k])
     missed = []
     if rt > 1 and slo.tpot_s is not None:
-        missed.append(f"TPOT {a.tpot_s[i] * 1e3:.1f} ms vs target {slo.tpot_s * 1e3:g} ms ({rt:.2f}x)")
+        missed.append(f"TPOT p{slo.tpot_percentile:g} {a.tpot_judged_s[i] * 1e3:.1f} ms vs target "
+                      f"{slo.tpot_s * 1e3:g} ms ({rt:.2f}x)")
     if rf > 1 and slo.ttft_s is not None:
         missed.append(f"TTFT p{slo.ttft_percentile:g} {a.ttft_s[i] * 1e3:.0f} ms vs target "
                       f"{slo.ttft_s * 1e3:g} ms ({rf:.2f}x)")
@@ -345,7 +355,7 @@ def _closest(cands: list[Candidate], slo: SLO) -> ClosestMiss | None:
     tp, pp, ep, dp = c.layout
     return ClosestMiss(
         system=c.system.id, precision=c.precision_name, layout=c.label(), tp=tp, pp=pp, ep=ep, dp=dp,
-        gpus_per_replica=c.gpus, batch=float(a.batch[i]), tpot_s=float(a.tpot_s[i]), ttft_s=float(a.ttft_s[i]),
+        gpus_per_replica=c.gpus, batch=float(a.batch[i]), tpot_s=float(a.tpot_judged_s[i]), ttft_s=float(a.ttft_s[i]),
         missed=missed, binding=binding,
         why=(f"even at batch {a.batch[i]:.0f} the best configuration misses: " + "; ".join(missed)
              + f". Its decode step is {_KIND_WORD[dominant]}-bound "
@@ -399,7 +409,7 @@ def _best_per_system(req: PlanQuestion, result: SearchResult, need: float) -> li
     return sorted(best.values(), key=_Sized.sort_key)
 
 
-def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int = 20_000) -> PlanResult:
+def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int | None = None) -> PlanResult:
     """Answer a planning question (see the module docstring); ``verify`` simulates the recommendation."""
     from ..arch import load_model
 
@@ -465,7 +475,8 @@ def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, 
         text += (f", ${rec.cost_per_hour:,.2f}/h (${rec.cost_per_month or 0.0:,.0f}/month), "
                  f"${rec.cost_per_mtok_out or 0.0:.2f} per million output tokens at the target load")
     text += (f". At {wl.load.describe()} each {'decode ' if rec.prefill else ''}replica runs batch {rec.batch:.0f} "
-             f"with TPOT {rec.tpot_s * 1e3:.1f} ms and TTFT p{slo.ttft_percentile:g} {rec.ttft_s * 1e3:.0f} ms. "
+             f"with TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and TTFT p{slo.ttft_percentile:g} "
+             f"{rec.ttft_s * 1e3:.0f} ms. "
              f"What binds: {rec.binding} - {rec.why}.")
     if len(rows) > 1 and priced and rows[1].cost_per_hour and rec.cost_per_hour:
         r2 = rows[1]

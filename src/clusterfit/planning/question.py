@@ -5,6 +5,8 @@ A scenario file gives the defaults; every option given in the request wins over 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..compose import Catalog
 from ..errors import ClusterfitError
 from ..schema import ParameterError, PlanRequest
@@ -63,7 +65,8 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         q.slo = slo
         if req.ttft_ms is not None or req.tpot_ms is not None:
             q.slo = SLO(_ms(req.ttft_ms) if req.ttft_ms is not None else slo.ttft_s,
-                        _ms(req.tpot_ms) if req.tpot_ms is not None else slo.tpot_s, req.ttft_percentile)
+                        _ms(req.tpot_ms) if req.tpot_ms is not None else slo.tpot_s, req.ttft_percentile,
+                        slo.tpot_percentile, slo.min_goodput)
     else:
         if model is None:
             raise ParameterError("model", "give a MODEL (or --scenario FILE)")
@@ -73,6 +76,9 @@ def build_question(req: PlanRequest) -> PlanQuestion:
             raise ParameterError("rate", "give the target load: rate (requests/s), concurrency or tokens_per_s")
         q.workload = Workload.simple(req.isl, req.osl, load, req.prefix_cache_hit or 0.0)
         q.slo = SLO(_ms(req.ttft_ms), _ms(req.tpot_ms), req.ttft_percentile)
+    if req.tpot_percentile is not None or req.min_goodput is not None:  # options win over the scenario's slo
+        q.slo = replace(q.slo, **({"tpot_percentile": req.tpot_percentile} if req.tpot_percentile is not None
+                                  else {}), **({"min_goodput": req.min_goodput} if req.min_goodput is not None else {}))
     if model is None:
         raise ParameterError("model", "give a model (or 'model:' in the scenario)")
     q.model = model

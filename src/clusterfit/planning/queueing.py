@@ -73,3 +73,24 @@ def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
         lo = np.where(over, mid, lo)
         hi = np.where(over, hi, mid)
     return np.where(saturated, np.inf, hi)
+
+
+def ttft_cdf(x_s: float, arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.ndarray,
+             own_s: np.ndarray | None = None) -> np.ndarray:
+    """P(TTFT <= x_s) under the same model as :func:`ttft_quantile_s` (0 where the server is saturated):
+    sum over classes of w_i (1 - P(W > x_s - own_i)), P(W > y) = 1 for y < 0 and rho exp(-rho y / W) after."""
+    lam = np.asarray(arrival_per_s, dtype=float)
+    s = np.asarray(service_s, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    own = s if own_s is None else np.asarray(own_s, dtype=float)
+    rho = lam * (s @ w)
+    wbar = mean_wait_s(lam, s, w)
+    saturated = ~(rho < 1.0)
+    ok_w = ~saturated & (rho > 0) & (wbar > 0)
+    decay = np.where(ok_w, np.where(rho > 0, rho, 1.0) / np.where(wbar > 0, wbar, 1.0), np.inf)
+    rho_c = np.where(ok_w, rho, 0.0)
+    y = x_s - own
+    with np.errstate(over="ignore", invalid="ignore"):
+        pw = np.where(y < 0, 1.0, np.where(np.isinf(decay[..., None]), 0.0,
+                                            rho_c[..., None] * np.exp(-decay[..., None] * np.maximum(y, 0.0))))
+    return np.where(saturated, 0.0, (1.0 - pw) @ w)

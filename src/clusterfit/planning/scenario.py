@@ -15,6 +15,7 @@ Example (see ``examples/*.yaml``)::
       agent: {shared_prefix_tokens: 8000, turns: 10, input_tokens_per_turn: 400,
               output_tokens_per_turn: 600, think_time_s: 5}   # optional; replaces isl/osl
     slo: {ttft_ms: 2000, ttft_percentile: 90, tpot_ms: 50}   # or tokens_per_s_per_user: 20
+                                    # tpot_percentile: 90 (default), min_goodput: 0.9 (default)
     cost:
       prices: {hgx_h200: 3.5}       # $/GPU-hour overrides
       endpoint: {input_per_mtok: 0.6, output_per_mtok: 2.2}   # $/million tokens
@@ -152,6 +153,8 @@ class SLOSpec(_StrictFrozen):
     ttft_percentile: Literal[50, 90, 95, 99] = 90
     tpot_ms: float | None = Field(default=None, gt=0)
     tokens_per_s_per_user: float | None = Field(default=None, gt=0)
+    tpot_percentile: Literal[50, 90, 95, 99] = 90
+    min_goodput: float = Field(default=0.9, ge=0, le=1)
 
     @model_validator(mode="after")
     def _one_tpot(self) -> SLOSpec:
@@ -162,7 +165,8 @@ class SLOSpec(_StrictFrozen):
     def to_slo(self) -> SLO:
         tpot = self.tpot_ms / 1e3 if self.tpot_ms is not None else (
             1.0 / self.tokens_per_s_per_user if self.tokens_per_s_per_user else None)
-        return SLO(self.ttft_ms / 1e3 if self.ttft_ms is not None else None, tpot, float(self.ttft_percentile))
+        return SLO(self.ttft_ms / 1e3 if self.ttft_ms is not None else None, tpot, float(self.ttft_percentile),
+                   float(self.tpot_percentile), float(self.min_goodput))
 
 
 class EndpointSpec(_StrictFrozen):

@@ -296,15 +296,19 @@ class Workload:
 
 @dataclass(frozen=True)
 class SLO:
-    """Latency targets. None means unconstrained.
+    """Latency targets and how they are judged. None means unconstrained.
 
     ttft_s: time to first token at percentile ``ttft_percentile`` (90 or 99), seconds.
-    tpot_s: mean time per output token after the first, seconds (= 1 / tokens/s per user).
+    tpot_s: time per output token after the first (a request's (finish - first token) / (output - 1)) at
+        percentile ``tpot_percentile`` of requests (90 by default; 50 judges the median), seconds.
+    min_goodput: the SLOs hold only if at least this share of requests meets both targets (default 0.9).
     """
 
     ttft_s: float | None = None
     tpot_s: float | None = None
     ttft_percentile: float = 90.0
+    tpot_percentile: float = 90.0
+    min_goodput: float = 0.9
 
     def __post_init__(self) -> None:
         if self.ttft_s is not None:
@@ -313,11 +317,23 @@ class SLO:
             _check_positive("TPOT target", self.tpot_s)
         if not 50 <= self.ttft_percentile < 100:
             raise ClusterfitError(f"TTFT percentile must be in [50, 100), got {self.ttft_percentile}")
+        if not 50 <= self.tpot_percentile < 100:
+            raise ClusterfitError(f"TPOT percentile must be in [50, 100), got {self.tpot_percentile}")
+        if not 0 <= self.min_goodput <= 1:
+            raise ClusterfitError(f"min_goodput must be in [0, 1], got {self.min_goodput}")
+
+    @property
+    def tpot_z(self) -> float:
+        """Standard-normal quantile of ``tpot_percentile`` (the planner's TPOT spread, capacity.py)."""
+        return float(_normal_ppf(np.array([self.tpot_percentile / 100.0]))[0])
 
     def describe(self) -> str:
         parts = []
         if self.ttft_s is not None:
             parts.append(f"TTFT p{self.ttft_percentile:g} <= {self.ttft_s * 1e3:g} ms")
         if self.tpot_s is not None:
-            parts.append(f"TPOT <= {self.tpot_s * 1e3:g} ms ({1 / self.tpot_s:.1f} tokens/s per user)")
+            parts.append(f"TPOT p{self.tpot_percentile:g} <= {self.tpot_s * 1e3:g} ms "
+                         f"({1 / self.tpot_s:.1f} tokens/s per user)")
+        if parts:
+            parts.append(f"goodput >= {self.min_goodput:g}")
         return ", ".join(parts) or "no latency SLO"

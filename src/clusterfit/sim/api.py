@@ -78,7 +78,21 @@ def build_requests(sim: SimulationConfig, workload=None) -> Requests:
     arrival = sim.arrival
     if arrival.rate_rps is None:
         arrival = arrival.model_copy(update={"rate_rps": _rate_from_load(workload, out, sessions)})
-    return generate(n, arrival, inp, out, rng, sessions)
+    reqs = generate(n, arrival, inp, out, rng, sessions)
+    hit = float(getattr(workload, "prefix_cache_hit_rate", 0.0) or 0.0)
+    if hit > 0 and sim.replica.prefix_cache:
+        reqs = reqs.with_cached_share(hit, _cacheable(reqs, sessions))
+    return reqs
+
+
+def _cacheable(reqs: Requests, sessions: SessionSpec | None) -> np.ndarray | None:
+    """Prompt tokens the planner's ``prefix_cache_hit_rate`` applies to (workload.Workload.uncached_tokens): the
+    whole prompt of independent requests; for sessions the shared prefix (first turns) or the context of the
+    earlier turns (later turns), as the planner's agent model counts them."""
+    if sessions is None:
+        return None
+    return np.where(reqs.shared_tokens > 0, reqs.shared_tokens,
+                    np.minimum(sessions.shared_prefix_tokens, reqs.input_tokens))
 
 
 def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | None) -> float:
@@ -103,16 +117,28 @@ def simulate(step_model: StepCosts, sim: SimulationConfig, workload=None, slo=No
              gpus_per_node: int | None = None, requests: Requests | None = None) -> tuple[dict, SimRun]:
     """Run one simulation; return (report dict, raw run).
 
-    slo: an object with ``ttft_s``, ``tpot_s`` and optionally ``ttft_percentile`` (the planner's SLO);
-    ``sim.slo_ttft_s`` / ``sim.slo_tpot_s`` override it.
+    slo: an object with ``ttft_s``, ``tpot_s`` and optionally ``ttft_percentile``, ``tpot_percentile`` and
+    ``min_goodput`` (the planner's SLO); the simulation section's ``slo_*`` fields override it (slo_terms).
     """
     reqs = requests if requests is not None else build_requests(sim, workload)
     run = run_simulation(reqs, step_model, sim, gpus_per_node)
-    ttft = sim.slo_ttft_s if sim.slo_ttft_s is not None else getattr(slo, "ttft_s", None)
-    tpot = sim.slo_tpot_s if sim.slo_tpot_s is not None else getattr(slo, "tpot_s", None)
-    pct = float(getattr(slo, "ttft_percentile", 90.0) or 90.0)
-    report = summarize(run, ttft, tpot, pct)
+    report = summarize(run, *slo_terms(sim, slo))
     return report, run
+
+
+def slo_terms(sim: SimulationConfig, slo=None) -> tuple[float | None, float | None, float, float, float]:
+    """(TTFT target, TPOT target, TTFT percentile, TPOT percentile, least goodput) judged: the simulation
+    section's ``slo_*`` fields over the scenario's SLO over the defaults (p90, p90, 0.9)."""
+    def pick(own, name, default):
+        if own is not None:
+            return own
+        v = getattr(slo, name, None)
+        return default if v is None else v
+
+    return (pick(sim.slo_ttft_s, "ttft_s", None), pick(sim.slo_tpot_s, "tpot_s", None),
+            float(pick(sim.slo_ttft_percentile, "ttft_percentile", 90.0)),
+            float(pick(sim.slo_tpot_percentile, "tpot_percentile", 90.0)),
+            float(pick(sim.slo_min_goodput, "min_goodput", 0.9)))
 
 
 def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
@@ -144,10 +170,33 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
         raise ParameterError("system", "give a system (for example hgx_h200)")
     sim = _merge_options(req, parse_simulation(scen.simulation if scen is not None else None,
                                                f"scenario file {req.scenario}: simulation" if scen else "simulation"))
+    layout: dict[str, Any] = {"gpus": req.gpus, "tp": req.tp, "pp": req.pp, "ep": req.ep, "dp": req.dp}
+    if scen is not None and all(v is None for v in layout.values()):
+        layout, replicas = _planned_layout(req, model, system, precision, kv_dtype, engine)
+        if replicas is not None and req.replicas is None and "replicas" not in (scen.simulation or {}):
+            sim = sim.model_copy(update={"replicas": replicas})
     rep = build_replica(Catalog.load(req.catalog), model, system, precision=precision, kv_dtype=kv_dtype,
-                        gpus=req.gpus, tp=req.tp, pp=req.pp, ep=req.ep, dp=req.dp, engine=engine or "vllm")
+                        engine=engine or "vllm", **layout)
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
     return {"model": model, "system": rep.system.id, **report}, run
+
+
+def _planned_layout(req: SimulateRequest, model: str, system: str, precision: str | None, kv_dtype: str | None,
+                    engine: str | None) -> tuple[dict[str, Any], int | None]:
+    """The layout (tp, pp, ep, dp) and serving replicas `plan --scenario` recommends on ``system`` for aggregated
+    serving, so that ``simulate --scenario`` simulates the plan's replicas; the fewest GPUs that fit (and the
+    simulation section's replicas) when no aggregated plan meets the scenario's SLOs."""
+    from ..planning.planner import plan_cluster
+    from ..planning.question import build_question
+    from ..schema import PlanRequest
+
+    preq = PlanRequest(scenario=req.scenario, systems=[system], precisions=[precision] if precision else None,
+                       kv_dtypes=[kv_dtype] if kv_dtype else None, engine=engine, no_disagg=True, model=model,
+                       catalog=req.catalog)
+    rec = plan_cluster(build_question(preq)).recommended
+    if rec is None:
+        return {}, None
+    return {"tp": rec.tp, "pp": rec.pp, "ep": rec.ep, "dp": rec.dp}, rec.serving_replicas
 
 
 def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationConfig:
@@ -168,6 +217,9 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
         upd["slo_ttft_s"] = req.ttft_ms / 1e3
     if req.tpot_ms is not None:
         upd["slo_tpot_s"] = req.tpot_ms / 1e3
+    judged = {"slo_ttft_percentile": req.ttft_percentile, "slo_tpot_percentile": req.tpot_percentile,
+              "slo_min_goodput": req.min_goodput}
+    upd.update({k: v for k, v in judged.items() if v is not None})
     for key, val in (("input", req.isl), ("output", req.osl)):
         if val is not None:
             upd[key] = ({"dist": "fixed", "value": val} if req.length_cv == 0

@@ -174,8 +174,9 @@ class SimulationConfig(_Strict):
 
     requests: how many to simulate (default 10,000 generated; a trace is used whole unless given).
     arrival / input / output / sessions override the scenario's workload; ``trace`` replaces it.
-    slo_ttft_s / slo_tpot_s override the scenario's SLOs. exact_steps: call the step model every
-    step instead of interpolating its tables (slow; for checking).
+    slo_ttft_s / slo_tpot_s override the scenario's SLOs, slo_ttft_percentile / slo_tpot_percentile (default 90)
+    the percentiles judged and slo_min_goodput (default 0.9) the least share of requests within both.
+    exact_steps: call the step model every step instead of interpolating its tables (slow; for checking).
     """
 
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
@@ -196,4 +197,7 @@ class SimulationConfig(_Strict):
     gpus_per_node: int | None = Field(default=None, ge=1)
     slo_ttft_s: float | None = Field(default=None, gt=0)
     slo_tpot_s: float | None = Field(default=None, gt=0)
+    slo_ttft_percentile: float | None = Field(default=None, ge=50, lt=100)
+    slo_tpot_percentile: float | None = Field(default=None, ge=50, lt=100)
+    slo_min_goodput: float | None = Field(default=None, ge=0, le=1)
     exact_steps: bool = False

@@ -33,6 +33,8 @@ class Ledger:
         self.output_tokens: list[int] = requests.output_tokens.tolist()
         self.prefix_key: list[int] = requests.prefix_key.tolist()
         self.shared_tokens: list[int] = requests.shared_tokens.tolist()
+        # prompt tokens served from a cache warm on every replica (empty: none; see Requests.cached_tokens)
+        self.cached_tokens: list[int] = [] if requests.cached_tokens is None else requests.cached_tokens.tolist()
         self.first_token_s: list[float] = [math.nan] * n
         self.finish_s: list[float] = [math.nan] * n
         self.status: list[int] = [PENDING] * n

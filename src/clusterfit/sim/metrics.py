@@ -57,11 +57,12 @@ def meets_slo(ttft: np.ndarray, tpot: np.ndarray, status: np.ndarray, slo_ttft_s
 
 
 def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
-              ttft_percentile: float = 90.0) -> dict[str, Any]:
+              ttft_percentile: float = 90.0, tpot_percentile: float = 90.0, min_goodput: float = 0.9) -> dict[str, Any]:
     """The report of a run as one JSON-ready dict (the shape `clusterfit simulate --json` prints).
 
-    ``holds_slo``: the TTFT at ``ttft_percentile`` and the mean TPOT of completed requests are within
-    the SLOs given and no request was rejected or failed (None without SLOs).
+    ``holds_slo`` (None without SLOs): the TTFT at ``ttft_percentile`` and the TPOT at ``tpot_percentile`` of the
+    completed requests are within the SLOs given, at least ``min_goodput`` of all requests met both, and no
+    request was rejected or failed. ``verdict`` says what was judged, with the figures.
     """
     req = run.requests
     status = req["status"]
@@ -76,6 +77,8 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
     samples = run.samples
     waiting = np.array([s.waiting for s in samples], float)
     kv = np.array([s.kv_utilisation for s in samples], float)
+    verdict = slo_verdict(ttft, tpot, status, float(good.sum() / n), slo_ttft_s, slo_tpot_s, ttft_percentile,
+                          tpot_percentile, min_goodput)
     return {
         "requests": n,
         "completed": int(done.sum()),
@@ -88,8 +91,10 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
         "e2e_s": percentiles(e2e),
         "goodput": float(good.sum() / n),
         "goodput_rps": float(good.sum() / duration),
-        "slo": {"ttft_s": slo_ttft_s, "tpot_s": slo_tpot_s, "ttft_percentile": ttft_percentile},
-        "holds_slo": _holds(ttft, tpot, status, slo_ttft_s, slo_tpot_s, ttft_percentile),
+        "slo": {"ttft_s": slo_ttft_s, "tpot_s": slo_tpot_s, "ttft_percentile": ttft_percentile,
+                "tpot_percentile": tpot_percentile, "min_goodput": min_goodput},
+        "holds_slo": None if verdict is None else verdict["holds"],
+        "verdict": None if verdict is None else {k: v for k, v in verdict.items() if k != "holds"},
         "throughput": {
             "requests_per_s": float(done.sum() / duration),
             "output_tokens_per_s": out_tokens / duration,
@@ -110,19 +115,42 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
     }
 
 
-def _holds(ttft: np.ndarray, tpot: np.ndarray, status: np.ndarray, slo_ttft_s: float | None,
-           slo_tpot_s: float | None, pct: float) -> bool | None:
-    """The TTFT at ``pct`` and the mean TPOT within the SLOs given, every request completed (None: no SLO)."""
+def _at(x: np.ndarray, pct: float) -> float | None:
+    """The ``pct`` percentile of the finite values of ``x`` (None: none)."""
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, pct)) if x.size else None
+
+
+def slo_verdict(ttft: np.ndarray, tpot: np.ndarray, status: np.ndarray, goodput: float, slo_ttft_s: float | None,
+                slo_tpot_s: float | None, ttft_pct: float = 90.0, tpot_pct: float = 90.0,
+                min_goodput: float = 0.9) -> dict[str, Any] | None:
+    """The SLO verdict (None without SLOs): TTFT at ``ttft_pct`` and TPOT at ``tpot_pct`` of the completed
+    requests within their targets, goodput >= ``min_goodput``, every request completed; ``holds`` is the verdict,
+    ``text`` the line that says it ("TTFT p90 412 ms <= 1500; TPOT p90 37.1 ms <= 40; goodput 0.97 >= 0.9")."""
     if slo_ttft_s is None and slo_tpot_s is None:
         return None
-    if np.any(status != COMPLETED):
-        return False
-    ok = True
+    all_done = bool(np.all(status == COMPLETED))
+    t_at, p_at = _at(ttft, ttft_pct), _at(tpot, tpot_pct)
+    ttft_ok = None if slo_ttft_s is None else (t_at is not None and t_at <= slo_ttft_s)
+    tpot_ok = None if slo_tpot_s is None else (p_at is None or p_at <= slo_tpot_s)
+    good_ok = goodput >= min_goodput - 1e-12
+    parts = []
     if slo_ttft_s is not None:
-        ok &= bool(np.percentile(ttft, pct) <= slo_ttft_s)
-    if slo_tpot_s is not None and np.isfinite(tpot).any():
-        ok &= bool(np.nanmean(tpot) <= slo_tpot_s)
-    return ok
+        parts.append(f"TTFT p{ttft_pct:g} {_ms(t_at)} {'<=' if ttft_ok else '>'} {slo_ttft_s * 1e3:g}")
+    if slo_tpot_s is not None:
+        parts.append(f"TPOT p{tpot_pct:g} {_ms(p_at, 1)} {'<=' if tpot_ok else '>'} {slo_tpot_s * 1e3:g}")
+    parts.append(f"goodput {goodput:.3f} {'>=' if good_ok else '<'} {min_goodput:g}")
+    if not all_done:
+        parts.append(f"{int(np.sum(status != COMPLETED))} requests not completed")
+    holds = all_done and ttft_ok is not False and tpot_ok is not False and good_ok
+    return {"ttft_percentile": ttft_pct, "ttft_s": t_at, "ttft_target_s": slo_ttft_s, "ttft_ok": ttft_ok,
+            "tpot_percentile": tpot_pct, "tpot_s": p_at, "tpot_target_s": slo_tpot_s, "tpot_ok": tpot_ok,
+            "goodput": goodput, "min_goodput": min_goodput, "goodput_ok": good_ok, "all_completed": all_done,
+            "text": "; ".join(parts), "holds": bool(holds)}
+
+
+def _ms(x: float | None, digits: int = 0) -> str:
+    return "-" if x is None else f"{x * 1e3:.{digits}f} ms"
 
 
 def _mean(x: np.ndarray) -> float:

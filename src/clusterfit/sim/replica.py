@@ -242,6 +242,7 @@ class Replica:
         block = self.block
         rule = self.kv_rule
         first_cost = led.reservation_bytes  # per request, precomputed (generated == 0)
+        shared_cache = led.cached_tokens if self.prefix_cache else None
         one_rank = self.ranks == 1
         rank_reserved = self.rank_reserved
         # KV held + the next step's decode tokens, tokens
@@ -278,6 +279,10 @@ class Replica:
                 self.cache_tokens -= cached
                 if gen == 0:
                     hit = min(cached, led.shared_tokens[req], ctx - 1)
+            if shared_cache:  # a prefix warm on every replica (Requests.cached_tokens)
+                warm = shared_cache[req]
+                if warm > hit:
+                    hit = warm if warm < ctx else ctx - 1
             self.prefill.append([req, ctx - hit, hit, ctx])
             self.prefill_reserved += reserve
         batch = self.d + len(self.prefill)

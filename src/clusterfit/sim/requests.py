@@ -23,6 +23,10 @@ class Requests:
     lengths, tokens (>= 1). prefix_key: cache / affinity key (a session id; -1 for none).
     shared_tokens: leading prompt tokens equal to the previous context of the same prefix key, which
     a prefix cache can serve (0 for none).
+    cached_tokens: leading prompt tokens served from a prefix cache that is warm on every replica whatever the
+    session (a system prompt shared across sessions: the planner's ``prefix_cache_hit_rate``); 0 for none. A
+    replica prefills ``input - max(cached, its own session-cache hit)`` tokens; the cached tokens still count in
+    the request's KV (each request holds its whole context: conservative where real engines share the blocks).
     """
 
     arrival_s: np.ndarray
@@ -30,13 +34,15 @@ class Requests:
     output_tokens: np.ndarray
     prefix_key: np.ndarray
     shared_tokens: np.ndarray
+    cached_tokens: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
 
     @classmethod
     def build(cls, arrival_s: npt.ArrayLike, input_tokens: npt.ArrayLike, output_tokens: npt.ArrayLike,
-              prefix_key: npt.ArrayLike | None = None, shared_tokens: npt.ArrayLike | None = None) -> Requests:
+              prefix_key: npt.ArrayLike | None = None, shared_tokens: npt.ArrayLike | None = None,
+              cached_tokens: npt.ArrayLike | None = None) -> Requests:
         """Validate, sort by arrival (stable) and return a Requests table."""
         a = np.asarray(arrival_s, dtype=float)
         n = a.size
@@ -50,7 +56,18 @@ class Requests:
             raise ClusterfitError("input and output lengths must be >= 1 token")
         s = np.clip(s, 0, i - 1) if n else s
         order = np.argsort(a, kind="stable")
-        return cls(a[order], i[order], o[order], k[order], s[order])
+        c = None
+        if cached_tokens is not None:
+            c = np.clip(np.asarray(cached_tokens, np.int64).reshape(n), 0, np.maximum(i - 1, 0))[order]
+        return cls(a[order], i[order], o[order], k[order], s[order], c)
+
+    def with_cached_share(self, hit_rate: float, cacheable: np.ndarray | None = None) -> Requests:
+        """These requests with ``round(hit_rate x cacheable)`` prompt tokens served from a prefix cache warm on
+        every replica (``cacheable``: tokens per request that could be cached, default the whole prompt)."""
+        base = self.input_tokens if cacheable is None else np.asarray(cacheable, np.int64)
+        cached = np.clip(np.rint(hit_rate * base).astype(np.int64), 0, np.maximum(self.input_tokens - 1, 0))
+        return Requests(self.arrival_s, self.input_tokens, self.output_tokens, self.prefix_key, self.shared_tokens,
+                        cached)
 
     @property
     def duration_s(self) -> float:
