@@ -113,3 +113,16 @@ def test_scenario_file_problems_are_one_line(run_cli, tmp_path, content, says):
     f.write_bytes(content)
     code, out, err = run_cli("plan", "--scenario", str(f))
     assert code == 2 and len(err.strip().splitlines()) == 1 and says in err, err
+
+
+def test_a_trace_beyond_the_row_cap_is_refused_unless_cut(monkeypatch):
+    """The cap (config.MAX_REQUESTS, 5M) lowered to 3 rows: a longer trace is an error; --requests 2 reads 2."""
+    import clusterfit.sim.config as config
+    from clusterfit.errors import ClusterfitError
+    from clusterfit.sim.trace_files import load_trace
+
+    trace = Path(__file__).resolve().parents[1] / "src" / "clusterfit" / "sim" / "traces" / "azure_conv_sample.csv"
+    monkeypatch.setattr(config, "MAX_REQUESTS", 3)
+    with pytest.raises(ClusterfitError, match="more than 3 requests"):
+        load_trace(trace)
+    assert len(load_trace(trace, limit=2).input_tokens) == 2

@@ -165,8 +165,11 @@ def _columns(keys: list[str], where: str) -> _Columns:
 
 
 def load_trace(path: str | Path, limit: int | None = None) -> Requests:
-    """Read a CSV/JSONL trace into :class:`Requests` (at most ``limit`` rows); arrival times must be finite,
-    sorted and within MAX_TRACE_SPAN_S of the first."""
+    """Read a CSV/JSONL trace into :class:`Requests` (at most ``limit`` rows), streamed line by line; arrival
+    times must be finite, sorted and within MAX_TRACE_SPAN_S of the first. Without ``limit`` a trace of more than
+    config.MAX_REQUESTS rows is an error (give ``requests`` to replay its first rows)."""
+    from .config import MAX_REQUESTS
+
     path = resolve_trace_path(path)
     times: list[float] = []
     ins: list[int] = []
@@ -174,9 +177,12 @@ def load_trace(path: str | Path, limit: int | None = None) -> Requests:
     sess: list[int] = []
     try:
         rows, header = _rows(path)
-        _read_rows(path, rows(), header, limit, times, ins, outs, sess)
+        _read_rows(path, rows(), header, limit or MAX_REQUESTS + 1, times, ins, outs, sess)
     except UnicodeDecodeError as exc:
         raise ClusterfitError(f"{path}: not UTF-8 text (byte {exc.start:,} of a line)") from None
+    if limit is None and len(times) > MAX_REQUESTS:
+        raise ClusterfitError(f"{path}: the trace has more than {MAX_REQUESTS:,} requests; replay its first rows "
+                              "with --requests N (simulation.requests)")
     if not times:
         raise ClusterfitError(f"{path}: the trace has no requests")
     arrivals = np.asarray(times)
