@@ -37,6 +37,17 @@ def mean_wait_s(arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.nd
     return np.where(rho < 1.0, w, np.inf)
 
 
+def _load_terms(arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.ndarray,
+                own_s: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(weights, own time, utilisation rho, mean wait, saturated) of one server, as arrays."""
+    lam = np.asarray(arrival_per_s, dtype=float)
+    s = np.asarray(service_s, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    own = s if own_s is None else np.asarray(own_s, dtype=float)
+    rho = lam * (s @ w)
+    return w, own, rho, mean_wait_s(lam, s, w), ~(rho < 1.0)
+
+
 def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
                     weights: np.ndarray, own_s: np.ndarray | None = None) -> np.ndarray:
     """The q-quantile (0 < q < 1) of wait + own time, seconds; inf where the server is saturated.
@@ -47,13 +58,7 @@ def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
     own_s: shape (..., K), the request's own time from reaching the head of the queue to its first
         token (defaults to ``service_s``; differs when prefills share steps, see capacity.py), s.
     """
-    lam = np.asarray(arrival_per_s, dtype=float)
-    s = np.asarray(service_s, dtype=float)
-    w = np.asarray(weights, dtype=float)
-    own = s if own_s is None else np.asarray(own_s, dtype=float)
-    rho = lam * (s @ w)
-    wbar = mean_wait_s(lam, s, w)
-    saturated = ~(rho < 1.0)
+    w, own, rho, wbar, saturated = _load_terms(arrival_per_s, service_s, weights, own_s)
     rho_c = np.where(saturated | (rho <= 0), 0.5, rho)
     decay = np.where(saturated | (rho <= 0) | ~(wbar > 0), np.inf, rho_c / np.where(wbar > 0, wbar, 1.0))
     tail = 1.0 - q
@@ -79,13 +84,7 @@ def ttft_cdf(x_s: float, arrival_per_s: np.ndarray, service_s: np.ndarray, weigh
              own_s: np.ndarray | None = None) -> np.ndarray:
     """P(TTFT <= x_s) under the same model as :func:`ttft_quantile_s` (0 where the server is saturated):
     sum over classes of w_i (1 - P(W > x_s - own_i)), P(W > y) = 1 for y < 0 and rho exp(-rho y / W) after."""
-    lam = np.asarray(arrival_per_s, dtype=float)
-    s = np.asarray(service_s, dtype=float)
-    w = np.asarray(weights, dtype=float)
-    own = s if own_s is None else np.asarray(own_s, dtype=float)
-    rho = lam * (s @ w)
-    wbar = mean_wait_s(lam, s, w)
-    saturated = ~(rho < 1.0)
+    w, own, rho, wbar, saturated = _load_terms(arrival_per_s, service_s, weights, own_s)
     ok_w = ~saturated & (rho > 0) & (wbar > 0)
     decay = np.where(ok_w, np.where(rho > 0, rho, 1.0) / np.where(wbar > 0, wbar, 1.0), np.inf)
     rho_c = np.where(ok_w, rho, 0.0)
