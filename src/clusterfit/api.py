@@ -22,7 +22,7 @@ from .compose import Catalog, build_replica
 from .precision import resolve_precision
 from .errors import ClusterfitError
 from .schema import (FitRequest, FitResult, HardwareList, ModelList, ModelSummary, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
-                     PlanResult, Schema, SimResult, SimulateRequest, parse_request)
+                     PlanResult, Schema, ServingEngineSettings, SimResult, SimulateRequest, parse_request)
 
 if TYPE_CHECKING:
     from .arch import ModelArch
@@ -212,7 +212,8 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     longest = max(req.isl + req.osl, req.context or 0)
     check_context(model, longest, req.allow_longer_context, "the sequence (isl + osl, or context)",
                   "context" if req.context is not None and req.context >= req.isl + req.osl else "isl")
-    rep = build_replica(Catalog.load(req.catalog), model, req.system, precision=req.precision,
+    settings = req.engine_settings()
+    rep = build_replica(Catalog.load(req.catalog, settings=settings), model, req.system, precision=req.precision,
                         experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,
                         pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False)
     if req.batch is not None:
@@ -227,7 +228,16 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     return PerfResult.model_validate({
         "model": rep.model.name, "system": rep.system.id, "engine": req.engine, "precision": rep.precision.name,
         "kv_dtype": rep.precision.kv_dtype, "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp},
-        "isl": req.isl, "osl": req.osl, **out, "notes": notes})
+        "isl": req.isl, "osl": req.osl, **out, "notes": notes,
+        "engine_settings": serving_engine_settings(rep.engine, settings.given())})
+
+
+def serving_engine_settings(engine: Engine, given: list[str]) -> dict[str, Any]:
+    """The settings ``engine`` runs with, as ``schema.ServingEngineSettings`` (fit's keys plus max_num_seqs,
+    enforce_eager and the names the user set)."""
+    return {"fraction": engine.gpu_memory_utilization, "mode": engine.memory_mode,
+            "max_num_batched_tokens": engine.max_num_batched_tokens, "source": engine.memory_source,
+            "max_num_seqs": engine.max_num_seqs, "enforce_eager": not engine.cuda_graphs, "given": given}
 
 
 def _check_batch_fits(step: StepModel, batch: int, context: float) -> None:
@@ -266,7 +276,12 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
     wl = question.workload
     check_context(load_model(question.model), wl.isl_mean_tokens + wl.osl_mean_tokens, req.allow_longer_context,
                   "the mean request (isl + osl)", "isl")
-    return plan_cluster(question, verify=req.verify, verify_requests=req.verify_requests)
+    result = plan_cluster(question, verify=req.verify, verify_requests=req.verify_requests)
+    assert question.catalog is not None
+    settings = question.catalog.settings
+    result.engine_settings = ServingEngineSettings.model_validate(serving_engine_settings(
+        question.catalog.engine(question.engine), settings.given() if settings is not None else []))
+    return result
 
 
 # ============================================================================================ simulate

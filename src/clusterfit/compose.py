@@ -9,6 +9,11 @@ objects here and nowhere else:
     replica.step.decode_step_s(32, 4096)
 
 The data flows one way: catalogs -> specs (model, system, precision, layout, engine) -> the memory and step models.
+
+Engine settings (``--max-num-seqs``, ``--max-num-batched-tokens``, ``--gpu-memory-utilization``, ``--enforce-eager``;
+``engines.EngineSettings``) travel with the catalog (``Catalog.load(..., settings=...)``) and are applied to the
+Engine in ``Catalog.engine``, the one place every front end (perf, the planner's search, the simulator) gets its
+engine from.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from .arch import ModelArch, load_model
 from .precision import resolve_precision
 
 if TYPE_CHECKING:
-    from .engines import Engine
+    from .engines import Engine, EngineSettings
     from .hardware import HardwareCatalog, System
     from .layout import Layout
     from .perfmodel.step import StepModel
@@ -33,28 +38,33 @@ DEFAULT_MIN_KV_TOKENS = 32768
 
 @dataclass(frozen=True)
 class Catalog:
-    """The catalogs in force: the built-in hardware catalog plus user files, and the engines file."""
+    """The catalogs in force: the built-in hardware catalog plus user files, the engines file, and the user's
+    engine settings (None: the engines' defaults)."""
 
     hardware: HardwareCatalog
     hardware_files: tuple[Path, ...] = ()
     engines_file: str | None = None
+    settings: EngineSettings | None = None
 
     @classmethod
-    def load(cls, hardware: list[Path] | tuple[Path, ...] | None = None, engines_file: str | None = None) -> Catalog:
+    def load(cls, hardware: list[Path] | tuple[Path, ...] | None = None, engines_file: str | None = None,
+             settings: EngineSettings | None = None) -> Catalog:
         from .hardware import load_hardware
 
         files = tuple(hardware or ())
-        return cls(load_hardware(list(files) or None), files, engines_file)
+        return cls(load_hardware(list(files) or None), files, engines_file, settings)
 
     def system(self, name: str) -> System:
         return self.hardware.system(name)
 
     def engine(self, name: str, system: System | None = None) -> Engine:
-        """Engine ``name`` with the constants of ``system``'s GPU family applied (when a system is given)."""
+        """Engine ``name`` with the constants of ``system``'s GPU family applied (when a system is given), then the
+        user's settings (``settings``; by_gpu_family holds fitted constants only, never these settings)."""
         from .engines import get_engine
 
         eng = get_engine(name, self.engines_file)
-        return eng.for_gpu(system.gpu.id) if system is not None else eng
+        eng = eng.for_gpu(system.gpu.id) if system is not None else eng
+        return self.settings.apply(eng) if self.settings is not None else eng
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,14 @@ result is written back to the YAML with the command that produced it:
   every token's KV unless KvCacheConfig.max_attention_window is set, which trtllm-bench does not).
 - kv_reservation: 'full' (reserves isl+osl per admitted request, TensorRT-LLM GUARANTEED_NO_EVICT) or
   'average' (pages allocated as generated: isl+osl/2 on average, vLLM / SGLang).
+- cuda_graphs: whether the engine replays each step as CUDA graphs (default True, as all three engines do for
+  decode). False is vLLM's ``--enforce-eager`` (SGLang ``--disable-cuda-graph``, TensorRT-LLM without
+  ``cuda_graph_config``): every kernel is then launched from the CPU, and the step model adds
+  ``n_kernels x eager_launch_s`` to each step (perfmodel/step.py).
+- eager_launch_s: CPU time to launch one kernel without CUDA graphs, 5 us. An assumption taken from the low end of
+  the 5-20 us "launch time on the CPU side" of PyTorch kernels that Meta's Holistic Trace Analysis documents
+  (facebookresearch/HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst); it is paid in
+  series with the GPU work, which holds when kernels are shorter than their launches (decode steps).
 
 Memory budgeting (memory.py):
 - memory_mode: 'total_fraction' (vLLM gpu_memory_utilization, SGLang mem_fraction_static: the engine may use
@@ -70,10 +78,50 @@ KV_RESERVATIONS = ("full", "average")
 MEMORY_MODES = ("total_fraction", "free_fraction")
 BATCH_CAP_RULES = ("static", "trtllm_bench")
 MOE_DP_COMMS = ("all_to_all", "allgather_reducescatter")
-#: Ranges of the settings a user may override (Engine.with_settings).
+#: Ranges of the settings a user may override (Engine.with_settings; schema.py validates the same ranges).
 GPU_MEMORY_UTILIZATION_RANGE = (0.05, 1.0)
 MAX_NUM_BATCHED_TOKENS_RANGE = (1, 1_048_576)
 MAX_NUM_SEQS_RANGE = (1, 1_048_576)
+#: CPU launch time of one kernel without CUDA graphs (Engine.eager_launch_s; see the module docstring).
+EAGER_LAUNCH_S = 5e-6
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The serving settings a user passes to an engine, with the engines' own names (None: the engine's default).
+
+    - max_num_seqs: running sequences per engine instance, i.e. per attention-DP rank (vLLM ``max_num_seqs``,
+      SGLang ``max_running_requests``, TensorRT-LLM ``max_batch_size``).
+    - max_num_batched_tokens: tokens per step, the prefill chunk budget (vLLM ``max_num_batched_tokens``, SGLang
+      ``chunked_prefill_size``, TensorRT-LLM ``max_num_tokens``).
+    - gpu_memory_utilization: vLLM ``gpu_memory_utilization`` and SGLang ``mem_fraction_static`` (a fraction of the
+      device's memory for weights + KV), TensorRT-LLM ``kv_cache_free_gpu_mem_fraction`` (a fraction of the memory
+      left free after weights and runtime, for KV); ``Engine.memory_mode`` says which.
+    - enforce_eager: vLLM ``--enforce-eager`` (no CUDA graphs; ``Engine.cuda_graphs`` False).
+    """
+
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    enforce_eager: bool | None = None
+
+    def given(self) -> list[str]:
+        """The names of the settings that are set (not None), in field order."""
+        return [k for k in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "enforce_eager")
+                if getattr(self, k) is not None]
+
+    def over(self, base: EngineSettings | None) -> EngineSettings:
+        """These settings, with ``base``'s where these give none (a request's options over a scenario's)."""
+        if base is None:
+            return self
+        return EngineSettings(*(getattr(self, k) if getattr(self, k) is not None else getattr(base, k)
+                                for k in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
+                                          "enforce_eager")))
+
+    def apply(self, engine: Engine) -> Engine:
+        """``engine`` with these settings (Engine.with_settings)."""
+        return engine.with_settings(self.gpu_memory_utilization, self.max_num_batched_tokens, self.max_num_seqs,
+                                    cuda_graphs=None if self.enforce_eager is None else not self.enforce_eager)
 
 
 @dataclass(frozen=True)
@@ -100,6 +148,8 @@ class Engine:
     memory_source: str = ""
     batch_cap_rule: str = "static"
     moe_dp_comm: str = "all_to_all"
+    cuda_graphs: bool = True
+    eager_launch_s: float = EAGER_LAUNCH_S
     by_gpu_family: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -110,7 +160,7 @@ class Engine:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be one of {', '.join(allowed)}, got {value!r}")
 
     def with_settings(self, gpu_memory_utilization: float | None = None, max_num_batched_tokens: int | None = None,
-                      max_num_seqs: int | None = None) -> "Engine":
+                      max_num_seqs: int | None = None, cuda_graphs: bool | None = None) -> "Engine":
         """This engine with the user's overrides of its serving settings (None: keep the catalog value).
 
         Raises ClusterfitError naming the setting when a value is out of range: gpu_memory_utilization in
@@ -123,14 +173,17 @@ class Engine:
                 raise ClusterfitError(f"gpu_memory_utilization (--gpu-memory-utilization) must be in {lo}..{hi}, "
                                       f"got {gpu_memory_utilization}")
             changes["gpu_memory_utilization"] = float(gpu_memory_utilization)
-        for fname, value, (lo_i, hi_i), flag in (
-                ("max_num_batched_tokens", max_num_batched_tokens, MAX_NUM_BATCHED_TOKENS_RANGE, "--max-batched-tokens"),
-                ("max_num_seqs", max_num_seqs, MAX_NUM_SEQS_RANGE, "--max-batch")):
+        for fname, value, (lo_i, hi_i) in (
+                ("max_num_batched_tokens", max_num_batched_tokens, MAX_NUM_BATCHED_TOKENS_RANGE),
+                ("max_num_seqs", max_num_seqs, MAX_NUM_SEQS_RANGE)):
             if value is None:
                 continue
             if int(value) != value or not lo_i <= value <= hi_i:
-                raise ClusterfitError(f"{fname} ({flag}) must be an integer in {lo_i}..{hi_i:,}, got {value}")
+                raise ClusterfitError(f"{fname} (--{fname.replace('_', '-')}) must be an integer in "
+                                      f"{lo_i}..{hi_i:,}, got {value}")
             changes[fname] = int(value)
+        if cuda_graphs is not None:
+            changes["cuda_graphs"] = bool(cuda_graphs)
         return replace(self, **changes) if changes else self
 
     def for_gpu(self, gpu_id: str) -> "Engine":

@@ -108,6 +108,30 @@ class LayoutRequest(Schema):
     dp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Attention data-parallel ranks (DEP, MoE)")
 
 
+class EngineSettingsRequest(Schema):
+    """Settings passed to the serving engine, with the engines' own names (None: the scenario's, else the engine's
+    default from catalog/engines.yaml). Ranges as ``engines.Engine.with_settings``."""
+
+    max_num_seqs: int | None = Field(None, ge=1, le=1_048_576, description=(
+        "Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, SGLang "
+        "max_running_requests, TensorRT-LLM max_batch_size"))
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576, description=(
+        "Tokens per step (prefill chunk budget): vLLM max_num_batched_tokens, SGLang chunked_prefill_size, "
+        "TensorRT-LLM max_num_tokens"))
+    gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0, description=(
+        "vLLM gpu_memory_utilization / SGLang mem_fraction_static (fraction of device memory for weights + KV); "
+        "TensorRT-LLM kv_cache_free_gpu_mem_fraction (fraction of the memory left free after weights, for KV)"))
+    enforce_eager: bool | None = Field(None, description=(
+        "vLLM --enforce-eager: no CUDA graphs, every kernel pays a CPU launch (None: the scenario's, else False)"))
+
+    def engine_settings(self) -> Any:
+        """These fields as an ``engines.EngineSettings``."""
+        from .engines import EngineSettings as Settings
+
+        return Settings(self.max_num_seqs, self.max_num_batched_tokens, self.gpu_memory_utilization,
+                        self.enforce_eager)
+
+
 class FitRequest(LayoutRequest):
     model: str | None = Field(None, description="HF id, alias or path to a config.json")
     params: str | None = Field(None, description="Bare parameter count (744B, 1.6T): naive mode")
@@ -128,7 +152,7 @@ class FitRequest(LayoutRequest):
     catalog: list[Path] = Field(default_factory=list, description="Extra hardware catalog files (YAML or TOML)")
 
 
-class PerfRequest(LayoutRequest):
+class PerfRequest(LayoutRequest, EngineSettingsRequest):
     model: str
     system: str
     isl: int = Field(ge=1, le=MAX_TOKENS, description="Input (prompt) tokens per request")
@@ -147,7 +171,7 @@ class PerfRequest(LayoutRequest):
     catalog: list[Path] = Field(default_factory=list)
 
 
-class PlanRequest(Schema):
+class PlanRequest(EngineSettingsRequest):
     model: str | None = None
     isl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Prompt tokens per request (mean)")
     osl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Output tokens per request (mean)")
@@ -180,7 +204,7 @@ class PlanRequest(Schema):
     catalog: list[Path] = Field(default_factory=list)
 
 
-class SimulateRequest(LayoutRequest):
+class SimulateRequest(LayoutRequest, EngineSettingsRequest):
     model: str | None = None
     scenario: Path | None = None
     system: str | None = None
@@ -376,6 +400,16 @@ class EngineSettings(Schema):
     source: str
 
 
+class ServingEngineSettings(EngineSettings):
+    """The engine settings in force (``fraction``, ``mode``, ``max_num_batched_tokens``, ``source`` as fit's), plus
+    ``max_num_seqs`` (running sequences per engine instance, i.e. per attention-DP rank), ``enforce_eager`` (no
+    CUDA graphs) and ``given``: the settings the user set (options, keywords or the scenario's engine_settings)."""
+
+    max_num_seqs: int
+    enforce_eager: bool
+    given: list[str]
+
+
 class FitResult(Schema):
     model: ModelSummary
     precision: str
@@ -417,6 +451,7 @@ class PerfResult(Schema):
     weight_bytes_per_gpu: float
     breakdown: StepSeconds
     notes: list[str] = Field(default_factory=list, description="What the tool changed or assumed, in words")
+    engine_settings: ServingEngineSettings | None = None
 
 
 # ========================================================================================== simulate
@@ -741,3 +776,4 @@ class PlanResult(Schema):
     explanation: str | None = None
     verify: Verification | None = None
     plot: str | None = None
+    engine_settings: ServingEngineSettings | None = None

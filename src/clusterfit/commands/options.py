@@ -21,6 +21,27 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
 LongerContextOpt = Annotated[bool, typer.Option(
     "--allow-longer-context", help="Allow prompt + output beyond the model's max_position_embeddings")]
 EngineOpt = Annotated[str, typer.Option(help="Serving engine: vllm, sglang or trtllm")]
+#: Engine settings with the engines' own names (engines.EngineSettings); perf, plan and simulate take them.
+MaxNumSeqsOpt = Annotated[Optional[int], typer.Option(
+    "--max-num-seqs", help="Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, "
+    "SGLang max_running_requests, TensorRT-LLM max_batch_size [default: the engine's: 256, 1024, 4096]")]
+MaxNumBatchedTokensOpt = Annotated[Optional[int], typer.Option(
+    "--max-num-batched-tokens", help="Tokens per step, the prefill chunk budget: vLLM max_num_batched_tokens, "
+    "SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens [default: 8192]")]
+GpuMemoryUtilizationOpt = Annotated[Optional[float], typer.Option(
+    "--gpu-memory-utilization", help="vLLM gpu_memory_utilization (0.9) and SGLang mem_fraction_static (0.88): "
+    "fraction of the device's memory for weights + KV; TensorRT-LLM kv_cache_free_gpu_mem_fraction (0.9): "
+    "fraction of the memory left free after weights, for KV")]
+EnforceEagerOpt = Annotated[bool, typer.Option(
+    "--enforce-eager", help="vLLM --enforce-eager: no CUDA graphs; each kernel pays a CPU launch (5 us, assumed)")]
+
+
+def engine_settings(max_num_seqs: int | None, max_num_batched_tokens: int | None,
+                    gpu_memory_utilization: float | None, enforce_eager: bool) -> dict[str, object]:
+    """The engine-setting options the user gave, as API keyword arguments (a flag not given is left out, so that a
+    scenario's engine_settings apply)."""
+    return given(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                 gpu_memory_utilization=gpu_memory_utilization, enforce_eager=True if enforce_eager else None)
 
 
 def given(**options: object) -> dict[str, object]:

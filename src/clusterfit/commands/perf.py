@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .options import (LongerContextOpt, CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, JsonOpt, KvDtypeOpt, PpOpt,
-                      PrecisionOpt, TpOpt, given)
+from .options import (CatalogOpt, DpOpt, EnforceEagerOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt,
+                      GpuMemoryUtilizationOpt, JsonOpt, KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt,
+                      MaxNumSeqsOpt, PpOpt, PrecisionOpt, TpOpt, engine_settings, given)
 from .output import emit
 
 if TYPE_CHECKING:
@@ -34,6 +35,10 @@ def perf_command(
     batch: Annotated[Optional[int], typer.Option(help="Decode batch size (with --context)")] = None,
     context: Annotated[Optional[int], typer.Option(help="Context length of the decode batch")] = None,
     engine: EngineOpt = "vllm",
+    max_num_seqs: MaxNumSeqsOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     catalog: CatalogOpt = None,
     allow_longer_context: LongerContextOpt = False,
     as_json: JsonOpt = False,
@@ -44,7 +49,8 @@ def perf_command(
     result = api.perf(**given(model=model, system=system, isl=isl, osl=osl, gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp,
                               precision=precision, experts_precision=experts_precision, kv_dtype=kv_dtype,
                               concurrency=concurrency, max_throughput=max_throughput, batch=batch, context=context,
-                              engine=engine, catalog=catalog, allow_longer_context=allow_longer_context))
+                              engine=engine, catalog=catalog, allow_longer_context=allow_longer_context),
+                      **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
     emit(result, as_json, lambda c: render_perf(c, result))
 
 
@@ -55,6 +61,12 @@ def render_perf(console: Console, out: PerfResult) -> None:
     label = " ".join(f"{k}{v}" for k, v in (("TP", lay.tp), ("DP", lay.dp), ("EP", lay.ep), ("PP", lay.pp))
                      if k == "TP" or v > 1)
     t = Table(title=f"{out.model} on {out.gpus} x {out.system} GPUs ({label}, {out.engine}, {out.precision})")
+    es = out.engine_settings
+    if es is not None:
+        t.caption = (f"engine settings: max_num_seqs {es.max_num_seqs}, max_num_batched_tokens "
+                     f"{es.max_num_batched_tokens}, memory fraction {es.fraction:g} ({es.mode})"
+                     + (", eager (no CUDA graphs)" if es.enforce_eager else "")
+                     + (f"; set: {', '.join(es.given)}" if es.given else ""))
     t.add_column("metric")
     t.add_column("value", justify="right")
     t.add_row("batch (running sequences)", f"{out.batch:.0f}")

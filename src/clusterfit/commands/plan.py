@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from .options import LongerContextOpt, CatalogOpt, given
+from .options import (CatalogOpt, EnforceEagerOpt, GpuMemoryUtilizationOpt, LongerContextOpt, MaxNumBatchedTokensOpt,
+                      MaxNumSeqsOpt, engine_settings, given)
 from .output import check_outputs, emit
 
 if TYPE_CHECKING:
@@ -34,6 +35,10 @@ def plan_command(
     precision: Optional[list[str]] = typer.Option(None, "--precision", help="Weight precision; repeat. Default: checkpoint."),
     kv_dtype: Optional[list[str]] = typer.Option(None, "--kv-dtype", help="KV-cache dtype; repeat."),
     engine: Optional[str] = typer.Option(None, "--engine", help="vllm, sglang or trtllm."),
+    max_num_seqs: MaxNumSeqsOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     prefix_cache_hit: Optional[float] = typer.Option(None, "--prefix-cache-hit", help="Prefix-cache hit rate 0..1."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario file (YAML or TOML); options override it."),
     failover: Optional[int] = typer.Option(None, "--failover", help="Spare replicas (N+k)."),
@@ -63,7 +68,8 @@ def plan_command(
         min_goodput=min_goodput, systems=system, precisions=precision,
         kv_dtypes=kv_dtype, engine=engine, prefix_cache_hit=prefix_cache_hit, scenario=scenario, failover=failover,
         prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, no_disagg=no_disagg, verify=verify,
-        verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context))
+        verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context),
+        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
     if plot is not None:
         from ..planning.plot import plot_pareto
 
@@ -123,5 +129,10 @@ def render(result: PlanResult, console: Console) -> None:
                               f"{d.simulated:.4g} ({d.ratio:.2f}x): {d.why}", soft_wrap=True)
         else:
             console.print(f"[bold]Not simulated:[/] {v.reason}")
+    es = result.engine_settings
+    if es is not None and es.given:
+        console.print(f"[dim]Engine settings ({result.engine}): max_num_seqs {es.max_num_seqs}, max_num_batched_tokens "
+                      f"{es.max_num_batched_tokens}, memory fraction {es.fraction:g} ({es.mode})"
+                      + (", eager (no CUDA graphs)" if es.enforce_eager else "") + f"; set: {', '.join(es.given)}.[/]")
     console.print(f"[dim]{result.configurations_evaluated:,} configurations evaluated "
                   f"({result.candidates_compiled} replica layouts compiled). TTFT: {result.queueing_model}.[/]")

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .options import LongerContextOpt, CatalogOpt, DpOpt, EpOpt, JsonOpt, KvDtypeOpt, PpOpt, PrecisionOpt, TpOpt, given
+from .options import (CatalogOpt, DpOpt, EnforceEagerOpt, EpOpt, GpuMemoryUtilizationOpt, JsonOpt, KvDtypeOpt,
+                      LongerContextOpt, MaxNumBatchedTokensOpt, MaxNumSeqsOpt, PpOpt, PrecisionOpt, TpOpt,
+                      engine_settings, given)
 from .output import check_outputs, emit
 
 if TYPE_CHECKING:
@@ -32,6 +34,10 @@ def simulate_command(
     precision: PrecisionOpt = None,
     kv_dtype: KvDtypeOpt = None,
     engine: Annotated[Optional[str], typer.Option(help="vllm, sglang, trtllm")] = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     isl: Annotated[Optional[int], typer.Option(help="Prompt tokens (mean of a lognormal with --length-cv)")] = None,
     osl: Annotated[Optional[int], typer.Option(help="Output tokens (mean of a lognormal with --length-cv)")] = None,
     length_cv: Annotated[float, typer.Option(help="Coefficient of variation of --isl/--osl (0: fixed)")] = 0.0,
@@ -75,7 +81,8 @@ def simulate_command(
         trace=trace, replicas=replicas, requests=requests, seed=seed, policy=policy, fail_at=fail_at,
         fail_replica=fail_replica, fail_node=fail_node, restart_after=restart_after, ttft_ms=ttft_ms,
         tpot_ms=tpot_ms, ttft_percentile=ttft_percentile, tpot_percentile=tpot_percentile, min_goodput=min_goodput,
-        catalog=catalog, allow_longer_context=allow_longer_context))
+        catalog=catalog, allow_longer_context=allow_longer_context),
+        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
     run = api.simulation_run(report)
     if csv is not None:
         from ..sim.metrics import write_windows_csv

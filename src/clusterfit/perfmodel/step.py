@@ -5,6 +5,8 @@
                     all-reduces and EP all-to-alls with the layer they belong to)
                   + n_kernels * kernel_overhead_s + step_overhead_s
                   + seq_overhead_s * running sequences                          (engine constants)
+                  + n_kernels * eager_launch_s          (only without CUDA graphs: Engine.cuda_graphs False,
+                                                          vLLM --enforce-eager; each kernel's CPU launch, in series)
 
 ``compile_step`` walks the layers once, deduplicates identical layers and keeps per-step coefficients
 (GEMM shapes and their counts, attention bytes/FLOPs per attended token, MoE shapes, element-wise bytes
@@ -434,6 +436,13 @@ class StepModel:
             parts.add("sampling", "memory_s", t_samp)
             parts.add("communication", "communication_s", t_comm)
             parts.add("kernel_overhead", "overhead_s", t_kern)
+        if not self.engine.cuda_graphs:
+            # eager mode (vLLM --enforce-eager): the CPU launches every kernel of the step one by one; when the
+            # kernels are shorter than their launches (decode) the GPU waits, so each launch adds in series
+            t_launch = np.where(tokens > 0, self.n_kernels * self.engine.eager_launch_s, 0.0)
+            total = total + t_launch
+            if parts is not None:
+                parts.add("kernel_launch_eager", "overhead_s", t_launch)
         return total
 
     def _step(self, prefill_tokens: ArrayLike, prefill_attended: ArrayLike, decode_seqs: ArrayLike,

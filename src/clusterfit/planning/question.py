@@ -1,6 +1,9 @@
 """From a ``schema.PlanRequest`` (command-line options, API keywords, a scenario file) to a ``PlanQuestion``.
 
-A scenario file gives the defaults; every option given in the request wins over it.
+A scenario file gives the defaults; every option given in the request wins over it. Engine settings (options over
+the scenario's ``engine_settings:``) ride on the question's catalog (``compose.Catalog.settings``), so the search
+compiles every candidate with them; an option also replaces the scenario's ``simulation.replica`` key of the same
+name for ``--verify``.
 """
 
 from __future__ import annotations
@@ -32,15 +35,19 @@ def _ms(value: float | None) -> float | None:
 def build_question(req: PlanRequest) -> PlanQuestion:
     """Merge the scenario file (if any) with the request's options; options win."""
     load = _load(req)
+    settings = req.engine_settings()
+    catalog = Catalog.load(req.catalog, settings=settings if settings.given() else None)
     q = PlanQuestion(model="", workload=None, slo=SLO(None, None, req.ttft_percentile),  # type: ignore[arg-type]
-                     catalog=Catalog.load(req.catalog))
+                     catalog=catalog)
     model, systems, precisions, kv_dtypes = req.model, req.systems, req.precisions, req.kv_dtypes
     engine, failover, max_nodes, disagg = req.engine, req.failover, req.max_nodes, not req.no_disagg
     if req.scenario is not None:
         from .scenario import load_scenario
 
         sc = load_scenario(req.scenario)
-        q.simulation = sc.simulation
+        merged = settings.over(sc.engine_settings.to_settings())
+        q.catalog = replace(catalog, settings=merged if merged.given() else None)
+        q.simulation = without_replica_keys(sc.simulation, settings.given())
         wl = sc.to_workload()
         slo = sc.to_slo()
         model = model or sc.model
@@ -107,3 +114,13 @@ def _check_price_keys(q: PlanQuestion) -> None:
         if key not in known:
             err = unknown("system", key, sorted(known))
             raise ParameterError("prices", f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
+
+
+def without_replica_keys(simulation: object, names: list[str]) -> object:
+    """A scenario's raw ``simulation:`` section without the ``replica`` keys an option replaces (``max_num_seqs``,
+    ``max_num_batched_tokens`` given as options win over the scenario's per-replica values)."""
+    drop = [n for n in names if n in ("max_num_seqs", "max_num_batched_tokens")]
+    if not drop or not isinstance(simulation, dict) or not isinstance(simulation.get("replica"), dict):
+        return simulation
+    replica = {k: v for k, v in simulation["replica"].items() if k not in drop}
+    return {**simulation, "replica": replica}

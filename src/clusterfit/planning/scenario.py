@@ -7,6 +7,11 @@ Example (see ``examples/*.yaml``)::
     precision: fp8                            # or a list; default: the checkpoint's own format
     kv_dtype: fp8                             # optional (or a list)
     engine: vllm
+    engine_settings:                # optional; the engines' own flags (command-line options win over these)
+      max_num_seqs: 256             # vLLM max_num_seqs / SGLang max_running_requests / TensorRT-LLM max_batch_size
+      max_num_batched_tokens: 8192  # vLLM / SGLang chunked_prefill_size / TensorRT-LLM max_num_tokens
+      gpu_memory_utilization: 0.9   # vLLM / SGLang mem_fraction_static / TensorRT-LLM kv_cache_free_gpu_mem_fraction
+      enforce_eager: false          # vLLM --enforce-eager: no CUDA graphs
     workload:
       isl: 4000                     # tokens; or {mean: 2000, p50: 1200, p90: 4500} or {tokens: [...], counts: [...]}
       osl: {mean: 500, p90: 1200}
@@ -35,6 +40,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..engines import EngineSettings
 from ..errors import ClusterfitError
 from .workload import SLO, AgentSessions, LengthDist, Load, Workload
 
@@ -194,6 +200,20 @@ class SearchSpec(_StrictFrozen):
     max_batch: int | None = Field(default=None, ge=1)
 
 
+class EngineSettingsSpec(_StrictFrozen):
+    """The ``engine_settings:`` section: settings passed to the engine, with its own names (ranges as the
+    command-line options; ``engines.EngineSettings`` says what each means per engine)."""
+
+    max_num_seqs: int | None = Field(default=None, ge=1, le=1_048_576)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=1_048_576)
+    gpu_memory_utilization: float | None = Field(default=None, ge=0.05, le=1.0)
+    enforce_eager: bool | None = None
+
+    def to_settings(self) -> EngineSettings:
+        return EngineSettings(self.max_num_seqs, self.max_num_batched_tokens, self.gpu_memory_utilization,
+                              self.enforce_eager)
+
+
 class Scenario(_StrictFrozen):
     """A validated scenario file."""
 
@@ -202,6 +222,7 @@ class Scenario(_StrictFrozen):
     precision: str | list[str] | None = None
     kv_dtype: str | list[str] | None = None
     engine: str = "vllm"
+    engine_settings: EngineSettingsSpec = Field(default_factory=EngineSettingsSpec)
     workload: WorkloadSpec
     slo: SLOSpec = Field(default_factory=SLOSpec)
     cost: CostSpec = Field(default_factory=CostSpec)

@@ -22,6 +22,7 @@ from .workload import SLO, Workload
 
 if TYPE_CHECKING:
     from ..arch import ModelArch
+    from ..compose import Catalog
     from ..hardware import System
     from ..layout import Layout
     from ..perfmodel.step import StepModel
@@ -71,6 +72,9 @@ class SearchSpace:
     disaggregated: bool = True
     max_batch: int | None = None
     engines_file: str | None = None       # catalog/engines.yaml unless given
+    #: The catalogs in force; its ``engine`` applies the user's engine settings (max_num_seqs, ...). None: the
+    #: built-in engines with their defaults (from ``engines_file``).
+    catalog: Catalog | None = None
     #: Largest replica tried, as a multiple of the fewest GPUs that could hold the weights (at least one
     #: node). Bigger replicas only split the same work thinner; raise it for very tight TPOT targets.
     max_replica_factor: int = 4
@@ -107,7 +111,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     evaluated = 0
     skipped: list[str] = []
     for system in space.systems:
-        eng = engine.for_gpu(system.gpu.id)
+        eng = space.catalog.engine(space.engine, system) if space.catalog is not None else engine.for_gpu(system.gpu.id)
         up, out = links_for(system)
         kv_link = up if system.scale_up_domain_gpus > system.gpus_per_node else out
         max_gpus = max_replica_gpus(system, space.max_nodes_per_replica)

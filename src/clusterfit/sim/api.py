@@ -149,6 +149,8 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     scen = None
     workload = slo = None
     model, system, precision, kv_dtype, engine = req.model, req.system, req.precision, req.kv_dtype, req.engine
+    options = req.engine_settings()
+    settings = options
     if req.scenario is not None:
         from ..planning.scenario import load_scenario
 
@@ -164,18 +166,23 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
         precision = precision or scen.precisions()[0]
         kv_dtype = kv_dtype or scen.kv_dtypes()[0]
         engine = engine or scen.engine
+        settings = options.over(scen.engine_settings.to_settings())
     if model is None:
         raise ParameterError("model", "give a MODEL or --scenario FILE")
     if system is None:
         raise ParameterError("system", "give a system (for example hgx_h200)")
-    sim = _merge_options(req, parse_simulation(scen.simulation if scen is not None else None,
-                                               f"scenario file {req.scenario}: simulation" if scen else "simulation"))
+    from ..planning.question import without_replica_keys
+
+    sim = _merge_options(req, parse_simulation(
+        without_replica_keys(scen.simulation, options.given()) if scen is not None else None,
+        f"scenario file {req.scenario}: simulation" if scen else "simulation"))
     layout: dict[str, Any] = {"gpus": req.gpus, "tp": req.tp, "pp": req.pp, "ep": req.ep, "dp": req.dp}
     if scen is not None and all(v is None for v in layout.values()):
         layout, replicas = _planned_layout(req, model, system, precision, kv_dtype, engine)
         if replicas is not None and req.replicas is None and "replicas" not in (scen.simulation or {}):
             sim = sim.model_copy(update={"replicas": replicas})
-    rep = build_replica(Catalog.load(req.catalog), model, system, precision=precision, kv_dtype=kv_dtype,
+    rep = build_replica(Catalog.load(req.catalog, settings=settings if settings.given() else None), model, system,
+                        precision=precision, kv_dtype=kv_dtype,
                         engine=engine or "vllm", **layout)
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
     return {"model": model, "system": rep.system.id, **report}, run
@@ -192,7 +199,9 @@ def _planned_layout(req: SimulateRequest, model: str, system: str, precision: st
 
     preq = PlanRequest(scenario=req.scenario, systems=[system], precisions=[precision] if precision else None,
                        kv_dtypes=[kv_dtype] if kv_dtype else None, engine=engine, no_disagg=True, model=model,
-                       catalog=req.catalog)
+                       catalog=req.catalog, max_num_seqs=req.max_num_seqs,
+                       max_num_batched_tokens=req.max_num_batched_tokens,
+                       gpu_memory_utilization=req.gpu_memory_utilization, enforce_eager=req.enforce_eager)
     rec = plan_cluster(build_question(preq)).recommended
     if rec is None:
         return {}, None

@@ -1,0 +1,214 @@
+"""Engine settings as inputs: --max-num-seqs, --max-num-batched-tokens, --gpu-memory-utilization and --enforce-eager
+through the real CLI entry point of perf, plan and simulate (and the scenario's engine_settings: section), with
+the numbers that change checked against values computed by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+MODEL = "llama-3.1-8b"
+#: Llama-3.1-8B's KV bytes per token (bf16), by hand: 32 layers x 2 (K and V) x 8 KV heads x 128 head dim x 2 bytes.
+KV_BYTES_PER_TOKEN = 32 * 2 * 8 * 128 * 2          # 131,072
+#: The bytes an H200 exposes to PyTorch (measured; README "Memory fit").
+H200_DEVICE_BYTES = 150_109_880_320
+#: Kernels of one Llama-3.1-8B step in the step model, by hand: per layer 4 GEMMs (QKV, O, gate+up, down) + attention,
+#: 2 norms and the activation / rotary = 8, over 32 layers.
+N_KERNELS = 32 * (4 + 4)                            # 256
+EAGER_LAUNCH_S = 5e-6                               # engines.EAGER_LAUNCH_S (assumed, cited there)
+
+
+def _perf(run_json, *extra: str) -> dict:
+    return run_json("perf", MODEL, "--system", "h200", "--tp", "1", "--isl", "1024", "--osl", "128", *extra)
+
+
+# ------------------------------------------------------------------------------------------------ perf
+def test_max_num_seqs_caps_the_max_throughput_batch(run_json):
+    base = _perf(run_json, "--max-throughput")
+    capped = _perf(run_json, "--max-throughput", "--max-num-seqs", "8")
+    assert base["batch"] == 256                      # vLLM's default max_num_seqs binds on an H200
+    assert capped["batch"] == 8
+    assert capped["engine_settings"]["max_num_seqs"] == 8
+    assert capped["engine_settings"]["given"] == ["max_num_seqs"]
+    assert base["engine_settings"]["given"] == []
+    # 8 sequences decode faster per token than 256 and carry less
+    assert capped["tpot_s"] < base["tpot_s"]
+    assert capped["output_tokens_per_s"] < base["output_tokens_per_s"]
+
+
+def test_max_num_seqs_binds_a_concurrency_above_it(run_json):
+    out = _perf(run_json, "--concurrency", "32", "--max-num-seqs", "8")
+    assert out["batch"] == 8
+    assert any("max_num_seqs (8)" in n for n in out["notes"])
+
+
+def test_gpu_memory_utilization_lowers_kv_capacity_by_the_hand_computed_amount(run_json):
+    fit = run_json("fit", MODEL, "--system", "h200", "--tp", "1")["results"][0]
+    assert fit["device_bytes_per_gpu"] == H200_DEVICE_BYTES
+    assert fit["kv_bytes_per_token_per_gpu"] == KV_BYTES_PER_TOKEN
+    base = _perf(run_json, "--batch", "1", "--context", "1024")
+    low = _perf(run_json, "--batch", "1", "--context", "1024", "--gpu-memory-utilization", "0.5")
+    # vLLM: KV = fraction x device - weights - activations - runtime, so 0.9 -> 0.5 takes 0.4 x device bytes
+    # away: 0.4 x 150,109,880,320 / 131,072 = 458,098.9 tokens
+    drop = 0.4 * H200_DEVICE_BYTES / KV_BYTES_PER_TOKEN
+    assert drop == pytest.approx(458_098.9, abs=0.1)
+    assert base["kv_capacity_tokens"] - low["kv_capacity_tokens"] == pytest.approx(drop, rel=1e-9)
+    assert low["engine_settings"]["fraction"] == 0.5
+    assert low["engine_settings"]["mode"] == "total_fraction"
+    # fit with the same option agrees with perf on the KV that is left (same option name, same meaning)
+    fit_low = run_json("fit", MODEL, "--system", "h200", "--tp", "1", "--gpu-memory-utilization", "0.5")["results"][0]
+    assert fit_low["max_kv_tokens"] == pytest.approx(low["kv_capacity_tokens"], abs=1.0)
+
+
+def test_gpu_memory_utilization_is_a_free_fraction_under_trtllm(run_json):
+    # TensorRT-LLM: KV = fraction x (device - weights - reserve): halving the fraction halves the KV cache
+    full = _perf(run_json, "--batch", "1", "--context", "1024", "--engine", "trtllm")
+    half = _perf(run_json, "--batch", "1", "--context", "1024", "--engine", "trtllm",
+                 "--gpu-memory-utilization", "0.45")
+    assert full["engine_settings"]["mode"] == "free_fraction"
+    assert half["kv_capacity_tokens"] == pytest.approx(full["kv_capacity_tokens"] / 2, rel=1e-9)  # budgets are whole bytes
+
+
+def test_enforce_eager_adds_one_cpu_launch_per_kernel_to_the_decode_step(run_json):
+    base = _perf(run_json, "--batch", "1", "--context", "1024")
+    eager = _perf(run_json, "--batch", "1", "--context", "1024", "--enforce-eager")
+    added = N_KERNELS * EAGER_LAUNCH_S                   # 256 x 5 us = 1.28 ms
+    assert added == pytest.approx(1.28e-3)
+    assert eager["decode_step_s"] - base["decode_step_s"] == pytest.approx(added, rel=1e-9)
+    assert eager["breakdown"]["by_op_s"]["kernel_launch_eager"] == pytest.approx(added, rel=1e-12)
+    assert "kernel_launch_eager" not in base["breakdown"]["by_op_s"]
+    assert eager["engine_settings"]["enforce_eager"] is True
+    assert base["engine_settings"]["enforce_eager"] is False
+
+
+def test_max_num_batched_tokens_chunks_the_prefill(run_json):
+    whole = _perf(run_json, "--batch", "1", "--context", "1024")
+    chunked = _perf(run_json, "--batch", "1", "--context", "1024", "--max-num-batched-tokens", "512")
+    assert chunked["engine_settings"]["max_num_batched_tokens"] == 512
+    # 1,024 prompt tokens in chunks of 512 take two steps instead of one: at least one more engine step overhead
+    # (vLLM's step_overhead_s, 4 ms) and one more read of the weights
+    assert chunked["prefill_s"] - whole["prefill_s"] >= 0.004
+    assert chunked["decode_step_s"] == whole["decode_step_s"]
+
+
+# ------------------------------------------------------------------------------------------------ plan
+def _plan(run_json, *extra: str) -> dict:
+    return run_json("plan", MODEL, "--isl", "1000", "--osl", "200", "--rate", "2", "--ttft-ms", "2000",
+                    "--tpot-ms", "100", "--system", "h200", "--no-disagg", *extra)
+
+
+def test_plan_searches_with_the_engine_settings(run_json):
+    base = _plan(run_json)
+    capped = _plan(run_json, "--max-num-seqs", "4", "--enforce-eager")
+    assert capped["engine_settings"]["max_num_seqs"] == 4
+    assert capped["engine_settings"]["enforce_eager"] is True
+    assert sorted(capped["engine_settings"]["given"]) == ["enforce_eager", "max_num_seqs"]
+    assert base["engine_settings"]["given"] == []
+    for row in capped["per_system"]:
+        assert row["batch"] <= 4 * row["dp"]            # max_num_seqs is per attention-DP rank
+        assert row["max_batch_within_slo"] <= 4 * row["dp"]
+    for points in capped["pareto"].values():
+        assert all(p["batch"] <= 4 * 8 for p in points)
+    # fewer sequences per replica and slower steps: the plan cannot get cheaper
+    assert capped["recommended"]["total_gpus"] >= base["recommended"]["total_gpus"]
+
+
+def test_scenario_engine_settings_and_options_over_them(run_json, tmp_path):
+    sc = tmp_path / "s.yaml"
+    sc.write_text(f"model: {MODEL}\nsystems: [hgx_h200]\nengine: vllm\n"
+                  "engine_settings: {max_num_seqs: 16, gpu_memory_utilization: 0.8, enforce_eager: true}\n"
+                  "workload: {isl: 1000, osl: 200, load: {requests_per_s: 2}}\n"
+                  "slo: {ttft_ms: 2000, tpot_ms: 100}\nsearch: {disaggregated: false}\n", encoding="utf-8")
+    out = run_json("plan", "--scenario", str(sc))
+    es = out["engine_settings"]
+    assert (es["max_num_seqs"], es["fraction"], es["enforce_eager"]) == (16, 0.8, True)
+    over = run_json("plan", "--scenario", str(sc), "--max-num-seqs", "32")["engine_settings"]
+    assert (over["max_num_seqs"], over["fraction"], over["enforce_eager"]) == (32, 0.8, True)
+
+
+# -------------------------------------------------------------------------------------------- simulate
+def test_simulate_max_num_seqs_one_runs_each_request_alone(run_json):
+    """With --max-num-seqs 1 a replica decodes one request at a time: its TPOT is perf's batch-1 decode step at the
+    mean decode context (1,000 prompt + ~25 tokens)."""
+    sim = run_json("simulate", MODEL, "--system", "hgx_h200", "--tp", "1", "--isl", "1000", "--osl", "50",
+                   "--rate", "2", "--requests", "200", "--max-num-seqs", "1")
+    perf = run_json("perf", MODEL, "--system", "h200", "--tp", "1", "--isl", "1000", "--osl", "50", "--batch", "1",
+                    "--context", "1025")
+    assert sim["completed"] == 200
+    assert sim["tpot_s"]["p50"] == pytest.approx(perf["decode_step_s"], rel=0.01)
+    free = run_json("simulate", MODEL, "--system", "hgx_h200", "--tp", "1", "--isl", "1000", "--osl", "50",
+                    "--rate", "2", "--requests", "200")
+    assert sim["queue"]["mean_waiting"] > free["queue"]["mean_waiting"]
+
+
+def test_simulate_enforce_eager_slows_the_decode_step_by_the_launches(run_json):
+    args = ("simulate", MODEL, "--system", "hgx_h200", "--tp", "1", "--isl", "1000", "--osl", "50", "--rate", "1",
+            "--requests", "100", "--max-num-seqs", "1")
+    eager = run_json(*args, "--enforce-eager")
+    base = run_json(*args)
+    assert eager["tpot_s"]["p50"] - base["tpot_s"]["p50"] == pytest.approx(N_KERNELS * EAGER_LAUNCH_S, rel=0.02)
+
+
+def test_options_replace_the_scenarios_replica_keys():
+    from clusterfit.planning.question import without_replica_keys
+
+    sim = {"replicas": 2, "replica": {"max_num_seqs": 64, "max_num_batched_tokens": 4096, "block_size": 16}}
+    assert without_replica_keys(sim, ["max_num_seqs"]) == {
+        "replicas": 2, "replica": {"max_num_batched_tokens": 4096, "block_size": 16}}
+    assert without_replica_keys(sim, ["gpu_memory_utilization", "enforce_eager"]) is sim
+    assert without_replica_keys(None, ["max_num_seqs"]) is None
+
+
+# ------------------------------------------------------------------------------------------- bad values
+PERF = ("perf", MODEL, "--system", "h200", "--tp", "1", "--isl", "1024", "--osl", "128", "--batch", "1",
+        "--context", "1024")
+PLAN = ("plan", MODEL, "--isl", "1000", "--osl", "200", "--rate", "2", "--system", "h200")
+SIM = ("simulate", MODEL, "--system", "hgx_h200", "--isl", "1000", "--osl", "50", "--rate", "1", "--requests", "10")
+
+
+@pytest.mark.parametrize("command", [PERF, PLAN, SIM], ids=["perf", "plan", "simulate"])
+@pytest.mark.parametrize("option, value, allowed", [
+    ("--max-num-seqs", "0", "1..1,048,576"),
+    ("--max-num-seqs", "2000000", "1..1,048,576"),
+    ("--max-num-batched-tokens", "0", "1..1,048,576"),
+    ("--gpu-memory-utilization", "0.01", "0.05..1.0"),
+    ("--gpu-memory-utilization", "1.5", "0.05..1.0"),
+])
+def test_out_of_range_settings_are_one_error_line(run_cli, command, option, value, allowed):
+    code, out, err = run_cli(*command, option, value)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert option in lines[0] and value in lines[0] and allowed in lines[0]
+
+
+def test_a_non_integer_max_num_seqs_is_an_error(run_cli):
+    code, _, err = run_cli(*PERF, "--max-num-seqs", "eight")
+    assert code == 2 and err.strip().startswith("error:") and "--max-num-seqs" in err
+
+
+def test_bad_scenario_engine_settings_name_the_field(run_cli, tmp_path):
+    sc = tmp_path / "bad.yaml"
+    sc.write_text(json.dumps({"model": MODEL, "engine_settings": {"max_num_seqs": 0},
+                              "workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": 1}}}), encoding="utf-8")
+    code, _, err = run_cli("plan", "--scenario", str(sc))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "engine_settings.max_num_seqs" in lines[0]
+    sc.write_text(json.dumps({"model": MODEL, "engine_settings": {"max_batch": 8},
+                              "workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": 1}}}), encoding="utf-8")
+    code, _, err = run_cli("plan", "--scenario", str(sc))
+    assert code == 2 and "engine_settings.max_batch: unknown field" in err
+
+
+def test_api_keywords_mirror_the_options():
+    import clusterfit as cf
+    from clusterfit.schema import ParameterError
+
+    out = cf.perf(model=MODEL, system="h200", tp=1, isl=1024, osl=128, max_throughput=True, max_num_seqs=8,
+                  enforce_eager=True)
+    assert out.batch == 8 and out.engine_settings is not None and out.engine_settings.enforce_eager
+    with pytest.raises(ParameterError) as exc:
+        cf.perf(model=MODEL, system="h200", tp=1, isl=1024, osl=128, max_throughput=True, gpu_memory_utilization=2)
+    assert exc.value.parameter == "gpu_memory_utilization"
