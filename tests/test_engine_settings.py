@@ -150,6 +150,22 @@ def test_simulate_enforce_eager_slows_the_decode_step_by_the_launches(run_json):
     assert eager["tpot_s"]["p50"] - base["tpot_s"]["p50"] == pytest.approx(N_KERNELS * EAGER_LAUNCH_S, rel=0.02)
 
 
+def test_simulate_precedence_option_then_replica_key_then_engine_settings(run_json, tmp_path):
+    """simulation.replica.max_num_seqs (replica-wide) wins over the scenario's engine_settings; an option wins
+    over both. Observed through TPOT: one running sequence decodes at perf's batch-1 step."""
+    sc = tmp_path / "s.yaml"
+    sc.write_text(f"model: {MODEL}\nsystems: [hgx_h200]\nengine_settings: {{max_num_seqs: 64}}\n"
+                  "workload: {isl: 1000, osl: 50, load: {requests_per_s: 8}}\n"
+                  "simulation: {requests: 300, replica: {max_num_seqs: 1}}\n", encoding="utf-8")
+    one = run_json("simulate", "--scenario", str(sc), "--tp", "1")
+    many = run_json("simulate", "--scenario", str(sc), "--tp", "1", "--max-num-seqs", "64")
+    perf = run_json("perf", MODEL, "--system", "h200", "--tp", "1", "--isl", "1000", "--osl", "50", "--batch", "1",
+                    "--context", "1025")
+    assert one["tpot_s"]["p50"] == pytest.approx(perf["decode_step_s"], rel=0.01)   # the replica key: 1 at a time
+    assert many["queue"]["mean_waiting"] < one["queue"]["mean_waiting"]             # the option: 64 at a time
+    assert many["tpot_s"]["p90"] > one["tpot_s"]["p90"]
+
+
 def test_options_replace_the_scenarios_replica_keys():
     from clusterfit.planning.question import without_replica_keys
 
