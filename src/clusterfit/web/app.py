@@ -1,0 +1,347 @@
+"""The HTTP API and the web page: ``create_app()`` builds the FastAPI application ``clusterfit serve`` runs.
+
+Routes: ``POST /api/fit``, ``/api/perf``, ``/api/plan``, ``/api/simulate`` (bodies: ``web.bodies``, the API's
+request models without server paths; responses: the API's result models, exactly ``--json``), ``GET /api/models``,
+``/api/systems``, ``/api/health``; the page at ``/`` (``web/static``); OpenAPI at ``/openapi.json`` and Swagger UI
+at ``/docs`` (served from the ``fastapi-offline`` package's assets, no CDN; without that package ``/docs`` says so).
+
+Limits: request bodies of at most ``MAX_BODY_BYTES`` (413); at most ``workers`` computations at once (429 when
+all are busy); ``timeout_s`` of compute per call (a longer one is answered 422; its worker slot stays taken until
+it ends); at most 200,000 simulated requests. Errors are JSON ``{"detail": message, "parameter": name}`` with
+the message the command line prints: 400 malformed JSON, 422 invalid request, 404/405/413/429. No traceback is
+ever sent; an unexpected failure is a 500 naming only the exception's type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import warnings
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import __version__
+from ..errors import ClusterfitError
+from ..schema import (FitResult, HardwareList, ModelList, ParameterError, PerfResult, PlanResult, Schema, SimResult,
+                      parse_request)
+from .bodies import ErrorBody, FitBody, PerfBody, PlanBody, SimulateBody
+from .custom_model import bundled_model, register_config
+
+log = logging.getLogger("clusterfit.web")
+
+#: Largest request body accepted, bytes.
+MAX_BODY_BYTES = 1_000_000
+#: Compute allowed per call, seconds.
+TIMEOUT_S = 10.0
+#: Computations running at once.
+WORKERS = 2
+
+STATIC = Path(__file__).parent / "static"
+
+# FastAPI's handling of a body parameter trips a harmless pydantic warning about the parameter's alias
+warnings.filterwarnings("ignore", message="The 'alias' attribute with value 'req'", category=UserWarning)
+T = TypeVar("T")
+
+#: The page may load only what this server serves.
+PAGE_CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; "
+            "font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Malformed JSON, or a body that is not a JSON object"},
+    413: {"model": ErrorBody, "description": f"Body larger than {MAX_BODY_BYTES:,} bytes"},
+    422: {"model": ErrorBody, "description": "Invalid request (the message the command line prints)"},
+    429: {"model": ErrorBody, "description": "All workers busy: retry shortly"},
+}
+
+
+class BodyTooLarge(StarletteHTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body larger than {limit:,} bytes")
+
+
+class Busy(StarletteHTTPException):
+    def __init__(self) -> None:
+        super().__init__(429, "all workers are busy; retry in a moment", headers={"Retry-After": "1"})
+
+
+class TooLong(ClusterfitError):
+    """A computation beyond the per-call budget."""
+
+
+def _error(status: int, message: str, parameter: str | None = None,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": message, "parameter": parameter}, status_code=status, headers=headers)
+
+
+class BodyLimit:
+    """ASGI middleware: refuse bodies over ``limit`` bytes (by Content-Length, and while streaming)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for key, value in scope.get("headers", []):
+            if key == b"content-length":
+                if not value.isdigit():
+                    await _error(400, "invalid Content-Length header")(scope, receive, send)
+                    return
+                if int(value) > self.limit:
+                    await _error(413, BodyTooLarge(self.limit).detail)(scope, receive, send)
+                    return
+        seen = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracked_send)
+        except BodyTooLarge as exc:
+            if not started:
+                await _error(413, exc.detail)(scope, receive, send)
+
+
+class Runner:
+    """Runs computations in worker threads: at most ``workers`` at once (else Busy), ``timeout_s`` each."""
+
+    def __init__(self, workers: int, timeout_s: float) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="clusterfit-web")
+        self.slots = threading.BoundedSemaphore(workers)
+        self.timeout_s = timeout_s
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        if not self.slots.acquire(blocking=False):
+            raise Busy()
+        try:
+            future = self.pool.submit(fn)
+        except BaseException:
+            self.slots.release()
+            raise
+        future.add_done_callback(lambda _f: self.slots.release())
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
+        except asyncio.TimeoutError:
+            raise TooLong(f"the request needs more than the {self.timeout_s:g} s of compute one HTTP call may use; "
+                          "ask for less (fewer simulated requests, systems or precisions), or run it with the "
+                          "command line") from None
+
+
+def _api_kwargs(body: FitBody | PerfBody | PlanBody | SimulateBody) -> dict[str, Any]:
+    """The API keyword arguments of ``body``: the fields it set, with ``model`` resolved to a cached model."""
+    data = body.model_dump(exclude_unset=True, exclude={"config"})
+    data.pop("catalog", None)
+    if body.config is not None:
+        data["model"] = register_config(body.config, body.model)
+    elif body.model is not None:
+        data["model"] = bundled_model(body.model)
+    return data
+
+
+def _json(result: BaseModel) -> Response:
+    """``result`` as the command line's ``--json`` (non-finite numbers as null, so the JSON is always valid)."""
+    return Response(result.model_dump_json(), media_type="application/json")
+
+
+_BODY_OF: dict[str, type[Schema]] = {"/api/fit": FitBody, "/api/perf": PerfBody, "/api/plan": PlanBody, "/api/simulate": SimulateBody}
+
+
+def _validation_message(request: Request, exc: RequestValidationError) -> tuple[int, str, str | None]:
+    """Status, message and parameter for a body FastAPI could not validate: the API's own message."""
+    errors = list(exc.errors())
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            ctx = err.get("ctx") or {}
+            where = err.get("loc", [None, None])
+            pos = where[1] if len(where) > 1 else None
+            return 400, f"malformed JSON{f' at character {pos}' if isinstance(pos, int) else ''}: " \
+                        f"{ctx.get('error', 'could not parse the body')}", None
+    body = exc.body
+    if not isinstance(body, dict):
+        got = "no body" if body is None else f"a JSON {type(body).__name__}"
+        return 400, f"the request body must be a JSON object of parameters, got {got}", None
+    for field in ("catalog", "scenario", "trace"):
+        if any(tuple(e.get("loc", ()))[1:2] == (field,) for e in errors):
+            return 422, (f"{field}: not accepted over HTTP: the server reads no file a request names (got "
+                         f"{body.get(field)!r}); send the model's config.json content as `config`"), field
+    cls = _BODY_OF.get(request.url.path)
+    if cls is not None:
+        try:
+            parse_request(cls, body)
+        except ParameterError as perr:
+            return 422, str(perr), perr.parameter
+        except ClusterfitError as cerr:
+            return 422, str(cerr), None
+    err = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+    return 422, f"{loc + ': ' if loc else ''}{str(err.get('msg', 'invalid')).lower()}", loc or None
+
+
+def _install_errors(app: FastAPI) -> None:
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        status, message, parameter = _validation_message(request, exc)
+        return _error(status, message, parameter)
+
+    async def on_clusterfit(request: Request, exc: Exception) -> Response:
+        return _error(422, str(exc), getattr(exc, "parameter", None))
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        return _error(exc.status_code, str(exc.detail), None, dict(exc.headers or {}))
+
+    async def on_any(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, RecursionError):
+            return _error(400, "the request body is nested too deeply")
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(ClusterfitError, on_clusterfit)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_any)
+
+
+def _docs(app: FastAPI) -> None:
+    """Swagger UI at /docs from the fastapi-offline package's vendored assets (no CDN), or a note without it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("fastapi_offline")
+    if spec is None or spec.origin is None:
+        @app.get("/docs", include_in_schema=False)
+        async def no_docs() -> HTMLResponse:
+            return HTMLResponse("<!doctype html><title>clusterfit API</title><p>The interactive API docs need the "
+                                "<code>fastapi-offline</code> package (<code>pip install 'clusterfit[web]'</code>), "
+                                "which serves Swagger UI without a CDN. The API's schema is at "
+                                "<a href='/openapi.json'>/openapi.json</a>.</p>", status_code=200)
+        return
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    assets = Path(spec.origin).parent / "static"
+    app.mount("/docs-static", StaticFiles(directory=assets), name="docs-static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="clusterfit API",
+                                   swagger_js_url="/docs-static/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-static/swagger-ui.css",
+                                   swagger_favicon_url="/docs-static/favicon.png",
+                                   swagger_ui_parameters={"validatorUrl": None})
+
+
+def _warm() -> None:
+    """Load the catalogs and compile a first fit in the background so the first request is fast."""
+    try:
+        from .. import api
+        from ..arch import list_models
+
+        api.models()
+        api.systems()
+        names = list_models()
+        api.fit(model=bundled_model(names[0]), systems=["h100"]) if names else None
+    except Exception:  # noqa: BLE001 - warming is best effort; requests report their own errors
+        log.debug("warm-up failed", exc_info=True)
+
+
+def create_app(workers: int = WORKERS, timeout_s: float = TIMEOUT_S, max_body_bytes: int = MAX_BODY_BYTES,
+               warm: bool = True) -> FastAPI:
+    """The FastAPI application: the JSON API, the page at ``/`` and the docs."""
+    from .. import api
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if warm:
+            threading.Thread(target=_warm, name="clusterfit-web-warm", daemon=True).start()
+        yield
+        runner.pool.shutdown(wait=False, cancel_futures=True)
+
+    runner = Runner(workers, timeout_s)
+    app = FastAPI(title="clusterfit", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
+                  description="Size, plan and simulate LLM serving clusters over HTTP: the same typed API as the "
+                  "`clusterfit` command line (`--json` output). Models are bundled names (GET /api/models) or a "
+                  "config.json sent in the body as `config`; the server reads no file a request names.")
+    cache: dict[str, Response] = {}
+    lock = threading.Lock()
+
+    async def cached(key: str, make: Callable[[], BaseModel]) -> Response:
+        if key not in cache:
+            result = await runner.run(make)
+            with lock:
+                cache.setdefault(key, _json(result))
+        return cache[key]
+
+    async def call(fn: Callable[..., BaseModel], body: FitBody | PerfBody | PlanBody | SimulateBody) -> Response:
+        return _json(await runner.run(lambda: fn(**_api_kwargs(body))))
+
+    @app.post("/api/fit", response_model=FitResult, responses=_ERRORS, tags=["api"])
+    async def fit(req: FitBody) -> Response:
+        """Does the model fit on each system? Naive and realistic views (`clusterfit fit --json`)."""
+        return await call(api.fit, req)
+
+    @app.post("/api/perf", response_model=PerfResult, responses=_ERRORS, tags=["api"])
+    async def perf(req: PerfBody) -> Response:
+        """TTFT, TPOT and throughput of one replica under one load (`clusterfit perf --json`)."""
+        return await call(api.perf, req)
+
+    @app.post("/api/plan", response_model=PlanResult, responses=_ERRORS, tags=["api"])
+    async def plan(req: PlanBody) -> Response:
+        """The cheapest systems, layouts and replica counts within the SLOs, with cost (`clusterfit plan --json`)."""
+        return await call(api.plan, req)
+
+    @app.post("/api/simulate", response_model=SimResult, responses=_ERRORS, tags=["api"])
+    async def simulate(req: SimulateBody) -> Response:
+        """Replicas under traffic, failures and SLOs (`clusterfit simulate --json`; at most 200,000 requests)."""
+        return await call(api.simulate, req)
+
+    @app.get("/api/models", response_model=ModelList, responses={429: _ERRORS[429]}, tags=["api"])
+    async def models() -> Response:
+        """The bundled models (HF ids and aliases): the names `model` accepts."""
+        return await cached("models", api.models)
+
+    @app.get("/api/systems", response_model=HardwareList, responses={429: _ERRORS[429]}, tags=["api"])
+    async def systems() -> Response:
+        """The systems of the hardware catalog."""
+        return await cached("systems", api.systems)
+
+    @app.get("/api/health", tags=["api"])
+    async def health() -> dict[str, str]:
+        """Liveness: the server answers."""
+        return {"status": "ok", "version": __version__}
+
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page, headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    _docs(app)
+    _install_errors(app)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    return app

@@ -1,0 +1,106 @@
+"""Models for the HTTP API: a bundled name, or a config.json sent inline in the request body.
+
+The HTTP API never lets a request name a server path. ``bundled_model`` accepts only the bundled names and
+aliases (checked against the package's own list, before anything could touch the filesystem), and
+``register_config`` parses an inline config.json with ``clusterfit.arch.parse_config`` and registers the model in
+``clusterfit.arch``'s in-memory model cache under a key no file or bundled name can have (``web-config:<hash>``),
+so the API functions, which take names, find it there. The cache holds at most ``MAX_CUSTOM`` such models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ..errors import ClusterfitError, unknown
+from ..schema import ParameterError
+
+#: Inline models kept in memory (least recently used are dropped).
+MAX_CUSTOM = 128
+#: Prefix of the cache keys of inline models; ':' keeps them apart from HF ids (org/name) and aliases.
+PREFIX = "web-config:"
+
+_lock = threading.Lock()
+_registered: OrderedDict[str, str] = OrderedDict()   # cache key -> display name
+
+
+def bundled_model(name: str) -> str:
+    """The HF id of bundled model ``name`` (an HF id or alias, case-insensitive), loaded into the model cache
+    from the package's own data; anything else is a ParameterError.
+
+    Never touches the filesystem outside the package: a path (``/etc/passwd``, ``../x/config.json``) is refused
+    as such, and the model is put in the cache under its HF id so that ``load_model`` finds it there without
+    looking for a file of that name in the working directory."""
+    from ..arch import model_aliases
+
+    key = name.strip()
+    if not key:
+        raise ParameterError("model", "is empty; give a bundled model name (see GET /api/models) or a config")
+    aliases = model_aliases()
+    hf_id = aliases.get(key.lower())
+    if hf_id is not None:
+        _load_bundled(hf_id)
+        return hf_id
+    if (key.startswith(("/", ".", "~")) or key.endswith(".json") or "\\" in key or ".." in key
+            or key.count("/") > 1 or ":" in key):
+        raise ParameterError("model", f"'{key}' is not a bundled model; the HTTP API reads no server files: send "
+                             "the config.json content in the request body as `config` (see GET /api/models)")
+    exc = unknown("model", key, sorted(set(aliases.values())) + sorted(aliases))
+    raise ParameterError("model", str(exc).replace("`clusterfit models`", "GET /api/models")) from None
+
+
+def _load_bundled(hf_id: str) -> None:
+    """Put bundled model ``hf_id`` in ``clusterfit.arch``'s cache (as ``load_model`` would, from package data)."""
+    from importlib.resources import files
+
+    from .. import arch
+
+    if hf_id in arch._CACHE:
+        return
+    fname = arch._catalog_files()[hf_id]
+    data = json.loads(files("clusterfit").joinpath(arch._MODEL_DIR, fname).read_text(encoding="utf-8"))
+    model = arch.parse_config(data, name=hf_id.split("/", 1)[1], hf_id=hf_id)
+    with _lock:
+        arch._CACHE.setdefault(hf_id, model)
+
+
+def _display_name(name: str | None, config: dict[str, Any]) -> str:
+    raw = name or config.get("_name_or_path") or config.get("model_type") or "custom"
+    text = str(raw).strip().replace("\\", "/").rsplit("/", 1)[-1] or "custom"
+    return "".join(c for c in text if c.isprintable())[:80] or "custom"
+
+
+def register_config(config: dict[str, Any], name: str | None = None) -> str:
+    """Parse an inline config.json and register it; returns the cache key to pass as ``model`` to the API."""
+    from .. import arch
+
+    if not isinstance(config, dict):
+        raise ParameterError("config", "must be a JSON object (the content of a Hugging Face config.json)")
+    display = _display_name(name, config)
+    try:
+        digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    except (TypeError, ValueError) as exc:
+        raise ParameterError("config", f"is not plain JSON ({exc})") from None
+    key = f"{PREFIX}{digest}:{display}"
+    with _lock:
+        if key in _registered and key in arch._CACHE:
+            _registered.move_to_end(key)
+            return key
+    try:
+        model = arch.parse_config(config, name=display)
+    except ClusterfitError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as exc:
+        # parse_config checks the relations it knows; anything else malformed is reported, not a crash
+        raise ParameterError("config", f"malformed config.json: {type(exc).__name__}: {exc}") from None
+    with _lock:
+        arch._CACHE[key] = model
+        _registered[key] = display
+        _registered.move_to_end(key)
+        while len(_registered) > MAX_CUSTOM:
+            old, _ = _registered.popitem(last=False)
+            arch._CACHE.pop(old, None)
+    return key

@@ -1,0 +1,267 @@
+"""The HTTP API (`clusterfit serve`): same answers as the Python API, 4xx with the CLI's messages, no server
+paths, bounded bodies and work, and a schemathesis fuzz of /openapi.json (no 5xx, responses match the schema)."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the web extra is not installed (pip install -e '.[web]')")
+httpx = pytest.importorskip("httpx")
+schemathesis = pytest.importorskip("schemathesis")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+import clusterfit as cf  # noqa: E402
+from _webserver import running_server  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:The 'alias' attribute with value:UserWarning")
+
+GLM = {"model": "zai-org/GLM-5.3", "precision": "fp8", "systems": ["h100", "h200", "b200"]}
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with running_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def client(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, timeout=30) as c:
+        yield c
+
+
+def test_fit_glm_equals_python_api(client: httpx.Client) -> None:
+    client.post("/api/fit", json=GLM)  # first call may load the model
+    t0 = time.perf_counter()
+    resp = client.post("/api/fit", json=GLM)
+    elapsed = time.perf_counter() - t0
+    assert resp.status_code == 200, resp.text
+    expected = cf.fit(model=GLM["model"], precision="fp8", systems=GLM["systems"]).model_dump(mode="json")
+    assert resp.json() == expected
+    by_system = {r["system"]: r for r in resp.json()["results"]}
+    assert by_system["dgx_h100"]["nodes"] == 2 and by_system["hgx_h200"]["nodes"] == 1
+    assert elapsed < 1.0, f"/api/fit took {elapsed:.3f} s"
+
+
+def test_lists_and_health(client: httpx.Client) -> None:
+    models = client.get("/api/models").json()["models"]
+    assert any(m["hf_id"] == "zai-org/GLM-5.3" for m in models)
+    systems = client.get("/api/systems").json()["systems"]
+    assert {"dgx_h100", "hgx_h200", "dgx_b200"} <= {s["id"] for s in systems}
+    assert client.get("/api/health").json()["status"] == "ok"
+
+
+def _post(client: httpx.Client, path: str, content: str | bytes) -> httpx.Response:
+    return client.post(path, content=content, headers={"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize("body, status, message", [
+    ('{"model": "zai-org/GLM-5.3", ', 400, "malformed JSON"),
+    ("[1, 2]", 400, "must be a JSON object"),
+    ('{"model": "no-such-model"}', 422, "unknown model 'no-such-model'"),
+    ('{"model": "glm-5.3", "context": -5}', 422, "context: must be an integer in 1..100,000,000, got -5"),
+    ('{"model": "glm-5.3", "precision": "fp7"}', 422, "fp7"),
+    ('{"model": "glm-5.3", "systems": ["h900"]}', 422, "unknown system 'h900'"),
+    ('{"model": "glm-5.3", "bogus": 1}', 422, "bogus: is not a parameter of FitBody"),
+    ('{"model": "glm-5.3", "catalog": ["/etc/hw.yaml"]}', 422, "catalog: not accepted over HTTP"),
+    ('{"model": "x", "config": {"hidden_size": "big", "num_hidden_layers": 2}}', 422, "hidden_size"),
+    ('{"model": "x", "config": {"colour": "blue", "flavour": 7}}', 422, "missing required field"),
+    ('{"model": "x", "config": {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 100, '
+     '"num_attention_heads": 4, "num_key_value_heads": 3}}', 422, "num_key_value_heads"),
+    ('{"model": "x", "config": [1]}', 422, "config"),
+])
+def test_fit_errors_are_4xx_with_the_cli_message(client: httpx.Client, body: str, status: int, message: str) -> None:
+    resp = _post(client, "/api/fit", body)
+    assert resp.status_code == status, resp.text
+    detail = resp.json()["detail"]
+    assert message in detail
+    assert "Traceback" not in resp.text
+
+
+def test_error_text_is_the_cli_text(client: httpx.Client) -> None:
+    with pytest.raises(cf.ClusterfitError) as exc:
+        cf.fit(model="glm-5.3", systems=["h900"])
+    assert client.post("/api/fit", json={"model": "glm-5.3", "systems": ["h900"]}).json()["detail"] == str(exc.value)
+
+
+def test_five_megabyte_body_is_413(client: httpx.Client) -> None:
+    body = json.dumps({"model": "glm-5.3", "config": {"pad": "x" * 5_000_000}})
+    resp = _post(client, "/api/fit", body)
+    assert resp.status_code == 413
+    assert "larger than 1,000,000 bytes" in resp.json()["detail"]
+
+
+def test_streamed_body_over_the_limit_is_413(client: httpx.Client) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"model": "glm-5.3", "config": {"pad": "'
+        for _ in range(40):
+            yield b"x" * 50_000
+        yield b'"}}'
+    resp = client.post("/api/fit", content=chunks(), headers={"Content-Type": "application/json"})
+    assert resp.status_code == 413
+
+
+@pytest.mark.parametrize("model", ["/etc/passwd", "../x/config.json", "config.json", "~/secret", "C:\\x\\config.json"])
+def test_server_paths_are_refused_without_touching_them(client: httpx.Client, monkeypatch: pytest.MonkeyPatch,
+                                                         model: str) -> None:
+    touched: list[str] = []
+    needle = model.replace("~", "").replace("\\", "/").strip("./").split("/")[-1]
+
+    def spy(name: str, original):  # noqa: ANN001, ANN202
+        def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            if any(needle in str(a) for a in args[:1]):
+                touched.append(f"{name}({args[0]!r})")
+            return original(*args, **kwargs)
+        return wrapper
+
+    for attr in ("read_text", "read_bytes", "open", "exists", "is_file", "is_dir", "stat"):
+        monkeypatch.setattr(pathlib.Path, attr, spy(f"Path.{attr}", getattr(pathlib.Path, attr)))
+    monkeypatch.setattr(builtins, "open", spy("open", builtins.open))
+    monkeypatch.setattr(os, "stat", spy("os.stat", os.stat))
+    for path in ("/api/fit", "/api/perf", "/api/plan", "/api/simulate"):
+        body = {"model": model, "system": "h200", "isl": 100, "osl": 10, "rate": 1} if path != "/api/fit" \
+            else {"model": model}
+        if path == "/api/perf":
+            body = {"model": model, "system": "h200", "isl": 100, "osl": 10, "batch": 1}
+        if path == "/api/plan":
+            body.pop("system")
+        resp = client.post(path, json=body)
+        assert resp.status_code == 422, (path, resp.text)
+        assert "not a bundled model" in resp.json()["detail"] or "unknown model" in resp.json()["detail"]
+    assert touched == []
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/api/plan", {"model": "glm-5.3", "isl": 100, "osl": 10, "rate": 1, "scenario": "/etc/scenario.yaml"}, "scenario"),
+    ("/api/simulate", {"model": "llama-3.1-8b", "system": "h200", "trace": "/var/log/trace.csv"}, "trace"),
+    ("/api/perf", {"model": "llama-3.1-8b", "system": "h200", "isl": 10, "osl": 10, "batch": 1, "catalog": ["a.yaml"]},
+     "catalog"),
+])
+def test_file_fields_are_refused(client: httpx.Client, path: str, body: dict, field: str) -> None:
+    resp = client.post(path, json=body)
+    assert resp.status_code == 422
+    assert resp.json()["parameter"] == field and "not accepted over HTTP" in resp.json()["detail"]
+
+
+def test_inline_config_sizes_a_custom_model(client: httpx.Client) -> None:
+    path = pathlib.Path(cf.__file__).parent / "catalog/models/meta-llama__Llama-3.1-8B.json"
+    config = json.loads(path.read_text())
+    resp = client.post("/api/fit", json={"model": "my-llama", "config": config, "systems": ["h200"], "context": 8192})
+    assert resp.status_code == 200, resp.text
+    got = resp.json()
+    want = cf.fit(model="meta-llama/Llama-3.1-8B", systems=["h200"], context=8192).model_dump(mode="json")
+    assert got["model"]["name"] == "my-llama"
+    assert got["results"][0]["max_sequences"] == want["results"][0]["max_sequences"]
+    assert got["model"]["total_params"] == want["model"]["total_params"]
+    plan = client.post("/api/plan", json={"model": "my-llama", "config": config, "isl": 1000, "osl": 100, "rate": 2,
+                                          "systems": ["h200"]})
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["recommended"]["system"] == "hgx_h200"
+
+
+def test_plan_perf_simulate(client: httpx.Client) -> None:
+    plan = client.post("/api/plan", json={"model": "glm-5.3", "isl": 4096, "osl": 1024, "rate": 5, "ttft_ms": 2000,
+                                          "tpot_ms": 50, "systems": ["h100", "h200", "b200"],
+                                          "endpoint_price": "in=0.6,out=2.2"})
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["recommended"]["system"] in {"dgx_h100", "hgx_h200", "dgx_b200"}
+    assert plan.json()["endpoint"]["verdict"]
+    perf = client.post("/api/perf", json={"model": "llama-3.1-8b", "system": "h200", "tp": 1, "isl": 1024, "osl": 128,
+                                          "batch": 1, "context": 1024})
+    assert perf.status_code == 200 and perf.json() == cf.perf(model="llama-3.1-8b", system="h200", tp=1, isl=1024,
+                                                               osl=128, batch=1, context=1024).model_dump(mode="json")
+    sim = client.post("/api/simulate", json={"model": "llama-3.1-8b", "system": "h200", "replicas": 2, "rate": 10,
+                                             "requests": 2000, "isl": 1000, "osl": 200})
+    assert sim.status_code == 200, sim.text
+    assert sim.json()["completed"] == 2000
+    big = client.post("/api/simulate", json={"model": "llama-3.1-8b", "system": "h200", "requests": 200_001})
+    assert big.status_code == 422 and "requests: must be an integer in 1..200,000" in big.json()["detail"]
+
+
+def test_busy_and_timeout() -> None:
+    from clusterfit.web.app import Busy, Runner, TooLong
+
+    async def scenario() -> None:
+        release = threading.Event()
+        runner = Runner(workers=1, timeout_s=5)
+        first = asyncio.ensure_future(runner.run(release.wait))
+        await asyncio.sleep(0.05)
+        with pytest.raises(Busy):
+            await runner.run(lambda: 1)
+        release.set()
+        assert await first is True
+        assert await runner.run(lambda: 2) == 2
+        slow = Runner(workers=1, timeout_s=0.05)
+        with pytest.raises(TooLong, match="more than the 0.05 s of compute"):
+            await slow.run(lambda: time.sleep(0.3))
+
+    asyncio.run(scenario())
+
+
+def test_429_over_http() -> None:
+    gate = threading.Event()
+    original = cf.api.fit
+
+    def slow_fit(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        gate.wait(5)
+        return original(*args, **kwargs)
+
+    with running_server(workers=1, warm=False) as url:
+        try:
+            cf.api.fit = slow_fit  # type: ignore[assignment]
+            with httpx.Client(base_url=url, timeout=30) as c:
+                results: list[int] = []
+                t = threading.Thread(target=lambda: results.append(c.post("/api/fit", json=GLM).status_code))
+                t.start()
+                time.sleep(0.3)
+                busy = c.post("/api/fit", json=GLM)
+                gate.set()
+                t.join()
+        finally:
+            cf.api.fit = original  # type: ignore[assignment]
+    assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
+    assert results == [200]
+
+
+def test_docs_and_page_are_served_without_a_cdn(client: httpx.Client) -> None:
+    docs = client.get("/docs")
+    assert docs.status_code == 200
+    assert "/docs-static/swagger-ui-bundle.js" in docs.text and "cdn" not in docs.text.lower()
+    assert client.get("/docs-static/swagger-ui-bundle.js").status_code == 200
+    assert client.get("/openapi.json").json()["paths"]["/api/fit"]["post"]
+    page = client.get("/")
+    assert page.status_code == 200 and "default-src 'self'" in page.headers["content-security-policy"]
+    for asset in ("/static/app.js", "/static/app.css"):
+        text = client.get(asset).text
+        assert "https://" not in text and "//cdn" not in text
+    assert "https://" not in page.text
+
+
+# ------------------------------------------------------------------------------------------- fuzzing
+@pytest.fixture(scope="module")
+def api_schema(base_url: str):  # noqa: ANN201
+    return schemathesis.openapi.from_url(f"{base_url}/openapi.json")
+
+
+fuzz = schemathesis.pytest.from_fixture("api_schema")
+
+
+@fuzz.parametrize()
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_fuzz_openapi(case) -> None:  # noqa: ANN001
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
+                                                   status_code_conformance)
+
+    case.call_and_validate(checks=[not_a_server_error, status_code_conformance, content_type_conformance,
+                                   response_schema_conformance], timeout=30)
