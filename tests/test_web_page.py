@@ -1,0 +1,108 @@
+"""The web page in a real browser (Debian's Chromium driven by Playwright): GLM-5.3 at fp8 does not fit on one
+8x H100 node and fits on 8x H200; a longer context holds fewer sessions; a plan names the recommended system.
+No request may leave the machine."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the web extra is not installed (pip install -e '.[web]')")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (test extra)")
+
+from _webserver import running_server  # noqa: E402
+
+CHROMIUM = os.environ.get("CLUSTERFIT_CHROMIUM", "/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium; "
+                       ".ci/run installs it)"),
+    pytest.mark.filterwarnings("ignore:The 'alias' attribute with value:UserWarning"),
+]
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@pytest.fixture(scope="module")
+def page_url() -> Iterator[str]:
+    with running_server() as url:
+        yield url
+
+
+@pytest.fixture()
+def page(page_url: str) -> Iterator[tuple[object, list[str], list[str]]]:
+    outside: list[str] = []
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+
+        def guard(route, request) -> None:  # noqa: ANN001
+            host = urlparse(request.url).hostname
+            if request.url.startswith(("data:", "blob:", "about:")) or host in LOOPBACK:
+                route.continue_()
+            else:
+                outside.append(request.url)
+                route.abort()
+
+        context.route("**/*", guard)
+        pg = context.new_page()
+        pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        pg.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        pg.set_default_timeout(15_000)
+        pg.goto(page_url + "/")
+        yield pg, outside, errors
+        browser.close()
+
+
+def _sessions(pg, system: str) -> int:  # noqa: ANN001
+    return int(pg.locator(f".card[data-system={system}] [data-testid=sessions]").inner_text().replace(",", ""))
+
+
+def test_fit_glm_context_and_plan(page, tmp_path: Path) -> None:  # noqa: ANN001
+    pg, outside, errors = page
+    pg.get_by_label("Model (Hugging Face id").fill("zai-org/GLM-5.3")
+    pg.get_by_label("Weight precision").select_option("fp8")
+    h100 = pg.locator(".card[data-system=dgx_h100] .verdict")
+    h200 = pg.locator(".card[data-system=hgx_h200] .verdict")
+    sync_api.expect(h100).to_contain_text("does not fit on one 8x H100", timeout=10_000)
+    sync_api.expect(h200).to_contain_text("fits on one node")
+    assert "does not fit" not in h200.inner_text()
+    sync_api.expect(pg.locator("#model-facts")).to_contain_text("fp8")
+    assert _sessions(pg, "hgx_h200") == 12                      # README: 12 sequences of 32k on 8x H200
+
+    pg.get_by_label("Context per session (tokens)").fill("131072")
+    sync_api.expect(pg.locator(".card[data-system=hgx_h200] [data-testid=sessions]")).to_have_text("3")
+    sync_api.expect(pg.locator(".card[data-system=hgx_h200]")).to_contain_text("sessions of 131,072 tokens")
+
+    pg.get_by_label("Endpoint $ / Mtok in (optional)").fill("0.6")
+    pg.get_by_label("Endpoint $ / Mtok out (optional)").fill("2.2")
+    pg.get_by_role("button", name="Plan").click()
+    recommended = pg.locator("[data-testid=recommended]")
+    sync_api.expect(recommended).to_contain_text(re.compile(r"Recommended: (dgx_h100|hgx_h200|dgx_b200)"))
+    sync_api.expect(pg.locator("[data-testid=endpoint]")).to_contain_text("Endpoint verdict")
+    sync_api.expect(pg.locator("#pareto-chart svg polyline").first).to_be_visible()
+    shot = tmp_path / "web-page.png"
+    pg.screenshot(path=str(shot), full_page=True)
+    if os.environ.get("CLUSTERFIT_SCREENSHOT"):
+        pg.screenshot(path=os.environ["CLUSTERFIT_SCREENSHOT"], full_page=True)
+    assert shot.stat().st_size > 10_000
+    assert outside == [], f"requests left the machine: {outside}"
+    assert errors == []
+
+
+def test_keyboard_and_errors(page) -> None:  # noqa: ANN001
+    pg, outside, errors = page
+    pg.locator("#model").focus()
+    pg.keyboard.press("Tab")
+    assert pg.evaluate("document.activeElement.tagName") == "SUMMARY"     # the custom config.json disclosure
+    pg.get_by_label("Model (Hugging Face id").fill("/etc/passwd")
+    sync_api.expect(pg.locator("#fit-error")).to_contain_text("not a bundled model")
+    pg.get_by_label("Model (Hugging Face id").fill("llama-3.1-8b")
+    pg.locator("#custom summary").press("Enter")
+    pg.get_by_label("config.json content").fill('{"hidden_size": 4096')
+    sync_api.expect(pg.locator("#config-error")).to_contain_text("config.json")
+    assert outside == []
