@@ -21,7 +21,7 @@ from .arch import load_model
 from .compose import Catalog, build_replica
 from .precision import resolve_precision
 from .errors import ClusterfitError
-from .schema import (FitRequest, FitResult, HardwareList, ModelList, ModelSummary, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
+from .schema import (FitRequest, FitResult, HardwareList, ModelList, LayoutOut, ModelSummary, MostSessions, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
                      PlanResult, Schema, ServingEngineSettings, SimResult, SimulateRequest, parse_request)
 
 if TYPE_CHECKING:
@@ -149,6 +149,8 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
         row = r.as_dict()
         row.update({"nodes_needed": need, "system_name": s.name, "gpu": s.gpu.id, "gpus_per_node": s.gpus_per_node,
                     "naive": naive.as_dict(), "gpu_memory_marketed_bytes": s.gpu.memory_bytes})
+        if layout is None and r.fits:
+            row["most_sessions"] = _most_sessions_layout(model, s, prec, eng, req, n, r)
         if req.sessions is not None:
             sf = _sessions_fit(model, s, prec, eng, req, n, r.max_sequences if r.fits else 0)
             row["sessions_fit"] = sf
@@ -161,6 +163,47 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
         "engine_settings": {"fraction": eng.gpu_memory_utilization, "mode": eng.memory_mode,
                             "max_num_batched_tokens": eng.max_num_batched_tokens, "source": eng.memory_source},
         "context": req.context, "results": results})
+
+
+def _most_sessions_layout(model: ModelArch, system: System, precision: Precision, engine: Engine, req: FitRequest,
+                          nodes: int, shown: Any) -> MostSessions | None:
+    """Among the layouts the planner searches on ``nodes`` nodes (TP, TP+EP, attention DP+EP), the one whose
+    replica holds the most sequences of ``req.context``; None when none beats the shown layout."""
+    from .layout import Layout
+    from .memory import fit as memory_fit
+    from .planning.layout_candidates import candidate_layouts
+
+    gpus = nodes * system.gpus_per_node
+    best = None
+    for tp, pp, ep, dp in candidate_layouts(model, system, gpus, gpus).tolist():
+        try:
+            r = memory_fit(model, system, precision, Layout(tp, pp, ep, dp), nodes, engine, req.context,
+                           req.block_size)
+        except ClusterfitError:
+            continue
+        if r.fits and (best is None or r.max_sequences > best.max_sequences):
+            best = r
+    if best is None or best.max_sequences <= shown.max_sequences:
+        return None
+    lo, ls = best.layout, shown.layout
+
+    def name(L: Any) -> str:
+        return " ".join(f"{k.upper()}{v}" for k, v in (("tp", L.tp), ("pp", L.pp), ("dp", L.dp), ("ep", L.ep))
+                        if v > 1 or k == "tp")
+    ds, db = shown.as_dict(), best.as_dict()
+    per_tok_shown, per_tok_best = ds["kv_bytes_per_token_per_gpu"], db["kv_bytes_per_token_per_gpu"]
+    if ls.tp > lo.tp and lo.dp > 1:
+        why = (f"under {name(ls)} the TP ranks hold copies of each token's KV ({per_tok_shown:,.0f} B per token on "
+               f"each GPU: a replicated MLA latent, or fewer KV heads than ranks), while {name(lo)} gives each "
+               f"attention-DP rank its own sequences ({per_tok_best:,.0f} B per token, on one GPU)")
+    else:
+        why = (f"{name(lo)} leaves more memory for KV cache ({db['kv_budget_bytes'] / 1e9:,.0f} GB "
+               f"against {ds['kv_budget_bytes'] / 1e9:,.0f} GB) or stores less of it per token per GPU")
+    return MostSessions(layout=LayoutOut(tp=lo.tp, pp=lo.pp, ep=lo.ep, dp=lo.dp), label=name(lo),
+                        max_sequences=best.max_sequences, max_kv_tokens=best.max_kv_tokens,
+                        shown_max_sequences=shown.max_sequences,
+                        explanation=(f"{name(lo)} holds {best.max_sequences} sequences of {req.context} tokens "
+                                     f"against {shown.max_sequences} for {name(ls)}: {why}"))
 
 
 def _sessions_fit(model: ModelArch, system: System, precision: Precision, engine: Engine, req: FitRequest,

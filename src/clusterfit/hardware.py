@@ -12,7 +12,7 @@ import pathlib
 import re
 import tomllib
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
@@ -237,6 +237,7 @@ class PriceEntry(_Entry):
     instance: str = Field(min_length=1)
     gpu: str | None = None
     gpus_per_instance: int | None = Field(default=None, ge=1)
+    rent_unit: Literal["gpu", "node"] | None = None   # None: per GPU when gpus_per_instance is 1, else whole nodes
     usd_per_gpu_hour: float = Field(gt=0, le=1000)
     usd_per_instance_hour: float | None = Field(default=None, gt=0)
     kind: str = Field(min_length=1)
@@ -267,6 +268,7 @@ class CloudPriceQuote:
     source: str
     gpus_per_instance: int | None = None
     usd_per_instance_hour: float | None = None
+    rent_unit: str = "node"            # "gpu": the provider rents single GPUs at this price; "node": whole nodes
 
 
 @dataclass(frozen=True)
@@ -433,7 +435,8 @@ def _build(sources: list[tuple[str, CatalogFile]]) -> HardwareCatalog:
         price_records.append(CloudPriceQuote(provider=p.provider, instance=p.instance, gpu_id=gpu_id,
                                    usd_per_gpu_hour=p.usd_per_gpu_hour, kind=p.kind, date=p.date,
                                    source=p.source, gpus_per_instance=p.gpus_per_instance,
-                                   usd_per_instance_hour=p.usd_per_instance_hour))
+                                   usd_per_instance_hour=p.usd_per_instance_hour,
+                                   rent_unit=p.rent_unit or ("gpu" if p.gpus_per_instance == 1 else "node")))
 
     return HardwareCatalog(gpus=gpus, systems=systems, prices=tuple(price_records), gpu_aliases=gpu_aliases,
                            system_aliases=system_aliases, default_system=default_system,

@@ -354,11 +354,23 @@ class SessionsFit(Schema):
     explanation: str
 
 
+class MostSessions(Schema):
+    """The layout (of those the planner searches, on the same nodes) whose replica holds the most sequences of
+    the asked context, when it beats the shown one, and why they differ."""
+
+    layout: LayoutOut
+    label: str
+    max_sequences: int
+    max_kv_tokens: int
+    shown_max_sequences: int
+    explanation: str
+
+
 class SystemFit(Schema):
     """The realistic fit of one replica on one system (bytes; per GPU where the name says so). With a
     ``sessions`` request, ``fits`` also requires the shown replica to hold them (see ``sessions_fit``)."""
 
-    _omit_if_none = frozenset({"sessions_fit"})
+    _omit_if_none = frozenset({"sessions_fit", "most_sessions"})
 
     system: str
     nodes: int
@@ -387,6 +399,7 @@ class SystemFit(Schema):
     gpus_per_node: int
     gpu_memory_marketed_bytes: int
     sessions_fit: SessionsFit | None = None
+    most_sessions: MostSessions | None = None
 
 
 class EngineSettings(Schema):
@@ -603,10 +616,22 @@ class PrefillPool(Schema):
     kv_transfer_s: float
 
 
-class PlanOption(Schema):
-    """The best plan of one system, sized for the target load (money in $, per hour unless named)."""
+class ReplicaPlacement(Schema):
+    """Where one replica runs: node indices (0-based, within the plan) and GPU indices on each of them."""
 
-    _omit_if_none = frozenset({"prefill", "xPyD", "explanation"})
+    replica: int
+    role: str          # serving, prefill, decode, or "spare ..." for N+k spares
+    nodes: list[int]
+    gpus: list[int]
+
+
+class PlanOption(Schema):
+    """The best plan of one system, sized for the target load (money in $, per hour unless named).
+    ``rent_unit``: "gpu" when the price quote rents single GPUs (cost = GPUs used), else "node" (whole nodes;
+    ``idle_gpus`` of them unused). ``headroom_requests_per_s``: what the rented GPUs carry within the SLOs with
+    idle rented GPUs also serving. ``tie_break``: the rule that chose this plan over one of equal cost."""
+
+    _omit_if_none = frozenset({"prefill", "xPyD", "explanation", "tie_break"})
     system: str
     gpu: str
     mode: Literal["aggregated", "disaggregated"]
@@ -625,6 +650,11 @@ class PlanOption(Schema):
     nodes: int
     total_gpus: int
     rented_gpus: int
+    rent_unit: Literal["gpu", "node"] = "node"
+    idle_gpus: int = 0
+    headroom_requests_per_s: float = 0.0
+    tie_break: str | None = None
+    placement: list[ReplicaPlacement] = Field(default_factory=list)
     batch: float
     max_batch_within_slo: float
     price_per_gpu_hour: float | None

@@ -95,11 +95,16 @@ def render_fit(console: Console, result: FitResult) -> None:
         row("nodes to hold them", lambda r: (f"{r.sessions_fit.nodes} ({r.sessions_fit.replicas} x "
                                              f"{r.sessions_fit.nodes_per_replica})")
             if r.sessions_fit and r.sessions_fit.nodes else "-")
+    if any(r.most_sessions for r in result.results):
+        row("layout with most sessions", lambda r: (f"{r.most_sessions.label}: {r.most_sessions.max_sequences:,}"
+                                                    if r.most_sessions else "(the shown one)"))
     row("fits", lambda r: "[green]yes[/]" if r.fits else "[red]no[/]")
     console.print(t)
     for r in result.results:
         if not r.fits:
             console.print(f"[red]{r.system}[/]: {r.reason}")
+        if r.most_sessions:
+            console.print(f"{r.system}: {r.most_sessions.explanation}")
     for note in m.notes:
         console.print(f"[dim]note: {note}[/]")
 

@@ -3,8 +3,9 @@
 Units: prices in $/GPU-hour; plan cost in $/hour and $/month; token prices in $ per million tokens
 ($/Mtok); loads in requests/s (whole cluster) unless the name says otherwise.
 
-Renting is per node: a replica smaller than a node shares it with other replicas, but the plan pays for
-whole nodes (``nodes x gpus_per_node``).
+Renting is per node unless the price quote says the provider rents single GPUs (``rent_unit: gpu`` in the
+catalog, or a quote for a 1-GPU instance): replicas smaller than a node are packed onto nodes, and the plan pays
+for whole nodes (``nodes x gpus_per_node``) or, per GPU, for the GPUs its replicas use.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ class GpuHourPrice:
     source: str
     date: str | None = None
     kind: str = ""
+    rent_unit: str = "node"   # "gpu": single GPUs are rented at this price; "node": whole nodes
 
     def describe(self) -> str:
         when = f", {self.date}" if self.date else ""
-        return f"${self.usd_per_gpu_hour:.2f}/GPU-h ({self.source}{when})"
+        unit = "rented per GPU" if self.rent_unit == "gpu" else "rented per node"
+        return f"${self.usd_per_gpu_hour:.2f}/GPU-h, {unit} ({self.source}{when})"
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def _hardware_quotes() -> list[tuple[str, GpuHourPrice]]:
             continue
         src = " ".join(x for x in (q.provider, q.instance) if x)
         src = f"{src}: {q.source}" if q.source else src
-        out.append((q.gpu_id, GpuHourPrice(q.usd_per_gpu_hour, src, q.date, q.kind)))
+        out.append((q.gpu_id, GpuHourPrice(q.usd_per_gpu_hour, src, q.date, q.kind, q.rent_unit)))
     return out
 
 
@@ -126,7 +129,8 @@ def _own_quotes() -> list[tuple[str, GpuHourPrice]]:
         return []
     data = yaml.load(_PRICES_FILE.read_text(encoding="utf-8"),
                      Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # libyaml when present
-    return [(str(q["gpu"]), GpuHourPrice(float(q["usd_per_gpu_hour"]), str(q["source"]), q.get("date"), str(q.get("kind", ""))))
+    return [(str(q["gpu"]), GpuHourPrice(float(q["usd_per_gpu_hour"]), str(q["source"]), q.get("date"), str(q.get("kind", "")),
+                          str(q.get("rent_unit", "node"))))
             for q in data.get("prices", [])]
 
 

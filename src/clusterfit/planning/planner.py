@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ClusterfitError
 from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PerMtok, PlanOption, PlanResult, PrefillPool,
-                      Verification)
+                      ReplicaPlacement, Verification)
 from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, resolve_price,
                    usd_per_mtok, verdict)
 from .capacity import AggregatedCurve
@@ -104,14 +104,39 @@ class _Sized:
     why: str = ""
     breakdown: dict = field(default_factory=dict)
     tpot_judged_s: float | None = None  # TPOT at the SLO's percentile (tpot_s is the mean); None: the mean
+    tie_break: str = ""                # which rule chose this plan over an equally priced one ("" if none)
+
+    @property
+    def rent_unit(self) -> str:
+        """"gpu" when the price quote rents single GPUs and every replica is smaller than a node, else "node"."""
+        sizes = [self.main.gpus] + ([self.prefill.gpus] if self.prefill is not None else [])
+        per_gpu = self.price is not None and self.price.rent_unit == "gpu"
+        return "gpu" if per_gpu and all(g < self.system.gpus_per_node for g in sizes) else "node"
+
+    @property
+    def rented_gpus(self) -> int:
+        """GPUs paid for: those the replicas use when single GPUs are rented, else whole nodes."""
+        return self.gpus if self.rent_unit == "gpu" else self.nodes * self.system.gpus_per_node
 
     @property
     def cost_per_hour(self) -> float | None:
-        return None if self.price is None else self.nodes * self.system.gpus_per_node * self.price.usd_per_gpu_hour
+        return None if self.price is None else self.rented_gpus * self.price.usd_per_gpu_hour
+
+    @property
+    def headroom_rps(self) -> float:
+        """Requests/s the rented GPUs carry within the SLOs with every idle rented GPU also running a replica
+        (aggregated; disaggregated: the serving pools at full capacity)."""
+        if self.mode != "aggregated":
+            return self.full_rate_rps
+        per_replica = self.full_rate_rps / max(self.replicas, 1)
+        fit = self.rented_gpus // self.main.gpus - self.spares
+        return per_replica * max(fit, self.replicas)
 
     def sort_key(self) -> tuple:
+        """Cheapest first; cost ties go to fewer nodes per replica, then more headroom, then lower TPOT."""
         cost = self.cost_per_hour
-        return (cost if cost is not None else math.inf, self.nodes * self.system.gpus_per_node, self.gpus, self.tpot_s)
+        return (round(cost, 6) if cost is not None else math.inf, self.rented_gpus if cost is None else 0,
+                self.main.nodes, -round(self.headroom_rps, 9), self.tpot_s)
 
 
 def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> _Sized | None:
@@ -274,7 +299,10 @@ def _row(s: _Sized, wl: Workload, hours: float) -> PlanOption:
         kv_dtype=s.kv_dtype, layout=c.label(), tp=tp, pp=pp, ep=ep, dp=dp,
         nodes_per_replica=c.nodes, gpus_per_replica=c.gpus, replicas=s.replicas + s.spares,
         serving_replicas=s.replicas, spare_replicas=s.spares, nodes=s.nodes,
-        total_gpus=s.gpus, rented_gpus=s.nodes * s.system.gpus_per_node,
+        total_gpus=s.gpus, rented_gpus=s.rented_gpus, rent_unit=s.rent_unit,
+        idle_gpus=max(s.rented_gpus - s.gpus, 0) if s.rent_unit == "node" else 0,
+        headroom_requests_per_s=s.headroom_rps, tie_break=s.tie_break or None,
+        placement=_placement(s),
         batch=s.batch, max_batch_within_slo=s.best_batch,
         price_per_gpu_hour=None if s.price is None else s.price.usd_per_gpu_hour,
         price_source=None if s.price is None else s.price.describe(),
@@ -391,6 +419,7 @@ def _best_per_system(req: PlanQuestion, result: SearchResult, need: float) -> li
     for c in result.candidates:
         by_group.setdefault((c.system.id, c.precision_name, c.kv_dtype), []).append(c)
     best: dict[str, _Sized] = {}
+    alts: dict[str, list[_Sized]] = {}
     for (sys_id, _, _), cands in by_group.items():
         system = cands[0].system
         price = resolve_price(sys_id, system.gpu.id, req.prices, prices)
@@ -404,9 +433,60 @@ def _best_per_system(req: PlanQuestion, result: SearchResult, need: float) -> li
         top = min(options, key=_Sized.sort_key)
         if sys_id not in best or top.sort_key() < best[sys_id].sort_key():
             best[sys_id] = top
-    for s in best.values():
+        alts.setdefault(sys_id, []).extend(options)
+    for sys_id, s in best.items():
         _explain(s, wl, req.slo)
+        s.tie_break = _tie_break(s, alts[sys_id])
+        if s.tie_break:
+            s.why += f"; {s.tie_break}"
     return sorted(best.values(), key=_Sized.sort_key)
+
+
+def _tie_break(s: _Sized, options: list[_Sized]) -> str:
+    """Which rule chose ``s`` over the next plan of equal cost (none: "")."""
+    key = s.sort_key()
+    tied = sorted((o for o in options if o is not s and o.sort_key()[:2] == key[:2]), key=_Sized.sort_key)
+    if not tied or s.cost_per_hour is None:
+        return ""
+    o = tied[0]
+    other = f"{o.replicas + o.spares} x {o.main.label()}"
+    if o.main.nodes != s.main.nodes:
+        return (f"cost tie with {other} ({o.main.nodes} nodes per replica): chose {s.main.nodes} node(s) per replica, "
+                "which survives a node loss with the other replicas serving and keeps each replica off the "
+                "inter-node network")
+    if abs(o.headroom_rps - s.headroom_rps) > 1e-9 * max(s.headroom_rps, 1.0):
+        return (f"cost tie with {other}: chose the one with more headroom ({s.headroom_rps:.3g} against "
+                f"{o.headroom_rps:.3g} requests/s on the rented GPUs within the SLOs)")
+    if o.tpot_s != s.tpot_s:
+        return f"cost tie with {other}: chose the lower TPOT ({s.tpot_s * 1e3:.1f} against {o.tpot_s * 1e3:.1f} ms)"
+    return ""
+
+
+def _placement(s: _Sized) -> list[ReplicaPlacement]:
+    """Which replica runs on which node and GPUs: each pool packed in order (replicas smaller than a node share
+    nodes, larger ones take whole nodes); the prefill pool first, then the serving (decode) pool, spares last."""
+    node = s.system.gpus_per_node
+    pools: list[tuple[str, int, int, int]] = []        # (role, gpus per replica, serving, spares)
+    if s.prefill is not None:
+        pools.append(("prefill", s.prefill.gpus, s.prefill_replicas, s.spares))
+    pools.append(("decode" if s.prefill is not None else "serving", s.main.gpus, s.replicas, s.spares))
+    out: list[ReplicaPlacement] = []
+    first_node = 0
+    for role, g, n, k in pools:
+        per_node = max(node // g, 1) if g <= node else 0
+        for i in range(n + k):
+            if per_node:
+                nodes = [first_node + i // per_node]
+                start = (i % per_node) * g
+                gpus = list(range(start, start + g))
+            else:
+                span = -(-g // node)
+                nodes = [first_node + i * span + j for j in range(span)]
+                gpus = list(range(node))
+            out.append(ReplicaPlacement(replica=len(out), role=role if i < n else "spare " + role,
+                                        nodes=nodes, gpus=gpus))
+        first_node = max(x for r in out for x in r.nodes) + 1 if out else 0
+    return out
 
 
 def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int | None = None) -> PlanResult:
