@@ -21,7 +21,7 @@ from .arch import load_model
 from .compose import Catalog, build_replica
 from .precision import resolve_precision
 from .errors import ClusterfitError
-from .schema import (FitRequest, FitResult, HardwareList, ModelList, LayoutOut, ModelSummary, MostSessions, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
+from .schema import (DeployFile, DeployRequest, DeployResult, FitRequest, FitResult, HardwareList, ModelList, LayoutOut, ModelSummary, MostSessions, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
                      PlanResult, Schema, ServingEngineSettings, SimResult, SimulateRequest, parse_request)
 
 if TYPE_CHECKING:
@@ -325,6 +325,83 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
     result.engine_settings = ServingEngineSettings.model_validate(serving_engine_settings(
         question.catalog.engine(question.engine), settings.given() if settings is not None else []))
     return result
+
+
+# ============================================================================================== deploy
+def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResult:
+    """Launch commands, Kubernetes manifests or a Slurm script for a plan (planned here, or ``plan_file``)."""
+    from .deploy.render import ENGINE_VERSIONS, DeploySpec, render, write
+
+    req = _request(DeployRequest, request, kwargs)
+    engine = req.engine or "vllm"
+    if engine not in ENGINE_VERSIONS:
+        raise ParameterError("engine", f"--engine {engine!r}: deployment files exist for vllm, sglang, trtllm")
+    if req.plan_file is not None:
+        from pydantic import ValidationError
+
+        from .inputs import parse_document, read_text
+
+        text = read_text(req.plan_file, "plan file")
+        try:
+            result = PlanResult.model_validate(parse_document(text, str(req.plan_file), "json"))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err.get("loc", ()))
+            raise ClusterfitError(f"--plan {req.plan_file}: not a `clusterfit plan --json` output ({where}: "
+                                  f"{err.get('msg')})") from None
+        if result.engine != engine:
+            raise ParameterError("engine", f"--engine {engine}: the plan in {req.plan_file} was sized for "
+                                 f"{result.engine}'s memory and batching; plan again with --engine {engine}")
+    else:
+        plan_fields = {k: v for k, v in req.model_dump().items() if k in PlanRequest.model_fields}
+        result = plan(PlanRequest(**{**plan_fields, "engine": engine, "no_disagg": True}))  # aggregated files only
+    row = result.recommended
+    if req.plan_file is not None and req.systems:
+        catalog = Catalog.load(req.catalog)
+        wanted = {catalog.system(n).id for n in req.systems}
+        rows = [r for r in result.per_system if r.system in wanted]
+        if not rows:
+            raise ParameterError("systems", f"--system: the plan has no row for {', '.join(sorted(wanted))}")
+        row = rows[0]
+    if row is None:
+        raise ClusterfitError("the plan has no configuration that meets the SLOs: nothing to deploy "
+                              f"({result.explanation or 'no plan'})")
+    if row.mode != "aggregated":
+        raise ClusterfitError(f"the plan for {row.system} is disaggregated ({row.xPyD}): clusterfit deploy writes "
+                              "aggregated replicas only; plan with --no-disagg")
+    settings = result.engine_settings
+    if settings is None:
+        raise ClusterfitError("the plan has no engine_settings (made by an older clusterfit): plan again")
+    model = load_model(result.model)
+    catalog = Catalog.load(req.catalog)
+    system = catalog.system(row.system)
+    checkpoint = resolve_precision(model, None, None, None).name
+    quant = row.precision if row.precision not in (checkpoint, "checkpoint") and row.precision == "fp8" else None
+    if row.precision not in (checkpoint, "checkpoint", "fp8"):
+        raise ClusterfitError(f"precision {row.precision}: the checkpoint is {checkpoint}; serve a {row.precision} "
+                              "checkpoint of the model (clusterfit quantizes online to fp8 only)")
+    max_len = req.max_model_len or min(model.max_context or 32768, 131072)
+    summary = [f"model {model.hf_id or model.name}, {row.precision}, KV {row.kv_dtype}; engine {engine}",
+               f"workload: {result.workload}", f"SLOs: {result.slo}",
+               f"plan: {row.replicas} x {row.layout} on {row.system} ({row.nodes} node(s), {row.total_gpus} GPUs); "
+               f"predicted TTFT {row.ttft_s * 1e3:.0f} ms, TPOT {row.tpot_s * 1e3:.1f} ms at "
+               f"{row.requests_per_s:.3g} requests/s",
+               "cost: " + (f"${row.cost_per_hour:,.2f}/h ({row.price_source})" if row.cost_per_hour is not None
+                           else "no catalog price")]
+    spec = DeploySpec(
+        model_id=model.hf_id or model.name, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
+        ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
+        gpus_per_node=system.gpus_per_node, replicas=row.replicas, max_model_len=int(max_len),
+        memory_fraction=settings.fraction, max_num_seqs=settings.max_num_seqs,
+        max_num_batched_tokens=settings.max_num_batched_tokens, kv_dtype=row.kv_dtype, quantization=quant,
+        enforce_eager=settings.enforce_eager, summary=summary)
+    files = render(spec, req.target)
+    if req.out is not None:
+        inputs = [p for p in [req.plan_file, req.scenario, *req.catalog] if p is not None]
+        write(files, req.out, inputs)
+    return DeployResult(out=None if req.out is None else str(req.out), engine=engine,
+                        engine_version=ENGINE_VERSIONS[engine], target=req.target, plan=row,
+                        files=[DeployFile(path=f.path, role=f.role, text=f.text) for f in files])
 
 
 # ============================================================================================ simulate

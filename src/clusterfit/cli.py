@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from .commands import fit, hardware, perf, plan, serve, simulate
+from .commands import deploy, fit, hardware, perf, plan, serve, simulate
 from .commands.output import fail, parameter_flag
 from .errors import ClusterfitError
 
@@ -47,6 +47,7 @@ app.command("systems", hidden=True)(hardware.systems_command)
 app.command("perf")(perf.perf_command)
 app.command("plan")(plan.plan_command)
 app.command("simulate")(simulate.simulate_command)
+app.command("deploy")(deploy.deploy_command)
 app.command("serve")(serve.serve_command)
 
 

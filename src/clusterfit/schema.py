@@ -204,6 +204,19 @@ class PlanRequest(EngineSettingsRequest):
     catalog: list[Path] = Field(default_factory=list)
 
 
+class DeployRequest(PlanRequest):
+    """``clusterfit deploy``: the plan's options (or ``plan_file``, a ``plan --json`` output) plus the target.
+    ``engine`` (vllm, sglang, trtllm) is both the engine planned for and the one launched; ``systems`` with a
+    plan file picks that system's row instead of the recommendation; ``out``: the directory to create (None:
+    return the files' text only, as the HTTP API does)."""
+
+    plan_file: Path | None = None
+    target: Literal["shell", "kubernetes", "slurm"] = "shell"
+    out: Path | None = None
+    max_model_len: int | None = Field(None, ge=16, le=MAX_TOKENS,
+                                      description="Engine max model length (default: the model's max_position_embeddings)")
+
+
 class SimulateRequest(LayoutRequest, EngineSettingsRequest):
     model: str | None = None
     scenario: Path | None = None
@@ -784,6 +797,23 @@ class Verification(Schema):
     windows: list[Window] | None = None
     events: list[SimEvent] | None = None
     sim_wall_s: float | None = None
+
+
+class DeployFile(Schema):
+    path: str
+    role: str
+    text: str
+
+
+class DeployResult(Schema):
+    """What ``clusterfit deploy`` wrote (``out`` None: nothing written) for which plan row."""
+
+    out: str | None
+    engine: str
+    engine_version: str
+    target: str
+    plan: PlanOption
+    files: list[DeployFile]
 
 
 class PlanResult(Schema):

@@ -34,9 +34,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..errors import ClusterfitError
-from ..schema import (FitResult, HardwareList, ModelList, ParameterError, PerfResult, PlanResult, Schema, SimResult,
+from ..schema import (DeployResult, FitResult, HardwareList, ModelList, ParameterError, PerfResult, PlanResult, Schema, SimResult,
                       parse_request)
-from .bodies import ErrorBody, FitBody, PerfBody, PlanBody, SimulateBody
+from .bodies import DeployBody, ErrorBody, FitBody, PerfBody, PlanBody, SimulateBody
 from .custom_model import bundled_model, register_config
 
 log = logging.getLogger("clusterfit.web")
@@ -153,7 +153,7 @@ class Runner:
                           "command line") from None
 
 
-def _api_kwargs(body: FitBody | PerfBody | PlanBody | SimulateBody) -> dict[str, Any]:
+def _api_kwargs(body: FitBody | PerfBody | PlanBody | SimulateBody | DeployBody) -> dict[str, Any]:
     """The API keyword arguments of ``body``: the fields it set, with ``model`` resolved to a cached model."""
     data = body.model_dump(exclude_unset=True, exclude={"config"})
     data.pop("catalog", None)
@@ -169,7 +169,8 @@ def _json(result: BaseModel) -> Response:
     return Response(result.model_dump_json(), media_type="application/json")
 
 
-_BODY_OF: dict[str, type[Schema]] = {"/api/fit": FitBody, "/api/perf": PerfBody, "/api/plan": PlanBody, "/api/simulate": SimulateBody}
+_BODY_OF: dict[str, type[Schema]] = {"/api/fit": FitBody, "/api/perf": PerfBody, "/api/plan": PlanBody, "/api/simulate": SimulateBody,
+                                    "/api/deploy": DeployBody}
 
 
 def _validation_message(request: Request, exc: RequestValidationError) -> tuple[int, str, str | None]:
@@ -296,7 +297,7 @@ def create_app(workers: int = WORKERS, timeout_s: float = TIMEOUT_S, max_body_by
                 cache.setdefault(key, _json(result))
         return cache[key]
 
-    async def call(fn: Callable[..., BaseModel], body: FitBody | PerfBody | PlanBody | SimulateBody) -> Response:
+    async def call(fn: Callable[..., BaseModel], body: FitBody | PerfBody | PlanBody | SimulateBody | DeployBody) -> Response:
         return _json(await runner.run(lambda: fn(**_api_kwargs(body))))
 
     @app.post("/api/fit", response_model=FitResult, responses=_ERRORS, tags=["api"])
@@ -313,6 +314,12 @@ def create_app(workers: int = WORKERS, timeout_s: float = TIMEOUT_S, max_body_by
     async def plan(req: PlanBody) -> Response:
         """The cheapest systems, layouts and replica counts within the SLOs, with cost (`clusterfit plan --json`)."""
         return await call(api.plan, req)
+
+    @app.post("/api/deploy", response_model=DeployResult, responses=_ERRORS, tags=["api"])
+    async def deploy(req: DeployBody) -> Response:
+        """Launch command, Kubernetes manifests or Slurm script for the plan (`clusterfit deploy --json`; the
+        files' text, nothing written on the server)."""
+        return await call(api.deploy, req)
 
     @app.post("/api/simulate", response_model=SimResult, responses=_ERRORS, tags=["api"])
     async def simulate(req: SimulateBody) -> Response:

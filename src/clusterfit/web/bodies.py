@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from ..schema import FitRequest, PerfRequest, PlanRequest, Schema, SimulateRequest
+from ..schema import DeployRequest, FitRequest, PerfRequest, PlanRequest, Schema, SimulateRequest
 
 #: Most requests one HTTP call may simulate (``simulate.requests``, ``plan.verify_requests``).
 MAX_SIM_REQUESTS = 200_000
@@ -65,6 +65,19 @@ class PlanBody(PlanRequest):
     scenario: None = _no_file()
     verify_requests: int | None = Field(None, ge=1, le=MAX_SIM_REQUESTS,
                                         description="Requests `verify` simulates (default 20,000)")
+
+
+class DeployBody(DeployRequest):
+    """``clusterfit deploy`` over HTTP (see DeployRequest): answers the files' text; nothing is written on the
+    server (no ``out``, no ``plan_file``)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "zai-org/GLM-5.3", "precisions": ["fp8"], "isl": 8192, "osl": 1024, "rate": 2, "ttft_ms": 3000, "tpot_ms": 60, "systems": ["h200"], "engine": "vllm", "target": "kubernetes"}]})
+
+    config: dict[str, Any] | None = _config()
+    catalog: list[Path] = _no_catalog()
+    scenario: None = _no_file()
+    plan_file: None = _no_file()
+    out: None = _no_file()
 
 
 class SimulateBody(SimulateRequest):

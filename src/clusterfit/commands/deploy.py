@@ -1,0 +1,69 @@
+"""The `clusterfit deploy` command: plan (or read --plan), then write launch commands / manifests to --out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+from .options import (CatalogOpt, EnforceEagerOpt, GpuMemoryUtilizationOpt, LongerContextOpt, MaxNumBatchedTokensOpt,
+                      MaxNumSeqsOpt, engine_settings, given)
+from .output import emit
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..schema import DeployResult
+
+
+def deploy_command(
+    model: Optional[str] = typer.Argument(None, help="Model id or alias (or give --plan or --scenario)."),
+    out: Path = typer.Option(..., "--out", help="Directory to create (must not exist, or be empty)."),
+    target: str = typer.Option("shell", "--target", help="shell, kubernetes or slurm."),
+    engine: str = typer.Option("vllm", "--engine", help="vllm (0.33), sglang (0.5.23) or trtllm (1.2)."),
+    plan_file: Optional[Path] = typer.Option(None, "--plan", help="A `clusterfit plan --json` output to deploy."),
+    max_model_len: Optional[int] = typer.Option(None, "--max-model-len",
+                                                help="Engine max model length (default: the model's, at most 131072)."),
+    isl: Optional[float] = typer.Option(None, "--isl", help="Prompt tokens per request (mean)."),
+    osl: Optional[float] = typer.Option(None, "--osl", help="Output tokens per request (mean)."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="Target load, requests/s (whole cluster)."),
+    concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Target load, concurrent sessions."),
+    tokens_per_s: Optional[float] = typer.Option(None, "--tokens-per-s", help="Target load, output tokens/s (total)."),
+    ttft_ms: Optional[float] = typer.Option(None, "--ttft-ms", help="TTFT target, ms."),
+    tpot_ms: Optional[float] = typer.Option(None, "--tpot-ms", help="TPOT target, ms per output token."),
+    system: Optional[list[str]] = typer.Option(None, "--system", help="System id or GPU name; repeat (with --plan: "
+                                               "deploy that system's row)."),
+    precision: Optional[list[str]] = typer.Option(None, "--precision", help="Weight precision; repeat."),
+    kv_dtype: Optional[list[str]] = typer.Option(None, "--kv-dtype", help="KV-cache dtype; repeat."),
+    max_num_seqs: MaxNumSeqsOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario file (YAML or TOML)."),
+    failover: Optional[int] = typer.Option(None, "--failover", help="Spare replicas (N+k)."),
+    price: Optional[list[str]] = typer.Option(None, "--price", help="SYSTEM=$/GPU-hour override; repeat."),
+    max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most nodes per replica (default 4)."),
+    catalog: CatalogOpt = None,
+    allow_longer_context: LongerContextOpt = False,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (the files written, with their roles)."),
+) -> None:
+    """Write the engine command, Kubernetes manifests or a Slurm script for a plan (aggregated replicas)."""
+    from .. import api
+
+    result = api.deploy(**given(
+        model=model, out=out, target=target, engine=engine, plan_file=plan_file, max_model_len=max_model_len,
+        isl=isl, osl=osl, rate=rate, concurrency=concurrency, tokens_per_s=tokens_per_s, ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms, systems=system, precisions=precision, kv_dtypes=kv_dtype, scenario=scenario,
+        failover=failover, prices=price, max_nodes=max_nodes, catalog=catalog,
+        allow_longer_context=allow_longer_context),
+        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
+    emit(result, as_json, lambda console: render(result, console))
+
+
+def render(result: DeployResult, console: Console) -> None:
+    p = result.plan
+    console.print(f"{result.engine} {result.engine_version}, {result.target}: {p.replicas} x {p.layout} on "
+                  f"{p.system} ({p.nodes_per_replica} node(s) per replica)")
+    for f in result.files:
+        console.print(f"wrote {Path(result.out or '.') / f.path}  ({f.role})")

@@ -1,0 +1,387 @@
+"""Render a plan's recommended (or chosen) configuration as launch commands and manifests.
+
+Pinned engine versions and images (the flag lists in ``catalog/deploy/`` come from the same versions):
+vLLM 0.33.0 (``vllm serve``), SGLang 0.5.23 (``python3 -m sglang.launch_server``), TensorRT-LLM 1.2
+(``trtllm-serve``, single-node replicas only). Every size the plan assumed is passed explicitly: the layout, the
+maximum model length, the KV dtype, the memory fraction, the running-sequence cap and the tokens per step.
+
+Multi-node replicas start without Ray: each node runs the engine with its node rank (``NODE_RANK``) and the first
+node's address (``LEADER_ADDR``), set by the target (LeaderWorkerSet ``LWS_*`` variables, ``$SLURM_NODEID`` read
+inside the ``srun`` task, or the user for ``shell``). Worker nodes run headless (vLLM).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import os
+import re
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..errors import ClusterfitError
+
+ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23", "trtllm": "1.2"}
+IMAGES = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23",
+          "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"}
+FLAG_FILES = {"vllm": "vllm-0.33.0-engine-flags.txt", "sglang": "sglang-0.5.23-server-flags.txt",
+              "trtllm": "trtllm-1.2-serve-flags.txt"}
+PORT = 8000
+TRTLLM_CONFIG = "extra-llm-api-config.yaml"
+
+
+@functools.lru_cache(maxsize=None)
+def flag_list(engine: str) -> frozenset[str]:
+    """Every option the pinned engine version accepts (names and aliases), from ``catalog/deploy/``."""
+    text = importlib.resources.files("clusterfit.catalog").joinpath("deploy").joinpath(FLAG_FILES[engine]).read_text("utf-8")
+    out: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        out.update(w for w in line.split() if w.startswith("-"))
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class DeploySpec:
+    """What the files must reproduce: one replica's layout and engine settings, and how many replicas."""
+
+    model_id: str
+    served_name: str
+    engine: str
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+    nodes_per_replica: int
+    gpus_per_replica: int
+    gpus_per_node: int
+    replicas: int
+    max_model_len: int
+    memory_fraction: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_dtype: str
+    quantization: str | None = None
+    enforce_eager: bool = False
+    summary: list[str] = field(default_factory=list)    # README lines: load, SLOs, predictions, cost
+
+    @property
+    def gpus_on_node(self) -> int:
+        return min(self.gpus_per_replica, self.gpus_per_node)
+
+    @property
+    def name(self) -> str:
+        """A DNS-1035 label for Kubernetes objects and Slurm job names."""
+        s = re.sub(r"[^a-z0-9-]+", "-", self.served_name.lower()).strip("-")
+        s = re.sub(r"^[^a-z]+", "", s) or "model"
+        return s[:40].rstrip("-")
+
+
+@dataclass(frozen=True)
+class GeneratedFile:
+    path: str
+    role: str
+    text: str
+    executable: bool = False
+
+
+def _kv(engine: str, kv_dtype: str) -> str:
+    fp8 = kv_dtype.lower().startswith("fp8")
+    if engine == "sglang":
+        return "fp8_e4m3" if fp8 else "auto"
+    return "fp8" if fp8 else "auto"
+
+
+def engine_command(spec: DeploySpec, multi_node_vars: bool = True) -> list[str]:
+    """The engine's argv for one node of a replica. Multi-node replicas use the shell variables ``NODE_RANK`` and
+    ``LEADER_ADDR``; vLLM worker nodes add ``"${HEADLESS[@]}"`` (``--headless`` when NODE_RANK > 0)."""
+    s, multi = spec, spec.nodes_per_replica > 1
+    if s.engine == "vllm":
+        cmd = ["vllm", "serve", s.model_id, "--served-model-name", s.served_name, "--host", "0.0.0.0",
+               "--port", str(PORT), "--tensor-parallel-size", str(s.tp), "--pipeline-parallel-size", str(s.pp),
+               "--data-parallel-size", str(s.dp)]
+        if s.ep > 1:
+            cmd.append("--enable-expert-parallel")
+        cmd += ["--max-model-len", str(s.max_model_len), "--gpu-memory-utilization", f"{s.memory_fraction:g}",
+                "--max-num-seqs", str(s.max_num_seqs), "--max-num-batched-tokens", str(s.max_num_batched_tokens),
+                "--kv-cache-dtype", _kv("vllm", s.kv_dtype)]
+        if s.quantization:
+            cmd += ["--quantization", s.quantization]
+        if s.enforce_eager:
+            cmd.append("--enforce-eager")
+        if multi:
+            if s.dp > 1:      # attention DP across nodes: DP ranks per node, the first node's address
+                local = s.gpus_on_node // (s.tp * s.pp)
+                cmd += ["--data-parallel-size-local", str(local), "--data-parallel-start-rank",
+                        f"$((NODE_RANK * {local}))", "--data-parallel-address", "${LEADER_ADDR}",
+                        "--data-parallel-rpc-port", "13345"]
+            else:             # TP/PP across nodes
+                cmd += ["--nnodes", str(s.nodes_per_replica), "--node-rank", "${NODE_RANK}",
+                        "--master-addr", "${LEADER_ADDR}", "--master-port", "29500"]
+            cmd.append('"${HEADLESS[@]}"')
+        return cmd
+    if s.engine == "sglang":
+        cmd = ["python3", "-m", "sglang.launch_server", "--model-path", s.model_id, "--served-model-name",
+               s.served_name, "--host", "0.0.0.0", "--port", str(PORT), "--tp-size", str(s.tp * s.dp),
+               "--pp-size", str(s.pp)]
+        if s.dp > 1:
+            cmd += ["--dp-size", str(s.dp), "--attn-dp-size", str(s.dp)]
+        if s.ep > 1:
+            cmd += ["--ep-size", str(s.ep)]
+        cmd += ["--context-length", str(s.max_model_len), "--mem-fraction-static", f"{s.memory_fraction:g}",
+                "--max-running-requests", str(s.max_num_seqs * s.dp),
+                "--chunked-prefill-size", str(s.max_num_batched_tokens), "--kv-cache-dtype", _kv("sglang", s.kv_dtype)]
+        if s.quantization:
+            cmd += ["--quantization", s.quantization]
+        if s.enforce_eager:
+            cmd.append("--disable-cuda-graph")
+        if multi:
+            cmd += ["--nnodes", str(s.nodes_per_replica), "--node-rank", "${NODE_RANK}",
+                    "--dist-init-addr", "${LEADER_ADDR}:20000"]
+        return cmd
+    if s.engine == "trtllm":
+        if multi:
+            raise ClusterfitError(
+                f"engine trtllm: a {s.nodes_per_replica}-node replica needs an MPI launch (trtllm-llmapi-launch) "
+                "that clusterfit does not generate; use --engine vllm or sglang, or pick a single-node layout "
+                "(--system with a larger node)")
+        return ["trtllm-serve", s.model_id, "--host", "0.0.0.0", "--port", str(PORT), "--backend", "pytorch",
+                "--tp_size", str(s.tp * s.dp), "--pp_size", str(s.pp), "--ep_size", str(s.ep),
+                "--max_batch_size", str(s.max_num_seqs), "--max_num_tokens", str(s.max_num_batched_tokens),
+                "--max_seq_len", str(s.max_model_len), "--free_gpu_memory_fraction", f"{s.memory_fraction:g}",
+                "--config", TRTLLM_CONFIG]
+    raise ClusterfitError(f"engine {s.engine!r}: deployment files exist for vllm, sglang and trtllm")
+
+
+def _check_flags(spec: DeploySpec, cmd: list[str]) -> None:
+    known = flag_list(spec.engine)
+    bad = [a for a in cmd if a.startswith("--") and a not in known]
+    if bad:  # a layout the engine has no flag for
+        raise ClusterfitError(f"engine {spec.engine} {ENGINE_VERSIONS[spec.engine]} has no flag {bad[0]}")
+
+
+def _shell_line(cmd: list[str]) -> str:
+    """The argv as one shell line: literal words quoted, the ``$``-expansions kept for the shell."""
+    return " ".join(a if a.startswith('"') else f'"{a}"' if "$" in a else shlex.quote(a) for a in cmd)
+
+
+def _trtllm_yaml(spec: DeploySpec) -> str:
+    doc: dict = {"enable_attention_dp": spec.dp > 1,
+                 "kv_cache_config": {"dtype": _kv("trtllm", spec.kv_dtype),
+                                     "free_gpu_memory_fraction": spec.memory_fraction}}
+    if spec.enforce_eager:
+        doc["cuda_graph_config"] = None
+    return "# TensorRT-LLM 1.2 LLM API options for trtllm-serve --config (written by clusterfit deploy)\n" + \
+        yaml.safe_dump(doc, sort_keys=False)
+
+
+def _node_prelude(spec: DeploySpec) -> str:
+    if spec.nodes_per_replica == 1:
+        return ""
+    return ('HEADLESS=()\nif [ "${NODE_RANK}" -gt 0 ]; then HEADLESS=(--headless); fi\n'
+            if spec.engine == "vllm" else "")
+
+
+# ------------------------------------------------------------------------------------------ targets
+def _shell(spec: DeploySpec) -> list[GeneratedFile]:
+    cmd = engine_command(spec)
+    _check_flags(spec, cmd)
+    multi = spec.nodes_per_replica > 1
+    lines = ["#!/usr/bin/env bash",
+             f"# {spec.engine} {ENGINE_VERSIONS[spec.engine]}: one replica of {spec.served_name} "
+             f"({spec.gpus_per_replica} GPUs over {spec.nodes_per_replica} node(s)); the plan runs {spec.replicas}.",
+             "set -euo pipefail"]
+    if multi:
+        lines += ["# Run on every node of the replica: NODE_RANK=0..%d, LEADER_ADDR=the address of node 0."
+                  % (spec.nodes_per_replica - 1),
+                  ': "${NODE_RANK:?set NODE_RANK (0 on the first node)}"',
+                  ': "${LEADER_ADDR:?set LEADER_ADDR (the first node address)}"']
+        if _node_prelude(spec):
+            lines.append(_node_prelude(spec).rstrip("\n"))
+    else:
+        lines.append("# Several replicas share a node: give each its GPUs (CUDA_VISIBLE_DEVICES) and a PORT.")
+        lines.append(f'PORT="${{PORT:-{PORT}}}"')
+    line = _shell_line(cmd)
+    if not multi:
+        line = line.replace(f"--port {PORT}", '--port "${PORT}"')
+    lines.append("exec " + line)
+    files = [GeneratedFile("launch.sh", "engine command (one node of one replica)", "\n".join(lines) + "\n", True)]
+    if spec.engine == "trtllm":
+        files.append(GeneratedFile(TRTLLM_CONFIG, "engine config (trtllm-serve --config)", _trtllm_yaml(spec)))
+    return files
+
+
+def _labels(spec: DeploySpec) -> dict:
+    return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/managed-by": "clusterfit"}
+
+
+def _pod_spec(spec: DeploySpec, cmd_text: str) -> dict:
+    gpus = spec.gpus_on_node
+    container: dict = {
+        "name": spec.engine,
+        "image": IMAGES[spec.engine],
+        "command": ["/bin/bash", "-c"],
+        "args": [cmd_text],
+        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
+        "env": [{"name": "HF_HOME", "value": "/models"},
+                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token",
+                                                                     "optional": True}}}],
+        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "model-cache", "mountPath": "/models"}],
+    }
+    volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}},
+                           {"name": "model-cache", "emptyDir": {}}]
+    if spec.engine == "trtllm":
+        container["volumeMounts"].append({"name": "engine-config", "mountPath": "/config"})
+        volumes.append({"name": "engine-config", "configMap": {"name": f"{spec.name}-engine-config"}})
+    return {"containers": [container], "volumes": volumes, "terminationGracePeriodSeconds": 60}
+
+
+def _probes(container: dict) -> None:
+    http = {"path": "/health", "port": PORT}
+    container["startupProbe"] = {"httpGet": dict(http), "periodSeconds": 10, "failureThreshold": 180}
+    container["readinessProbe"] = {"httpGet": dict(http), "periodSeconds": 10, "failureThreshold": 3}
+    container["livenessProbe"] = {"httpGet": dict(http), "periodSeconds": 20, "failureThreshold": 6}
+
+
+def _dump(*docs: dict) -> str:
+    return "---\n".join(yaml.safe_dump(d, sort_keys=False, width=1_000_000) for d in docs)
+
+
+def _kubernetes(spec: DeploySpec) -> list[GeneratedFile]:
+    cmd = engine_command(spec)
+    _check_flags(spec, cmd)
+    labels = _labels(spec)
+    line = _shell_line(cmd)
+    if spec.engine == "trtllm":
+        line = line.replace(f"--config {TRTLLM_CONFIG}", f"--config /config/{TRTLLM_CONFIG}")
+    files: list[GeneratedFile] = []
+    service: dict = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": spec.name, "labels": labels},
+               "spec": {"type": "ClusterIP", "selector": dict(labels),
+                        "ports": [{"name": "http", "port": PORT, "targetPort": PORT, "protocol": "TCP"}]}}
+    if spec.nodes_per_replica == 1:
+        pod = _pod_spec(spec, line)
+        _probes(pod["containers"][0])
+        workload = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": spec.name, "labels": labels},
+                    "spec": {"replicas": spec.replicas, "selector": {"matchLabels": dict(labels)},
+                             "template": {"metadata": {"labels": dict(labels)}, "spec": pod}}}
+        files.append(GeneratedFile("deployment.yaml", "kubernetes Deployment (one pod per replica)", _dump(workload)))
+    else:
+        env = ('NODE_RANK="${LWS_WORKER_INDEX}"; LEADER_ADDR="${LWS_LEADER_ADDRESS}"\n'
+               f'[ "${{LWS_GROUP_SIZE}}" = "{spec.nodes_per_replica}" ] || '
+               '{ echo "LWS_GROUP_SIZE=${LWS_GROUP_SIZE}, expected ' f'{spec.nodes_per_replica}" >&2; exit 1; }}\n')
+        text = env + _node_prelude(spec) + "exec " + line
+        leader = _pod_spec(spec, text)
+        _probes(leader["containers"][0])
+        worker = _pod_spec(spec, text)
+        workload = {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": spec.name, "labels": labels},
+            "spec": {"replicas": spec.replicas, "startupPolicy": "LeaderCreated",
+                     "leaderWorkerTemplate": {
+                         "size": spec.nodes_per_replica, "restartPolicy": "RecreateGroupOnPodRestart",
+                         "leaderTemplate": {"metadata": {"labels": {**labels, "role": "leader"}}, "spec": leader},
+                         "workerTemplate": {"metadata": {"labels": {**labels, "role": "worker"}}, "spec": worker}}}}
+        service["spec"]["selector"] = {**labels, "role": "leader"}
+        files.append(GeneratedFile("leaderworkerset.yaml", f"kubernetes LeaderWorkerSet ({spec.nodes_per_replica} "
+                                   "pods, one per node, per replica)", _dump(workload)))
+    files.append(GeneratedFile("service.yaml", "kubernetes Service (in front of every replica)", _dump(service)))
+    if spec.engine == "trtllm":
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{spec.name}-engine-config",
+                                                                   "labels": labels},
+              "data": {TRTLLM_CONFIG: _trtllm_yaml(spec)}}
+        files.append(GeneratedFile("configmap.yaml", "kubernetes ConfigMap (trtllm-serve --config)", _dump(cm)))
+    return files
+
+
+def _slurm(spec: DeploySpec) -> list[GeneratedFile]:
+    cmd = engine_command(spec)
+    _check_flags(spec, cmd)
+    n = spec.nodes_per_replica
+    body = _node_prelude(spec) + "exec " + _shell_line(cmd)
+    lines = ["#!/bin/bash",
+             f"#SBATCH --job-name={spec.name}",
+             f"#SBATCH --array=0-{spec.replicas - 1}",
+             f"#SBATCH --nodes={n}",
+             "#SBATCH --ntasks-per-node=1",
+             f"#SBATCH --gpus-per-node={spec.gpus_on_node}",
+             "#SBATCH --output=%x-%A_%a.out",
+             f"# {spec.engine} {ENGINE_VERSIONS[spec.engine]}: one array task per replica ({spec.replicas} replicas), "
+             f"{n} node(s) and {spec.gpus_per_replica} GPUs each.",
+             "set -euo pipefail",
+             'LEADER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"',
+             "export LEADER_ADDR",
+             f'echo "replica ${{SLURM_ARRAY_TASK_ID}}: http://${{LEADER_ADDR}}:{PORT}"',
+             "# one task per node; the node rank is read inside the task (single quotes), not here",
+             "srun --ntasks-per-node=1 bash -c " + shlex.quote('NODE_RANK="${SLURM_NODEID}"\n' + body)]
+    if spec.engine == "trtllm":
+        lines.insert(-1, f'cd "${{SLURM_SUBMIT_DIR}}"  # {TRTLLM_CONFIG} lies beside this script')
+    files = [GeneratedFile("replica.sbatch", "slurm batch script (job array: one task per replica)",
+                           "\n".join(lines) + "\n", True)]
+    if spec.engine == "trtllm":
+        files.append(GeneratedFile(TRTLLM_CONFIG, "engine config (trtllm-serve --config)", _trtllm_yaml(spec)))
+    return files
+
+
+_APPLY = {"shell": "Run `./launch.sh` on each node of each replica (see its header for NODE_RANK / LEADER_ADDR, "
+                   "CUDA_VISIBLE_DEVICES and PORT).",
+          "kubernetes": "`kubectl apply -f .` (a LeaderWorkerSet needs the LWS controller, "
+                        "https://github.com/kubernetes-sigs/lws; an `hf-token` secret with key `token` is optional).",
+          "slurm": "`sbatch replica.sbatch` (one array task per replica; put a load balancer in front of the "
+                   "printed addresses)."}
+
+
+def render(spec: DeploySpec, target: str) -> list[GeneratedFile]:
+    """The files for ``target`` (shell, kubernetes, slurm) plus a README.md."""
+    makers = {"shell": _shell, "kubernetes": _kubernetes, "slurm": _slurm}
+    if target not in makers:
+        raise ClusterfitError(f"--target {target!r}: choose shell, kubernetes or slurm")
+    files = makers[target](spec)
+    readme = [f"# {spec.served_name} on {spec.engine} {ENGINE_VERSIONS[spec.engine]} ({target})", "",
+              "Written by `clusterfit deploy`.", "", *[f"- {x}" for x in spec.summary], "",
+              f"Layout per replica: TP{spec.tp} PP{spec.pp} DP{spec.dp} EP{spec.ep}, {spec.gpus_per_replica} GPUs over "
+              f"{spec.nodes_per_replica} node(s); {spec.replicas} replica(s).",
+              f"Engine settings the plan assumed (all passed explicitly): max model length {spec.max_model_len}, "
+              f"memory fraction {spec.memory_fraction:g}, max running sequences {spec.max_num_seqs} per DP rank, "
+              f"{spec.max_num_batched_tokens} batched tokens per step, KV cache {spec.kv_dtype}"
+              + (", eager mode" if spec.enforce_eager else "") + ".", "",
+              "Apply: " + _APPLY[target], "", "| file | role |", "|---|---|",
+              *[f"| `{f.path}` | {f.role} |" for f in files]]
+    files.append(GeneratedFile("README.md", "what was planned and how to apply it", "\n".join(readme) + "\n"))
+    return files
+
+
+def write(files: list[GeneratedFile], out: Path, inputs: list[Path] | None = None) -> list[Path]:
+    """Write ``files`` into ``out`` through a temporary directory beside it: ``out`` must not exist or be an empty
+    directory, and no input file may lie inside it. Nothing is left half-written on error."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ClusterfitError(f"--out {out}: is a file, not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        raise ClusterfitError(f"--out {out}: directory is not empty (clusterfit deploy never overwrites files)")
+    for p in inputs or []:
+        if Path(p).resolve().parent == out.resolve() or out.resolve() in Path(p).resolve().parents:
+            raise ClusterfitError(f"--out {out}: holds the input {p}; choose another directory")
+    parent = out.resolve().parent
+    if not parent.is_dir():
+        raise ClusterfitError(f"--out {out}: parent directory {parent} does not exist")
+    tmp = Path(tempfile.mkdtemp(prefix=".clusterfit-deploy-", dir=parent))
+    try:
+        for f in files:
+            p = tmp / f.path
+            p.write_text(f.text, encoding="utf-8")
+            if f.executable:
+                p.chmod(0o755)
+        if out.is_dir():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return [out / f.path for f in files]

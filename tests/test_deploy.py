@@ -1,0 +1,168 @@
+"""clusterfit deploy (issue 13): generated flags exist in the pinned engines' flag lists (catalog/deploy/, copied
+from the project's reference data with their source), the parallel sizes and memory settings equal the plan's,
+Deployment/Service pass kubernetes-validate --strict, the LeaderWorkerSet validates against the LWS CRD schema
+(tests/data/deploy/, kubernetes-sigs/lws @ 060ab4da) made strict, and the shell files pass bash -n / shellcheck."""
+
+import argparse
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+import clusterfit as cf
+from clusterfit.api import deploy
+from clusterfit.cli import main
+from clusterfit.deploy.render import engine_command, flag_list
+
+GLM = dict(model="zai-org/GLM-5.3", precisions=["fp8"], isl=8192, osl=1024, rate=2, ttft_ms=3000, tpot_ms=60)
+LWS_CRD = Path(__file__).parent / "data" / "deploy" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+
+
+def _parser(engine):
+    p = argparse.ArgumentParser(allow_abbrev=False, exit_on_error=False)
+    p.add_argument("words", nargs="*")
+    for f in sorted(flag_list(engine)):
+        if f.startswith("--"):
+            p.add_argument(f, nargs="?", const=True, dest=f)
+    return p
+
+
+def _engine_argv(text, engine):
+    """The engine's argv inside a generated script: the line after `exec`, with shell words split."""
+    line = next(x for x in text.splitlines() if "exec " in x).split("exec ", 1)[1].rstrip("'")
+    argv = shlex.split(line)
+    start = {"vllm": 2, "sglang": 3, "trtllm": 1}[engine]
+    return [a for a in argv[start:] if a != "${HEADLESS[@]}"]
+
+
+def _strict(schema):
+    if isinstance(schema, dict):
+        if "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            schema.setdefault("additionalProperties", False)
+        for v in schema.values():
+            _strict(v)
+    elif isinstance(schema, list):
+        for v in schema:
+            _strict(v)
+    return schema
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return {s: deploy(**GLM, systems=[s], target="kubernetes") for s in ("h100", "h200")}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("system", ["h100", "h200"])
+def test_flags_exist_and_round_trip(engine, system):
+    r = deploy(**GLM, systems=[system], target="shell", engine=engine)
+    text = next(f.text for f in r.files if f.path == "launch.sh")
+    ns = vars(_parser(engine).parse_args(_engine_argv(text, engine)))   # unknown flags raise
+    p = r.plan
+    if engine == "vllm":
+        assert (int(ns["--tensor-parallel-size"]), int(ns["--pipeline-parallel-size"]),
+                int(ns["--data-parallel-size"])) == (p.tp, p.pp, p.dp)
+        assert (ns["--enable-expert-parallel"] is True) == (p.ep > 1)
+        assert ns["--gpu-memory-utilization"] == "0.9"      # vLLM 0.33 defaults to 0.92: always written
+        assert int(ns["--max-num-seqs"]) == 256 and int(ns["--max-num-batched-tokens"]) == 8192
+    else:
+        assert int(ns["--tp-size"]) == p.tp * p.dp and int(ns["--ep-size"]) == p.ep and int(ns["--pp-size"]) == p.pp
+        assert float(ns["--mem-fraction-static"]) > 0 and int(ns["--chunked-prefill-size"]) > 0
+    if p.nodes_per_replica > 1:
+        key = "--nnodes" if engine == "sglang" else "--data-parallel-size-local"
+        assert ns[key] is not None
+
+
+def test_unknown_flag_is_refused():
+    from clusterfit.deploy.render import DeploySpec, render
+
+    spec = DeploySpec("m/x", "x", "trtllm", 1, 1, 1, 1, 2, 16, 8, 1, 4096, 0.9, 64, 8192, "bf16")
+    with pytest.raises(cf.ClusterfitError, match="MPI"):
+        render(spec, "kubernetes")
+
+
+def test_lws_validates_against_strict_crd(plans):
+    jsonschema = pytest.importorskip("jsonschema")
+    r = plans["h100"]
+    assert r.plan.nodes_per_replica == 2
+    lws = yaml.safe_load(next(f.text for f in r.files if f.path == "leaderworkerset.yaml"))
+    assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+    crd = yaml.safe_load(LWS_CRD.read_text())
+    schema = _strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    jsonschema.validate(lws, schema)
+    bad = json.loads(json.dumps(lws))
+    bad["spec"]["leaderWorkerTemplate"]["sise"] = 2
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    cmd = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["args"][0]
+    assert "LWS_WORKER_INDEX" in cmd and "LWS_LEADER_ADDRESS" in cmd
+
+
+def test_deployment_and_service_pass_kubernetes_validate(plans, tmp_path):
+    kv = pytest.importorskip("kubernetes_validate")
+    r = plans["h200"]
+    assert r.plan.nodes_per_replica == 1
+    names = {f.path for f in r.files}
+    assert {"deployment.yaml", "service.yaml", "README.md"} <= names
+    for f in r.files:
+        if f.path.endswith(".yaml"):
+            for doc in yaml.safe_load_all(f.text):
+                kv.validate(doc, "1.30.0", strict=True)
+
+
+@pytest.mark.parametrize("system", ["h100", "h200"])
+def test_scripts_pass_bash_n_and_shellcheck(system, tmp_path):
+    for target in ("shell", "slurm"):
+        r = deploy(**GLM, systems=[system], target=target, out=tmp_path / f"{target}-{system}")
+        for f in r.files:
+            if f.path.endswith((".sh", ".sbatch")):
+                p = tmp_path / f"{target}-{system}" / f.path
+                subprocess.run(["bash", "-n", str(p)], check=True)
+                if shutil.which("shellcheck"):
+                    subprocess.run(["shellcheck", "-S", "warning", str(p)], check=True)
+    text = (tmp_path / f"slurm-{system}" / "replica.sbatch").read_text()
+    assert "bash -c 'NODE_RANK=\"${SLURM_NODEID}\"" in text
+
+
+def test_cli_writes_and_refuses_bad_input(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    code = main(["plan", "meta-llama/Llama-3.1-8B", "--isl", "1000", "--osl", "200", "--rate", "20", "--ttft-ms",
+                 "1000", "--tpot-ms", "40", "--system", "h200", "--no-disagg", "--json"])
+    assert code in (0, None)
+    plan.write_text(capsys.readouterr().out)
+    out = tmp_path / "d"
+    main(["deploy", "--plan", str(plan), "--target", "kubernetes", "--out", str(out), "--json"])
+    listed = json.loads(capsys.readouterr().out)
+    assert sorted(f["path"] for f in listed["files"]) == sorted(p.name for p in out.iterdir())
+    for args, what in ((["--plan", str(plan), "--out", str(out)], "not empty"),
+                       (["--plan", str(plan), "--out", str(plan)], "is a file"),
+                       (["--plan", str(tmp_path / "nope.json"), "--out", str(tmp_path / "e")], "plan"),
+                       (["--plan", str(plan), "--engine", "sglang", "--out", str(tmp_path / "f")], "sized for")):
+        with pytest.raises(SystemExit) as e:
+            main(["deploy", *args])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and what in err, err
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**json.loads(plan.read_text()), "per_system": "x"}))
+    with pytest.raises(SystemExit):
+        main(["deploy", "--plan", str(bad), "--out", str(tmp_path / "g")])
+    assert not (tmp_path / "g").exists() and not (tmp_path / "e").exists()
+
+
+def test_http_deploy_answers_files_and_writes_nothing():
+    from fastapi.testclient import TestClient
+
+    from clusterfit.web.app import create_app
+
+    c = TestClient(create_app())
+    r = c.post("/api/deploy", json={"model": "meta-llama/Llama-3.1-8B", "isl": 1000, "osl": 200, "rate": 20,
+                                    "ttft_ms": 1000, "tpot_ms": 40, "systems": ["h200"], "target": "kubernetes"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["out"] is None and {"deployment.yaml", "service.yaml"} <= {f["path"] for f in body["files"]}
+    assert c.post("/api/deploy", json={"model": "llama-3.1-8b", "out": "/tmp/x"}).status_code == 422
