@@ -39,7 +39,9 @@ import json
 import re
 import sys
 import time
+from dataclasses import replace
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,6 +81,8 @@ INLINE_CONFIGS = {
                        num_attention_heads=32, num_key_value_heads=8, vocab_size=32000, torch_dtype="bfloat16"),
 }
 
+#: Prefill-throughput metrics (predicted from one full prefill chunk per attention-DP rank).
+PREFILL_METRICS = ("input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node", "total_tokens_per_s_per_gpu")
 THROUGHPUT_METRICS = ("output_tokens_per_s_total", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_node",
                       "mlperf_offline_tokens_per_s", "input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node",
                       "total_tokens_per_s_per_gpu")
@@ -172,19 +176,96 @@ def _int(x, default=None):
         return default
 
 
+# ----------------------------------------------------------------------------- what a row states
+#: Wordings of attention data parallelism in the rows (notes, load, engine columns) of the published CSVs:
+#: TensorRT-LLM `enable_attention_dp` (`enable_attention_dp: true`, `attention_dp`), its tables' `DEPn` columns
+#: ("attention data-parallel n + MoE expert-parallel n"), MLPerf configs' "attention-DP", SGLang
+#: `--enable-dp-attention` and its blogs' "DP attention", vLLM's "DP+EP" / "DP8+EP8" / "DP attention + EP" /
+#: "utilizing DP and EP", and the abbreviation ADP. A negation ("without attention DP",
+#: `enable_attention_dp: false`) turns it off.
+_ADP_ON = re.compile(r"enable[_-]attention[_-]dp|\battention[ _-]?dp\b|attention data[ -]?parallel|"
+                     r"--enable-dp-attention|\bdp[ -]attention\b|data[ -]parallel attention|\bADP\d*\b|"
+                     r"\bDEP\d+\b|\bDEP\b|\bDP\d*\s*\+\s*EP\d*\b|\bDP and EP\b", re.I)
+_ADP_OFF = re.compile(r"(?:enable[_-]attention[_-]dp|attention[ _-]?dp)\s*[:=]\s*(?:false|0)\b|"
+                      r"\b(?:no|without|disabled?)\s+(?:attention[ _-]?dp|dp[ -]attention)\b", re.I)
+#: An attention-DP size stated with the wording: DEP8, DP8 (+EP8), ADP4, --dp-size 8 / --dp 8 / -dp 4.
+_ADP_SIZE = re.compile(r"\b(?:DEP|ADP|DP)(\d+)\b|(?:--dp-size|--data-parallel-size|--dp|-dp)[\s=]+(\d+)", re.I)
+#: Engine settings as the rows write them -> Engine.with_settings names.
+_SETTING_PATTERNS = {
+    "max_num_seqs": re.compile(r"(?:max[_-]batch[_-]size|max[_-]num[_-]seqs|max[_-]running[_-]requests)"
+                               r"\s*[:=]?\s*(\d[\d,]*)", re.I),
+    "max_num_batched_tokens": re.compile(r"(?:max[_-]num[_-]tokens|max[_-]num[_-]batched[_-]tokens|"
+                                         r"chunked[_-]prefill[_-]size)\s*[:=]?\s*(\d[\d,]*)", re.I),
+    "gpu_memory_utilization": re.compile(r"(?:kv_cache_free_gpu_mem_fraction|free_gpu_memory_fraction|"
+                                         r"gpu[_-]memory[_-]utili[sz]ation|mem[_-]fraction[_-]static)"
+                                         r"(?:\s+default)?\s*[:=]?\s*(0?\.\d+|1\.0*)\b", re.I),
+}
+#: A load regime's client concurrency: 'concurrency 7168 (max throughput)', 'max concurrency 32, ...',
+#: 'batch size 1 (max concurrency 1)' in the load column, or the benchmark's `--max-concurrency N` in the notes.
+_CONC_MODE = re.compile(r"(?:^|\bmax(?:imum)? )concurrency\s+(\d[\d,]*)", re.I)
+_CONC_NOTES = re.compile(r"--max-concurrency[\s=]+(\d[\d,]*)", re.I)
+
+
+class RowSettings(NamedTuple):
+    """What a row states beyond its columns (None / False: not stated). ``attention_dp``: the row runs attention
+    data-parallel (with ``adp_size`` ranks when a number is given with the wording); the engine settings map onto
+    Engine.with_settings (TensorRT-LLM max_batch_size / max_num_tokens / kv_cache_free_gpu_mem_fraction, vLLM
+    max_num_seqs / max_num_batched_tokens / gpu_memory_utilization, SGLang max_running_requests /
+    chunked_prefill_size / mem_fraction_static); ``concurrency``: the client's cap on requests in flight."""
+
+    attention_dp: bool = False
+    adp_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    concurrency: int | None = None
+
+    def engine_settings(self) -> tuple:
+        """(gpu_memory_utilization, max_num_batched_tokens, max_num_seqs): the hashable key step_for takes."""
+        return (self.gpu_memory_utilization, self.max_num_batched_tokens, self.max_num_seqs)
+
+
+def row_settings(row) -> RowSettings:
+    """Parse the settings a row states in words (see _ADP_ON, _SETTING_PATTERNS, _CONC_MODE)."""
+    text = " ; ".join(row.get(k, "") or "" for k in ("notes", "concurrency_or_mode", "engine"))
+    adp = bool(_ADP_ON.search(text)) and not _ADP_OFF.search(text)
+    size = None
+    if adp:
+        sizes = [int(a or b) for a, b in _ADP_SIZE.findall(text)]
+        size = max(sizes) if sizes else None
+    found: dict = {}
+    for name, pat in _SETTING_PATTERNS.items():
+        m = pat.search(row.get("notes", "") or "")
+        if m:
+            found[name] = float(m.group(1)) if name == "gpu_memory_utilization" else int(m.group(1).replace(",", ""))
+    m = _CONC_MODE.search(row.get("concurrency_or_mode", "") or "") or _CONC_NOTES.search(row.get("notes", "") or "")
+    conc = int(m.group(1).replace(",", "")) if m else None
+    return RowSettings(attention_dp=adp, adp_size=size, concurrency=conc, **found)
+
+
 @lru_cache(maxsize=None)
-def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp):
+def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(None, None, None)):
+    """The compiled step model of a row; ``settings``: (gpu_memory_utilization, max_num_batched_tokens,
+    max_num_seqs) the row states (RowSettings.engine_settings), None for the engine's default."""
     model = model_for(model_name)
     system = system_for(gpu)
     prec = precision_for(model, weights, kv, engine)
     layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
     budget = None
+    mem, mnt, mns = settings
     eng = Catalog(system_catalog(), engines_file=ENGINES_PATH).engine(engine)
+    eng = eng.with_settings(max_num_batched_tokens=mnt, max_num_seqs=mns)
+    if mns is not None:
+        # a stated max_batch_size is the cap itself, not trtllm-bench's estimate of it
+        eng = replace(eng, batch_cap_rule="static")
     if engine == "trtllm":
-        # the TensorRT-LLM performance tables run trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95
+        # the TensorRT-LLM performance tables run trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95 (unless
+        # the row states its own fraction)
         nodes = max(1, -(-layout.gpus // system.gpus_per_node))
-        budget = fit(model, system, prec, layout, nodes, eng.with_settings(gpu_memory_utilization=0.95),
+        budget = fit(model, system, prec, layout, nodes, eng.with_settings(gpu_memory_utilization=mem or 0.95),
                      context=1).kv_budget_bytes_per_gpu
+    elif mem is not None:
+        eng = eng.with_settings(gpu_memory_utilization=mem)
     return compile_replica(model, system, prec, layout, eng, kv_budget_bytes_per_gpu=budget).step
 
 
@@ -226,6 +307,7 @@ def use_engines(cfg: dict | None, path: str | None = None) -> None:
             yaml.safe_dump(cfg, f)
     ENGINES_PATH = path if cfg is not None else None
     step_for.cache_clear()
+    simulate_online.cache_clear()
     load_engines.cache_clear()
 
 
@@ -310,21 +392,217 @@ def cross_validate(path: str, engine: str = "trtllm", folds: int = 2, seed: str 
     return {"folds": folds, "held_out": summarise(pooled), "per_fold": per_fold}
 
 
-def layout_for(row, model_name, engine):
+# ------------------------------------------------------------------------ grouped cross-validation
+#: A table's section as the notes name it: "table 'Llama-3.3-70B'" (v0.20 / v1.0 / post-v1.0 perf overviews, the
+#: v0.9 'Peak Throughput' tables 'H100 GPUs (FP8)'), "'Llama-70B on H200 up to 6.7x A100' table" (blogs),
+#: "section '...'" (guides, GPUStack), "model 'LLaMA v3.1 70B'" (the v0.14 / v0.17 throughput grids, whose rows
+#: are blocks of one model each). The first pattern that matches wins; no match: the whole file is one section.
+_SECTION_PATTERNS = (re.compile(r"\btable '([^']+)'"), re.compile(r"'([^']+)' table\b"),
+                     re.compile(r"\bsection '([^']+)'"), re.compile(r"\bmodel '([^']+)'"))
+#: Model families (first substring of the lower-cased model name that matches): one architecture lineage each, so
+#: a held-out family has no sibling of the same shapes in the fit (Llama-3, 3.1 and 3.3 share an architecture).
+MODEL_FAMILIES = (("deepseek", "deepseek-v3/r1"), ("llama-4", "llama-4"), ("llama-3", "llama-3.x"),
+                  ("llama-2", "llama-2"), ("mixtral", "mixtral"), ("mistral", "mistral"), ("qwen3", "qwen3"),
+                  ("gpt-oss", "gpt-oss"), ("falcon", "falcon"), ("gpt-j", "gpt-j"))
+
+
+def section_of(row) -> str:
+    for pat in _SECTION_PATTERNS:
+        m = pat.search(row["notes"])
+        if m:
+            return m.group(1)
+    return ""
+
+
+def table_of(row) -> str:
+    """A source table: source file (source_repo_or_site + source_path_or_title, which carries the commit or the
+    fork read) x section (section_of) x software version (source_date, which names the release)."""
+    return " | ".join((row["source_repo_or_site"], row["source_path_or_title"], row["source_date"], section_of(row)))
+
+
+def doc_version_of(row) -> str:
+    """A whole source file at one version (every section of a perf-overview release together)."""
+    return " | ".join((row["source_repo_or_site"], row["source_path_or_title"], row["source_date"]))
+
+
+def model_family(name: str) -> str:
+    n = name.lower()
+    return next((fam for key, fam in MODEL_FAMILIES if key in n), n)
+
+
+def hw_family(gpu: str) -> str:
+    """The GPU family whose constants a row uses (clusterfit.engines.gpu_family; the global constants: hopper)."""
+    return gpu_family(gpu) or "hopper"
+
+
+def family_of(row) -> str:
+    return f"{model_family(row['model'])} x {hw_family(row['gpu'])}"
+
+
+GROUPINGS = {
+    "table": (table_of, "leave one source table out: source_repo_or_site x source_path_or_title x source_date x "
+                        "the section the notes name (table '...', '...' table, section '...', model '...')"),
+    "family": (family_of, "leave one (model family x GPU family) out: MODEL_FAMILIES x engines.gpu_family "
+                          "(hopper where it has none)"),
+    "doc_version": (doc_version_of, "leave one source file at one version out (all its sections): "
+                                    "source_repo_or_site x source_path_or_title x source_date"),
+}
+
+
+def _predict_fold(path: str, engine: str, cfg: dict | None, train: list[dict] | None,
+                  held_out: list[dict]) -> list[tuple[str, float | None, str]]:
+    """Fit the calibration on ``train`` (or use ``cfg``) and predict ``held_out``: (id, error %, skip reason)."""
+    import os
+    import tempfile
+
+    if cfg is None:
+        cfg = calibrate(path, engine, train)
+    out: list[tuple[str, float | None, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        use_engines(cfg, os.path.join(tmp, "engines.yaml"))
+        for r in held_out:
+            try:
+                pred, meas = predict_row(r), float(r["value"])
+                if not np.isfinite(pred) or pred <= 0:
+                    raise Skip("non-positive prediction")
+                out.append((r["id"], (pred - meas) / meas * 100.0, ""))
+            except (Skip, ClusterfitError) as e:
+                out.append((r["id"], None, str(e)[:80]))
+        use_engines(None)
+    return out
+
+
+def _breakdown(rows_by_id: dict, errs: dict[str, float], engine: str) -> dict:
+    """Summaries of held-out errors: all, throughput rows, the calibrated engine's throughput rows, and by engine,
+    metric, model family, GPU family and GPU."""
+    ids = list(errs)
+    rs = [rows_by_id[i] for i in ids]
+
+    def by(key) -> dict:
+        g: dict = {}
+        for r, i in zip(rs, ids):
+            g.setdefault(key(r), []).append(errs[i])
+        return {k: summarise(v) for k, v in sorted(g.items())}
+
+    thr = [errs[i] for i, r in zip(ids, rs) if r["metric"] in THROUGHPUT_METRICS and not is_simulated(r)]
+    cal = [errs[i] for i, r in zip(ids, rs) if r["metric"] in THROUGHPUT_METRICS and not is_simulated(r)
+           and engine_for(r["engine"]) == engine]
+    return {"all": summarise(list(errs.values())) if errs else {}, "throughput_rows": summarise(thr) if thr else {},
+            f"{engine}_throughput_rows": summarise(cal) if cal else {},
+            "by_engine": by(lambda r: engine_for(r["engine"])), "by_metric": by(lambda r: r["metric"]),
+            "by_model_family": by(lambda r: model_family(r["model"])), "by_gpu_family": by(lambda r: hw_family(r["gpu"])),
+            "by_gpu": by(lambda r: r["gpu"])}
+
+
+def grouped_cv(path: str, groupings: tuple[str, ...] = ("table", "family"), engine: str = "trtllm",
+               max_folds: int | None = None, workers: int = 1) -> dict:
+    """Grouped cross-validation of the calibration. For each grouping (GROUPINGS), every group that holds
+    calibration rows is held out in turn: the recipe (calibrate: global + per GPU family constants) is refitted
+    on the calibration rows of all other groups, and every row of the held-out group is predicted with it (every
+    metric the harness predicts; rows of other engines use their uncalibrated constants, so for them held-out and
+    fitted are the same). Groups without calibration rows are predicted with the fit on all rows (the same
+    training set a refit would see). ``max_folds``: merge groups into at most this many folds (whole groups,
+    balanced by calibration rows, in a fixed hash order) when a refit per group is too slow. ``workers``: refits
+    run in that many processes (fork). Returns, per grouping, the pooled held-out summaries (_breakdown), per
+    group, and the fitted-on-all figures of the same rows."""
+    import hashlib
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    rows = [r for r in csv.DictReader(open(path, newline=""))]
+    rows_by_id = {r["id"]: r for r in rows}
+    cal = calibration_rows(path, engine)
+    cal_ids = {r["id"] for r in cal}
+    t0 = time.perf_counter()
+    full = calibrate(path, engine, cal)
+    fit_s = time.perf_counter() - t0
+    fitted = {i: e for i, e, _ in _predict_fold(path, engine, full, None, rows) if e is not None}
+    out: dict = {"engine": engine, "calibration_rows": len(cal), "one_fit_s": round(fit_s, 1),
+                 "fitted_on_all": _breakdown(rows_by_id, fitted, engine)}
+    for name in groupings:
+        key, definition = GROUPINGS[name]
+        t0 = time.perf_counter()
+        groups: dict[str, list[dict]] = {}
+        for r in rows:
+            groups.setdefault(key(r), []).append(r)
+        # groups whose calibration rows the harness predicts (MLPerf rows are calibration-metric rows it skips)
+        refit = sorted((g for g, rs in groups.items() if any(r["id"] in cal_ids and r["id"] in fitted for r in rs)),
+                       key=lambda g: hashlib.sha256(g.encode()).hexdigest())
+        n_cal = {g: sum(r["id"] in cal_ids and r["id"] in fitted for r in groups[g]) for g in refit}
+        if max_folds and len(refit) > max_folds:
+            folds: list[list[str]] = [[] for _ in range(max_folds)]
+            load = [0] * max_folds
+            for g in sorted(refit, key=lambda g: -n_cal[g]):   # stable: ties keep the hash order
+                k = load.index(min(load))
+                folds[k].append(g)
+                load[k] += n_cal[g]
+        else:
+            folds = [[g] for g in refit]
+        tasks = [(path, engine, None, [r for r in cal if key(r) not in fold], [r for g in fold for r in groups[g]])
+                 for fold in folds]
+        print(f"grouped cv, {name}: {len(folds)} refits over {len(refit)} groups ...", file=sys.stderr, flush=True)
+        if workers > 1:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+                results = list(ex.map(_predict_fold, *zip(*tasks)))
+        else:
+            results = [_predict_fold(*t) for t in tasks]
+        errs: dict[str, float] = {}
+        skipped: dict[str, int] = {}
+        for res in results:
+            for i, e, why in res:
+                if e is None:
+                    skipped[why] = skipped.get(why, 0) + 1
+                else:
+                    errs[i] = e
+        for g in groups:
+            if g not in n_cal:
+                errs.update({r["id"]: fitted[r["id"]] for r in groups[g] if r["id"] in fitted})
+        per_group = {}
+        for g, rs in groups.items():
+            e = [errs[r["id"]] for r in rs if r["id"] in errs]
+            if e:
+                per_group[g] = dict(summarise(e), refit=g in n_cal,
+                                    fitted_on_all_median_signed_error=round(float(np.median(
+                                        [fitted[r["id"]] for r in rs if r["id"] in fitted])), 2))
+        out[name] = {"definition": definition, "groups": len(per_group), "groups_refit": len(refit),
+                     "folds": len(folds), "seconds": round(time.perf_counter() - t0, 1),
+                     "held_out": _breakdown(rows_by_id, errs, engine),
+                     "skipped_in_held_out_folds": dict(sorted(skipped.items(), key=lambda kv: -kv[1])),
+                     "per_group": dict(sorted(per_group.items(), key=lambda kv: -kv[1]["median_ape"]))}
+    return out
+
+
+def adp_ranks(row, st: RowSettings, engine: str, ranks: int) -> int:
+    """Attention-DP ranks of a replica whose ``ranks`` GPUs (per pipeline stage) the row says run attention DP:
+    the dp column, else the size stated with the wording (DEP8, DP8, --dp-size 8), else TensorRT-LLM's
+    enable_attention_dp runs one rank per GPU (tp ranks) and SGLang's --enable-dp-attention uses its --dp-size,
+    which defaults to 1 (plain TP attention); vLLM's DP+EP without a size: one rank per GPU."""
+    d = _int(row["dp"]) or st.adp_size
+    if d is None:
+        d = 1 if engine == "sglang" else ranks
+    return d if d >= 1 and ranks % d == 0 else ranks
+
+
+def layout_for(row, model_name, engine, st: RowSettings | None = None):
+    st = row_settings(row) if st is None else st
     n = _int(row["num_gpus"], 1)
     tp, pp, ep, dp = (_int(row[k]) for k in ("tp", "pp", "ep", "dp"))
     if tp is not None and ep and dp and tp == ep == dp and tp > 1:
         return (1, pp or 1, ep, dp), n // (ep * (pp or 1))   # DEP: attention DP + EP
     is_moe = any(L.ffn.kind == "moe" for L in model_for(model_name).layers)
+    if tp is None and ep and dp and ep == dp and dp > 1 and is_moe:
+        # DP+EP with no TP column (vLLM / SGLang wide-EP): one attention-DP rank per expert-parallel GPU
+        return (1, pp or 1, ep, dp), max(1, n // (ep * (pp or 1)))
     v1_moe_command = row["source_date"].startswith("v1.0") and "TensorRT-LLM" in row["engine"]
-    if tp and tp > 1 and not dp and is_moe and ("enable_attention_dp" in row["notes"].lower() or v1_moe_command):
-        # the row's command sets enable_attention_dp: TensorRT-LLM then runs attention data-parallel over the
-        # tp ranks with the MoE expert-parallel over them (DEP), whatever --ep the table omits. The v1.0
-        # performance overview runs every MoE model with `--ep` and `enable_attention_dp: true` in its
-        # llm_options (its "TPn" column label names the GPU count; shared/reference/published/README.md, and
-        # the same section of the later developer-guide perf-overview)
-        e = ep or tp
-        return (1, pp or 1, e, tp), n // (tp * (pp or 1))
+    if tp and tp > 1 and not (dp and dp > tp) and is_moe and (st.attention_dp or v1_moe_command):
+        # the row says attention DP (enable_attention_dp, DEPn, DP attention, --enable-dp-attention, ...): the
+        # engine runs attention data-parallel over the tp ranks with the MoE expert-parallel over them, whatever
+        # --ep the table omits. The v1.0 performance overview runs every MoE model with `--ep` and
+        # `enable_attention_dp: true` in its llm_options (its "TPn" column label names the GPU count;
+        # shared/reference/published/README.md, and the same section of the later developer-guide perf-overview)
+        d = adp_ranks(row, st, engine, tp) if st.attention_dp else tp
+        if d > 1:
+            return (tp // d, pp or 1, ep or tp, d), max(1, n // (tp * (pp or 1)))
     if tp is None and pp is None:
         sysm = system_for(row["gpu"])
         t = 1
@@ -360,25 +638,29 @@ def predict_row(row) -> float:
     if "sharegpt" in mode or "concurrency sweep" in mode:
         raise Skip("dataset-length or sweep-peak rows without fixed lengths")
     isl, osl = _int(row["isl"]), _int(row["osl"])
+    if isl and not osl and metric in PREFILL_METRICS and "prefill-only" in mode:
+        osl = 1   # a prefill-only run states no output length; its prefill throughput needs none
     if not isl or not osl:
         raise Skip("no isl/osl")
     engine = engine_for(row["engine"])
     model_name = row["model"]
     model_for(model_name)
-    (tp, pp, ep, dp), replicas = layout_for(row, model_name, engine)
+    st = row_settings(row)
+    (tp, pp, ep, dp), replicas = layout_for(row, model_name, engine, st)
     weights, kv = precision_strings(row)
-    sm = step_for(model_name, row["gpu"], weights, kv, engine, tp, pp, ep, dp)
+    sm = step_for(model_name, row["gpu"], weights, kv, engine, tp, pp, ep, dp, st.engine_settings())
     if sm.kv_capacity_tokens <= 0:
         raise Skip("layout does not fit in memory (no KV left)")
     n = _int(row["num_gpus"], sm.gpus * replicas)
     replicas = max(1, n // sm.gpus)
     if is_simulated(row):
-        return predict_online(row, model_name, weights, kv, engine, (tp, pp, ep, dp), replicas, isl, osl)
+        return predict_online(row, model_name, weights, kv, engine, (tp, pp, ep, dp), replicas, isl, osl,
+                              st.engine_settings())
     if metric in ("ttft_ms",) and "batch size 1" in mode:
         return first_token_s(sm, isl, 0, isl) * 1e3   # alone: the prefill steps, first token sampled at the end
     if metric in ("tokens_per_s_per_user", "decode_tokens_per_s_batch1"):
         return 1.0 / float(sm.decode_step_s(1, isl + osl / 2))
-    if metric in ("input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node", "total_tokens_per_s_per_gpu"):
+    if metric in PREFILL_METRICS:
         chunk = float(sm.engine.max_num_batched_tokens) * sm.dp
         t = float(sm.step_s(chunk, chunk * (isl + 1) / 2, 0, 0))
         per_gpu = chunk / t / sm.gpus
@@ -391,10 +673,13 @@ def predict_row(row) -> float:
         b_rep = b / replicas if "out_tps=output_seqlen*batch_size/total_latency/tp" not in row["notes"] else b
         total = replicas * b_rep * osl / float(static_batch_s(sm, b_rep, isl, osl))
     elif "max throughput" in mode or "inf" in mode or "all at once" in mode or "offline" in mode \
-            or mode.startswith("concurrency"):
+            or st.concurrency is not None:
         b = float(max_throughput_batch(sm, isl, osl))
         if b < 1:
             raise Skip("KV cache holds no request")
+        if st.concurrency is not None:
+            # the client keeps at most `concurrency` requests in flight, spread over the replicas
+            b = min(b, max(1.0, st.concurrency / replicas))
         total = replicas * b * osl / float(cycle_s(sm, b, isl, osl))
     else:
         raise Skip(f"load regime '{row['concurrency_or_mode']}'")
@@ -439,14 +724,15 @@ def online_requests(row) -> int:
 
 
 @lru_cache(maxsize=None)
-def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl, osl, qps, n, reps) -> dict:
+def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl, osl, qps, n, reps,
+                    settings=(None, None, None)) -> dict:
     """Simulate ``reps`` runs of ``n`` requests of fixed ISL/OSL (Poisson arrivals at ``qps``, seed = run
     index; qps inf: all at t=0) on ``replicas`` replicas of ``layout``; pooled mean TTFT (ms), mean TPOT (ms)
     and completed output tokens / makespan (first arrival to last completion, summed over runs)."""
     from clusterfit.sim import SimulationConfig, simulate
     from clusterfit.sim.requests import Requests
 
-    sm = step_for(model_name, gpu, weights, kv, engine, *layout)
+    sm = step_for(model_name, gpu, weights, kv, engine, *layout, settings)
     ttft, tpot, tokens, span = [], [], 0.0, 0.0
     for seed in range(reps):
         rng = np.random.default_rng(seed)
@@ -463,7 +749,8 @@ def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl,
             "output_tokens_per_s_total": tokens / span}
 
 
-def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, osl) -> float:
+def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, osl,
+                   settings=(None, None, None)) -> float:
     """A request-rate row: the simulator on the row's replicas (one, where the row's GPUs hold one replica),
     Poisson arrivals at the row's QPS (INF: all requests at t=0), the row's fixed ISL/OSL, the source's
     request count; ttft_ms_mean = mean TTFT, itl_ms_mean = mean TPOT, output tokens/s = completed output
@@ -477,7 +764,7 @@ def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, 
     n = online_requests(row)
     reps = 1 if not np.isfinite(qps) else max(1, -(-ONLINE_TARGET_REQUESTS // n))
     return simulate_online(model_name, row["gpu"], weights, kv, engine, layout, replicas, isl, osl, qps, n,
-                           reps)[metric]
+                           reps, settings)[metric]
 
 
 def summarise(errs: list[float]) -> dict:
@@ -530,6 +817,41 @@ def report(rows, results, skipped) -> dict:
     return out
 
 
+def print_cv(out: dict) -> None:
+    """The --cv result as text: per grouping, the pooled held-out figures and their breakdowns."""
+    line = "  {:<40} n={:<4} median {:>6}%  bias {:>+7}%  p90 {:>6}%"
+
+    def show(label, v):
+        if v:
+            print(line.format(label[:40], v["n"], v["median_ape"], v["median_signed_error"], v["p90_ape"]))
+
+    fit_all = out["fitted_on_all"]
+    print(f"calibration rows ({out['engine']}): {out['calibration_rows']}; one fit {out['one_fit_s']} s")
+    show("fitted on all, every predicted row", fit_all["all"])
+    show("fitted on all, throughput rows", fit_all["throughput_rows"])
+    for name in GROUPINGS:
+        if name not in out:
+            continue
+        g = out[name]
+        ho = g["held_out"]
+        print(f"\n{name}: {g['definition']}\n  {g['groups']} groups, {g['groups_refit']} with calibration rows, "
+              f"{g['folds']} refits, {g['seconds']} s")
+        show("held out, every predicted row", ho["all"])
+        show("held out, throughput rows", ho["throughput_rows"])
+        for key in ("by_engine", "by_metric", "by_model_family", "by_gpu_family"):
+            print(f" {key}:")
+            for k, v in ho[key].items():
+                show(k, v)
+        print(" worst groups (median APE, n >= 3):")
+        worst = [(k, v) for k, v in g["per_group"].items() if v["n"] >= 3][:8]
+        for k, v in worst:
+            show(k[-40:], v)
+    h = out.get("hash_split_2fold")
+    if h:
+        print(f"\nfootnote, 2-fold hash split of the {out['engine']} throughput rows: {h['held_out']}")
+    print(f"time: {out.get('seconds')}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("csv")
@@ -539,17 +861,34 @@ def main(argv=None) -> int:
     ap.add_argument("--calibrate", action="store_true",
                     help="fit the TensorRT-LLM constants on this CSV and write them to catalog/engines.yaml")
     ap.add_argument("--cv", action="store_true",
-                    help="2-fold cross-validation of the calibration: fit on half the TensorRT-LLM throughput rows, "
-                         "predict the other half, and print the held-out errors")
+                    help="grouped cross-validation of the calibration (leave one source table out, leave one model "
+                         "family x GPU family out, leave one source file version out), with the 2-fold hash split "
+                         "as a footnote figure")
+    ap.add_argument("--cv-groupings", default="table,family,doc_version",
+                    help=f"comma-separated groupings for --cv, of: {', '.join(GROUPINGS)}")
+    ap.add_argument("--max-folds", type=int, default=None,
+                    help="--cv: merge whole groups into at most this many folds (default: one refit per group)")
+    ap.add_argument("--workers", type=int, default=2, help="--cv: refits run in this many processes")
+    ap.add_argument("--out", help="--cv: also write the JSON result to this file")
     a = ap.parse_args(argv)
     if a.cv:
-        out = cross_validate(a.csv)
+        t0 = time.perf_counter()
+        out = grouped_cv(a.csv, tuple(g for g in a.cv_groupings.split(",") if g), max_folds=a.max_folds,
+                         workers=a.workers)
+        t1 = time.perf_counter()
+        out["hash_split_2fold"] = cross_validate(a.csv)
+        out["hash_split_2fold"]["note"] = ("footnote only: rows of one table land on both sides of a hash split, so "
+                                           "it measures interpolation inside tables, not a new table or family")
+        out["seconds"] = {"grouped": round(t1 - t0, 1), "hash_split": round(time.perf_counter() - t1, 1),
+                          "workers": a.workers}
+        text = json.dumps(out, indent=1) + "\n"
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(text)
         if a.json:
-            sys.stdout.write(json.dumps(out, indent=1) + "\n")
-        else:
-            print(f"held-out (2-fold) TensorRT-LLM throughput rows: {out['held_out']}")
-            for i, f in enumerate(out["per_fold"]):
-                print(f"  fold {i}: {f}")
+            sys.stdout.write(text)
+            return 0
+        print_cv(out)
         return 0
     if a.calibrate:
         import yaml

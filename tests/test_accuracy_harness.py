@@ -118,3 +118,162 @@ def test_calibration_recovers_a_uniform_slowdown(acc, tmp_path):
     finally:
         acc.use_engines(None)
     assert sorted(errs)[len(errs) // 2] < 0.03
+
+
+# ------------------------------------------------------------------ settings a row states in words
+@pytest.mark.parametrize("notes, mode, engine, adp, size", [
+    ("DEP8 = attention data-parallel 8 + MoE expert-parallel 8 (enable_attention_dp)", "", "TensorRT-LLM", True, 8),
+    ("MoE command uses --ep and enable_attention_dp (EP size not given in table)", "", "TensorRT-LLM", True, None),
+    ("llm_options: enable_attention_dp: true", "", "TensorRT-LLM", True, None),
+    ("extra options attention_dp on", "", "TensorRT-LLM", True, None),
+    ("column 'H200 ADP4 (FP8)'", "", "TensorRT-LLM", True, 4),
+    ("parallelism from closed/NVIDIA/configs: TP8 EP8 attention-DP instances", "", "TensorRT-LLM", True, None),
+    ("4 nodes (4x8xH100, EP32); DP attention", "", "SGLang", True, None),
+    ("--tp-size 8 --enable-dp-attention --dp-size 8", "", "SGLang", True, 8),
+    ("all utilizing DP and EP", "prefill: 4 instances x 2 GB200 (DP+EP)", "vLLM (P/D disaggregated, DP+EP)", True, None),
+    ("", "decode: 1 instance x 8 GB200 (DP8+EP8)", "vLLM", True, 8),
+    ("vllm serve ... -ep -tp 1 -dp 4", "", "vLLM V1 (wide-EP: DP attention + EP)", True, 4),
+    ("enable_attention_dp: false", "", "TensorRT-LLM", False, None),
+    ("run without attention DP", "", "TensorRT-LLM", False, None),
+    ("TP8; synthetic uniform ISL/OSL", "", "TensorRT-LLM", False, None),
+])
+def test_attention_dp_wordings(acc, notes, mode, engine, adp, size):
+    st = acc.row_settings({"notes": notes, "concurrency_or_mode": mode, "engine": engine})
+    assert st.attention_dp is adp
+    assert st.adp_size == size
+
+
+@pytest.mark.parametrize("notes, mode, expect", [
+    ("--tp 8 --ep 8, enable_attention_dp, max_batch_size 896, max_num_tokens 2048, concurrency 7168",
+     "concurrency 7168 (max throughput)", dict(max_num_seqs=896, max_num_batched_tokens=2048, concurrency=7168)),
+    ("kv_cache_free_gpu_mem_fraction 0.95 in most cases", "max throughput", dict(gpu_memory_utilization=0.95)),
+    ("vllm serve m --max-model-len=32768 --max-num-batched-tokens=49152 --max-num-seqs=768", "",
+     dict(max_num_batched_tokens=49152, max_num_seqs=768)),
+    ("--max-num-seqs 512 --max-cudagraph-capture-size 256", "", dict(max_num_seqs=512)),
+    ("--tp-size 8 --mem-fraction-static 0.85 --chunked-prefill-size 131072", "",
+     dict(gpu_memory_utilization=0.85, max_num_batched_tokens=131072)),
+    ("--max_model_len 4096 (gpu_memory_utilization default 0.9)", "", dict(gpu_memory_utilization=0.9)),
+    ("vllm serve ... --gpu-memory-utilization 0.92", "", dict(gpu_memory_utilization=0.92)),
+    ("--max-running-requests 256", "", dict(max_num_seqs=256)),
+    ("ShareGPT 100 prompts, vllm bench serve --max-concurrency 4", "ShareGPT 100 prompts, max concurrency 4",
+     dict(concurrency=4)),
+    ("", "batch size 1 (max concurrency 1)", dict(concurrency=1)),
+    ("", "max concurrency 1024, 2048 prompts", dict(concurrency=1024)),
+    ("request rate 8/s; observed max concurrency 90", "request rate 8/s constant (guidellm)", {}),
+    ("", "mixed context (ISL 2k, OSL 1k), concurrency sweep peak", {}),
+])
+def test_engine_settings_wordings(acc, notes, mode, expect):
+    st = acc.row_settings({"notes": notes, "concurrency_or_mode": mode, "engine": ""})
+    for name in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "concurrency"):
+        assert getattr(st, name) == expect.get(name), name
+
+
+def _moe_row(notes, tp="8", ep="", dp="", num_gpus="8", model="Qwen3-235B-A22B", engine="TensorRT-LLM (PyTorch)",
+             source_date="post-v1.0"):
+    r = _tput_row(99, model, 1000, 1000, 8, "fp8")
+    r.update(notes=notes, tp=tp, ep=ep, dp=dp, num_gpus=num_gpus, engine=engine, source_date=source_date)
+    return r
+
+
+def test_attention_dp_sets_the_layout(acc):
+    # stated in the notes only: attention DP over the tp ranks, experts over them (tp 1 per rank)
+    r = _moe_row("column 'H200 TP8'; llm_options enable_attention_dp: true")
+    assert acc.layout_for(r, r["model"], "trtllm") == ((1, 1, 8, 8), 1)
+    # the same row without the wording stays plain TP
+    r = _moe_row("column 'H200 TP8'")
+    assert acc.layout_for(r, r["model"], "trtllm") == ((8, 1, 1, 1), 1)
+    # a stated size smaller than the GPU count: attention TP within each DP rank
+    r = _moe_row("attention DP 4 ... DP4", ep="8")
+    assert acc.layout_for(r, r["model"], "trtllm") == ((2, 1, 8, 4), 1)
+    # SGLang's --enable-dp-attention without --dp-size keeps its default dp_size 1 (plain TP attention)
+    r = _moe_row("--tp-size 8 --enable-dp-attention", engine="SGLang v0.5.3")
+    assert acc.layout_for(r, r["model"], "sglang") == ((8, 1, 1, 1), 1)
+    # DP+EP columns without a TP column: one attention-DP rank per expert-parallel GPU, instances over the rest
+    r = _moe_row("4 prefill instances (each with 2 GPUs), all utilizing DP and EP", tp="", ep="2", dp="2",
+                 engine="vLLM")
+    assert acc.layout_for(r, r["model"], "vllm") == ((1, 1, 2, 2), 4)
+    # a dense model under attention DP: independent replicas
+    r = _moe_row("enable_attention_dp: true", model="Llama-3.1-8B", tp="1", dp="8")
+    assert acc.layout_for(r, r["model"], "trtllm") == ((1, 1, 1, 1), 8)
+
+
+def test_stated_engine_settings_reach_the_prediction(acc):
+    base = _tput_row(98, "Llama-3.1-8B", 1000, 1000, 1, "fp8")
+    capped = dict(base, notes="max_batch_size 16, max_num_tokens 2048")
+    conc = dict(base, concurrency_or_mode="concurrency 16 (max throughput)")
+    sm = acc.step_for("Llama-3.1-8B", "H200-SXM-141GB", "fp8", "", "trtllm", 1, 1, 1, 1, (None, 2048, 16))
+    assert sm.engine.max_num_batched_tokens == 2048 and sm.max_num_seqs == 16
+    # max_batch_size is the cap itself (not trtllm-bench's estimate, which rounds up to 64 at least)
+    assert float(acc.max_throughput_batch(sm, 1000, 1000)) == 16
+    free = acc.predict_row(base)
+    assert acc.predict_row(capped) < free / 4       # 16 sequences against trtllm-bench's hundreds
+    assert acc.predict_row(conc) == pytest.approx(acc.predict_row(dict(base, notes="max_batch_size 16")), rel=0.02)
+    # a stated KV fraction below the tables' 0.95 leaves less KV cache
+    low = acc.step_for("Llama-3.1-8B", "H200-SXM-141GB", "fp8", "", "trtllm", 1, 1, 1, 1, (0.5, None, None))
+    high = acc.step_for("Llama-3.1-8B", "H200-SXM-141GB", "fp8", "", "trtllm", 1, 1, 1, 1)
+    assert low.kv_capacity_tokens < 0.6 * high.kv_capacity_tokens
+    # vLLM: gpu_memory_utilization goes to the engine
+    v = acc.step_for("Llama-3.1-8B", "H200-SXM-141GB", "bf16", "", "vllm", 1, 1, 1, 1, (0.5, None, 64))
+    assert v.engine.gpu_memory_utilization == 0.5 and v.max_num_seqs == 64
+
+
+# ------------------------------------------------------------------------------ grouped cross-validation
+def test_table_and_family_keys(acc):
+    base = {"source_repo_or_site": "NVIDIA/TensorRT-LLM", "source_path_or_title": "perf-overview.md @ abc",
+            "source_date": "v1.0"}
+    assert acc.section_of({"notes": "TRT-LLM v1.0 (...); table 'Llama-4-Scout', column 'H200 TP4 (FP8)'"}) \
+        == "Llama-4-Scout"
+    assert acc.section_of({"notes": "v0.14.0 throughput table ('token throughput'); model 'LLaMA v3 70B', TP 1"}) \
+        == "LLaMA v3 70B"
+    assert acc.section_of({"notes": "'Llama-70B on H200 up to 6.7x A100' table: GPUs 1"}) \
+        == "Llama-70B on H200 up to 6.7x A100"
+    assert acc.section_of({"notes": "section 'B200 max-throughput': --tp 8"}) == "B200 max-throughput"
+    assert acc.section_of({"notes": "Online serving table ('generated using version 0.14.0')"}) == ""
+    a = dict(base, notes="table 'Llama-4-Scout', column 'H200 TP4 (FP8)'")
+    b = dict(base, notes="table 'Llama-4-Scout', column 'B200 TP1 (FP4)'")
+    c = dict(base, notes="table 'Llama-3.3-70B', column 'B200 TP1 (FP4)'")
+    d = dict(a, source_date="v0.20")
+    assert acc.table_of(a) == acc.table_of(b) != acc.table_of(c)   # one table, whatever the column
+    assert acc.table_of(a) != acc.table_of(d)                        # another software version: another table
+    assert acc.doc_version_of(a) == acc.doc_version_of(c)
+    fams = {m: acc.model_family(m) for m in ("Llama-3-70B", "Llama-3.3-70B", "Llama-3.1-405B", "Llama-4-Scout",
+                                             "DeepSeek-R1-0528", "DeepSeek-V3/R1", "Qwen3-8B", "Qwen3-235B-A22B",
+                                             "Mixtral-8x7B", "Mistral-7B", "gpt-oss-20b", "Llama-2-70B")}
+    assert fams["Llama-3-70B"] == fams["Llama-3.3-70B"] == fams["Llama-3.1-405B"] == "llama-3.x"
+    assert fams["DeepSeek-R1-0528"] == fams["DeepSeek-V3/R1"] and fams["Qwen3-8B"] == fams["Qwen3-235B-A22B"]
+    assert len({fams[m] for m in ("Llama-4-Scout", "Mixtral-8x7B", "Mistral-7B", "gpt-oss-20b", "Llama-2-70B",
+                                  "Llama-3-70B")}) == 6
+    assert acc.hw_family("H100-SXM-80GB") == "hopper" and acc.hw_family("GB200") == "grace_blackwell"
+
+
+def test_grouped_cv_holds_whole_tables_out(acc, tmp_path):
+    """Two tables of the same configurations, one measured exactly as the shipped constants predict and one 10%
+    slower: held out, the slow table is predicted from the exact one alone (about +10%); fitted on both, the
+    constants meet in between. Every row of a table is predicted by the refit that did not see it."""
+    cfgs = [("Llama-3.1-8B", 128, 2048, 1, "fp8"), ("Llama-3.1-8B", 2048, 128, 1, "fp8"),
+            ("Llama-3.3-70B", 128, 4096, 2, "fp8"), ("Llama-3.3-70B", 5000, 500, 4, "fp8"),
+            ("Mixtral-8x7B", 128, 2048, 2, "fp8"), ("Llama-3.1-8B", 1000, 1000, 1, "bf16")]
+    rows = []
+    for t, slow in (("A", 1.0), ("B", 1.1)):
+        for i, c in enumerate(cfgs):
+            r = _tput_row(len(rows), *c)
+            r.update(notes=f"table '{t}'", source_date="v1.0")
+            r["value"] = str(acc.predict_row(r) / slow)
+            rows.append(r)
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    out = acc.grouped_cv(str(path), groupings=("table",), workers=1)
+    g = out["table"]
+    assert g["groups"] == 2 and g["groups_refit"] == 2 and g["folds"] == 2
+    assert g["held_out"]["all"]["n"] == len(rows)
+    slow_key = next(k for k in g["per_group"] if k.endswith("| B"))
+    held, fitted = g["per_group"][slow_key]["median_signed_error"], \
+        g["per_group"][slow_key]["fitted_on_all_median_signed_error"]
+    assert held > 7.0                       # learnt from table A only: B's rows come out ~10% fast
+    assert fitted < held - 2.0              # fitted on both tables, B pulls the constants its way
+    # merged folds: never a table split across folds
+    merged = acc.grouped_cv(str(path), groupings=("table",), max_folds=1, workers=1)["table"]
+    assert merged["folds"] == 1 and merged["held_out"]["all"]["n"] == len(rows)
