@@ -85,6 +85,9 @@ def test_fit_glm_context_and_plan(page, tmp_path: Path) -> None:  # noqa: ANN001
     sync_api.expect(recommended).to_contain_text(re.compile(r"Recommended: (dgx_h100|hgx_h200|dgx_b200)"))
     sync_api.expect(pg.locator("[data-testid=endpoint]")).to_contain_text("Endpoint verdict")
     sync_api.expect(pg.locator("#pareto-chart svg polyline").first).to_be_visible()
+    pg.get_by_label("Deployment target").select_option("kubernetes")
+    pg.get_by_role("button", name="Generate").click()
+    sync_api.expect(pg.locator("[data-testid=deploy-file]").first).to_contain_text("kind:", timeout=15_000)
     shot = tmp_path / "web-page.png"
     pg.screenshot(path=str(shot), full_page=True)
     if os.environ.get("CLUSTERFIT_SCREENSHOT"):

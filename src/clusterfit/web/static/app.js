@@ -236,6 +236,39 @@ function renderPlan(res) {
   if (res.not_fitting.length) out.push(el("p", { class: "hint", text: "Does not fit: " + res.not_fitting.join("; ") }));
   $("plan-out").replaceChildren(...out);
   renderPareto(res.pareto);
+  lastPlan = r || null;
+  $("deploy").hidden = !r;
+  $("deploy-out").replaceChildren();
+}
+
+// ---------------------------------------------------------------------------------- deployment
+let lastPlan = null;
+
+async function runDeploy() {
+  if (!lastPlan) return;
+  const button = $("deploy-button");
+  $("deploy-error").textContent = "";
+  let req;
+  try { req = planRequest(); } catch (e) { $("deploy-error").textContent = e.message; return; }
+  req.systems = [lastPlan.system];
+  req.target = $("deploy-target").value;
+  delete req.endpoint_price;
+  button.disabled = true;
+  $("deploy-status").textContent = "generating...";
+  try {
+    const res = await api("/api/deploy", req);
+    const head = el("p", { class: "hint", text: `${res.engine} ${res.engine_version} on ${res.plan.system}, ${res.plan.layout}, ` +
+      `${fmtInt(res.plan.replicas)} replica(s); ${res.files.length} file(s)` });
+    const files = res.files.map((f, i) => el("details", { open: i === 0 ? "" : null },
+      el("summary", { text: `${f.path} (${f.role})` }), el("pre", { "data-testid": "deploy-file", text: f.text })));
+    $("deploy-out").replaceChildren(head, ...files);
+    $("deploy-status").textContent = "";
+  } catch (e) {
+    $("deploy-error").textContent = e.message;
+    $("deploy-status").textContent = "";
+  } finally {
+    button.disabled = false;
+  }
 }
 
 // ---------------------------------------------------------------------------------- Pareto chart
@@ -319,6 +352,7 @@ function setup() {
   form.addEventListener("change", (e) => { if (e.target.id === "model") scheduleFit(); });
   form.addEventListener("submit", (e) => { e.preventDefault(); runPlan(); });
   $("plan-button").addEventListener("click", runPlan);
+  $("deploy-button").addEventListener("click", runDeploy);
   $("config-file").addEventListener("change", async (e) => {
     const file = e.target.files[0];
     if (!file) return;
