@@ -197,6 +197,9 @@ class PlanRequest(EngineSettingsRequest):
     prices: list[str] | None = Field(None, description="SYSTEM=$/GPU-hour overrides")
     endpoint_price: str | None = Field(None, description="Per-token endpoint, e.g. in=0.6,out=2.2 ($/Mtok)")
     max_nodes: int | None = Field(None, ge=1, le=64, description="Most nodes per replica (default 4)")
+    nodes: int | None = Field(None, ge=1, le=256, description="Capacity mode: the budget in nodes of each system "
+                              "(no load: answers the load the best layouts carry within the SLOs)")
+    gpus: int | None = Field(None, ge=1, le=2048, description="Capacity mode: the budget in GPUs of each system")
     no_disagg: bool = False
     verify: bool = False
     verify_requests: int | None = Field(None, ge=1, le=2_000_000,
@@ -816,8 +819,52 @@ class DeployResult(Schema):
     files: list[DeployFile]
 
 
+class CapacityLayout(Schema):
+    """One layout packed into the budget (capacity mode): the load it carries within the SLOs at ``batch`` per
+    (decode) replica. ``output_tokens_per_s_per_gpu`` is per GPU of the budget (idle GPUs included);
+    ``requests_per_s`` and ``output_tokens_per_s`` count the serving replicas only (spares stand by)."""
+
+    _omit_if_none = frozenset({"prefill_layout", "prefill_replicas", "xPyD"})
+    system: str
+    mode: Literal["aggregated", "disaggregated"]
+    precision: str
+    kv_dtype: str
+    layout: str
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+    gpus_per_replica: int
+    nodes_per_replica: int
+    replicas: int
+    serving_replicas: int
+    spare_replicas: int
+    gpus_used: int
+    idle_gpus: int
+    batch: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    ttft_s: float
+    tpot_s: float
+    prefill_layout: str | None = None
+    prefill_replicas: int | None = None
+    xPyD: str | None = None
+
+
+class CapacityAnswer(Schema):
+    """Capacity mode (``plan --nodes N`` / ``--gpus N`` with no load): the budget per system and every layout
+    that fits in it, the most requests/s first (ties: fewer nodes per replica, then lower TPOT)."""
+
+    nodes: int | None
+    gpus: int | None
+    budget_gpus: dict[str, int]
+    layouts: list[CapacityLayout]
+
+
 class PlanResult(Schema):
-    _omit_if_none = frozenset({"endpoint", "closest", "explanation", "verify", "plot"})
+    _omit_if_none = frozenset({"endpoint", "closest", "explanation", "verify", "plot", "capacity"})
     model: str
     workload: str
     slo: str
@@ -837,3 +884,4 @@ class PlanResult(Schema):
     verify: Verification | None = None
     plot: str | None = None
     engine_settings: ServingEngineSettings | None = None
+    capacity: CapacityAnswer | None = None

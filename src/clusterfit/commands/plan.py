@@ -45,6 +45,9 @@ def plan_command(
     price: Optional[list[str]] = typer.Option(None, "--price", help="SYSTEM=$/GPU-hour override; repeat."),
     endpoint_price: Optional[str] = typer.Option(None, "--endpoint-price", help="Per-token endpoint, e.g. in=0.6,out=2.2 ($/Mtok)."),
     max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most nodes per replica (default 4)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="Capacity mode (no load): the load N nodes of each "
+                                        "system carry within the SLOs, best layout first."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="Capacity mode (no load): a budget of N GPUs per system."),
     no_disagg: bool = typer.Option(False, "--no-disagg", help="Aggregated serving only."),
     verify: bool = typer.Option(False, "--verify", help="Simulate the recommended plan and report if it holds."),
     verify_requests: Optional[int] = typer.Option(
@@ -67,7 +70,7 @@ def plan_command(
         ttft_ms=ttft_ms, ttft_percentile=ttft_percentile, tpot_ms=tpot_ms, tpot_percentile=tpot_percentile,
         min_goodput=min_goodput, systems=system, precisions=precision,
         kv_dtypes=kv_dtype, engine=engine, prefix_cache_hit=prefix_cache_hit, scenario=scenario, failover=failover,
-        prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, no_disagg=no_disagg, verify=verify,
+        prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, nodes=nodes, gpus=gpus, no_disagg=no_disagg, verify=verify,
         verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context),
         **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
     if plot is not None:
@@ -80,6 +83,32 @@ def plan_command(
 
 def _money(v: float | None) -> str:
     return "-" if v is None else f"${v:,.2f}"
+
+
+def _render_capacity(result: PlanResult, console: Console) -> None:
+    """Capacity mode: every layout that fits in the budget and the load it carries within the SLOs."""
+    from ..report.tables import fitted_table
+
+    cap = result.capacity
+    assert cap is not None
+    cols = [("system", "system", True), ("layout", "layout", True), ("replicas", "replicas", False),
+            ("batch", "batch", False), ("rps", "req/s", False), ("tps", "out tok/s", False),
+            ("gpu", "tok/s\nper GPU", False), ("user", "tok/s\nper user", False), ("ttft", "TTFT\nms", False),
+            ("tpot", "TPOT\nms", False)]
+    rows = [{"system": r.system, "layout": r.layout + (f"; prefill {r.prefill_layout} {r.xPyD}" if r.xPyD else ""),
+             "replicas": f"{r.serving_replicas}" + (f"+{r.spare_replicas}" if r.spare_replicas else ""),
+             "batch": f"{r.batch:.0f}", "rps": f"{r.requests_per_s:.3g}", "tps": f"{r.output_tokens_per_s:,.0f}",
+             "gpu": f"{r.output_tokens_per_s_per_gpu:,.0f}", "user": f"{r.tokens_per_s_per_user:.1f}",
+             "ttft": f"{r.ttft_s * 1e3:.0f}", "tpot": f"{r.tpot_s * 1e3:.1f}"} for r in cap.layouts[:15]]
+    what = f"{cap.nodes} node(s)" if cap.nodes is not None else f"{cap.gpus} GPU(s)"
+    if rows:
+        table, skipped = fitted_table(f"Load carried within the SLOs by {what} (per GPU: of the budget)", cols, rows,
+                                      ["ttft", "batch", "tps", "user"], console.width)
+        console.print(table)
+        if len(cap.layouts) > 15:
+            console.print(f"[dim]{len(cap.layouts) - 15} more layouts in --json (capacity.layouts).[/]")
+        if skipped:
+            console.print(f"[dim]Left out for width: {', '.join(skipped)} (see --json).[/]")
 
 
 def render(result: PlanResult, console: Console) -> None:
@@ -104,8 +133,12 @@ def render(result: PlanResult, console: Console) -> None:
                      "mtok": _money(r.cost_per_mtok_out), "ttft": f"{r.ttft_s * 1e3:.0f}",
                      "tpot": f"{r.tpot_s * 1e3:.1f}",
                      "comm": f"{comm:.1f}" + (" net" if r.internode_replica else ""), "binds": r.binding})
+    title = "Best plan per system (cheapest first)"
+    if result.capacity is not None:
+        title = "Best layout per system (most load first)"
+        _render_capacity(result, console)
     if rows:
-        table, skipped = fitted_table("Best plan per system (cheapest first)", cols, rows,
+        table, skipped = fitted_table(title, cols, rows,
                                       ["precision", "mtok", "nodes", "comm", "replicas"], console.width)
         console.print(table)
         if skipped:

@@ -51,6 +51,12 @@ class PlanQuestion:
     hours_per_month: float = HOURS_PER_MONTH
     simulation: object = None          # the scenario's opaque ``simulation:`` section (for --verify)
     catalog: Catalog | None = None     # None: the built-in catalogs
+    budget_nodes: int | None = None    # capacity mode: nodes of each system (no load; see plan_capacity)
+    budget_gpus: int | None = None     # capacity mode: GPUs of each system
+
+    @property
+    def capacity_mode(self) -> bool:
+        return self.budget_nodes is not None or self.budget_gpus is not None
 
 
 # ------------------------------------------------------------------------------------------ sizing
@@ -68,6 +74,11 @@ def _load_capacity(wl: Workload, rate, tpot, ttft_mean):
     if wl.load.kind == "concurrent_sessions":
         return rate * (wl.osl_mean_tokens * tpot + ttft_mean + wl.think_time_s)
     return rate
+
+
+def spare_replicas(k: int, replicas: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
+    """Spare replicas of a pool for N+k failover."""
+    return k
 
 
 def _nodes(replicas: int, gpus_per_replica: int, gpus_per_node: int) -> int:
@@ -105,6 +116,12 @@ class _Sized:
     breakdown: dict = field(default_factory=dict)
     tpot_judged_s: float | None = None  # TPOT at the SLO's percentile (tpot_s is the mean); None: the mean
     tie_break: str = ""                # which rule chose this plan over an equally priced one ("" if none)
+    budget_rented_gpus: int | None = None  # capacity mode: the GPUs of the budget (paid for whether used or not)
+    prefill_spares: int | None = None  # spare prefill replicas (None: ``spares``, as many as the decode pool)
+
+    @property
+    def prefill_pool_spares(self) -> int:
+        return self.spares if self.prefill_spares is None else self.prefill_spares
 
     @property
     def rent_unit(self) -> str:
@@ -115,7 +132,10 @@ class _Sized:
 
     @property
     def rented_gpus(self) -> int:
-        """GPUs paid for: those the replicas use when single GPUs are rented, else whole nodes."""
+        """GPUs paid for: those the replicas use when single GPUs are rented, else whole nodes (capacity mode:
+        the budget)."""
+        if self.budget_rented_gpus is not None:
+            return self.budget_rented_gpus
         return self.gpus if self.rent_unit == "gpu" else self.nodes * self.system.gpus_per_node
 
     @property
@@ -291,9 +311,9 @@ def _row(s: _Sized, wl: Workload, hours: float) -> PlanOption:
         p, cap = s.prefill, s.prefill.prefill
         ptp, ppp, pep, pdp = p.layout
         prefill = PrefillPool(layout=p.label(), tp=ptp, pp=ppp, ep=pep, dp=pdp, gpus_per_replica=p.gpus,
-                              replicas=s.prefill_replicas + s.spares,
+                              replicas=s.prefill_replicas + s.prefill_pool_spares,
                               requests_per_s_per_replica=cap.rate_rps, kv_transfer_s=cap.kv_transfer_s)
-        xpyd = f"{s.prefill_replicas + s.spares}P{s.replicas + s.spares}D"
+        xpyd = f"{s.prefill_replicas + s.prefill_pool_spares}P{s.replicas + s.spares}D"
     return PlanOption(
         system=s.system.id, gpu=s.system.gpu.id, mode=s.mode, precision=s.precision,
         kv_dtype=s.kv_dtype, layout=c.label(), tp=tp, pp=pp, ep=ep, dp=dp,
@@ -468,7 +488,7 @@ def _placement(s: _Sized) -> list[ReplicaPlacement]:
     node = s.system.gpus_per_node
     pools: list[tuple[str, int, int, int]] = []        # (role, gpus per replica, serving, spares)
     if s.prefill is not None:
-        pools.append(("prefill", s.prefill.gpus, s.prefill_replicas, s.spares))
+        pools.append(("prefill", s.prefill.gpus, s.prefill_replicas, s.prefill_pool_spares))
     pools.append(("decode" if s.prefill is not None else "serving", s.main.gpus, s.replicas, s.spares))
     out: list[ReplicaPlacement] = []
     first_node = 0
@@ -502,6 +522,10 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
                         catalog=req.catalog)
     wl, slo = req.workload, req.slo
     result = search(model, space, wl, slo)
+    if req.capacity_mode:
+        from .budget import plan_capacity
+
+        return plan_capacity(req, model, result)
     ranked = _best_per_system(req, result, _need(wl))
     rows = [_row(s, wl, req.hours_per_month) for s in ranked]
     pareto = {}

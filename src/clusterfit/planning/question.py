@@ -35,6 +35,15 @@ def _ms(value: float | None) -> float | None:
 def build_question(req: PlanRequest) -> PlanQuestion:
     """Merge the scenario file (if any) with the request's options; options win."""
     load = _load(req)
+    if req.nodes is not None and req.gpus is not None:
+        raise ParameterError("gpus", "give the budget as nodes or as gpus, not both")
+    capacity = req.nodes is not None or req.gpus is not None
+    if capacity and load is not None:
+        raise ParameterError("nodes" if req.nodes is not None else "gpus",
+                             "capacity mode (nodes/gpus) answers the load the budget carries: drop rate, "
+                             "concurrency and tokens_per_s")
+    if capacity:
+        load = Load("requests_per_s", 1.0)   # placeholder: capacity curves do not depend on the load
     settings = req.engine_settings()
     catalog = Catalog.load(req.catalog, settings=settings if settings.given() else None)
     q = PlanQuestion(model="", workload=None, slo=SLO(None, None, req.ttft_percentile),  # type: ignore[arg-type]
@@ -100,6 +109,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.failover = failover or 0
     q.max_nodes_per_replica = max_nodes or 4
     q.disaggregated = disagg
+    q.budget_nodes, q.budget_gpus = req.nodes, req.gpus
     return q
 
 
