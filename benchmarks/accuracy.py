@@ -8,6 +8,20 @@ CSV format: shared/reference/published/measured-dev.csv (see its README). Mappin
 same for every row):
 - model: the catalog's name/alias; Llama-3-70B uses Llama-3.1-70B's architecture (same shapes), the
   Llama-2 / Mistral-7B architectures missing from the catalog are given inline below (public HF configs).
+  Other names (resolve_model): the catalog's HF ids and aliases, case-insensitive, with or without the org;
+  then quantised-checkpoint (-FP8, -AWQ, -NVFP4, ...) and revision (-Instruct, -2507, -Thinking, -0528) suffixes
+  stripped one at a time: such a variant has its base's shapes, and its precision is the row's. Names that change
+  the network (-Air, -Flash, -Coder, Qwen3.5) are never mapped to a namesake.
+- GPU: a parenthetical after a normalised name is dropped; 'SXM/PCIe not stated' is skipped, not guessed.
+- vLLM / SGLang serving command in the notes (serving_command / with_command): fills blank tp/pp/dp/ep columns
+  (--tensor-parallel-size/-tp/--tp-size, --pipeline-parallel-size, --data-parallel-size/--dp,
+  --enable-expert-parallel = TP x DP, SGLang --ep), an fp8 --kv-cache-dtype, --quantization; engine settings
+  (--max-num-seqs / --max-running-requests, --max-num-batched-tokens / --chunked-prefill-size,
+  --gpu-memory-utilization / --mem-fraction-static, --enable-dp-attention) are read by row_settings.
+- metrics beyond the first collection: total_tokens_per_s_total = output tokens/s x (isl+osl)/osl; closed-loop
+  ('max concurrency N', fixed lengths) ttft_ms_mean/_p50 and tpot_ms(_mean/_p50) = the performance model's mean
+  TTFT (first_token_s) and TPOT (cycle_s / osl); request-rate rows' ttft_ms_p50, tpot_ms_mean/_p50 and total
+  tokens/s from the simulated run (cheap: a few seconds for the whole oss2 development file).
 - GPU: the hardware catalog's aliases -> its standard system (hgx_h200, dgx_b200, gb200_nvl72, ...).
 - precision_weights: fp16/bf16 -> 16-bit, fp8* -> fp8 (block-wise DeepSeek native -> the checkpoint),
   fp4/nvfp4* -> nvfp4, mxfp4 -> mxfp4; "nvfp4 MoE ..." -> checkpoint with nvfp4 experts.
@@ -85,20 +99,60 @@ INLINE_CONFIGS = {
 PREFILL_METRICS = ("input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node", "total_tokens_per_s_per_gpu")
 THROUGHPUT_METRICS = ("output_tokens_per_s_total", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_node",
                       "mlperf_offline_tokens_per_s", "input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node",
-                      "total_tokens_per_s_per_gpu")
+                      "total_tokens_per_s_per_gpu", "total_tokens_per_s_total")
+#: Closed-loop latency metrics (a client holding N requests in flight, fixed lengths): the performance model's mean
+#: TTFT (first_token_s with the other N-1 sequences decoding) and mean TPOT (cycle_s / osl). With fixed lengths
+#: and a steady closed loop every request sees the same batch, so the p50 is predicted by the mean.
+CLOSED_LOOP_LATENCY = {"ttft_ms_mean": "ttft", "ttft_ms_p50": "ttft", "ttft_ms": "ttft", "tpot_ms_mean": "tpot",
+                       "tpot_ms_p50": "tpot", "tpot_ms": "tpot"}
 
 
 class Skip(Exception):
     pass
 
 
+#: Checkpoint suffixes that name a quantised copy (-FP8, -FP8-KV, -AWQ, -GPTQ-Int4, -NVFP4, -MXFP4, -MXFP8, -BF16,
+#: -INT4/8, -W4A16, -FP8-Dynamic) or a post-training revision (-Instruct, -Instruct-2507, -Thinking-2507, -Chat,
+#: -Base, -hf, a -MMDD / -YYMM date such as -0528 / -2512) of the same network. They are stripped one at a time
+#: from the end of the name; names that change the network (-Air, -Flash, -Coder, -Next, -Nano, a size, a new
+#: version number such as 3.5) are never stripped, so e.g. GLM-4.5-Air never becomes GLM-4.5.
+_VARIANT_SUFFIX = re.compile(r"-(?:fp8(?:-dynamic|-kv)?|awq|gptq(?:-int[48])?|nvfp4|mxfp[48]|bf16|fp16|int[48]|"
+                             r"w4a16|w8a8|instruct|thinking|chat|base|hf|\d{4})$", re.I)
+
+
+def resolve_model(name: str) -> str | None:
+    """The catalog model a row's model name stands for (None: not bundled). Rule, in order: the harness's
+    MODEL_MAP (fixed names of the first collection, e.g. Llama-3-70B -> Llama-3.1-70B's shapes); the catalog's HF
+    ids and aliases (clusterfit.arch.model_aliases, case-insensitive, with or without the org prefix); then the
+    name with _VARIANT_SUFFIX suffixes stripped one at a time, each candidate looked up the same way. A variant is
+    mapped to a bundled architecture only through those suffixes: a quantised checkpoint or an instruction /
+    reasoning / dated revision of the same base has the same config shapes (Qwen3-235B-A22B-Instruct-2507 and
+    Qwen3-235B-A22B: 94 layers, 128 experts of 1536, 64/4 heads; only the rope context differs), and its precision
+    comes from the row's precision_weights column, never from the name."""
+    if name in MODEL_MAP:
+        return MODEL_MAP[name]
+    from clusterfit.arch import model_aliases
+
+    aliases = model_aliases()
+    cand = name.strip()
+    while True:
+        for key in (cand.lower(), cand.split("/", 1)[-1].lower()):
+            if key in aliases:
+                return aliases[key]
+        shorter = _VARIANT_SUFFIX.sub("", cand)
+        if shorter == cand or not shorter:
+            return None
+        cand = shorter
+
+
 @lru_cache(maxsize=None)
 def model_for(name: str):
     if name in INLINE_CONFIGS:
         return parse_config(INLINE_CONFIGS[name], name=name)
-    if name not in MODEL_MAP:
+    hf_id = resolve_model(name)
+    if hf_id is None:
         raise Skip(f"model {name} not in the catalog")
-    return load_model(MODEL_MAP[name])
+    return load_model(hf_id)
 
 
 @lru_cache(maxsize=1)
@@ -109,10 +163,18 @@ def system_catalog():
 
 @lru_cache(maxsize=None)
 def system_for(gpu: str):
-    try:
-        return system_catalog().system(gpu)
-    except ClusterfitError as e:
-        raise Skip(f"GPU {gpu}: {e}") from None
+    """The catalog system of a row's GPU. A parenthetical the collection adds to a normalised name ('B300-SXM-288GB
+    (inferred: ...)') is dropped; a name whose variant the source does not state ('H100 (80GB; SXM/PCIe not
+    stated)': SXM 3.35 TB/s or PCIe 2.0 TB/s) is skipped rather than guessed."""
+    if "sxm/pcie not stated" in gpu.lower():
+        raise Skip("GPU variant not stated by the source (H100 SXM 3.35 TB/s or PCIe 2.0 TB/s)")
+    name = gpu.split(" (", 1)[0].strip()
+    for cand in dict.fromkeys((name, gpu)):
+        try:
+            return system_catalog().system(cand)
+        except ClusterfitError:
+            pass
+    raise Skip(f"GPU {name} not in the hardware catalog")
 
 
 def engine_for(text: str) -> str:
@@ -143,6 +205,8 @@ def precision_for(model, weights: str, kv: str, engine: str):
         prec = "fp16"
     elif w.startswith("bf16"):
         prec = "bf16"
+    elif engine != "trtllm" and (not w or w.startswith("as shipped")):
+        prec = None   # vLLM / SGLang serve the checkpoint as published when the row names no other precision
     else:
         raise Skip(f"precision '{weights}'")
     if kv:
@@ -241,6 +305,78 @@ def row_settings(row) -> RowSettings:
     m = _CONC_MODE.search(row.get("concurrency_or_mode", "") or "") or _CONC_NOTES.search(row.get("notes", "") or "")
     conc = int(m.group(1).replace(",", "")) if m else None
     return RowSettings(attention_dp=adp, adp_size=size, concurrency=conc, **found)
+
+
+# ------------------------------------------------------------------------ the row's serving command
+#: Where a row's notes give the server command: 'vllm serve ...', 'python -m sglang.launch_server ...',
+#: 'sglang serve ...', else the flags after 'serving command/flags:' or 'server:'. The command runs to the next ';'.
+_CMD_START = (re.compile(r"\bvllm serve\b|\bsglang\.launch_server\b|\bsglang serve\b"),
+              re.compile(r"serving command/flags:|\bserver:"))
+#: Flags read from the command (vLLM | SGLang spellings); value flags take the next token.
+_CMD_FLAGS = {
+    "tp": r"(?:--tensor-parallel-size|--tp-size|--tp|(?<![\w-])-tp)[\s=]+(\d+)",
+    "pp": r"(?:--pipeline-parallel-size|--pp-size|--pp|(?<![\w-])-pp)[\s=]+(\d+)",
+    "dp": r"(?:--data-parallel-size|--dp-size|--dp|(?<![\w-])-dp)[\s=]+(\d+)",
+    "ep": r"(?:--expert-parallel-size|--ep-size|--ep)[\s=]+(\d+)",
+    "max_num_seqs": r"(?:--max-num-seqs|--max-running-requests)[\s=]+(\d+)",
+    "max_num_batched_tokens": r"(?:--max-num-batched-tokens|--chunked-prefill-size)[\s=]+(\d+)",
+    "gpu_memory_utilization": r"(?:--gpu-memory-utilization|--mem-fraction-static)[\s=]+([\d.]+)",
+    "kv_cache_dtype": r"--kv-cache-dtype[\s=]+([\w.]+)",
+    "quantization": r"(?:--quantization|(?<![\w-])-q)[\s=]+([\w.]+)",
+}
+_CMD_SWITCHES = {"enable_expert_parallel": r"--enable-expert-parallel\b|(?<![\w-])-ep(?![\w-])",
+                 "enable_dp_attention": r"--enable-dp-attention\b"}
+
+
+def serving_command(row) -> dict:
+    """The server flags a row's notes state (see _CMD_START, _CMD_FLAGS, _CMD_SWITCHES): {} when the notes give no
+    command. Values are ints, floats (gpu_memory_utilization) or strings (kv_cache_dtype, quantization); switches
+    are True when present. Only the server command is read (a client's --max-concurrency, --num-prompts are not)."""
+    notes = row.get("notes", "") or ""
+    m = _CMD_START[0].search(notes) or _CMD_START[1].search(notes)
+    if not m:
+        return {}
+    cmd = notes[m.start():].split(";", 1)[0]
+    out: dict = {}
+    for name, pat in _CMD_FLAGS.items():
+        f = re.search(pat, cmd)
+        if f:
+            v = f.group(1)
+            out[name] = float(v) if name == "gpu_memory_utilization" else v if not v.isdigit() else int(v)
+    for name, pat in _CMD_SWITCHES.items():
+        if re.search(pat, cmd):
+            out[name] = True
+    return out
+
+
+def with_command(row, engine: str) -> dict:
+    """A vLLM / SGLang row with the blanks of its columns filled from its serving command (the columns, as the
+    collection states them, win where given): tp / pp / dp from the parallel sizes; ep from SGLang's --ep, or from
+    vLLM's --enable-expert-parallel (vLLM's expert-parallel group spans the TP x DP ranks); precision_kv from
+    --kv-cache-dtype fp8*; precision_weights from --quantization when the column names none. Engine settings
+    (max seqs, batched tokens, memory fraction, DP attention) are read by row_settings from the same notes.
+    Other engines' rows are returned unchanged."""
+    if engine not in ("vllm", "sglang"):
+        return row
+    cmd = serving_command(row)
+    if not cmd:
+        return row
+    r = dict(row)
+    for k in ("tp", "pp", "dp"):
+        if not r.get(k) and k in cmd:
+            r[k] = str(cmd[k])
+    if not r.get("ep"):
+        if "ep" in cmd:
+            r["ep"] = str(cmd["ep"])
+        elif cmd.get("enable_expert_parallel"):
+            r["ep"] = str((_int(r.get("tp")) or 1) * (_int(r.get("dp")) or 1))
+    kvd = str(cmd.get("kv_cache_dtype", "")).lower()
+    if not r.get("precision_kv") and kvd.startswith("fp8"):
+        r["precision_kv"] = f"fp8 (--kv-cache-dtype {kvd})"
+    q = str(cmd.get("quantization", "")).lower()
+    if q and (not r.get("precision_weights") or r["precision_weights"].lower().startswith("as shipped")):
+        r["precision_weights"] = q
+    return r
 
 
 @lru_cache(maxsize=None)
@@ -641,8 +777,14 @@ def predict_row(row) -> float:
     if isl and not osl and metric in PREFILL_METRICS and "prefill-only" in mode:
         osl = 1   # a prefill-only run states no output length; its prefill throughput needs none
     if not isl or not osl:
+        text = (mode + " " + row["notes"]).lower()
+        if "sharegpt" in text:
+            raise Skip("no isl/osl: ShareGPT lengths (needs the simulator with the dataset's length distribution)")
+        if "random" in text and ("max" in text or "range ratio" in text or "not fixed" in text):
+            raise Skip("no isl/osl: random lengths sampled up to the stated maxima (needs a length distribution)")
         raise Skip("no isl/osl")
     engine = engine_for(row["engine"])
+    row = with_command(row, engine)
     model_name = row["model"]
     model_for(model_name)
     st = row_settings(row)
@@ -665,6 +807,17 @@ def predict_row(row) -> float:
         t = float(sm.step_s(chunk, chunk * (isl + 1) / 2, 0, 0))
         per_gpu = chunk / t / sm.gpus
         return per_gpu * (8 if metric.endswith("per_node") else 1)
+    if metric in CLOSED_LOOP_LATENCY and st.concurrency is not None and not (
+            "max throughput" in mode or "inf" in mode or "all at once" in mode or "offline" in mode):
+        b = float(max_throughput_batch(sm, isl, osl))
+        if b < 1:
+            raise Skip("KV cache holds no request")
+        b = min(b, max(1.0, st.concurrency / replicas))
+        if CLOSED_LOOP_LATENCY[metric] == "ttft":
+            return first_token_s(sm, isl, b - 1.0, isl + osl / 2) * 1e3
+        return float(cycle_s(sm, b, isl, osl)) / osl * 1e3
+    if metric == "throughput_tokens_per_s_total":
+        raise Skip("metric throughput_tokens_per_s_total: the source does not say whether it counts input tokens")
     if metric not in THROUGHPUT_METRICS:
         raise Skip(f"metric {metric} in this load regime is not predicted")
     m = re.search(r"static batch size (\d+)", mode)
@@ -687,11 +840,17 @@ def predict_row(row) -> float:
         return total / n
     if metric == "output_tokens_per_s_per_node":
         return total / n * 8
+    if metric == "total_tokens_per_s_total":
+        return total * (isl + osl) / osl   # vllm bench's 'Total Token throughput': input + output tokens
     return total
 
 
 #: Online-serving (open-loop request-rate) rows the simulator predicts, metric -> what is read off the run.
-ONLINE_METRICS = ("ttft_ms_mean", "itl_ms_mean", "output_tokens_per_s_total")
+#: ttft_ms_p50 / tpot_ms_p50: the median over the requests of one run (the mean of the runs' medians when a
+#: configuration is pooled over seeds); tpot_ms_mean = itl_ms_mean = the mean TPOT; total_tokens_per_s_total =
+#: output tokens/s x (isl + osl) / osl.
+ONLINE_METRICS = ("ttft_ms_mean", "itl_ms_mean", "output_tokens_per_s_total", "ttft_ms_p50", "tpot_ms_mean",
+                  "tpot_ms_p50", "total_tokens_per_s_total")
 #: Requests simulated per configuration at a finite QPS: the source's run length (its notes' 'with N requests',
 #: else ONLINE_DEFAULT_REQUESTS) repeated with seeds 0, 1, ... until at least this many requests are pooled.
 ONLINE_TARGET_REQUESTS = 1500
@@ -733,7 +892,7 @@ def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl,
     from clusterfit.sim.requests import Requests
 
     sm = step_for(model_name, gpu, weights, kv, engine, *layout, settings)
-    ttft, tpot, tokens, span = [], [], 0.0, 0.0
+    ttft, tpot, ttft50, tpot50, tokens, span = [], [], [], [], 0.0, 0.0
     for seed in range(reps):
         rng = np.random.default_rng(seed)
         arrival = np.zeros(n) if not np.isfinite(qps) else np.cumsum(rng.exponential(1.0 / qps, n))
@@ -743,10 +902,14 @@ def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl,
             raise Skip("simulated requests rejected or failed")
         ttft.append(rep["ttft_s"]["mean"])
         tpot.append(rep["tpot_s"]["mean"] if osl > 1 else np.nan)
+        ttft50.append(rep["ttft_s"]["p50"])
+        tpot50.append(rep["tpot_s"]["p50"] if osl > 1 else np.nan)
         tokens += rep["throughput"]["output_tokens_per_s"] * rep["duration_s"]
         span += rep["duration_s"]
     return {"ttft_ms_mean": float(np.mean(ttft)) * 1e3, "itl_ms_mean": float(np.mean(tpot)) * 1e3,
-            "output_tokens_per_s_total": tokens / span}
+            "output_tokens_per_s_total": tokens / span, "ttft_ms_p50": float(np.mean(ttft50)) * 1e3,
+            "tpot_ms_mean": float(np.mean(tpot)) * 1e3, "tpot_ms_p50": float(np.mean(tpot50)) * 1e3,
+            "total_tokens_per_s_total": tokens / span * (isl + osl) / osl}
 
 
 def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, osl,
@@ -758,7 +921,7 @@ def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, 
     metric = row["metric"]
     if metric not in ONLINE_METRICS:
         raise Skip(f"metric {metric} of request-rate rows is not predicted")
-    if metric == "itl_ms_mean" and osl < 2:
+    if metric in ("itl_ms_mean", "tpot_ms_mean", "tpot_ms_p50") and osl < 2:
         raise Skip("ITL of one-token answers is undefined")
     qps = online_qps(row)
     n = online_requests(row)
@@ -814,6 +977,13 @@ def report(rows, results, skipped) -> dict:
             groups.setdefault(r[col], []).append(e)
         out[key] = {k: summarise(v) for k, v in sorted(groups.items())}
     out["skipped_reasons"] = dict(sorted(skipped.items(), key=lambda kv: -kv[1]))
+    engines: dict = {}
+    for r, *_, e in results:
+        engines.setdefault(engine_for(r["engine"]), []).append(e)
+    out["by_engine"] = {k: summarise(v) for k, v in sorted(engines.items())}
+    out["coverage"] = {"rows": len(rows), "predicted": len(results),
+                       "fraction": round(len(results) / len(rows), 4) if rows else 0.0,
+                       "skipped_by_reason": out["skipped_reasons"]}
     return out
 
 
@@ -924,11 +1094,11 @@ def main(argv=None) -> int:
         print("\nonline serving (request-rate rows, simulated):")
         for k, v in out["online_serving"]["by_metric"].items():
             print(f"  {k:<34} n={v['n']:<4} median {v['median_ape']:>6}%  bias {v['median_signed_error']:>+7}%  p90 {v['p90_ape']:>6}%")
-    for key in ("by_metric", "by_gpu", "by_model"):
+    for key in ("by_engine", "by_metric", "by_gpu", "by_model"):
         print(f"\n{key}:")
         for k, v in out[key].items():
             print(f"  {k:<34} n={v['n']:<4} median {v['median_ape']:>6}%  bias {v['median_signed_error']:>+7}%  p90 {v['p90_ape']:>6}%")
-    print("\nskipped:")
+    print(f"\nskipped ({out['skipped']} of {out['rows']} rows; the first reason that applies, in predict_row's order):")
     for k, v in out["skipped_reasons"].items():
         print(f"  {v:>4}  {k}")
     return 0

@@ -277,3 +277,86 @@ def test_grouped_cv_holds_whole_tables_out(acc, tmp_path):
     # merged folds: never a table split across folds
     merged = acc.grouped_cv(str(path), groupings=("table",), max_folds=1, workers=1)["table"]
     assert merged["folds"] == 1 and merged["held_out"]["all"]["n"] == len(rows)
+
+
+# ------------------------------------------------ issue 12 point 1: names, serving commands, metrics, skip report
+@pytest.mark.parametrize("name, hf_id", [
+    ("Qwen3-32B", "Qwen/Qwen3-32B"), ("qwen3-32b", "Qwen/Qwen3-32B"), ("GLM-4.6", "zai-org/GLM-4.6"),
+    ("zai-org/GLM-4.6-FP8", "zai-org/GLM-4.6"), ("Qwen3-235B-A22B-Instruct-2507", "Qwen/Qwen3-235B-A22B"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B"),
+    ("Llama-3.1-405B-Instruct", "meta-llama/Llama-3.1-405B"), ("Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),
+    ("DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"), ("Llama-3-70B", "meta-llama/Llama-3.1-70B"),
+    # a different network never maps to its namesake: Air is a smaller GLM-4.5, 3.5 a new Qwen generation
+    ("GLM-4.5-Air", None), ("Qwen3.5-397B-A17B", None), ("Qwen3-14B-AWQ", None),
+])
+def test_model_names_resolve_through_aliases_and_variant_suffixes(acc, name, hf_id):
+    assert acc.resolve_model(name) == hf_id
+
+
+def _oss_row(i, notes, engine="vLLM v0.11.0", **kw):
+    r = _row(i, "max concurrency 1, 100 prompts", "tpot_ms_mean", 10, "ms", isl=1024, osl=256, notes=notes)
+    r.update(engine=engine, tp="", pp="", ep="", dp="", num_gpus="8", model="Qwen3-30B-A3B")
+    r.update(kw)
+    return r
+
+
+def test_serving_command_flags(acc):
+    v = _oss_row(1, "serving command/flags: vllm serve Qwen/Qwen3-30B-A3B -tp 4 -dp 2 --enable-expert-parallel "
+                    "--max-num-seqs 256 --max-num-batched-tokens 8192 --gpu-memory-utilization 0.85 "
+                    "--kv-cache-dtype fp8 --quantization fp8; client: --max-concurrency 1 --num-prompts 100")
+    assert acc.serving_command(v) == {"tp": 4, "dp": 2, "max_num_seqs": 256, "max_num_batched_tokens": 8192,
+                                      "gpu_memory_utilization": 0.85, "kv_cache_dtype": "fp8",
+                                      "quantization": "fp8", "enable_expert_parallel": True}
+    w = acc.with_command(v, "vllm")
+    # vLLM's expert-parallel group spans TP x DP
+    assert (w["tp"], w["pp"], w["dp"], w["ep"]) == ("4", "", "2", "8")
+    assert w["precision_kv"].startswith("fp8") and w["precision_weights"] == "bf16"   # the column wins
+    s = _oss_row(2, "server: python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp-size 8 --dp 4 "
+                    "--ep 8 --enable-dp-attention --mem-fraction-static 0.8 --chunked-prefill-size 4096 "
+                    "--max-running-requests 128; client sglang.bench_serving", engine="SGLang v0.5.3")
+    cmd = acc.serving_command(s)
+    assert cmd == {"tp": 8, "dp": 4, "ep": 8, "gpu_memory_utilization": 0.8, "max_num_batched_tokens": 4096,
+                   "max_num_seqs": 128, "enable_dp_attention": True}
+    st = acc.row_settings(s)
+    assert st.attention_dp and st.adp_size == 4 and st.engine_settings() == (0.8, 4096, 128)
+    # the columns as stated win; other engines' rows are left alone
+    assert acc.with_command(dict(s, tp="2"), "sglang")["tp"] == "2"
+    assert acc.with_command(s, "trtllm") is s
+    assert acc.serving_command(_oss_row(3, "no command here")) == {}
+
+
+def test_latency_and_total_token_metrics(acc):
+    base = _oss_row(1, "vllm serve Qwen/Qwen3-8B -tp 1", model="Qwen3-8B", num_gpus="1")
+    sm = acc.step_for("Qwen3-8B", "H200-SXM-141GB", "bf16", "", "vllm", 1, 1, 1, 1)
+    tpot = acc.predict_row(base)
+    assert tpot == pytest.approx(float(acc.cycle_s(sm, 1.0, 1024, 256)) / 256 * 1e3)
+    assert acc.predict_row(dict(base, metric="tpot_ms_p50")) == tpot
+    ttft = acc.predict_row(dict(base, metric="ttft_ms_p50"))
+    assert ttft == pytest.approx(acc.first_token_s(sm, 1024, 0.0, 1024 + 128) * 1e3)
+    out = acc.predict_row(dict(base, metric="output_tokens_per_s_total"))
+    assert acc.predict_row(dict(base, metric="total_tokens_per_s_total")) == pytest.approx(out * (1024 + 256) / 256)
+    # request-rate rows: medians and totals from the same simulated run
+    rr = dict(base, concurrency_or_mode="request rate inf (all at once), 50 prompts", notes="vllm serve x -tp 1 "
+              "(with 50 requests)", isl="512", osl="64")
+    got = {m: acc.predict_row(dict(rr, metric=m)) for m in ("ttft_ms_mean", "ttft_ms_p50", "tpot_ms_mean",
+                                                           "tpot_ms_p50", "itl_ms_mean")}
+    assert all(v > 0 for v in got.values()) and got["tpot_ms_mean"] == got["itl_ms_mean"]
+
+
+def test_skip_report_states_every_reason(acc, tmp_path):
+    rows = [_oss_row(1, "vllm serve x -tp 1", model="Qwen3-8B", num_gpus="1"),
+            _oss_row(2, "x", model="GLM-4.5-Air"),
+            _oss_row(3, "x", gpu="H100 (80GB; SXM/PCIe not stated)", model="Qwen3-8B", num_gpus="1"),
+            _oss_row(4, "random, range ratio not given (lengths not fixed)", isl="", osl="")]
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    out = acc.report(*acc.evaluate(str(path)))
+    assert out["predicted"] == 1 and set(out["by_engine"]) == {"vllm"}
+    reasons = out["coverage"]["skipped_by_reason"]
+    assert sum(reasons.values()) == 3 and out["coverage"]["rows"] == 4
+    assert "model GLM-4.5-Air not in the catalog" in reasons
+    assert any(k.startswith("GPU variant not stated") for k in reasons)
+    assert any(k.startswith("no isl/osl: random lengths") for k in reasons)
