@@ -37,3 +37,16 @@ def test_fit_shows_the_layout_with_most_sessions():
     assert row.max_sequences == 3 and row.most_sessions is not None
     assert row.most_sessions.max_sequences >= 8 and row.most_sessions.layout.dp == 8
     assert "TP ranks hold copies" in row.most_sessions.explanation
+
+
+def test_spares_cover_a_node_loss_when_replicas_share_nodes():
+    base = dict(model="meta-llama/Llama-3.1-8B", isl=1000, osl=200, rate=20, ttft_ms=1000, tpot_ms=40,
+                systems=["h200"], failover=1)
+    node = cf.plan(prices=["hgx_h200=3.0"], **base).recommended        # whole nodes: the node is the failure unit
+    assert node is not None and node.gpus_per_replica < 8
+    assert node.spare_replicas == min(8 // node.gpus_per_replica, node.serving_replicas)
+    serving = {n for p in node.placement if p.role == "serving" for n in p.nodes}
+    spares = {n for p in node.placement if p.role.startswith("spare") for n in p.nodes}
+    assert serving and spares and not serving & spares and len(spares) == 1
+    gpu = cf.plan(**base).recommended                                   # per-GPU quote: one GPU instance fails alone
+    assert gpu is not None and gpu.rent_unit == "gpu" and gpu.spare_replicas == 1

@@ -138,7 +138,9 @@ def test_scenario_cli_agent_sessions_and_overrides(tmp_path):
                           str(sc), "--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     rec = json.loads(out.stdout)["recommended"]
-    assert rec["price_per_gpu_hour"] == 3.0 and rec["spare_replicas"] == 1
+    g = rec["gpus_per_replica"]   # N+1 on whole nodes: a node's worth of spares (planner.spare_replicas)
+    assert rec["price_per_gpu_hour"] == 3.0
+    assert rec["spare_replicas"] == (min(8 // g, rec["serving_replicas"]) if g < 8 else 1)
     assert "agent sessions" in json.loads(out.stdout)["workload"]
     more = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", "--scenario",
                            str(sc), "--concurrency", "2000", "--json"], capture_output=True, text=True)

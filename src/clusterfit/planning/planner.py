@@ -76,9 +76,36 @@ def _load_capacity(wl: Workload, rate, tpot, ttft_mean):
     return rate
 
 
+def node_is_failure_unit(gpus_per_replica: int, gpus_per_node: int, price) -> bool:
+    """Whether a pool's failure unit is a node: always unless the quote rents single GPUs (a 1-GPU instance or a
+    per-GPU quote: each rented GPU fails alone) and the replica is smaller than a node."""
+    return not (price is not None and getattr(price, "rent_unit", "node") == "gpu" and gpus_per_replica < gpus_per_node)
+
+
 def spare_replicas(k: int, replicas: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
-    """Spare replicas of a pool for N+k failover."""
-    return k
+    """Spare replicas of a pool for N+k failover: the pool survives the loss of k failure units.
+
+    - Replicas of a node or more, or a per-GPU quote (failure unit = what one replica rents): k spare replicas.
+    - Replicas packed several to a node (whole nodes rented): a node loss takes up to min(replicas per node,
+      serving replicas) replicas at once, so k nodes' worth of spares, each group on a node of its own
+      (``spare_nodes``): N+1 with 1-GPU replicas 8 to a node means 8 spares on one more node, not 1 spare beside
+      the replicas it should cover.
+    """
+    if k <= 0:
+        return 0
+    if gpus_per_replica >= gpus_per_node or not node_is_failure_unit(gpus_per_replica, gpus_per_node, price):
+        return k
+    return k * min(gpus_per_node // gpus_per_replica, max(replicas, 1))
+
+
+def pool_nodes(replicas: int, spares: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
+    """Nodes a pool of ``replicas`` serving replicas and ``spares`` spares occupies: spares of a pool whose
+    failure unit is a node sit on nodes of their own (see spare_replicas); otherwise all are packed together."""
+    if spares and gpus_per_replica < gpus_per_node and node_is_failure_unit(gpus_per_replica, gpus_per_node, price):
+        per = gpus_per_node // gpus_per_replica
+        group = min(per, max(replicas, 1))
+        return _nodes(replicas, gpus_per_replica, gpus_per_node) + math.ceil(spares / group)
+    return _nodes(replicas + spares, gpus_per_replica, gpus_per_node)
 
 
 def _nodes(replicas: int, gpus_per_replica: int, gpus_per_node: int) -> int:
@@ -173,8 +200,9 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
         served_rps = need / (wl.osl_mean_tokens * a.tpot_s[op] + a.ttft_mean_s[op] + wl.think_time_s)
     else:
         served_rps = need
+    k = spare_replicas(k, n, c.gpus, c.system.gpus_per_node, price)
     total = n + k
-    nodes = _nodes(total, c.gpus, c.system.gpus_per_node)
+    nodes = pool_nodes(n, k, c.gpus, c.system.gpus_per_node, price)
     return _Sized("aggregated", c.system, c.precision_name, c.kv_dtype, c, None, float(a.batch[op]),
                   float(a.batch[best]), float(caps[best]), n, 0, k, float(a.tpot_s[op]), float(a.ttft_s[op]),
                   float(served_rps), float(n * a.rate_rps[best]), nodes, total * c.gpus, price,
@@ -197,13 +225,14 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
         caps = np.where(ok, units, -np.inf)
         b = int(np.argmax(caps))
         n = max(1, math.ceil(need / caps[b] - 1e-9))
-        nodes = _nodes(n + k, c.gpus, node)
-        if best_d is None or nodes < best_d[0] or (nodes == best_d[0] and c.gpus * (n + k) < best_d[4]):
+        kd = spare_replicas(k, n, c.gpus, node, price)
+        nodes = pool_nodes(n, kd, c.gpus, node, price)
+        if best_d is None or nodes < best_d[0] or (nodes == best_d[0] and c.gpus * (n + kd) < best_d[4]):
             op = int(np.flatnonzero(ok & (units >= need / n - 1e-12))[0])
-            best_d = (nodes, c, n, b, c.gpus * (n + k), op, float(caps[b]))
+            best_d = (nodes, c, n, b, c.gpus * (n + kd), op, float(caps[b]), kd)
     if best_d is None:
         return None
-    _, dc, n_d, b, _, op, cap = best_d
+    d_nodes, dc, n_d, b, _, op, cap, k_d = best_d
     d = dc.decode
     assert d is not None
     tpot = float(d.tpot_s[op])
@@ -217,18 +246,18 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
         else:
             lam = need
         n = max(1, math.ceil(lam / p.rate_rps - 1e-9))
-        nodes = _nodes(n + k, c.gpus, node)
-        if best_p is None or nodes < best_p[0] or (nodes == best_p[0] and c.gpus * (n + k) < best_p[3]):
-            best_p = (nodes, c, n, c.gpus * (n + k), lam)
+        kp = spare_replicas(k, n, c.gpus, node, price)
+        nodes = pool_nodes(n, kp, c.gpus, node, price)
+        if best_p is None or nodes < best_p[0] or (nodes == best_p[0] and c.gpus * (n + kp) < best_p[3]):
+            best_p = (nodes, c, n, c.gpus * (n + kp), lam, kp)
     if best_p is None:
         return None
-    p_nodes, pc, n_p, p_gpus, lam = best_p
+    p_nodes, pc, n_p, p_gpus, lam, k_p = best_p
     assert pc.prefill is not None
-    d_nodes = _nodes(n_d + k, dc.gpus, node)
     full = min(n_d * float(d.rate_rps[b]), n_p * pc.prefill.rate_rps)
     return _Sized("disaggregated", dc.system, dc.precision_name, dc.kv_dtype, dc, pc, float(d.batch[op]),
-                  float(d.batch[b]), cap, n_d, n_p, k, tpot, float(pc.prefill.ttft_s), float(lam), full,
-                  p_nodes + d_nodes, (n_d + k) * dc.gpus + (n_p + k) * pc.gpus, price)
+                  float(d.batch[b]), cap, n_d, n_p, k_d, tpot, float(pc.prefill.ttft_s), float(lam), full,
+                  p_nodes + d_nodes, (n_d + k_d) * dc.gpus + (n_p + k_p) * pc.gpus, price, prefill_spares=k_p)
 
 
 # ---------------------------------------------------------------------------------------- binding
@@ -484,7 +513,8 @@ def _tie_break(s: _Sized, options: list[_Sized]) -> str:
 
 def _placement(s: _Sized) -> list[ReplicaPlacement]:
     """Which replica runs on which node and GPUs: each pool packed in order (replicas smaller than a node share
-    nodes, larger ones take whole nodes); the prefill pool first, then the serving (decode) pool, spares last."""
+    nodes, larger ones take whole nodes); the prefill pool first, then the serving (decode) pool, spares last, on
+    nodes of their own when a node is the failure unit (spare_replicas)."""
     node = s.system.gpus_per_node
     pools: list[tuple[str, int, int, int]] = []        # (role, gpus per replica, serving, spares)
     if s.prefill is not None:
@@ -494,8 +524,15 @@ def _placement(s: _Sized) -> list[ReplicaPlacement]:
     first_node = 0
     for role, g, n, k in pools:
         per_node = max(node // g, 1) if g <= node else 0
+        own = k and g < node and node_is_failure_unit(g, node, s.price)   # spares on nodes of their own
+        group = min(per_node, max(n, 1)) if own else 0
         for i in range(n + k):
-            if per_node:
+            if per_node and own and i >= n:
+                j = i - n
+                nodes = [first_node + -(-n // per_node) + j // group]
+                start = (j % group) * g
+                gpus = list(range(start, start + g))
+            elif per_node:
                 nodes = [first_node + i // per_node]
                 start = (i % per_node) * g
                 gpus = list(range(start, start + g))
@@ -610,10 +647,10 @@ def _endpoint(rec: PlanOption, sized: _Sized, req: PlanQuestion, wl: Workload) -
     cluster = rec.cost_per_hour
     endpoint_cost = ep.cost_per_hour(rec.requests_per_s, wl.isl_mean_tokens, wl.osl_mean_tokens)
     per_req = ep.usd_per_request(wl.isl_mean_tokens, wl.osl_mean_tokens)
-    pools = [Pool(_rps_per_replica(sized), sized.main.gpus * sized.price.usd_per_gpu_hour, req.failover)]
+    pools = [Pool(_rps_per_replica(sized), sized.main.gpus * sized.price.usd_per_gpu_hour, sized.spares)]
     if sized.prefill is not None and sized.prefill.prefill is not None:
         pools.append(Pool(sized.prefill.prefill.rate_rps, sized.prefill.gpus * sized.price.usd_per_gpu_hour,
-                          req.failover))
+                          sized.prefill_pool_spares))
     be = break_even_rps(pools, per_req)
     v = verdict(cluster, endpoint_cost)
     scale = cluster / endpoint_cost if endpoint_cost > 0 else math.inf
