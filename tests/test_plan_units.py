@@ -174,3 +174,20 @@ def test_speed_calibrated_only_for_nvidia():
     assert speed_calibrated(hw.system("h200")) and speed_calibrated(hw.system("gb200_nvl72"))
     assert not speed_calibrated(hw.system("mi300x_platform"))
     assert not speed_calibrated(hw.system("tpu_v6e_host"))
+
+
+def test_every_catalog_system_is_priced_or_says_why():
+    """Each built-in system has a price quote with a source, or an explicit no-public-price note (never a silent '-')."""
+    from clusterfit.hardware import load_hardware
+    from clusterfit.planning.cost import NO_PUBLIC_PRICE, catalog_prices, no_public_price_notes
+
+    prices, notes = catalog_prices(), no_public_price_notes()
+    for gpu in notes:
+        assert gpu not in prices, f"{gpu} has both a price and a no-public-price note"
+    for sys_id, system in load_hardware().systems.items():
+        gpu = system.gpu.id
+        if gpu in prices:
+            assert prices[gpu].usd_per_gpu_hour > 0 and prices[gpu].source.strip(), sys_id
+        else:
+            assert notes.get(gpu, "").startswith(NO_PUBLIC_PRICE) and "searched:" in notes[gpu], \
+                f"{sys_id} ({gpu}): no price and no no-public-price note"

@@ -81,8 +81,11 @@ def plan_command(
     emit(result, as_json, lambda console: render(result, console))
 
 
-def _money(v: float | None) -> str:
-    return "-" if v is None else f"${v:,.2f}"
+def _money(v: float | None, note: str | None = None) -> str:
+    """$ amount; "n/a" when there is no price but a note says why (no public price), else "-"."""
+    if v is not None:
+        return f"${v:,.2f}"
+    return "n/a" if note else "-"
 
 
 def _render_capacity(result: PlanResult, console: Console) -> None:
@@ -129,8 +132,8 @@ def render(result: PlanResult, console: Console) -> None:
         comm = r.step_breakdown_s.get("communication_s", 0.0) * 1e3
         rows.append({"system": r.system, "precision": r.precision, "layout": layout,
                      "nodes": str(r.nodes_per_replica), "replicas": str(r.replicas),
-                     "gpus": str(r.total_gpus), "cost": _money(r.cost_per_hour),
-                     "mtok": _money(r.cost_per_mtok_out), "ttft": f"{r.ttft_s * 1e3:.0f}",
+                     "gpus": str(r.total_gpus), "cost": _money(r.cost_per_hour, r.price_source),
+                     "mtok": _money(r.cost_per_mtok_out, r.price_source), "ttft": f"{r.ttft_s * 1e3:.0f}",
                      "tpot": f"{r.tpot_s * 1e3:.1f}",
                      "comm": f"{comm:.1f}" + (" net" if r.internode_replica else ""), "binds": r.binding})
     title = "Best plan per system (cheapest first)"
@@ -143,6 +146,12 @@ def render(result: PlanResult, console: Console) -> None:
         console.print(table)
         if skipped:
             console.print(f"[dim]Left out for width: {', '.join(skipped)} (see --json).[/]")
+        unpriced = [r for r in result.per_system if r.cost_per_hour is None and r.price_source]
+        if unpriced:
+            console.print("[dim]n/a: no public on-demand price found for "
+                          + ", ".join(f"{r.system} ({r.gpu})" for r in unpriced)
+                          + "; pass --price SYSTEM=$/GPU-hour (searched sources: price_source in --json).[/]",
+                          soft_wrap=True)
     if result.recommended is not None:
         console.print(f"[bold green]Recommended:[/] {result.recommended.explanation}", soft_wrap=True)
     if result.endpoint is not None:

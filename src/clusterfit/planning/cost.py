@@ -10,6 +10,7 @@ for whole nodes (``nodes x gpus_per_node``) or, per GPU, for the GPUs its replic
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,11 +125,25 @@ def _hardware_quotes() -> list[tuple[str, GpuHourPrice]]:
     return out
 
 
-def _own_quotes() -> list[tuple[str, GpuHourPrice]]:
+NO_PUBLIC_PRICE = "no public on-demand price found"
+
+
+@functools.lru_cache(maxsize=1)
+def _own_file() -> dict:
     if not _PRICES_FILE.is_file():
-        return []
-    data = yaml.load(_PRICES_FILE.read_text(encoding="utf-8"),
+        return {}
+    return yaml.load(_PRICES_FILE.read_text(encoding="utf-8"),
                      Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # libyaml when present
+
+
+def no_public_price_notes() -> dict[str, str]:
+    """GPU id -> "no public on-demand price found (searched: ...)" for GPUs ``prices.yaml`` lists as unpriced."""
+    return {str(q["gpu"]): f"{NO_PUBLIC_PRICE} (searched: {q.get('searched') or 'not stated'})"
+            for q in _own_file().get("no_public_price", []) or []}
+
+
+def _own_quotes() -> list[tuple[str, GpuHourPrice]]:
+    data = _own_file()
     return [(str(q["gpu"]), GpuHourPrice(float(q["usd_per_gpu_hour"]), str(q["source"]), q.get("date"), str(q.get("kind", "")),
                           str(q.get("rent_unit", "node"))))
             for q in data.get("prices", [])]

@@ -18,8 +18,8 @@ import numpy as np
 from ..errors import ClusterfitError
 from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PerMtok, PlanOption, PlanResult, PrefillPool,
                       ReplicaPlacement, Verification)
-from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, resolve_price,
-                   usd_per_mtok, verdict)
+from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, no_public_price_notes,
+                   resolve_price, usd_per_mtok, verdict)
 from .capacity import AggregatedCurve
 from .pareto import pareto_front
 from .search import Candidate, SearchResult, SearchSpace, search
@@ -354,7 +354,7 @@ def _row(s: _Sized, wl: Workload, hours: float) -> PlanOption:
         placement=_placement(s),
         batch=s.batch, max_batch_within_slo=s.best_batch,
         price_per_gpu_hour=None if s.price is None else s.price.usd_per_gpu_hour,
-        price_source=None if s.price is None else s.price.describe(),
+        price_source=no_public_price_notes().get(s.system.gpu.id) if s.price is None else s.price.describe(),
         cost_per_hour=cost, cost_per_month=None if cost is None else cost * hours,
         cost_per_mtok_out=None if cost is None else usd_per_mtok(cost, out_tps),
         cost_per_mtok_in=None if cost is None else usd_per_mtok(cost, in_tps),
