@@ -166,3 +166,24 @@ def test_http_deploy_answers_files_and_writes_nothing():
     body = r.json()
     assert body["out"] is None and {"deployment.yaml", "service.yaml"} <= {f["path"] for f in body["files"]}
     assert c.post("/api/deploy", json={"model": "llama-3.1-8b", "out": "/tmp/x"}).status_code == 422
+
+
+GOLDEN = Path(__file__).parent / "data" / "deploy" / "golden"
+
+
+@pytest.mark.parametrize("system, target", [("h200", "kubernetes"), ("h100", "kubernetes"), ("h100", "slurm")],
+                         ids=["single-node-k8s", "multi-node-lws", "multi-node-slurm"])
+def test_golden_files(system, target):
+    """The files for one single-node and one multi-node GLM-5.3 plan equal the reviewed copies in
+    tests/data/deploy/golden/ (regenerate with CLUSTERFIT_REGEN_GOLDEN=1 after reviewing a deliberate change)."""
+    import os
+
+    res = deploy(**GLM, systems=[system], target=target)
+    folder = GOLDEN / f"{system}-{target}"
+    if os.environ.get("CLUSTERFIT_REGEN_GOLDEN"):
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in res.files:
+            (folder / f.path).write_text(f.text)
+    for f in res.files:
+        assert (folder / f.path).read_text() == f.text, f.path
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f.path for f in res.files)
