@@ -33,6 +33,7 @@ Pure functions of the config: this module imports nothing of clusterfit but the 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast
 
@@ -58,8 +59,8 @@ def _blocks(tokens: int, block_size: int) -> int:
 
 
 @dataclass(frozen=True)
-class Attention:
-    """One layer's token mixer (the fields every kind shares; behaviour in the subclasses).
+class Attention(ABC):
+    """One layer's token mixer (the fields every kind shares; behaviour in the subclasses, one per kind).
 
     kind: mha / gqa / mqa (softmax attention with num_kv_heads == / < / == 1 num_heads), mla (latent), linear.
     head_dim: query/key head dim (for MLA: qk_nope + qk_rope); v_head_dim: value head dim.
@@ -158,17 +159,17 @@ class Attention:
         return float(context)
 
     # ---- FLOPs and bytes --------------------------------------------------------------------------------------
+    @abstractmethod
     def flops_per_token(self, context: int) -> float:
         """Attention score + value FLOPs of one new token attending ``context`` cached tokens (indexer included)."""
-        raise NotImplementedError(type(self).__name__)
 
+    @abstractmethod
     def projections(self, hidden: int, tp: int) -> list[Projection]:
         """Projection GEMMs of one layer on one TP rank (component 'attention'; [] where counted otherwise)."""
-        raise NotImplementedError(type(self).__name__)
 
+    @abstractmethod
     def decode_cost(self, tp: int, kv_bytes_per_elem: float) -> tuple[float, float]:
         """(flops, bytes) per cached key attended by one decoding query, on one TP rank."""
-        raise NotImplementedError(type(self).__name__)
 
     def prefill_flops_per_pair(self, tp: int) -> float:
         """FLOPs per (query, key) pair of causal flash attention on one TP rank (MLA: non-absorbed, MHA form)."""
