@@ -762,44 +762,27 @@ class Disagreement(Schema):
     why: str
 
 
-class Verification(Schema):
-    """``plan --verify``: the simulation of the recommended plan, or why none ran."""
+class SimulatedVerification(SimReport):
+    """``plan --verify`` that ran: the simulator's report of the recommended plan (the same keys as
+    ``simulate --json``), what the plan predicted, and where the two differ by more than 10%."""
 
-    _omit_if_none = frozenset(set(SimReport.model_fields) | {"reason", "plan_predicted", "disagreements", "mode",
-                                                              "pools"})
-    simulated: bool
-    reason: str | None = None
-    plan_predicted: PredictedLatency | None = None
-    disagreements: list[Disagreement] | None = None
+    _omit_if_none = frozenset({"mode", "pools"})
+    simulated: Literal[True] = True
+    plan_predicted: PredictedLatency
+    disagreements: list[Disagreement] = Field(default_factory=list)
     mode: str | None = None
     pools: dict[str, Any] | None = None
-    requests: int | None = None
-    completed: int | None = None
-    rejected: int | None = None
-    failed: int | None = None
-    retried: int | None = None
-    preemptions: int | None = None
-    ttft_s: Percentiles | None = None
-    tpot_s: Percentiles | None = None
-    e2e_s: Percentiles | None = None
-    goodput: float | None = None
-    goodput_rps: float | None = None
-    slo: SloOut | None = None
-    holds_slo: bool | None = None
-    verdict: SloVerdict | None = None
-    throughput: SimThroughput | None = None
-    duration_s: float | None = None
-    queue: QueueStats | None = None
-    kv_utilisation: KvStats | None = None
-    replicas: int | None = None
-    gpus_per_replica: int | None = None
-    gpu_hours: float | None = None
-    policy: str | None = None
-    seed: int | None = None
-    per_replica: list[ReplicaStats] | None = None
-    windows: list[Window] | None = None
-    events: list[SimEvent] | None = None
-    sim_wall_s: float | None = None
+
+
+class SkippedVerification(Schema):
+    """``plan --verify`` that did not run, and why."""
+
+    simulated: Literal[False] = False
+    reason: str
+
+
+#: ``plan --verify``: the simulation of the recommended plan, or why none ran (``simulated`` tells which).
+Verification = SimulatedVerification | SkippedVerification
 
 
 class DeployFile(Schema):

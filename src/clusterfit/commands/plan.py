@@ -158,7 +158,7 @@ def render(result: PlanResult, console: Console) -> None:
         console.print(f"[bold]Endpoint:[/] {result.endpoint.explanation}", soft_wrap=True)
     v = result.verify
     if v is not None:
-        if v.simulated and v.ttft_s is not None and v.tpot_s is not None:
+        if v.simulated:
             pools = "" if v.mode != "disaggregated" or not v.pools else (
                 f" ({v.pools.get('prefill_replicas')} prefill + {v.pools.get('decode_replicas')} decode)")
             judged = (f"{v.verdict.text}: " if v.verdict is not None else
@@ -166,7 +166,7 @@ def render(result: PlanResult, console: Console) -> None:
                       f"goodput {v.goodput or 0.0:.1%}: ")
             console.print(f"[bold]Simulated[/] {v.requests:,} requests on {v.replicas} replica(s){pools}: {judged}"
                           + ("[green]holds the SLOs[/]" if v.holds_slo else "[red]misses the SLOs[/]"), soft_wrap=True)
-            for d in v.disagreements or []:
+            for d in v.disagreements:
                 console.print(f"[yellow]Plan and simulation disagree[/] on {d.metric}: plan {d.plan:.4g}, simulated "
                               f"{d.simulated:.4g} ({d.ratio:.2f}x): {d.why}", soft_wrap=True)
         else:

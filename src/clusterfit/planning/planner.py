@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ClusterfitError
 from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PerMtok, PlanOption, PlanResult, PrefillPool,
-                      ReplicaPlacement, Verification)
+                      ReplicaPlacement, SkippedVerification)
 from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, no_public_price_notes,
                    resolve_price, usd_per_mtok, verdict)
 from .capacity import AggregatedCurve
@@ -588,7 +588,7 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
         out.closest = _closest(result.candidates, slo)
         out.explanation = _infeasible_text(out.closest, slo, wl, result)
         if verify:
-            out.verify = Verification(simulated=False, reason="no plan meets the SLOs; nothing to verify")
+            out.verify = SkippedVerification(reason="no plan meets the SLOs; nothing to verify")
     return out
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..schema import Disagreement, PlanOption, Verification
+from ..schema import Disagreement, PlanOption, SimulatedVerification
 from ..sim.ledger import COMPLETED
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def _simulation_section(question: PlanQuestion, rec: PlanOption, requests: int |
 
 
 def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests: int | None = None,
-                seed: int = 0) -> Verification:
+                seed: int = 0) -> SimulatedVerification:
     """Simulate the recommended plan ``sized`` (shown as ``rec``): the simulator's report plus what was run."""
     from ..sim.api import build_requests, parse_simulation, slo_terms
     from ..sim.metrics import summarize
@@ -83,7 +83,7 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
     predicted = {"ttft_s": rec.ttft_s, "tpot_s": rec.tpot_s, "ttft_percentile": slo.ttft_percentile,
                  "tpot_percentile": slo.tpot_percentile, "tpot_mean_s": sized.tpot_s,
                  "requests_per_s": rec.requests_per_s}
-    return Verification.model_validate({**report, "simulated": True, "mode": sized.mode, "pools": pools,
+    return SimulatedVerification.model_validate({**report, "simulated": True, "mode": sized.mode, "pools": pools,
                                         "plan_predicted": predicted,
                                         "disagreements": disagreements(report, predicted, run, question)})
 
