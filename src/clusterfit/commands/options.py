@@ -21,6 +21,25 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
 LongerContextOpt = Annotated[bool, typer.Option(
     "--allow-longer-context", help="Allow prompt + output beyond the model's max_position_embeddings")]
 EngineOpt = Annotated[str, typer.Option(help="Serving engine: vllm, sglang or trtllm")]
+#: The question `plan` and `deploy` share: lengths, load, targets, systems, precisions, cost options.
+IslOpt = Annotated[Optional[float], typer.Option("--isl", help="Prompt tokens per request (mean).")]
+OslOpt = Annotated[Optional[float], typer.Option("--osl", help="Output tokens per request (mean).")]
+RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Target load, requests/s (whole cluster).")]
+ConcurrencyOpt = Annotated[Optional[float], typer.Option("--concurrency", help="Target load, concurrent sessions.")]
+TokensPerSOpt = Annotated[Optional[float], typer.Option(
+    "--tokens-per-s", help="Target load, output tokens/s (whole cluster).")]
+TtftMsOpt = Annotated[Optional[float], typer.Option("--ttft-ms", help="TTFT target at --ttft-percentile, ms.")]
+TpotMsOpt = Annotated[Optional[float], typer.Option("--tpot-ms", help="TPOT target, ms per output token.")]
+SystemsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--system", help="System id or GPU name; repeat. Default: all.")]
+PrecisionsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--precision", help="Weight precision; repeat. Default: the checkpoint's.")]
+KvDtypesOpt = Annotated[Optional[list[str]], typer.Option("--kv-dtype", help="KV-cache dtype; repeat.")]
+ScenarioOpt = Annotated[Optional[Path], typer.Option(
+    "--scenario", help="Scenario file (YAML or TOML); options override it.")]
+FailoverOpt = Annotated[Optional[int], typer.Option("--failover", help="Spare failure units (N+k).")]
+PriceOpt = Annotated[Optional[list[str]], typer.Option("--price", help="SYSTEM=$/GPU-hour override; repeat.")]
+MaxNodesOpt = Annotated[Optional[int], typer.Option("--max-nodes", help="Most nodes per replica (default 4).")]
 #: Engine settings with the engines' own names (engines.EngineSettings); perf, plan and simulate take them.
 MaxNumSeqsOpt = Annotated[Optional[int], typer.Option(
     "--max-num-seqs", help="Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, "

@@ -7,8 +7,30 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from .options import (CatalogOpt, EnforceEagerOpt, GpuMemoryUtilizationOpt, LongerContextOpt, MaxNumBatchedTokensOpt,
-                      MaxNumSeqsOpt, engine_settings, given)
+from .options import (
+    CatalogOpt,
+    ConcurrencyOpt,
+    EnforceEagerOpt,
+    FailoverOpt,
+    GpuMemoryUtilizationOpt,
+    IslOpt,
+    KvDtypesOpt,
+    LongerContextOpt,
+    MaxNodesOpt,
+    MaxNumBatchedTokensOpt,
+    MaxNumSeqsOpt,
+    OslOpt,
+    PrecisionsOpt,
+    PriceOpt,
+    RateOpt,
+    ScenarioOpt,
+    SystemsOpt,
+    TokensPerSOpt,
+    TpotMsOpt,
+    TtftMsOpt,
+    engine_settings,
+    given,
+)
 from .output import check_outputs, emit
 
 if TYPE_CHECKING:
@@ -19,32 +41,32 @@ if TYPE_CHECKING:
 
 def plan_command(
     model: Optional[str] = typer.Argument(None, help="Model id or alias (or give it in --scenario)."),
-    isl: Optional[float] = typer.Option(None, "--isl", help="Prompt tokens per request (mean)."),
-    osl: Optional[float] = typer.Option(None, "--osl", help="Output tokens per request (mean)."),
-    rate: Optional[float] = typer.Option(None, "--rate", help="Target load, requests/s (whole cluster)."),
-    concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Target load, concurrent sessions."),
-    tokens_per_s: Optional[float] = typer.Option(None, "--tokens-per-s", help="Target load, output tokens/s (total)."),
-    ttft_ms: Optional[float] = typer.Option(None, "--ttft-ms", help="TTFT target at --ttft-percentile, ms."),
+    isl: IslOpt = None,
+    osl: OslOpt = None,
+    rate: RateOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    tokens_per_s: TokensPerSOpt = None,
+    ttft_ms: TtftMsOpt = None,
     ttft_percentile: float = typer.Option(90.0, "--ttft-percentile", help="TTFT percentile: 90 or 99."),
-    tpot_ms: Optional[float] = typer.Option(None, "--tpot-ms", help="TPOT target, ms per output token."),
+    tpot_ms: TpotMsOpt = None,
     tpot_percentile: Optional[float] = typer.Option(None, "--tpot-percentile",
                                                     help="TPOT percentile judged: 90 (default), 50 or 99."),
     min_goodput: Optional[float] = typer.Option(None, "--min-goodput",
                                                 help="Least share of requests within both SLOs (default 0.9)."),
-    system: Optional[list[str]] = typer.Option(None, "--system", help="System id or GPU name; repeat. Default: all."),
-    precision: Optional[list[str]] = typer.Option(None, "--precision", help="Weight precision; repeat. Default: checkpoint."),
-    kv_dtype: Optional[list[str]] = typer.Option(None, "--kv-dtype", help="KV-cache dtype; repeat."),
+    system: SystemsOpt = None,
+    precision: PrecisionsOpt = None,
+    kv_dtype: KvDtypesOpt = None,
     engine: Optional[str] = typer.Option(None, "--engine", help="vllm, sglang or trtllm."),
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     enforce_eager: EnforceEagerOpt = False,
     prefix_cache_hit: Optional[float] = typer.Option(None, "--prefix-cache-hit", help="Prefix-cache hit rate 0..1."),
-    scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario file (YAML or TOML); options override it."),
-    failover: Optional[int] = typer.Option(None, "--failover", help="Spare replicas (N+k)."),
-    price: Optional[list[str]] = typer.Option(None, "--price", help="SYSTEM=$/GPU-hour override; repeat."),
+    scenario: ScenarioOpt = None,
+    failover: FailoverOpt = None,
+    price: PriceOpt = None,
     endpoint_price: Optional[str] = typer.Option(None, "--endpoint-price", help="Per-token endpoint, e.g. in=0.6,out=2.2 ($/Mtok)."),
-    max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most nodes per replica (default 4)."),
+    max_nodes: MaxNodesOpt = None,
     nodes: Optional[int] = typer.Option(None, "--nodes", help="Capacity mode (no load): the load N nodes of each "
                                         "system carry within the SLOs, best layout first."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Capacity mode (no load): a budget of N GPUs per system."),
@@ -70,8 +92,8 @@ def plan_command(
         ttft_ms=ttft_ms, ttft_percentile=ttft_percentile, tpot_ms=tpot_ms, tpot_percentile=tpot_percentile,
         min_goodput=min_goodput, systems=system, precisions=precision,
         kv_dtypes=kv_dtype, engine=engine, prefix_cache_hit=prefix_cache_hit, scenario=scenario, failover=failover,
-        prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, nodes=nodes, gpus=gpus, no_disagg=no_disagg, verify=verify,
-        verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context),
+        prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, nodes=nodes, gpus=gpus,
+        no_disagg=no_disagg, verify=verify, verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context),
         **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
     if plot is not None:
         from ..planning.plot import plot_pareto
