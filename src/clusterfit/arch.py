@@ -595,10 +595,6 @@ _CACHE: dict[str, ModelArch] = {}
 def load_model(name: str) -> ModelArch:
     """A model by HF id (``deepseek-ai/DeepSeek-V3``), short alias (``deepseek-v3``, case-insensitive) or a path to a
     config.json (or a folder holding one). Unknown names raise ClusterfitError listing close matches."""
-    import json
-    from importlib.resources import files
-    from pathlib import Path
-
     from .errors import unknown
 
     key = str(name).strip()
@@ -619,8 +615,33 @@ def load_model(name: str) -> ModelArch:
     hf_id = aliases.get(key.lower())
     if hf_id is None:
         raise unknown("model", key, sorted(set(aliases.values())) + sorted(aliases))
-    fname = _catalog_files()[hf_id]
-    data = json.loads(files("clusterfit").joinpath(_MODEL_DIR, fname).read_text(encoding="utf-8"))
-    model = parse_config(data, name=hf_id.split("/", 1)[1], hf_id=hf_id)
+    model = load_bundled(hf_id)
     _CACHE[key] = model
     return model
+
+
+def load_bundled(hf_id: str) -> ModelArch:
+    """A bundled model by its HF id, read from package data only (never from a path a caller names)."""
+    import json
+    from importlib.resources import files
+
+    if hf_id not in _CACHE:
+        fname = _catalog_files()[hf_id]
+        data = json.loads(files("clusterfit").joinpath(_MODEL_DIR, fname).read_text(encoding="utf-8"))
+        _CACHE[hf_id] = parse_config(data, name=hf_id.split("/", 1)[1], hf_id=hf_id)
+    return _CACHE[hf_id]
+
+
+def register_model(key: str, model: ModelArch) -> None:
+    """Make ``model`` loadable by ``load_model(key)`` (a model built in memory, e.g. from a config sent over HTTP)."""
+    _CACHE[key] = model
+
+
+def forget_model(key: str) -> None:
+    """Drop what ``register_model(key, ...)`` added (nothing if absent)."""
+    _CACHE.pop(key, None)
+
+
+def is_loaded(key: str) -> bool:
+    """Whether ``load_model(key)`` answers from memory."""
+    return key in _CACHE

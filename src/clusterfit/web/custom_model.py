@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from ..arch import forget_model, is_loaded, load_bundled, model_aliases, parse_config, register_model
 from ..errors import ClusterfitError, unknown
 from ..schema import ParameterError
 
@@ -34,7 +35,6 @@ def bundled_model(name: str) -> str:
     Never touches the filesystem outside the package: a path (``/etc/passwd``, ``../x/config.json``) is refused
     as such, and the model is put in the cache under its HF id so that ``load_model`` finds it there without
     looking for a file of that name in the working directory."""
-    from ..arch import model_aliases
 
     key = name.strip()
     if not key:
@@ -42,7 +42,7 @@ def bundled_model(name: str) -> str:
     aliases = model_aliases()
     hf_id = aliases.get(key.lower())
     if hf_id is not None:
-        _load_bundled(hf_id)
+        load_bundled(hf_id)
         return hf_id
     if (key.startswith(("/", ".", "~")) or key.endswith(".json") or "\\" in key or ".." in key
             or key.count("/") > 1 or ":" in key):
@@ -50,21 +50,6 @@ def bundled_model(name: str) -> str:
                              "the config.json content in the request body as `config` (see GET /api/models)")
     exc = unknown("model", key, sorted(set(aliases.values())) + sorted(aliases))
     raise ParameterError("model", str(exc).replace("`clusterfit models`", "GET /api/models")) from None
-
-
-def _load_bundled(hf_id: str) -> None:
-    """Put bundled model ``hf_id`` in ``clusterfit.arch``'s cache (as ``load_model`` would, from package data)."""
-    from importlib.resources import files
-
-    from .. import arch
-
-    if hf_id in arch._CACHE:
-        return
-    fname = arch._catalog_files()[hf_id]
-    data = json.loads(files("clusterfit").joinpath(arch._MODEL_DIR, fname).read_text(encoding="utf-8"))
-    model = arch.parse_config(data, name=hf_id.split("/", 1)[1], hf_id=hf_id)
-    with _lock:
-        arch._CACHE.setdefault(hf_id, model)
 
 
 def _display_name(name: str | None, config: dict[str, Any]) -> str:
@@ -75,8 +60,6 @@ def _display_name(name: str | None, config: dict[str, Any]) -> str:
 
 def register_config(config: dict[str, Any], name: str | None = None) -> str:
     """Parse an inline config.json and register it; returns the cache key to pass as ``model`` to the API."""
-    from .. import arch
-
     if not isinstance(config, dict):
         raise ParameterError("config", "must be a JSON object (the content of a Hugging Face config.json)")
     display = _display_name(name, config)
@@ -86,21 +69,21 @@ def register_config(config: dict[str, Any], name: str | None = None) -> str:
         raise ParameterError("config", f"is not plain JSON ({exc})") from None
     key = f"{PREFIX}{digest}:{display}"
     with _lock:
-        if key in _registered and key in arch._CACHE:
+        if key in _registered and is_loaded(key):
             _registered.move_to_end(key)
             return key
     try:
-        model = arch.parse_config(config, name=display)
+        model = parse_config(config, name=display)
     except ClusterfitError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as exc:
         # parse_config checks the relations it knows; anything else malformed is reported, not a crash
         raise ParameterError("config", f"malformed config.json: {type(exc).__name__}: {exc}") from None
     with _lock:
-        arch._CACHE[key] = model
+        register_model(key, model)
         _registered[key] = display
         _registered.move_to_end(key)
         while len(_registered) > MAX_CUSTOM:
             old, _ = _registered.popitem(last=False)
-            arch._CACHE.pop(old, None)
+            forget_model(old)
     return key
