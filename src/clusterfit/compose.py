@@ -42,7 +42,6 @@ class Catalog:
     engine settings (None: the engines' defaults)."""
 
     hardware: HardwareCatalog
-    hardware_files: tuple[Path, ...] = ()
     engines_file: str | None = None
     settings: EngineSettings | None = None
 
@@ -51,8 +50,7 @@ class Catalog:
              settings: EngineSettings | None = None) -> Catalog:
         from .hardware import load_hardware
 
-        files = tuple(hardware or ())
-        return cls(load_hardware(list(files) or None), files, engines_file, settings)
+        return cls(load_hardware(list(hardware or ()) or None), engines_file, settings)
 
     def system(self, name: str) -> System:
         return self.hardware.system(name)

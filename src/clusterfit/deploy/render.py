@@ -98,7 +98,7 @@ def _kv(engine: str, kv_dtype: str) -> str:
     return "fp8" if fp8 else "auto"
 
 
-def engine_command(spec: DeploySpec, multi_node_vars: bool = True) -> list[str]:
+def engine_command(spec: DeploySpec) -> list[str]:
     """The engine's argv for one node of a replica. Multi-node replicas use the shell variables ``NODE_RANK`` and
     ``LEADER_ADDR``; vLLM worker nodes add ``"${HEADLESS[@]}"`` (``--headless`` when NODE_RANK > 0)."""
     s, multi = spec, spec.nodes_per_replica > 1
