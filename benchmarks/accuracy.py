@@ -631,7 +631,7 @@ def _breakdown(rows_by_id: dict, errs: dict[str, float], engine: str) -> dict:
 
 
 def grouped_cv(path: str, groupings: tuple[str, ...] = ("table", "family"), engine: str = "trtllm",
-               max_folds: int | None = None, workers: int = 1) -> dict:
+               max_folds: int | None = None, workers: int = 1, keep_rows: bool = False) -> dict:
     """Grouped cross-validation of the calibration. For each grouping (GROUPINGS), every group that holds
     calibration rows is held out in turn: the recipe (calibrate: global + per GPU family constants) is refitted
     on the calibration rows of all other groups, and every row of the held-out group is predicted with it (every
@@ -640,7 +640,8 @@ def grouped_cv(path: str, groupings: tuple[str, ...] = ("table", "family"), engi
     training set a refit would see). ``max_folds``: merge groups into at most this many folds (whole groups,
     balanced by calibration rows, in a fixed hash order) when a refit per group is too slow. ``workers``: refits
     run in that many processes (fork). Returns, per grouping, the pooled held-out summaries (_breakdown), per
-    group, and the fitted-on-all figures of the same rows."""
+    group, and the fitted-on-all figures of the same rows. ``keep_rows``: also each held-out row's error % and
+    refit fold (None: predicted with the fit on all rows) under ``held_out_rows`` (benchmarks/fit_intervals.py)."""
     import hashlib
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -684,12 +685,14 @@ def grouped_cv(path: str, groupings: tuple[str, ...] = ("table", "family"), engi
             results = [_predict_fold(*t) for t in tasks]
         errs: dict[str, float] = {}
         skipped: dict[str, int] = {}
-        for res in results:
+        fold_of: dict[str, int] = {}
+        for k, res in enumerate(results):
             for i, e, why in res:
                 if e is None:
                     skipped[why] = skipped.get(why, 0) + 1
                 else:
                     errs[i] = e
+                    fold_of[i] = k
         for g in groups:
             if g not in n_cal:
                 errs.update({r["id"]: fitted[r["id"]] for r in groups[g] if r["id"] in fitted})
@@ -705,6 +708,8 @@ def grouped_cv(path: str, groupings: tuple[str, ...] = ("table", "family"), engi
                      "held_out": _breakdown(rows_by_id, errs, engine),
                      "skipped_in_held_out_folds": dict(sorted(skipped.items(), key=lambda kv: -kv[1])),
                      "per_group": dict(sorted(per_group.items(), key=lambda kv: -kv[1]["median_ape"]))}
+        if keep_rows:
+            out[name]["held_out_rows"] = {i: [e, fold_of.get(i)] for i, e in errs.items()}
     return out
 
 
