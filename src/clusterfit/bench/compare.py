@@ -1,0 +1,129 @@
+"""clusterfit's prediction for the load a benchmark run sent, beside what it measured.
+
+- Open loop (``rate``, ``trace``): ``clusterfit.api.simulate`` replays the run's own requests as a trace: each at
+  the time it was sent, with the prompt tokens the server counted (``usage.prompt_tokens``; else the length asked
+  for) and the output tokens it generated (else ``max_tokens`` for a request that failed). Same arrivals, same
+  lengths; the simulator's percentiles sit beside the measured ones.
+- Closed loop (``concurrency``): ``clusterfit.api.perf`` at ``concurrency / replicas`` requests per replica with
+  the run's mean lengths (a steady state: means, no percentiles); throughput x replicas.
+
+ratio = measured / predicted: above 1 the endpoint is slower (latency) or faster (throughput) than predicted.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..schema import Percentiles
+from .config import BenchConfig
+from .result import BenchResult, ComparedMetric, Comparison, RequestRecord
+
+
+def _ratio(measured: float | None, predicted: float | None) -> float | None:
+    if measured is None or predicted is None or predicted == 0:
+        return None
+    return measured / predicted
+
+
+def _row(metric: str, unit: str, measured: float | None, predicted: float | None) -> ComparedMetric:
+    return ComparedMetric(metric=metric, unit=unit, measured=measured, predicted=predicted,
+                          ratio=_ratio(measured, predicted))
+
+
+def _prediction_options(cfg: BenchConfig) -> dict[str, Any]:
+    """The layout, precision, engine and catalog options the user gave, as API keyword arguments."""
+    names = ("gpus", "tp", "pp", "ep", "dp", "precision", "kv_dtype", "engine", "max_num_seqs",
+             "max_num_batched_tokens", "gpu_memory_utilization", "enforce_eager")
+    out = {n: getattr(cfg, n) for n in names if getattr(cfg, n) is not None}
+    if cfg.catalog:
+        out["catalog"] = list(cfg.catalog)
+    return out
+
+
+def _layout_text(cfg: BenchConfig, gpus: int) -> str:
+    given = [f"{k.upper()}{getattr(cfg, k)}" for k in ("tp", "pp", "ep", "dp") if getattr(cfg, k) is not None]
+    return f"{gpus} GPU(s) per replica" + (f" ({' '.join(given)})" if given else "")
+
+
+def compare(cfg: BenchConfig, result: BenchResult) -> Comparison:
+    """The prediction for ``result``'s load (simulate for an open loop, perf for a closed loop)."""
+    if cfg.kind == "concurrency":
+        return _perf(cfg, result)
+    return _simulate(cfg, result)
+
+
+def _replay_rows(records: list[RequestRecord]) -> list[tuple[float, int, int]]:
+    """(send time s, prompt tokens, output tokens) of each request sent, as the server saw them."""
+    return [(r.sent_s, r.counted_input_tokens if r.ok else r.input_tokens,
+             r.output_tokens if r.ok and r.output_tokens >= 1 else r.max_tokens) for r in records]
+
+
+def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
+    from .. import api
+
+    rows = _replay_rows(result.records)
+    with tempfile.TemporaryDirectory(prefix="clusterfit-bench-") as folder:
+        trace = Path(folder) / "sent.csv"
+        with open(trace, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(("arrival_s", "input_tokens", "output_tokens"))
+            w.writerows((f"{t:.6f}", i, o) for t, i, o in rows)
+        sim = api.simulate(model=cfg.compare, system=cfg.system, trace=str(trace), requests=len(rows),
+                           seed=cfg.seed, **{k: v for k, v in (("replicas", cfg.replicas), ("policy", cfg.policy),
+                                                              ("ttft_ms", cfg.ttft_ms), ("tpot_ms", cfg.tpot_ms))
+                                            if v is not None}, **_prediction_options(cfg))
+    out: list[ComparedMetric] = []
+    for name, measured, predicted in (("TTFT", result.ttft_s, sim.ttft_s), ("TPOT", result.tpot_s, sim.tpot_s),
+                                      ("E2E latency", result.e2e_s, sim.e2e_s)):
+        out += _percentile_rows(name, measured, predicted)
+    out.append(_row("request throughput", "requests/s", result.throughput.requests_per_s,
+                    sim.throughput.requests_per_s))
+    out.append(_row("output throughput", "tokens/s", result.throughput.output_tokens_per_s,
+                    sim.throughput.output_tokens_per_s))
+    if result.goodput is not None:
+        out.append(_row("goodput", "share of requests", result.goodput, sim.goodput))
+    counted = any(r.prompt_tokens is not None for r in result.records if r.ok)
+    notes = [f"simulate replayed the {len(rows)} requests sent, at their send times, with "
+             + ("the prompt tokens the server counted" if counted else "the prompt lengths asked for (4 characters "
+                "per token; the server reported no usage.prompt_tokens)") + " and the output tokens it generated",
+             f"simulated: {sim.completed} completed, {sim.rejected} rejected, {sim.failed} failed, "
+             f"{sim.preemptions} preemptions; queue mean {sim.queue.mean_waiting:.1f}, KV use mean "
+             f"{sim.kv_utilisation.mean:.0%}"]
+    return Comparison(source="simulate", model=sim.model, system=sim.system, replicas=sim.replicas,
+                      gpus_per_replica=sim.gpus_per_replica, layout=_layout_text(cfg, sim.gpus_per_replica),
+                      rows=out, notes=notes)
+
+
+def _percentile_rows(name: str, measured: Percentiles, predicted: Percentiles) -> list[ComparedMetric]:
+    return [_row(f"{name} {stat}", "s", getattr(measured, stat), getattr(predicted, stat))
+            for stat in ("mean", "p50", "p90", "p99")]
+
+
+def _perf(cfg: BenchConfig, result: BenchResult) -> Comparison:
+    from .. import api
+
+    assert cfg.concurrency is not None  # a closed loop has a concurrency
+    done = [r for r in result.records if r.ok]
+    isl = max(1, round(sum(r.counted_input_tokens for r in done) / len(done)))
+    osl = max(1, round(sum(r.output_tokens for r in done) / len(done)))
+    replicas = cfg.replicas or 1
+    per_replica = math.ceil(cfg.concurrency / replicas)
+    p = api.perf(model=cfg.compare, system=cfg.system, isl=isl, osl=osl, concurrency=per_replica,
+                 **_prediction_options(cfg))
+    out_tps = p.output_tokens_per_s * replicas
+    rows = [_row("TTFT mean", "s", result.ttft_s.mean, p.ttft_s),
+            _row("TPOT mean", "s", result.tpot_s.mean, p.tpot_s),
+            _row("request throughput", "requests/s", result.throughput.requests_per_s, out_tps / osl),
+            _row("output throughput", "tokens/s", result.throughput.output_tokens_per_s, out_tps)]
+    lay = p.layout
+    layout = " ".join(f"{k.upper()}{getattr(lay, k)}" for k in ("tp", "pp", "ep", "dp")
+                      if getattr(lay, k) > 1 or k == "tp")
+    notes = [f"perf: a steady closed loop of {per_replica} requests per replica x {replicas} replica(s), with the "
+             f"run's mean lengths ({isl} prompt, {osl} output tokens); perf predicts means, not percentiles",
+             *p.notes]
+    return Comparison(source="perf", model=p.model, system=p.system, replicas=replicas, gpus_per_replica=p.gpus,
+                      layout=f"{p.gpus} GPU(s) per replica ({layout})", rows=rows, notes=notes)
