@@ -51,9 +51,12 @@ class Planned:
 
 
 def planned_count(cfg: BenchConfig) -> int | None:
-    """Requests the run plans to send (None: as many as ``duration`` allows in a closed loop)."""
+    """Requests to draw: ``requests``, else enough arrivals to fill ``duration`` (None in a closed loop bounded by
+    ``duration`` alone: drawn as it goes), else DEFAULT_REQUESTS; a trace is read whole unless ``requests``."""
     if cfg.requests is not None:
         return cfg.requests
+    if cfg.kind == "trace":
+        return None
     if cfg.duration is None:
         return DEFAULT_REQUESTS
     if cfg.kind == "rate":
@@ -63,11 +66,20 @@ def planned_count(cfg: BenchConfig) -> int | None:
     return None
 
 
-def plan(cfg: BenchConfig) -> Iterator[Planned]:
-    """The requests of the run, in send order (the runner stops at ``duration``)."""
+@dataclass(frozen=True)
+class Plan:
+    """The requests of a run in send order, and how many there are (None: as many as ``duration`` allows)."""
+
+    total: int | None
+    requests: Iterator[Planned]
+
+
+def plan(cfg: BenchConfig) -> Plan:
+    """The requests of the run: open-loop arrivals (a trace's, or the simulator's process) before ``duration``, or
+    a closed loop's lengths."""
     if cfg.kind == "concurrency":
-        yield from _closed_loop(cfg)
-        return
+        total = planned_count(cfg)
+        return Plan(total, _closed_loop(cfg, total))
     from ..sim.api import build_requests
     from ..sim.config import ArrivalSpec, SimulationConfig
     from ..sim.trace_files import load_trace
@@ -80,20 +92,20 @@ def plan(cfg: BenchConfig) -> Iterator[Planned]:
         sim = SimulationConfig(requests=planned_count(cfg), seed=cfg.seed, arrival=arrival, input=cfg.input_spec,
                                output=cfg.output_spec)
         reqs = build_requests(sim)
-    for i, (t, n_in, n_out) in enumerate(zip(reqs.arrival_s.tolist(), reqs.input_tokens.tolist(),
-                                             reqs.output_tokens.tolist())):
-        yield Planned(i, t, n_in, n_out)
+    n = len(reqs) if cfg.duration is None else int(np.searchsorted(reqs.arrival_s, cfg.duration, side="left"))
+    rows = zip(range(n), reqs.arrival_s[:n].tolist(), reqs.input_tokens[:n].tolist(), reqs.output_tokens[:n].tolist())
+    return Plan(n, (Planned(i, t, n_in, n_out) for i, t, n_in, n_out in rows))
 
 
-def _closed_loop(cfg: BenchConfig) -> Iterator[Planned]:
+def _closed_loop(cfg: BenchConfig, total: int | None) -> Iterator[Planned]:
     """Lengths for a closed loop, drawn in blocks (a run bounded only by ``duration`` draws as it goes)."""
     from ..sim.requests import draw_lengths
 
-    total = planned_count(cfg) or MAX_BENCH_REQUESTS
+    limit = MAX_BENCH_REQUESTS if total is None else total
     rng = np.random.default_rng(cfg.seed)
     i = 0
-    while i < total:
-        m = min(4096, total - i)
+    while i < limit:
+        m = min(4096, limit - i)
         ins, outs = draw_lengths(cfg.input_spec, m, rng), draw_lengths(cfg.output_spec, m, rng)
         for n_in, n_out in zip(ins.tolist(), outs.tolist()):
             yield Planned(i, None, n_in, n_out)

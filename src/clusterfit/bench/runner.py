@@ -20,8 +20,8 @@ from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
 
 from ..errors import ClusterfitError
-from .config import MAX_BENCH_REQUESTS, BenchConfig, base_v1, parse_config
-from .load import describe_lengths, filler_prompt, plan, planned_count
+from .config import DEFAULT_REQUESTS, MAX_BENCH_REQUESTS, BenchConfig, base_v1, parse_config
+from .load import describe_lengths, filler_prompt, plan
 from .metrics import summarize
 from .result import BenchLoad, BenchResult, BenchSweep, RequestRecord
 
@@ -91,7 +91,8 @@ def _load(cfg: BenchConfig) -> BenchLoad:
                      burstiness=cfg.burstiness, concurrency=cfg.concurrency, trace=cfg.trace,
                      input_lengths=None if trace else describe_lengths(cfg.input_spec),
                      output_lengths=None if trace else describe_lengths(cfg.output_spec),
-                     requests_limit=planned_count(cfg) if cfg.requests is not None or cfg.duration is None else None,
+                     requests_limit=cfg.requests if cfg.requests is not None or trace or cfg.duration is not None
+                     else DEFAULT_REQUESTS,
                      duration_limit_s=cfg.duration, timeout_s=cfg.timeout, seed=cfg.seed, ignore_eos=cfg.ignore_eos)
 
 
@@ -169,8 +170,9 @@ async def _drive(client: Any, cfg: BenchConfig, model: str,
     records: list[RequestRecord] = []
     pending: set[asyncio.Task[RequestRecord]] = set()
     done: Callable[[RequestRecord], None] = progress.request_done if progress is not None else (lambda r: None)
+    planned = plan(cfg)
     if progress is not None:
-        progress.started(planned_count(cfg), f"{cfg.kind} {_load_label(cfg)}")
+        progress.started(planned.total, f"{cfg.kind} {_load_label(cfg)}")
 
     async def one(body: dict[str, Any], rec: RequestRecord, origin: float) -> RequestRecord:
         try:
@@ -183,9 +185,7 @@ async def _drive(client: Any, cfg: BenchConfig, model: str,
 
     origin = time.perf_counter()
     try:
-        for p in plan(cfg):
-            if cfg.duration is not None and p.arrival_s is not None and p.arrival_s >= cfg.duration:
-                break
+        for p in planned.requests:
             body = request_body(cfg.endpoint, model, filler_prompt(p.input_tokens, p.index, cfg.seed),
                                 p.output_tokens, cfg.ignore_eos)
             if p.arrival_s is not None:
