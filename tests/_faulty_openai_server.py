@@ -29,6 +29,7 @@ class Script:
     tokens: token events to send (None: the request's max_tokens). usage: send the usage event. done: send
     ``data: [DONE]``. drop_after: close the connection after this many token events (no end of the chunked body).
     events: raw SSE text sent instead of tokens. error_event: send an error object after the first token.
+    raw: bytes written instead of an HTTP answer, then the connection is closed (a server that is not HTTP).
     """
 
     status: int = 200
@@ -42,6 +43,7 @@ class Script:
     drop_after: int | None = None
     events: str | None = None
     error_event: str | None = None
+    raw: bytes | None = None
 
 
 @dataclass
@@ -85,6 +87,10 @@ class FaultyServer:
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             return await _plain(writer, 404, b'{"error": {"message": "not found"}}')
         script = self.script_for(body)
+        if script.raw is not None:
+            writer.write(script.raw)
+            await writer.drain()
+            return False
         if script.body is not None or script.status != 200:
             return await _plain(writer, script.status, script.body or b"", script.content_type)
         return await _stream(writer, script, body, chat=path.endswith("chat/completions"))

@@ -277,6 +277,10 @@ def test_a_garbage_server_is_an_error(run_cli):
         err = _one_error(*run_cli("bench", server.url, "--model", "m", "--rate", "5", "--requests", "3", "--isl",
                                   "8", "--osl", "2")[::2])
         assert "HTTP 500" in err
+    with running(lambda body: Script(raw=b"SSH-2.0-OpenSSH_9.2\r\n")) as server:     # not HTTP at all
+        err = _one_error(*run_cli("bench", server.url, "--model", "m", "--rate", "5", "--requests", "3", "--isl",
+                                  "8", "--osl", "2")[::2])
+        assert "OpenAI-compatible" in err and "dropped" in err
 
 
 @pytest.mark.parametrize("args, words", [

@@ -93,7 +93,7 @@ def describe_error(exc: BaseException) -> str:
             return _snippet(f"{text} ({type(exc).__name__})")
         root = root.__cause__ or root.__context__
         seen += 1
-    return _snippet(str(exc) or type(exc).__name__)
+    return _snippet(str(exc).rstrip(".") or type(exc).__name__)
 
 
 def _tokens(usage: dict[str, Any], key: str) -> int | None:
@@ -225,7 +225,7 @@ async def send_request(client: httpx.AsyncClient, url: str, body: dict[str, Any]
     except httpx.ConnectError as exc:
         _fail(record, "connect", describe_error(exc), t0)
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-        _fail(record, "dropped", f"the connection closed mid-answer: {describe_error(exc)}", t0)
+        _fail(record, "dropped", f"the connection closed before the answer ended: {describe_error(exc)}", t0)
     except httpx.DecodingError as exc:
         _fail(record, "malformed", _snippet(f"the body cannot be decoded: {exc}"), t0)
     except httpx.HTTPError as exc:

@@ -112,8 +112,8 @@ async def discover_model(client: Any, cfg: BenchConfig) -> str:
     except httpx.ConnectError as exc:
         raise ClusterfitError(_cannot_connect(url, describe_error(exc))) from None
     except httpx.HTTPError as exc:
-        raise ClusterfitError(f"--model not given, and GET {url} failed ({type(exc).__name__}: {exc}); "
-                              "give --model") from None
+        raise ClusterfitError(f"--model not given, and GET {url} failed: {describe_error(exc)}; is the URL an "
+                              "OpenAI-compatible server? (or give --model)") from None
     try:
         model = response.json()["data"][0]["id"] if response.status_code == 200 else None
     except (ValueError, LookupError, TypeError):
