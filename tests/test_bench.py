@@ -303,3 +303,41 @@ def test_a_garbage_server_is_an_error(run_cli):
 def test_usage_errors(run_cli, args, words):
     code, out, err = run_cli("bench", *args)
     assert words in _one_error(code, err)
+
+
+# --------------------------------------------------------------------------------- load shapes (no network)
+def test_load_shapes_use_the_simulators_vocabulary():
+    from clusterfit.bench import parse_config
+    from clusterfit.bench.load import plan
+
+    url = "http://127.0.0.1:1"
+    # vLLM's burstiness is the gamma shape k of the gaps: CV = 1/sqrt(k) = 2 for k = 0.25; mean rate 10/s
+    bursty = plan(parse_config(url=url, rate=10, burstiness=0.25, requests=4000, isl=8, osl=2, seed=3))
+    t = np.array([p.arrival_s for p in bursty.requests])
+    gaps = np.diff(t)
+    assert bursty.total == 4000 and t[0] == 0.0
+    assert gaps.std() / gaps.mean() == pytest.approx(2.0, rel=0.1)
+    assert gaps.mean() == pytest.approx(0.1, rel=0.1)
+    # empirical lengths with weights 3:1, a lognormal of mean 500 and CV 0.5 (closed loop: no arrivals)
+    closed = plan(parse_config(url=url, concurrency=4, requests=4000, isl=500, osl=64, length_cv=0.5))
+    rows = list(closed.requests)
+    ins = np.array([p.input_tokens for p in rows])
+    assert closed.total == 4000 and all(p.arrival_s is None for p in rows)
+    assert ins.mean() == pytest.approx(500, rel=0.05) and ins.std() / ins.mean() == pytest.approx(0.5, rel=0.1)
+    emp = plan(parse_config(url=url, rate=5, requests=4000, osl=2,
+                            input_lengths={"dist": "empirical", "values": [128, 512], "weights": [3, 1]}))
+    ins = np.array([p.input_tokens for p in emp.requests])
+    assert set(ins.tolist()) == {128, 512} and (ins == 128).mean() == pytest.approx(0.75, abs=0.03)
+    # a closed loop bounded by --duration alone draws as it goes; a shipped trace replays its first rows
+    assert plan(parse_config(url=url, concurrency=2, duration=5, isl=8, osl=2)).total is None
+    sample = plan(parse_config(url=url, trace="azure_conv_sample.csv", requests=20))
+    assert sample.total == 20 and next(sample.requests).arrival_s == 0.0
+
+
+def test_filler_prompts_are_four_characters_per_token_and_distinct():
+    from clusterfit.bench.load import filler_prompt
+
+    a, b = filler_prompt(300, 0), filler_prompt(300, 1)
+    assert len(a) == 4 * 300 and a.count(" ") == 300 and a != b
+    assert filler_prompt(300, 0) == a                                 # the same for a seed and index
+    assert a[:40] != b[:40]                                           # no shared prefix to cache
