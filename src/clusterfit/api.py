@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from .hardware import System
     from .precision import Precision
     from .sim.cluster import SimRun
+    from collections.abc import Callable
+
+    from .calibrate.run import CalibrateRequest
+    from .profile import Profile
 
 R = TypeVar("R", bound=Schema)
 
@@ -256,7 +260,8 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     check_context(model, longest, req.allow_longer_context, "the sequence (isl + osl, or context)",
                   "context" if req.context is not None and req.context >= req.isl + req.osl else "isl")
     settings = req.engine_settings()
-    rep = build_replica(Catalog.load(req.catalog, settings=settings), model, req.system, precision=req.precision,
+    rep = build_replica(Catalog.load(req.catalog, settings=settings, profile=req.profile), model, req.system,
+                        precision=req.precision,
                         experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,
                         pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False)
     if req.batch is not None:
@@ -265,6 +270,9 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
                   concurrency=req.concurrency, batch=req.batch, context=req.context,
                   max_throughput=req.max_throughput, step_model=rep.step)
     notes: list[str] = []
+    if req.profile is not None:
+        notes.append(f"kernel curves measured by clusterfit calibrate: {req.profile.summary()}; they replace the "
+                     f"shipped H200-derived curves for {', '.join(req.profile.families())}")
     if req.concurrency is not None and req.concurrency > out["batch"]:
         notes.append(_queue_concurrency(rep.step, out, req.concurrency, req.isl, req.osl))
     lay = rep.layout
@@ -316,6 +324,10 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
 
     req = _request(PlanRequest, request, kwargs)
     question = build_question(req)
+    if question.catalog is not None and question.catalog.profile is not None:
+        from .planning.planner import resolve_systems
+
+        question.catalog.check_profile_gpu(resolve_systems(question.systems, question.catalog))
     wl = question.workload
     check_context(load_model(question.model), wl.isl_mean_tokens + wl.osl_mean_tokens, req.allow_longer_context,
                   "the mean request (isl + osl)", "isl")
@@ -427,3 +439,17 @@ def simulation_run(result: SimResult) -> SimRun:
     if run is None:
         raise ClusterfitError("this SimResult carries no run (it was not produced by clusterfit.simulate)")
     return run
+
+
+# =========================================================================================== calibrate
+def calibrate(request: CalibrateRequest | None = None, /, log: Callable[[str], None] | None = None,
+              **kwargs: Any) -> Profile:
+    """Time the performance model's kernels on this machine's GPUs, fit the curves and write the profile to ``out``
+    (``clusterfit calibrate``, clusterfit.calibrate.run). Needs the ``calibrate`` extra and a CUDA GPU
+    (``device="cpu"``: a dry run for development, refused by ``profile=``). ``log`` gets a line per measured shape
+    group."""
+    from .calibrate.run import CalibrateRequest
+    from .calibrate.run import calibrate as run
+
+    req = _request(CalibrateRequest, request, kwargs)
+    return run(req, log or (lambda _line: None))

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from .commands import deploy, fit, hardware, perf, plan, serve, simulate
+from .commands import calibrate, deploy, fit, hardware, perf, plan, serve, simulate
 from .commands import bench
 from .commands.output import fail, parameter_flag
 from .errors import ClusterfitError
@@ -50,6 +50,7 @@ app.command("plan")(plan.plan_command)
 app.command("simulate")(simulate.simulate_command)
 app.command("deploy")(deploy.deploy_command)
 app.command("serve")(serve.serve_command)
+app.command("calibrate")(calibrate.calibrate_command)
 app.command("bench")(bench.bench_command)
 
 

@@ -13,7 +13,9 @@ The data flows one way: catalogs -> specs (model, system, precision, layout, eng
 Engine settings (``--max-num-seqs``, ``--max-num-batched-tokens``, ``--gpu-memory-utilization``, ``--enforce-eager``;
 ``engines.EngineSettings``) travel with the catalog (``Catalog.load(..., settings=...)``) and are applied to the
 Engine in ``Catalog.engine``, the one place every front end (perf, the planner's search, the simulator) gets its
-engine from.
+engine from. A measured kernel profile (``--profile``, clusterfit.profile) travels the same way
+(``Catalog.load(..., profile=...)``): ``Catalog.curves`` gives its curves for the GPU it was measured on and the
+shipped H200-derived curves for every other GPU.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from .precision import resolve_precision
 
 if TYPE_CHECKING:
     from .engines import Engine, EngineSettings
-    from .hardware import HardwareCatalog, System
+    from .hardware import Gpu, HardwareCatalog, System
     from .layout import Layout
+    from .perfmodel.kernels import KernelCurves
     from .perfmodel.step import StepModel
     from .precision import Precision
+    from .profile import Profile
 
 #: KV token slots the default (smallest) layout must leave when no layout is given.
 DEFAULT_MIN_KV_TOKENS = 32768
@@ -38,19 +42,47 @@ DEFAULT_MIN_KV_TOKENS = 32768
 
 @dataclass(frozen=True)
 class Catalog:
-    """The catalogs in force: the built-in hardware catalog plus user files, the engines file, and the user's
-    engine settings (None: the engines' defaults)."""
+    """The catalogs in force: the built-in hardware catalog plus user files, the engines file, the user's
+    engine settings (None: the engines' defaults) and a measured kernel profile (None: the shipped curves)."""
 
     hardware: HardwareCatalog
     engines_file: str | None = None
     settings: EngineSettings | None = None
+    profile: Profile | None = None
 
     @classmethod
     def load(cls, hardware: list[Path] | tuple[Path, ...] | None = None, engines_file: str | None = None,
-             settings: EngineSettings | None = None) -> Catalog:
+             settings: EngineSettings | None = None, profile: Profile | None = None) -> Catalog:
+        """The catalogs; ``profile`` is checked against the hardware catalog (profile.check_profile)."""
         from .hardware import load_hardware
 
-        return cls(load_hardware(list(hardware or ()) or None), engines_file, settings)
+        hw = load_hardware(list(hardware or ()) or None)
+        if profile is not None:
+            from .profile import check_profile
+
+            profile = check_profile(profile, hw)
+        return cls(hw, engines_file, settings, profile)
+
+    def curves(self, gpu: Gpu) -> KernelCurves:
+        """The kernel curves for ``gpu``: the profile's where it was measured on that GPU, else the shipped ones."""
+        from .perfmodel.kernels import load_curves
+
+        if self.profile is not None and self.profile.gpu.id == gpu.id:
+            from .profile import profile_curves
+
+            return profile_curves(self.profile)
+        return load_curves()
+
+    def check_profile_gpu(self, systems: list[System]) -> None:
+        """A profile must be for the GPU of at least one of ``systems`` (those predicted): else an error naming both."""
+        if self.profile is None or any(s.gpu.id == self.profile.gpu.id for s in systems):
+            return
+        from .schema import ParameterError
+
+        have = ", ".join(dict.fromkeys(f"{s.id} ({s.gpu.id})" for s in systems))
+        raise ParameterError("profile", f"the profile was measured on {self.profile.gpu.id} "
+                             f"({self.profile.gpu.device_name}), but the prediction is for {have}: calibrate on "
+                             "that GPU, or drop the profile")
 
     def system(self, name: str) -> System:
         return self.hardware.system(name)
@@ -94,12 +126,14 @@ def choose_layout(model: ModelArch, system: System, precision: Precision, engine
 
 
 def compile_replica(model: ModelArch, system: System, precision: Precision, layout: Layout, engine: Engine,
-                    kv_budget_bytes_per_gpu: int | None = None) -> CompiledReplica:
-    """Compile the step model of a resolved (model, system, precision, layout, engine)."""
+                    kv_budget_bytes_per_gpu: int | None = None, curves: KernelCurves | None = None) -> CompiledReplica:
+    """Compile the step model of a resolved (model, system, precision, layout, engine); ``curves``: the kernel
+    curves (None: the shipped ones; ``Catalog.curves`` gives a profile's)."""
     from .perfmodel import compile_step
 
     eng = engine.for_gpu(system.gpu.id)
-    step = compile_step(model, system, layout, precision, eng, kv_budget_bytes_per_gpu=kv_budget_bytes_per_gpu)
+    step = compile_step(model, system, layout, precision, eng, kv_budget_bytes_per_gpu=kv_budget_bytes_per_gpu,
+                        curves=curves)
     return CompiledReplica(model, system, precision, layout, eng, step)
 
 
@@ -114,10 +148,11 @@ def build_replica(catalog: Catalog, model: str | ModelArch, system: str | System
 
     m = load_model(model) if isinstance(model, str) else model
     sysm = catalog.system(system) if isinstance(system, str) else system
+    catalog.check_profile_gpu([sysm])
     prec = resolve_precision(m, precision, experts_precision, kv_dtype)
     eng = catalog.engine(engine, sysm)
     layout = choose_layout(m, sysm, prec, eng, gpus, tp, pp, ep, dp, min_kv_tokens)
-    rep = compile_replica(m, sysm, prec, layout, eng)
+    rep = compile_replica(m, sysm, prec, layout, eng, curves=catalog.curves(sysm.gpu))
     if require_kv and rep.step.kv_capacity_tokens < 1:
         raise ClusterfitError(f"{m.name} does not fit on {layout.gpus} x {sysm.gpu.id} with layout {layout.label()} "
                               f"and precision {prec.name}: no memory left for the KV cache")

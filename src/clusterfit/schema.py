@@ -17,6 +17,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunct
                       model_serializer)
 
 from .errors import ClusterfitError
+from .profile import Profile
 
 #: Upper bounds on sizes a request may ask for (the work they cause grows with them).
 MAX_GPUS = 4096
@@ -85,7 +86,7 @@ def _describe(cls: type[Schema], field: str, err: Any) -> str:
         return "is required"
     if kind == "extra_forbidden":
         return f"is not a parameter of {cls.__name__} (known: {', '.join(cls.model_fields)})"
-    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than") and _bounds(cls, field):
         ann = cls.model_fields[field].annotation if field in cls.model_fields else None
         what = "an integer" if ann is int or int in get_args(ann) else "a number"
         return f"must be {what} {_bounds(cls, field)}, got {got!r}"
@@ -97,6 +98,10 @@ def _describe(cls: type[Schema], field: str, err: Any) -> str:
 
 
 # ============================================================================================== requests
+#: The ``profile`` field of perf, plan and simulate requests: the document itself, never a path (the HTTP API reads
+#: no file a request names; the command line reads ``--profile FILE`` and passes its content).
+_PROFILE_HELP = ("A measured kernel profile (the JSON `clusterfit calibrate` writes, inline): its fitted curves replace "
+                 "the shipped H200-derived ones for the GPU it was measured on (clusterfit.profile)")
 
 
 class LayoutRequest(Schema):
@@ -169,6 +174,7 @@ class PerfRequest(LayoutRequest, EngineSettingsRequest):
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
     engine: str = "vllm"
     catalog: list[Path] = Field(default_factory=list)
+    profile: Profile | None = Field(None, description=_PROFILE_HELP)
 
 
 class PlanRequest(EngineSettingsRequest):
@@ -205,6 +211,7 @@ class PlanRequest(EngineSettingsRequest):
     verify_requests: int | None = Field(None, ge=1, le=2_000_000,
                                         description="Requests --verify simulates (default: the scenario's, else 20,000)")
     catalog: list[Path] = Field(default_factory=list)
+    profile: Profile | None = Field(None, description=_PROFILE_HELP)
 
 
 class DeployRequest(PlanRequest):
@@ -250,6 +257,7 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest):
     tpot_percentile: float | None = Field(None, ge=50.0, lt=100.0)
     min_goodput: float | None = Field(None, ge=0.0, le=1.0)
     catalog: list[Path] = Field(default_factory=list)
+    profile: Profile | None = Field(None, description=_PROFILE_HELP)
 
 
 # ================================================================================== models, hardware

@@ -53,6 +53,9 @@ GpuMemoryUtilizationOpt = Annotated[Optional[float], typer.Option(
     "fraction of the memory left free after weights, for KV")]
 EnforceEagerOpt = Annotated[bool, typer.Option(
     "--enforce-eager", help="vLLM --enforce-eager: no CUDA graphs; each kernel pays a CPU launch (5 us, assumed)")]
+ProfileOpt = Annotated[Optional[Path], typer.Option(
+    "--profile", metavar="FILE", help="Kernel profile from `clusterfit calibrate`: its measured curves replace the "
+    "H200-derived ones for the GPU it was measured on")]
 
 
 def engine_settings(max_num_seqs: int | None, max_num_batched_tokens: int | None,
@@ -61,6 +64,15 @@ def engine_settings(max_num_seqs: int | None, max_num_batched_tokens: int | None
     scenario's engine_settings apply)."""
     return given(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                  gpu_memory_utilization=gpu_memory_utilization, enforce_eager=True if enforce_eager else None)
+
+
+def profile_kwargs(path: Path | None) -> dict[str, object]:
+    """``--profile FILE`` as API keyword arguments: the file read and validated (the API takes the content)."""
+    if path is None:
+        return {}
+    from ..profile import read_profile
+
+    return {"profile": read_profile(path)}
 
 
 def given(**options: object) -> dict[str, object]:

@@ -8,7 +8,8 @@ import typer
 
 from .options import (CatalogOpt, DpOpt, EnforceEagerOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt,
                       GpuMemoryUtilizationOpt, JsonOpt, KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt,
-                      MaxNumSeqsOpt, PpOpt, PrecisionOpt, TpOpt, engine_settings, given)
+                      MaxNumSeqsOpt, PpOpt, PrecisionOpt, ProfileOpt, TpOpt, engine_settings, given,
+                      profile_kwargs)
 from .output import emit
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ def perf_command(
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     enforce_eager: EnforceEagerOpt = False,
     catalog: CatalogOpt = None,
+    profile: ProfileOpt = None,
     allow_longer_context: LongerContextOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -50,7 +52,8 @@ def perf_command(
                               precision=precision, experts_precision=experts_precision, kv_dtype=kv_dtype,
                               concurrency=concurrency, max_throughput=max_throughput, batch=batch, context=context,
                               engine=engine, catalog=catalog, allow_longer_context=allow_longer_context),
-                      **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
+                      **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager),
+                      **profile_kwargs(profile))
     emit(result, as_json, lambda c: render_perf(c, result))
 
 

@@ -22,6 +22,7 @@ from .options import (
     OslOpt,
     PrecisionsOpt,
     PriceOpt,
+    ProfileOpt,
     RateOpt,
     ScenarioOpt,
     SystemsOpt,
@@ -30,6 +31,7 @@ from .options import (
     TtftMsOpt,
     engine_settings,
     given,
+    profile_kwargs,
 )
 from .output import check_outputs, emit
 
@@ -75,6 +77,7 @@ def plan_command(
     verify_requests: Optional[int] = typer.Option(
         None, "--verify-requests", help="Requests simulated by --verify (default: the scenario's, else 20,000)."),
     catalog: CatalogOpt = None,
+    profile: ProfileOpt = None,
     allow_longer_context: LongerContextOpt = False,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write each system's Pareto front to a PNG."),
@@ -94,7 +97,8 @@ def plan_command(
         kv_dtypes=kv_dtype, engine=engine, prefix_cache_hit=prefix_cache_hit, scenario=scenario, failover=failover,
         prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, nodes=nodes, gpus=gpus,
         no_disagg=no_disagg, verify=verify, verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context),
-        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
+        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager),
+        **profile_kwargs(profile))
     if plot is not None:
         from ..planning.plot import plot_pareto
 

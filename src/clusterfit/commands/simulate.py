@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from .options import (CatalogOpt, DpOpt, EnforceEagerOpt, EpOpt, GpuMemoryUtilizationOpt, JsonOpt, KvDtypeOpt,
-                      LongerContextOpt, MaxNumBatchedTokensOpt, MaxNumSeqsOpt, PpOpt, PrecisionOpt, TpOpt,
-                      engine_settings, given)
+                      LongerContextOpt, MaxNumBatchedTokensOpt, MaxNumSeqsOpt, PpOpt, PrecisionOpt, ProfileOpt, TpOpt,
+                      engine_settings, given, profile_kwargs)
 from .output import check_outputs, emit
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ def simulate_command(
     min_goodput: Annotated[Optional[float], typer.Option(
         help="Least share of requests within both SLOs (default 0.9)")] = None,
     catalog: CatalogOpt = None,
+    profile: ProfileOpt = None,
     allow_longer_context: LongerContextOpt = False,
     as_json: JsonOpt = False,
     plot: Annotated[Optional[Path], typer.Option(help="Write latency CDF and time-series plots (PNG)")] = None,
@@ -82,7 +83,8 @@ def simulate_command(
         fail_replica=fail_replica, fail_node=fail_node, restart_after=restart_after, ttft_ms=ttft_ms,
         tpot_ms=tpot_ms, ttft_percentile=ttft_percentile, tpot_percentile=tpot_percentile, min_goodput=min_goodput,
         catalog=catalog, allow_longer_context=allow_longer_context),
-        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
+        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager),
+        **profile_kwargs(profile))
     run = api.simulation_run(report)
     if csv is not None:
         from ..sim.metrics import write_windows_csv

@@ -20,9 +20,10 @@ Every kernel time is a roofline with shape-dependent efficiencies plus a fixed s
   the curve instead inflated the fp8 size penalty (n0 3,817 against 995) and made the engine calibration
   compensate with a compute scale above 1, which then over-sped every 16-bit GEMM.
 
-Fit (development time, not part of the package): ``benchmarks/fit_kernels.py`` (``fit_h200(kernels, extra)``)
-minimises the squared log error of the model against every measured row (scipy.optimize.least_squares) and
-writes the result to ``catalog/kernels/h200-fit.json``, which is what the package reads (no scipy at run time).
+Fit: ``clusterfit.calibrate.fit.fit_timings`` minimises the squared log error of the model against every measured
+row (scipy.optimize.least_squares). ``benchmarks/fit_kernels.py`` runs it on the shipped H200 probe files and writes
+``catalog/kernels/h200-fit.json``, which is what the package reads (no scipy at run time); ``clusterfit calibrate``
+runs it on the user's own GPU and writes a profile whose curves replace these for that GPU (clusterfit.profile).
 
 Carrying to other GPUs (the rule): efficiencies are fractions of the GPU's own datasheet peak FLOP/s and
 bandwidth, so they transfer unchanged; the size constants (m0, n0, k0, w0) transfer unchanged too.
@@ -42,6 +43,8 @@ from typing import Any, Union
 
 import numpy as np
 import numpy.typing as npt
+
+from . import comm
 
 Num = Union[float, npt.NDArray[np.float64]]
 
@@ -64,8 +67,25 @@ class GemmCurve:
 
 
 @dataclass(frozen=True)
+class AllReduceCurve:
+    """A measured all-reduce (``clusterfit calibrate`` on several GPUs): the achieved bandwidth per GPU per direction
+    (bytes/s) and the per-hop latency (s) of ``comm.all_reduce_s``, fitted on NCCL timings of that GPU's scale-up
+    link. It replaces the catalog line rate x ``comm.NVLINK_EFF`` and ``comm.NVLINK_HOP_S`` for TP all-reduces."""
+
+    bw_bytes_per_s: float
+    hop_s: float
+
+    def link(self, line: comm.Link) -> comm.Link:
+        """The scale-up ``line`` link with the measured bandwidth and latency (same algorithms allowed)."""
+        return comm.Link(self.bw_bytes_per_s, self.hop_s, line.custom_allreduce)
+
+
+@dataclass(frozen=True)
 class KernelCurves:
-    """All fitted curves. ``gemm`` is keyed by compute dtype family: 'bf16' and 'fp8' (also used for fp4/int8)."""
+    """All fitted curves. ``gemm`` is keyed by compute dtype family: 'bf16' and 'fp8' (also used for fp4/int8).
+
+    allreduce: None for the shipped curves (the TP all-reduce uses comm's documented constants); a measured
+    profile's all-reduce otherwise (clusterfit.profile)."""
 
     gemm: dict[str, GemmCurve]
     attn_decode_t0_s: float
@@ -76,6 +96,7 @@ class KernelCurves:
     moe_eff_max: float
     moe_m0: float
     copy_mem_eff: float
+    allreduce: AllReduceCurve | None = None
 
     def gemm_curve(self, compute_dtype: str) -> GemmCurve:
         return self.gemm["bf16" if compute_dtype in ("bf16", "fp16", "fp32") else "fp8"]
@@ -97,17 +118,28 @@ def _read_catalog(name: str) -> dict[str, Any]:
 
 
 def curves_from_params(p: dict[str, Any]) -> KernelCurves:
-    """KernelCurves from the fitted parameters (the JSON benchmarks/fit_kernels.py writes)."""
+    """KernelCurves from the fitted parameters (the JSON benchmarks/fit_kernels.py writes, or a profile's ``fit``
+    section: clusterfit.calibrate.fit writes both)."""
+    ar = p.get("allreduce")
     return KernelCurves(
         gemm={k: GemmCurve(**v) for k, v in p["gemm"].items()},
         attn_decode_t0_s=p["attn_decode"]["t0_s"], attn_decode_mem_eff=p["attn_decode"]["mem_eff"],
         attn_prefill_eff_max=p["attn_prefill"]["eff_max"],
         attn_prefill_w0=p["attn_prefill"]["w0"],
         moe_mem_eff=p["moe"]["mem_eff"], moe_eff_max=p["moe"]["eff_max"],
-        moe_m0=p["moe"]["m0"], copy_mem_eff=p["copy"]["mem_eff"])
+        moe_m0=p["moe"]["m0"], copy_mem_eff=p["copy"]["mem_eff"],
+        allreduce=None if ar is None else AllReduceCurve(ar["bw_bytes_per_s"], ar["hop_s"]))
+
+
+@lru_cache(maxsize=1)
+def shipped_params() -> dict[str, Any]:
+    """The fitted H200 parameters shipped with the package (catalog/kernels/h200-fit.json). Callers must not modify
+    the returned dict (it is cached); a measured profile overlays its own families on a copy."""
+    return _read_catalog("h200-fit.json")
 
 
 @lru_cache(maxsize=1)
 def load_curves() -> KernelCurves:
-    """The fitted H200 curves shipped with the package (catalog/kernels/h200-fit.json)."""
-    return curves_from_params(_read_catalog("h200-fit.json"))
+    """The fitted H200 curves shipped with the package (catalog/kernels/h200-fit.json); a measured profile replaces
+    them for the GPU it was measured on (clusterfit.profile.profile_curves, compose.Catalog.curves)."""
+    return curves_from_params(shipped_params())

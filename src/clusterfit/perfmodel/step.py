@@ -693,14 +693,16 @@ def _gemm_groups(tally: _LayerTally, model: ModelArch, gpu: Gpu, precision: Prec
 
 
 def _comm_plan(model: ModelArch, system: System, tally: _LayerTally, tp: int, dp: int, ep: int, pp: int,
-               experts: WeightFormat, eng: Engine) -> CommPlan:
-    """Links and message shapes of the step's collectives."""
+               experts: WeightFormat, eng: Engine, curves: KernelCurves) -> CommPlan:
+    """Links and message shapes of the step's collectives (TP all-reduces inside the scale-up domain at a measured
+    profile's all-reduce link where ``curves`` has one)."""
     ecd = effective_compute_dtype(system.gpu, experts.compute_dtype)
     up, out = comm.links_for(system)
     domain = system.scale_up_domain_gpus or 1
     first_moe = next((L.ffn for L in model.layers if L.ffn.kind == "moe"), None)
+    ar_up = up if curves.allreduce is None else curves.allreduce.link(up)
     return CommPlan(
-        allreduce_per_step=tally.allreduce_per_step, tp_link=up if tp * dp <= domain else out,
+        allreduce_per_step=tally.allreduce_per_step, tp_link=ar_up if tp * dp <= domain else out,
         pp_link=up if tp * dp * pp <= domain else out, ep_link=up if tp * dp <= domain else out,
         moe_per_step=tally.moe_dp_per_step, moe_ranks=tp * dp, moe_fanout=min(first_moe.top_k, ep) if first_moe else 0,
         moe_dp_comm=eng.moe_dp_comm, dispatch_bytes=1.0 if ecd in ("fp8", "fp4") else 2.0,
@@ -729,16 +731,17 @@ def _trtllm_bench_estimate(model: ModelArch, gpu: Gpu, precision: Precision, wor
 
 
 def compile_step(model: ModelArch, system: System, layout: Layout, precision: Precision, engine: Engine,
-                 kv_budget_bytes_per_gpu: float | None = None) -> StepModel:
+                 kv_budget_bytes_per_gpu: float | None = None, curves: KernelCurves | None = None) -> StepModel:
     """Compile the per-step coefficients of a model on one replica (``layout``) of ``system``.
 
     engine: a clusterfit.engines.Engine (get_engine(name[, path]), optionally .with_settings(...)); its GPU-family
     constants are applied here (Engine.for_gpu). kv_budget_bytes_per_gpu: the KV budget per GPU (default: the
-    memory model's, memory.fit with this engine).
+    memory model's, memory.fit with this engine). curves: the kernel curves (default: the shipped H200 fit; a
+    measured profile's for its GPU, compose.Catalog.curves).
     """
     eng = engine.for_gpu(system.gpu.id)
     gpu = system.gpu
-    curves = load_curves()
+    curves = load_curves() if curves is None else curves
     tp, pp = int(layout.tp), int(layout.pp)
     ep, dp = int(getattr(layout, "ep", 1) or 1), int(getattr(layout, "dp", 1) or 1)
     gpus = tp * dp * pp
@@ -768,7 +771,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         kv_bytes_per_token_per_gpu=float(kv_tok), curves=curves,
         gemms=_gemm_groups(tally, model, gpu, precision, tp, curves, eng), attention=attn,
         linear=LinearAttention(tally.lin_flops, tally.lin_bytes), moe=moe,
-        comm_plan=_comm_plan(model, system, tally, tp, dp, ep, pp, ef, eng),
+        comm_plan=_comm_plan(model, system, tally, tp, dp, ep, pp, ef, eng, curves),
         elementwise_bytes_per_token=tally.elem_bytes,
         sampling_bytes_per_seq=ops.sampling_bytes_per_seq(model.vocab, tp), n_kernels=tally.n_kernels,
         attn_peak_flops=gpu.peak_flops("bf16"), layers_per_gpu_frac=frac, hidden=model.hidden,

@@ -45,7 +45,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     if capacity:
         load = Load("requests_per_s", 1.0)   # placeholder: capacity curves do not depend on the load
     settings = req.engine_settings()
-    catalog = Catalog.load(req.catalog, settings=settings if settings.given() else None)
+    catalog = Catalog.load(req.catalog, settings=settings if settings.given() else None, profile=req.profile)
     q = PlanQuestion(model="", workload=None, slo=SLO(None, None, req.ttft_percentile),  # type: ignore[arg-type]
                      catalog=catalog)
     model, systems, precisions, kv_dtypes = req.model, req.systems, req.precisions, req.kv_dtypes

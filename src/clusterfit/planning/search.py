@@ -112,6 +112,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     skipped: list[str] = []
     for system in space.systems:
         eng = space.catalog.engine(space.engine, system) if space.catalog is not None else engine.for_gpu(system.gpu.id)
+        curves = space.catalog.curves(system.gpu) if space.catalog is not None else None  # a profile's, for its GPU
         up, out = links_for(system)
         kv_link = up if system.scale_up_domain_gpus > system.gpus_per_node else out
         max_gpus = max_replica_gpus(system, space.max_nodes_per_replica)
@@ -125,7 +126,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                 for tp, pp, ep, dp in layouts.tolist():
                     lay = _layout(tp, pp, ep, dp)
                     try:
-                        sm = compile_replica(model, system, prec, lay, eng).step
+                        sm = compile_replica(model, system, prec, lay, eng, curves=curves).step
                     except ClusterfitError:
                         continue
                     if sm.kv_capacity_tokens <= 0:

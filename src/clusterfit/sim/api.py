@@ -181,7 +181,8 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
         layout, replicas = _planned_layout(req, model, system, precision, kv_dtype, engine)
         if replicas is not None and req.replicas is None and "replicas" not in (scen.simulation or {}):
             sim = sim.model_copy(update={"replicas": replicas})
-    rep = build_replica(Catalog.load(req.catalog, settings=settings if settings.given() else None), model, system,
+    rep = build_replica(Catalog.load(req.catalog, settings=settings if settings.given() else None,
+                                     profile=req.profile), model, system,
                         precision=precision, kv_dtype=kv_dtype,
                         engine=engine or "vllm", **layout)
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
@@ -199,7 +200,7 @@ def _planned_layout(req: SimulateRequest, model: str, system: str, precision: st
 
     preq = PlanRequest(scenario=req.scenario, systems=[system], precisions=[precision] if precision else None,
                        kv_dtypes=[kv_dtype] if kv_dtype else None, engine=engine, no_disagg=True, model=model,
-                       catalog=req.catalog, max_num_seqs=req.max_num_seqs,
+                       catalog=req.catalog, profile=req.profile, max_num_seqs=req.max_num_seqs,
                        max_num_batched_tokens=req.max_num_batched_tokens,
                        gpu_memory_utilization=req.gpu_memory_utilization, enforce_eager=req.enforce_eager)
     rec = plan_cluster(build_question(preq)).recommended
