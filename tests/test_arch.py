@@ -53,6 +53,31 @@ PUBLISHED = [
     ("mistralai/Mixtral-8x22B-v0.1", 141, 1, 39, 1, "incl", ""),
     ("mistralai/Mistral-Large-Instruct-2407", 123, 1, None, None, None, ""),
     ("google/gemma-3-27b-it", 27, 1, None, None, None, "text model; the 0.4B SigLIP tower is counted apart"),
+    # Models users deploy (issue 12). Sources: Qwen3-0.6B card ("Number of Parameters: 0.6B", "(Non-Embedding):
+    # 0.44B", as reproduced at fitmyllm.com/model/qwen3-0.6b); Qwen3.5 names and the transformers qwen3_5_moe docs
+    # ("Qwen/Qwen3.5-35B-A3B (35B total/3B active)"); MiniMax-M2.5: "229.9 billion total parameters, 9.8 billion
+    # activated per token" (MiniMax report as summarised at emergentmind.com/topics/minimax-m2-5); MiniMax-M3 card
+    # "~428B parameters and ~23B activated" (MiniMaxAI/MiniMax-M3, mirrored at sota.borgcloud.ai); Nemotron-3 Nano
+    # card "31.6B total, 3.2B active (3.6B including embeddings)" (quoted at open-source-ai.tech/models/
+    # nemotron-3-nano and replicate.com/nvidia/nemotron-3-nano-30b-a3b/readme); Nemotron-3 Super "120B total
+    # parameters and 12B active" (vercel.com/ai-gateway/models/nemotron-3-super-120b-a12b/about); gemma-4-26B-A4B
+    # "25.2B total parameters but only 3.8B active per token" (vast.ai/model/gemma-4-26b-a4b-it, llmradar.eu);
+    # MiMo-V2-Flash "309B total parameters and 15B active parameters" (technical report arXiv 2601.02780, abstract);
+    # Step-3.7-Flash "a 196B sparse language backbone with a 1.8B perception encoder ... ~11B active" (vLLM recipes
+    # page stepfun-ai/Step-3.7-Flash).
+    ("Qwen/Qwen3-0.6B", 0.6, 0.1, None, None, None, "dense; non-embedding 0.44B checked in test_models_new"),
+    ("Qwen/Qwen3.5-27B", 27, 1, None, None, None, "'27B' (text model; the vision tower is counted apart)"),
+    ("Qwen/Qwen3.5-35B-A3B", 35, 1, 3, 1, "incl", ""),
+    ("Qwen/Qwen3.5-122B-A10B", 122, 1, 10, 1, "incl", ""),
+    ("Qwen/Qwen3.5-397B-A17B", 397, 1, 17, 1, "incl", ""),
+    ("MiniMaxAI/MiniMax-M2.5", 229.9, 0.1, 9.8, 0.1, "nonemb", "228.7B counted: within 1% (MTP modules excluded)"),
+    # '~23B' activated: the card's tilde; 23.50B counted (the MSA indexer included), digit widened to 2B.
+    ("MiniMaxAI/MiniMax-M3", 428, 1, 23, 2, "nonemb", "'~428B' includes M3's vision tower (not in this config)"),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 31.6, 0.1, 3.2, 0.1, "excl", ""),
+    ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 120, 1, 12, 1, "excl", ""),
+    ("google/gemma-4-26B-A4B", 25.2, 0.1, 3.8, 0.1, "incl", ""),
+    ("XiaomiMiMo/MiMo-V2-Flash", 309, 1, 15, 1, "incl", ""),
+    ("stepfun-ai/Step-3.7-Flash", 196, 1, 11, 1, "incl", "the 196B language backbone (no vision_config here)"),
 ]
 
 # Models whose published figure is not a careful count, with the reason the test says out loud.
@@ -61,6 +86,8 @@ NOMINAL = {
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": (109, 0.015, "109B includes the vision encoder (absent here)"),
     # phi-4's "14B" is the nominal size in its name; the checkpoint holds 14.66B.
     "microsoft/phi-4": (14, 0.05, "nominal '14B' in the model name"),
+    # Qwen3-1.7B: the size in its name (1.72B counted); the card's breakdown was not read here.
+    "Qwen/Qwen3-1.7B": (1.7, 0.02, "nominal '1.7B' in the model name"),
 }
 # No published count exists for these (README: 'not verified' / 'not found').
 UNPUBLISHED = {"zai-org/GLM-5.3", "moonshotai/Kimi-K3"}

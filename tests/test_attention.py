@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from clusterfit.arch import load_model
-from clusterfit.attention import (ChunkedAttention, CompressedAttention, DeltaNetAttention, MLAttention,
-                                  SlidingWindowAttention, SoftmaxAttention, SparseMLAttention)
+from clusterfit.attention import (BlockSparseAttention, ChunkedAttention, CompressedAttention, DeltaNetAttention,
+                                  Mamba2Mixer, MLAttention, SlidingWindowAttention, SoftmaxAttention,
+                                  SparseMLAttention)
 from clusterfit.layout import Layout, layout_problem
 
 
@@ -105,3 +106,95 @@ def test_deepseek_v4_compressed_cache():
     assert c128.attended_keys(12_800) == 100 + 128
     assert c4.attended_keys(40_000) == 512 + 128
     assert c4.label() == "mqa window 128 compressed 1/4 + sparse indexer"
+
+
+def test_new_kinds_are_recognised_from_the_config_fields():
+    m3 = load_model("MiniMaxAI/MiniMax-M3").layers  # sparse_attention_freq [0, 0, 0, 1, ...]
+    assert [type(L.attention) for L in m3[2:5]] == [SoftmaxAttention, BlockSparseAttention, BlockSparseAttention]
+    nano = load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16").layers  # "MEMEM*EMEMEM*E..."
+    assert [type(L.attention) for L in nano[:3]] == [Mamba2Mixer, Mamba2Mixer, SoftmaxAttention]
+    qwen35 = load_model("Qwen/Qwen3.5-27B").layers  # layer_types linear x3, full
+    assert [type(L.attention) for L in qwen35[:4]] == [DeltaNetAttention] * 3 + [SoftmaxAttention]
+    mimo = load_model("XiaomiMiMo/MiMo-V2-Flash").layers  # hybrid_layer_pattern [0, 1, 1, 1, 1, 0, ...]
+    assert [type(L.attention) for L in mimo[:2]] == [SoftmaxAttention, SlidingWindowAttention]
+
+
+def test_keys_and_values_of_different_widths():
+    # MiMo-V2-Flash sliding layers: 64 query / 8 KV heads, keys 192 wide, values 128 (swa_head_dim, swa_v_head_dim)
+    a = load_model("XiaomiMiMo/MiMo-V2-Flash").layers[1].attention
+    assert (a.num_heads, a.num_kv_heads, a.head_dim, a.v_head_dim, a.window) == (64, 8, 192, 128, 128)
+    assert a.kv_bytes_per_token(2.0) == 8 * (192 + 128) * 2
+    assert a.kv_bytes_per_token(1.0, 8) == 1 * (192 + 128)
+    assert a.projections(4096, 1) == [("qkv_proj", (64 + 8) * 192 + 8 * 128, 4096), ("o_proj", 4096, 64 * 128)]
+    assert a.decode_cost(1, 2.0) == (64 * (2 * 192 + 2 * 128.0), 8 * (192 + 128) * 2.0)
+    # q, k, v, o, and the sliding layers' attention-sink logit per head (add_swa_attention_sink_bias)
+    assert a.params == 4096 * 64 * 192 + 4096 * 8 * (192 + 128) + 64 * 128 * 4096 + 64
+
+
+def test_key_reused_as_value():
+    # Gemma 4 full-attention layers: attention_k_eq_v, 2 global KV heads of 512 (global_head_dim); the checkpoint has
+    # no v_proj, vLLM still caches K and V (gemma4.py loads K into both slots).
+    layers = load_model("google/gemma-4-26B-A4B").layers
+    full, sliding = layers[5].attention, layers[0].attention
+    assert full.k_is_v and (full.num_kv_heads, full.head_dim, full.window) == (2, 512, None)
+    assert full.params == 2816 * 16 * 512 + 2816 * 2 * 512 + 16 * 512 * 2816 + 2 * 512  # q, k, o, q/k norms
+    assert full.kv_bytes_per_token(2.0) == 2 * 2 * 512 * 2
+    assert full.projections(2816, 1)[0] == ("qkv_proj", (16 + 2) * 512, 2816)
+    # TP4 > 2 KV heads: each rank keeps one K head's projection (no V projection to replicate)
+    assert full.replicated_params(2816, 4) == pytest.approx(2816 * 2 * 512 * (1 / 2 - 1 / 4) * 4)
+    assert not sliding.k_is_v and (sliding.num_kv_heads, sliding.head_dim, sliding.window) == (8, 256, 1024)
+
+
+def test_block_sparse_attention_index_keys_and_top_k():
+    # MiniMax-M3 sparse layers: 64 query / 4 KV heads of 128; one 128-wide bf16 index key per token; 4 index-query
+    # heads (one per KV group); top 16 blocks of 128 tokens.
+    a = load_model("MiniMaxAI/MiniMax-M3").layers[3].attention
+    assert a.kv_bytes_per_token(2.0) == 2 * 4 * 128 * 2 + 128 * 2
+    assert a.kv_bytes_per_token(1.0, 4) == 2 * 1 * 128 + 128 * 2  # index keys stay bf16 with an fp8 KV cache
+    assert a.attended_keys(100_000) == 16 * 128 and a.attended_keys(1000) == 1000.0
+    assert a.index_cost() == (2.0 * 4 * 128, 128 * 2.0)
+    assert a.flops_per_token(100_000) == 2.0 * 4 * 128 * 100_000 + 2.0 * 64 * (128 + 128) * 2048
+    # index_q [6144 x 4 x 128] + index_k [6144 x 128] + the two index norms
+    assert a.indexer_params == 6144 * 4 * 128 + 6144 * 128 + 2 * 128
+    assert a.label() == "gqa + sparse indexer"
+    # the whole context stays cached (blocks are picked anywhere in it)
+    assert a.kv_bytes_per_sequence(10_000, 2.0, 1) == 10_000 * (2 * 4 * 128 * 2 + 256)
+
+
+def test_mamba2_state_split_over_tp():
+    # Nemotron-3 Nano: 64 heads x 64 x d_state 128, 8 groups, conv kernel 4; SSM state float32
+    # (mamba_ssm_cache_dtype), conv state bf16.
+    m = load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16").layers[0].attention
+    ssm, conv = 64 * 64 * 128, (64 * 64 + 2 * 8 * 128) * 3
+    assert m.kv_bytes_per_token(2.0) == 0.0
+    assert m.kv_bytes_per_sequence(50_000, 2.0, 1) == ssm * 4 + conv * 2
+    assert m.kv_bytes_per_sequence(1, 2.0, 8) == (ssm * 4 + conv * 2) / 8
+    assert m.state_cost(2)[1] == 2 * (ssm * 4 + conv * 2) / 2  # read and written once per decode step
+    assert [m.kv_split_ok(tp) for tp in (1, 2, 4, 8, 16)] == [True, True, True, True, False]  # 8 groups
+    assert m.label() == "linear (mamba2)" and m.param_component == "linear_attention"
+    joined = load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16").layers[1].attention  # "MEM*": 2 blocks
+    assert joined.blocks == 2 and joined.params == 2 * m.params
+    assert joined.kv_bytes_per_sequence(1, 2.0, 1) == 2 * (ssm * 4 + conv * 2)
+
+
+def test_one_mamba_group_is_copied_to_every_rank():
+    cfg = {"hidden_size": 256, "mamba_num_heads": 8, "mamba_head_dim": 32, "ssm_state_size": 16, "n_groups": 1,
+           "conv_kernel": 4, "mamba_ssm_cache_dtype": "float32"}
+    from clusterfit.attention import attention_for_layer
+
+    m = attention_for_layer(cfg, 0, "mamba", 256, 4, 4, "nemotron_h")
+    # vLLM pads 1 group to tp groups: each of 4 ranks keeps (8 x 32 / 4 + 2 x 1 x 16) conv channels
+    assert m.kv_bytes_per_sequence(1, 2.0, 4) == 8 * 32 * 16 / 4 * 4 + (8 * 32 / 4 + 2 * 16) * 3 * 2
+    assert m.kv_split_ok(4)
+    # in_proj (z, x, B, C, dt), conv1d + bias, dt_bias / A / D, norm, out_proj
+    conv_dim = 8 * 32 + 2 * 16
+    assert m.params == 256 * (2 * 256 + 2 * 16 + 8) + conv_dim * 4 + conv_dim + 3 * 8 + 256 + 256 * 256
+
+
+def test_gated_deltanet_state_in_the_configs_dtype():
+    # Qwen3.5: mamba_ssm_dtype float32 for the recurrent state (vLLM Qwen3_5ForConditionalGenerationConfig); the
+    # conv state in the model dtype. 48 value heads of 128, 16 key heads of 128, conv kernel 4.
+    a = load_model("Qwen/Qwen3.5-27B").layers[0].attention
+    recurrent, conv = 48 * 128 * 128, (2 * 16 * 128 + 48 * 128) * 3
+    assert a.kv_bytes_per_sequence(1000, 2.0, 1) == recurrent * 4 + conv * 2
+    assert a.kv_bytes_per_sequence(1000, 2.0, 4) == (recurrent * 4 + conv * 2) / 4

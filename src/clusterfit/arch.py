@@ -39,8 +39,10 @@ class FFN:
 
     dense: ``intermediate`` wide gated MLP (3 matrices of hidden x intermediate; 2 for non-gated).
     moe: ``num_experts`` routed experts of ``expert_intermediate`` each, ``top_k`` per token, plus
-    ``num_shared`` shared experts of ``shared_intermediate`` each. ``latent_dim``: routed experts work in a
-    projected latent space of this width (Kimi-K3 latent MoE), else None.
+    ``num_shared`` shared experts of ``shared_intermediate`` each (an always-on dense MLP beside the experts, as in
+    Gemma 4, counts as one shared expert: same weights, same FLOPs per token). ``latent_dim``: routed experts work
+    in a projected latent space of this width (Kimi-K3, Nemotron-3 Super latent MoE), else None.
+    ``gated``: gate + up + down (SwiGLU / GeGLU); False: up + down (nemotron_h squared ReLU).
     """
 
     kind: Literal["dense", "moe"]
@@ -200,6 +202,10 @@ def _req(d: dict, key: str, name: str):
     return v
 
 
+#: Most decoder layers a config may declare (the deepest bundled model has 126; a larger number is a typo or an
+#: attempt to make the per-layer walk run out of memory).
+MAX_LAYERS = 10_000
+
 #: torch dtypes a checkpoint's ``torch_dtype`` / ``dtype`` may name (the 16/32-bit ones a model is stored in).
 TORCH_DTYPES = ("bfloat16", "float16", "float32", "half", "float", "bf16", "fp16", "fp32")
 
@@ -212,7 +218,11 @@ def _check_shapes(t: dict, name: str, n_heads: int, n_kv: int) -> None:
         raise ClusterfitError(f"{where}: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads "
                               f"({n_kv})")
     for key in ("head_dim", "sliding_window", "max_position_embeddings", "intermediate_size",
-                "moe_intermediate_size", "n_routed_experts", "num_experts", "num_experts_per_tok"):
+                "moe_intermediate_size", "n_routed_experts", "num_experts", "num_experts_per_tok", "top_k_experts",
+                "v_head_dim", "global_head_dim", "num_global_key_value_heads", "swa_num_attention_heads",
+                "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "sliding_window_size",
+                "dense_intermediate_size", "moe_latent_size", "moe_shared_expert_intermediate_size",
+                "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim"):
         v = t.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise ClusterfitError(f"{where}: field '{key}' must be a positive integer, got {v!r}")
@@ -221,11 +231,99 @@ def _check_shapes(t: dict, name: str, n_heads: int, n_kv: int) -> None:
         raise ClusterfitError(f"{where}: torch_dtype {dtype!r} is not one of {', '.join(TORCH_DTYPES[:3])}")
 
 
-def _layer_types(t: dict, n: int) -> list[str]:
+def _flag_list(t: dict, key: str, n: int, name: str) -> list[int] | None:
+    """A per-layer list of 0/1 flags (``hybrid_layer_pattern``, ``moe_layer_freq``), or None when absent / not a
+    list; a list of the wrong length or with other values is refused."""
+    v = t.get(key)
+    if not isinstance(v, list):
+        return None
+    if len(v) < n or any(isinstance(x, bool) or x not in (0, 1) for x in v[:n]):
+        raise ClusterfitError(f"config for {name}: {key} must list 0 or 1 for each of the {n} layers")
+    return [int(x) for x in v[:n]]
+
+
+def _layer_types(t: dict, n: int, name: str) -> list[str]:
+    """Each layer's token-mixer type: ``layer_types``; MiMo-V2-Flash ``hybrid_layer_pattern`` (1 = sliding window,
+    vLLM mimo_v2_flash.py is_compressed_softmax_layer); MiniMax-M3 ``sparse_attention_config.sparse_attention_freq``
+    (1 = block-sparse attention); default full attention."""
     lt = t.get("layer_types")
     if isinstance(lt, list) and len(lt) >= n:
-        return [str(x) for x in lt[:n]]
+        if not all(isinstance(x, str) for x in lt[:n]):
+            raise ClusterfitError(f"config for {name}: layer_types must be a list of strings")
+        return list(lt[:n])
+    hybrid = _flag_list(t, "hybrid_layer_pattern", n, name)
+    if hybrid is not None:
+        return ["sliding_attention" if x else "full_attention" for x in hybrid]
+    sc = t.get("sparse_attention_config")
+    if isinstance(sc, dict) and sc.get("use_sparse_attention"):
+        sparse = _flag_list(sc, "sparse_attention_freq", n, name)
+        if sparse is None:
+            raise ClusterfitError(f"config for {name}: sparse_attention_config.sparse_attention_freq must list the "
+                                  "sparse layers")
+        return ["minimax_sparse_attention" if x else "full_attention" for x in sparse]
     return ["full_attention"] * n
+
+
+#: nemotron_h ``hybrid_override_pattern`` characters (vLLM nemotron_h.py ALL_DECODER_LAYER_TYPES): mixers and FFNs.
+NEMOTRON_MIXERS = {"M": "mamba", "*": "full_attention"}
+NEMOTRON_FFNS = {"-": "dense", "E": "moe"}
+
+
+def _nemotron_plan(t: dict, name: str) -> list[tuple[str, int, str]]:
+    """nemotron_h blocks grouped into layers of (mixer type, mixer blocks, FFN kind): each mixer block ('M'
+    Mamba-2, '*' attention) with the FFN block ('-' MLP, 'E' MoE) that follows it. A Mamba block with no FFN block
+    after it (the 'M' before each '*' in Nemotron-3: "...EM*E...") joins the Mamba layer before it: that layer's
+    mixer holds 2 blocks (Mamba2Mixer.blocks), so parameters, state, FLOPs and bytes stay exact; only the count of
+    TP all-reduces the performance model charges is one lower per joined block (each block ends in one; the
+    perf model charges one per mixer and one per FFN). Each block has its own norm (vLLM NemotronH*DecoderLayer)."""
+    pattern = t.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise ClusterfitError(f"config for {name}: hybrid_override_pattern must be a non-empty string")
+    bad = sorted(set(pattern) - set(NEMOTRON_MIXERS) - set(NEMOTRON_FFNS))
+    if bad:
+        raise ClusterfitError(f"unsupported architecture: nemotron_h block type(s) {', '.join(map(repr, bad))} in "
+                              "hybrid_override_pattern (known: M Mamba-2, * attention, - MLP, E MoE)")
+    plan: list[tuple[str, int, str]] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        nxt = pattern[i + 1] if i + 1 < len(pattern) else ""
+        if c in NEMOTRON_MIXERS and nxt in NEMOTRON_FFNS:
+            plan.append((NEMOTRON_MIXERS[c], 1, NEMOTRON_FFNS[nxt]))
+            i += 2
+        elif c == "M" and plan and plan[-1][0] == "mamba":
+            plan[-1] = ("mamba", plan[-1][1] + 1, plan[-1][2])
+            i += 1
+        else:
+            what = "an FFN block that follows no mixer" if c in NEMOTRON_FFNS else "a mixer block with no FFN after it"
+            raise ClusterfitError(f"unsupported architecture: nemotron_h {what} ('{c}' at position {i} of "
+                                  f"hybrid_override_pattern) ({name})")
+    return plan
+
+
+def _refuse_unsupported(config: dict, t: dict, model_type: str, name: str) -> None:
+    """Architectures whose shapes clusterfit cannot count or cost correctly: refused with
+    "unsupported architecture: <what>" rather than modelled wrongly."""
+    def no(what: str) -> ClusterfitError:
+        return ClusterfitError(f"unsupported architecture: {what} ({name})")
+
+    if config.get("is_encoder_decoder") or t.get("is_encoder_decoder"):
+        raise no("an encoder-decoder model; clusterfit models decoder-only LLMs")
+    mamba_keys = [k for k in ("ssm_state_size", "mamba_d_state", "mamba_expand", "layers_block_type",
+                              "attn_layer_indices") if k in t]
+    if mamba_keys and model_type != "nemotron_h":
+        raise no(f"state-space (Mamba) layers outside nemotron_h (config fields {', '.join(mamba_keys)})")
+    if model_type.startswith("gemma4"):
+        if int(t.get("hidden_size_per_layer_input") or 0) > 0:
+            raise no("Gemma 4 per-layer embeddings (hidden_size_per_layer_input > 0)")
+        if int(t.get("num_kv_shared_layers") or 0) > 0:
+            raise no("Gemma 4 KV-cache sharing between layers (num_kv_shared_layers > 0)")
+    step_keys = [k for k in ("moe_num_experts", "num_attention_groups", "attention_other_setting") if k in t]
+    if step_keys:
+        raise no(f"Step-3.5 style config fields {', '.join(step_keys)} (per-layer head counts clusterfit does not "
+                 "read); pass a config with the standard field names")
+    if model_type == "nemotron_h" and isinstance(t.get("block_configs"), list):
+        raise no("heterogeneous nemotron_h blocks (block_configs)")
 
 
 def parse_config(config: dict, name: str = "model", hf_id: str | None = None) -> ModelArch:
@@ -240,9 +338,12 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     t: dict = text_config if isinstance(text_config, dict) else config
     quant_cfg = config.get("quantization_config") or t.get("quantization_config")
     model_type = str(t.get("model_type") or config.get("model_type") or "")
+    _refuse_unsupported(config, t, model_type, name)
 
     hidden = _req(t, "hidden_size", name)
-    n_layers = _req(t, "num_hidden_layers", name)
+    n_blocks = _req(t, "num_hidden_layers", name)
+    if n_blocks > MAX_LAYERS:
+        raise ClusterfitError(f"config for {name}: num_hidden_layers {n_blocks:,} is more than {MAX_LAYERS:,}")
     vocab = _req(t, "vocab_size", name)
     n_heads = _req(t, "num_attention_heads", name)
     n_kv = _cfg(t, "num_key_value_heads", default=n_heads)
@@ -255,17 +356,25 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     notes: list[str] = []
     layers: list[Layer] = []
     attn_params: list[tuple[str, int]] = []
-    ltypes = _layer_types(t, n_layers)
+    # each layer's (mixer type, mixer blocks, FFN kind); FFN kind "" = the config's MoE / dense rule for the layer
+    if model_type == "nemotron_h":
+        plan = _nemotron_plan(t, name)
+        if len(t["hybrid_override_pattern"]) != n_blocks:
+            raise ClusterfitError(f"config for {name}: hybrid_override_pattern has {len(t['hybrid_override_pattern'])}"
+                                  f" blocks, num_hidden_layers says {n_blocks}")
+    else:
+        plan = [(lt, 1, "") for lt in _layer_types(t, n_blocks, name)]
+    n_layers = len(plan)
 
     # --- attention per layer (attention.py recognises the kind from the config) -------------------
     same: dict[Attention, Attention] = {}  # equal layers share one object (the perf model caches per object)
-    for i in range(n_layers):
-        att = attention_for_layer(t, i, ltypes[i], hidden, n_heads, n_kv, model_type)
+    for i, (ltype, blocks, ffn_kind) in enumerate(plan):
+        att = attention_for_layer(t, i, ltype, hidden, n_heads, n_kv, model_type, blocks)
         att = same.setdefault(att, att)
         params[att.param_component] += att.params
         params["indexer"] += att.indexer_params
         attn_params.append((att.param_component, att.params + att.indexer_params))
-        ffn = _ffn_for_layer(t, i, n_layers, model_type, name)
+        ffn = _nemotron_ffn(t, ffn_kind, name) if ffn_kind else _ffn_for_layer(t, i, n_layers, model_type, name)
         layers.append(Layer(att, ffn))
 
     # --- FFN params ------------------------------------------------------------------------------
@@ -275,8 +384,14 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
 
     # --- norms, embeddings, head -----------------------------------------------------------------
     norms_per_layer = 4 if model_type.startswith("gemma") else 2
+    if model_type.startswith("gemma4") and t.get("enable_moe_block"):
+        # + post_feedforward_layernorm_1/_2, pre_feedforward_layernorm_2 and the per-layer layer_scalar (gemma4.py)
+        params["norms"] = n_layers * (7 * hidden + 1) + hidden
+    elif model_type == "nemotron_h":
+        params["norms"] = n_blocks * hidden + hidden  # one RMSNorm per block + norm_f
+    else:
+        params["norms"] = n_layers * norms_per_layer * hidden + hidden
     hc = int(t.get("hc_mult") or 1)
-    params["norms"] = n_layers * norms_per_layer * hidden + hidden
     if hc > 1:  # DeepSeek-V4 manifold-constrained hyper-connections: small mixing matrices per layer
         mix = 2 * hc + hc * hc  # pre, post and residual mixing coefficients, produced from the hc streams
         params["norms"] += n_layers * 2 * (hc * hidden * mix + mix)
@@ -285,10 +400,17 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     params["lm_head"] = 0 if tie else vocab * hidden
 
     # --- MTP / NextN layers ----------------------------------------------------------------------
-    mtp = int(_cfg(t, "num_nextn_predict_layers", default=0) or 0)
+    # num_nextn_predict_layers (DeepSeek, GLM, Step, Nemotron-3 Super), mtp_num_hidden_layers (Qwen3.5),
+    # num_mtp_modules when use_mtp (MiniMax-M2.5)
+    mtp = int(_cfg(t, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0) or 0)
+    if not mtp and t.get("use_mtp"):
+        mtp = int(_cfg(t, "num_mtp_modules", default=0) or 0)
     if mtp:
         last_moe = next((lyr for lyr in reversed(layers) if lyr.ffn.kind == "moe"), layers[-1])
-        one = attn_params[-1][1] + sum(_ffn_params(hidden, last_moe.ffn, model_type, t).values())
+        mtp_attn = attn_params[-1][1]
+        if model_type == "nemotron_h":  # its MTP layer is an attention + MoE pair (mtp_hybrid_override_pattern "*E")
+            mtp_attn = next((a.params for a in (lyr.attention for lyr in layers) if a.caches_kv), mtp_attn)
+        one = mtp_attn + sum(_ffn_params(hidden, last_moe.ffn, model_type, t).values())
         # NextN layer: a decoder layer + enorm, hnorm, eh_proj [hidden x 2*hidden], shared head norm
         params["mtp"] = mtp * (one + 2 * hidden * hidden + 3 * hidden + norms_per_layer * hidden)
 
@@ -327,15 +449,47 @@ def _ffn_params(hidden: int, f: FFN, model_type: str, t: dict) -> dict[str, int]
         bias = bool(t.get("mlp_bias", False)) and model_type != "gpt_oss"
         return {"dense_mlp": _mlp_params(hidden, f.intermediate, f.gated, bias)}
     routed = _expert_params(hidden, f) * f.num_experts
-    if f.latent_dim:  # latent MoE: down-projection into the latent, up-projection back, latent norm
-        routed += 2 * hidden * f.latent_dim + f.latent_dim
+    if f.latent_dim:  # latent MoE: down-projection into the latent, up-projection back
+        routed += 2 * hidden * f.latent_dim
+        if model_type == "kimi_linear":
+            routed += f.latent_dim  # Kimi-K3's latent norm
+        elif t.get("mlp_bias"):
+            routed += f.latent_dim + hidden  # nemotron_h fc1/fc2_latent_proj biases (bias=mlp_bias)
     router = f.num_experts * hidden
-    if model_type == "gpt_oss" or t.get("topk_method") == "noaux_tc":
-        router += f.num_experts  # router bias / e_score_correction_bias
-    if model_type == "qwen3_next" and f.num_shared:
-        router += hidden  # shared_expert_gate [1 x hidden]
+    # router bias / e_score_correction_bias: gpt-oss, DeepSeek-style noaux_tc, nemotron_h (NemotronHMoE),
+    # MiniMax use_routing_bias, Step use_moe_router_bias
+    if (model_type in ("gpt_oss", "nemotron_h") or t.get("topk_method") == "noaux_tc" or t.get("use_routing_bias")
+            or t.get("use_moe_router_bias")):
+        router += f.num_experts
+    if model_type.startswith("qwen3") and f.num_shared and "shared_expert_intermediate_size" in t:
+        router += hidden  # shared_expert_gate [1 x hidden] (Qwen3-Next, Qwen3.5)
+    if model_type.startswith("gemma4"):
+        router += hidden + f.num_experts  # Gemma4Router.scale [hidden] and Gemma4MoE.per_expert_scale [E]
     return {"routed_experts": routed, "shared_experts": f.num_shared * _mlp_params(hidden, f.shared_intermediate, f.gated),
             "router": router}
+
+
+def _nemotron_ffn(t: dict, kind: str, name: str) -> FFN:
+    """The FFN block of a nemotron_h layer: '-' a squared-ReLU MLP of ``intermediate_size``, 'E' an MoE of
+    non-gated squared-ReLU experts (``moe_intermediate_size``) with ``n_shared_experts`` shared experts of
+    ``moe_shared_expert_intermediate_size``, latent when ``moe_latent_size`` is set (vLLM nemotron_h.py NemotronHMoE:
+    routed experts in the latent width, fc1/fc2_latent_proj around them)."""
+    gated = str(t.get("mlp_hidden_act", "relu2")) not in ("relu2", "relu")
+    if kind == "dense":
+        inter = t.get("intermediate_size")
+        if isinstance(inter, list):  # per-MLP-layer sizes are only used by heterogeneous (puzzle) checkpoints
+            raise ClusterfitError(f"unsupported architecture: per-layer intermediate_size lists in nemotron_h ({name})")
+        return FFN("dense", intermediate=_req(t, "intermediate_size", name), gated=gated)
+    n_exp = _req(t, "n_routed_experts", name)
+    top_k = _req(t, "num_experts_per_tok", name)
+    if top_k > n_exp:
+        raise ClusterfitError(f"config for {name}: num_experts_per_tok must be in 1..{n_exp}, got {top_k}")
+    n_shared = int(_cfg(t, "n_shared_experts", default=0) or 0)
+    shared_i = int(_cfg(t, "moe_shared_expert_intermediate_size", default=0) or 0) if n_shared else 0
+    latent = t.get("moe_latent_size")
+    return FFN("moe", num_experts=n_exp, top_k=top_k, expert_intermediate=_req(t, "moe_intermediate_size", name),
+               num_shared=1 if n_shared and shared_i else 0, shared_intermediate=n_shared * shared_i,
+               latent_dim=int(latent) if latent else None, gated=gated)
 
 
 def _ffn_for_layer(t: dict, i: int, n_layers: int, model_type: str, name: str) -> FFN:
@@ -345,15 +499,19 @@ def _ffn_for_layer(t: dict, i: int, n_layers: int, model_type: str, name: str) -
         if inter <= 0:
             raise ClusterfitError(f"config for {name} is missing required field 'intermediate_size'")
         return FFN("dense", intermediate=inter)
-    top_k = int(_cfg(t, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", default=0) or 0)
+    top_k = int(_cfg(t, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", "top_k_experts",
+                     default=0) or 0)
     if top_k <= 0 or top_k > n_exp:
         raise ClusterfitError(f"config for {name}: num_experts_per_tok must be in 1..{n_exp}, got {top_k}")
     # which layers are MoE
     moe = True
     first_dense = int(_cfg(t, "first_k_dense_replace", default=0) or 0)
     mlp_types = t.get("mlp_layer_types")
+    moe_flags = _flag_list(t, "moe_layer_freq", n_layers, name)  # MiMo-V2-Flash, MiniMax-M3: 1 = MoE layer
     if isinstance(mlp_types, list) and i < len(mlp_types):
         moe = mlp_types[i] != "dense"
+    elif moe_flags is not None:
+        moe = bool(moe_flags[i])
     elif i < first_dense:
         moe = False
     elif isinstance(t.get("moe_layers"), list):
@@ -363,22 +521,35 @@ def _ffn_for_layer(t: dict, i: int, n_layers: int, model_type: str, name: str) -
     elif isinstance(t.get("mlp_only_layers"), list) and i in t["mlp_only_layers"]:
         moe = False
     if not moe:
-        dense_i = int(_cfg(t, "intermediate_size_mlp", default=inter) or 0)
+        # dense layers of an MoE model: intermediate_size_mlp (Llama 4), dense_intermediate_size (MiniMax-M3)
+        dense_i = int(_cfg(t, "intermediate_size_mlp", "dense_intermediate_size", default=inter) or 0)
         if dense_i <= 0:
             raise ClusterfitError(f"config for {name} is missing required field 'intermediate_size'")
         return FFN("dense", intermediate=dense_i)
-    if model_type in ("mixtral", "gpt_oss", "llama4_text"):
-        expert_i = inter
+    if model_type in ("mixtral", "gpt_oss", "llama4_text", "minimax_m2"):
+        expert_i = inter  # these configs give the expert width as intermediate_size
     else:
         expert_i = int(_cfg(t, "moe_intermediate_size", default=0) or 0)
     if expert_i <= 0:
         raise ClusterfitError(f"config for {name} is missing required field 'moe_intermediate_size'")
     n_shared = int(_cfg(t, "n_shared_experts", "num_shared_experts", default=0) or 0)
     shared_i = expert_i
-    sei = t.get("shared_expert_intermediate_size")
+    # the shared expert's width: Qwen2/3-MoE shared_expert_intermediate_size (one expert), MiniMax
+    # shared_intermediate_size, Step share_expert_dim
+    sei = _cfg(t, "shared_expert_intermediate_size", "shared_intermediate_size", "share_expert_dim")
     if sei is not None:
-        n_shared, shared_i = (1, int(sei)) if int(sei) > 0 else (0, 0)
+        if isinstance(sei, bool) or not isinstance(sei, int) or sei < 0:
+            raise ClusterfitError(f"config for {name}: the shared expert width must be a non-negative integer, "
+                                  f"got {sei!r}")
+        if "shared_expert_intermediate_size" in t:
+            n_shared, shared_i = (1, sei) if sei > 0 else (0, 0)
+        else:
+            n_shared, shared_i = (max(n_shared, 1), sei) if sei > 0 else (0, 0)
     if model_type == "llama4_text":
+        n_shared, shared_i = 1, inter
+    if model_type.startswith("gemma4") and t.get("enable_moe_block"):
+        # Gemma 4: every layer runs its dense MLP (intermediate_size) beside the routed experts, on every token
+        # (vLLM gemma4.py Gemma4DecoderLayer: "MLP runs unconditionally"): one always-on shared expert
         n_shared, shared_i = 1, inter
     latent = t.get("routed_expert_hidden_size")
     return FFN("moe", num_experts=n_exp, top_k=top_k, expert_intermediate=expert_i, num_shared=n_shared,
@@ -386,8 +557,33 @@ def _ffn_for_layer(t: dict, i: int, n_layers: int, model_type: str, name: str) -
                expert_bias=model_type == "gpt_oss")
 
 
+def _qwen_vl_vision_params(vc: dict, text_hidden: int) -> int:
+    """Qwen3-VL / Qwen3.5 vision tower (vision_config ``depth``; transformers Qwen3VLVisionModel): per block two
+    LayerNorms, fused qkv and proj with biases, a two-matrix MLP with biases; a Conv3d patch embedding
+    (in_channels x temporal_patch_size x patch^2 x hidden + bias), learned position embeddings
+    (num_position_embeddings x hidden), and the patch merger: LayerNorm, fc1 [h m^2 x h m^2], fc2 [h m^2 x out]
+    (m = spatial_merge_size), with biases. Deepstack mergers (deepstack_visual_indexes) add one merger each."""
+    h, inter, depth = vc.get("hidden_size"), vc.get("intermediate_size"), vc.get("depth")
+    if not (isinstance(h, int) and isinstance(inter, int) and isinstance(depth, int)) or min(h, inter, depth) <= 0:
+        return 0
+    block = 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * inter + inter) + (inter * h + h)
+    patch, temporal = int(vc.get("patch_size") or 16), int(vc.get("temporal_patch_size") or 1)
+    p = depth * block + int(vc.get("in_channels") or 3) * temporal * patch * patch * h + h
+    p += int(vc.get("num_position_embeddings") or 0) * h
+    m = int(vc.get("spatial_merge_size") or 1)
+    out = int(vc.get("out_hidden_size") or text_hidden)
+    merged = h * m * m
+    merger = 2 * h + merged * merged + merged + merged * out + out
+    deepstack = vc.get("deepstack_visual_indexes")
+    p += merger * (1 + (len(deepstack) if isinstance(deepstack, list) else 0))
+    return p
+
+
 def _vision_params(vc: dict, text_hidden: int) -> int:
-    """ViT tower + projector from vision_config (SigLIP / MoonViT style), 0 when the shape is not given."""
+    """ViT tower + projector from vision_config (SigLIP / MoonViT style; Qwen-VL style when it gives ``depth``),
+    0 when the shape is not given."""
+    if "depth" in vc:
+        return _qwen_vl_vision_params(vc, text_hidden)
     h = _cfg(vc, "hidden_size", "vt_hidden_size")
     inter = _cfg(vc, "intermediate_size", "vt_intermediate_size")
     n = _cfg(vc, "num_hidden_layers", "vt_num_hidden_layers")
@@ -557,20 +753,145 @@ def _catalog_files() -> dict[str, str]:
 
 
 def model_aliases() -> dict[str, str]:
-    """Lower-case name -> HF id: the HF id itself, the name without org, and short forms
-    (drop -Instruct / -it / -v0.1 / -Instruct-2407 suffixes; Llama-4 without the -17B-nE part)."""
+    """Lower-case name -> HF id: the HF id itself, the name without org, and short forms: drop -Instruct / -it /
+    -v0.1 / -Instruct-2407 suffixes; Llama-4 without the -17B-nE part; a checkpoint-precision suffix of the id
+    (NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 -> nvidia-nemotron-3-nano-30b-a3b); the org repeated at the start of the
+    name (nemotron-3-nano-30b-a3b); the active-size part of an MoE name (qwen3.5-397b for Qwen3.5-397B-A17B)."""
     import re
 
     out: dict[str, str] = {}
     for hf_id in sorted(_catalog_files()):
-        short = hf_id.split("/", 1)[1].lower()
+        org, short = (x.lower() for x in hf_id.split("/", 1))
         names = {hf_id.lower(), short}
         trimmed = re.sub(r"-(instruct(-\d+)?|it|v0\.1)$", "", short)
         names.add(trimmed)
         names.add(re.sub(r"-17b-\d+e(-instruct)?$", "", short))
+        bare = re.sub(rf"-(?:{'|'.join(map(re.escape, PRECISION_SUFFIXES))})$", "", short)
+        names.add(bare)
+        if bare.startswith(org + "-"):
+            names.add(bare[len(org) + 1:])
+        names.add(re.sub(r"-a\d+(?:\.\d+)?b$", "", bare))
         for n in names:
             out.setdefault(n, hf_id)
     return out
+
+
+# ================================================================================================
+# Name resolution: bundled ids, aliases, checkpoint-variant suffixes
+# ================================================================================================
+
+#: Checkpoint suffixes that name the weights' precision -> the precision name (precision.py) they stand for.
+#: A quantised copy has its base model's architecture; its precision is the suffix's (e.g. Qwen/Qwen3-32B-FP8,
+#: RedHatAI/...-FP8-dynamic, nvidia/...-NVFP4, Qwen/...-AWQ = 4-bit groups of 128, ...-GPTQ-Int4/-Int8).
+PRECISION_SUFFIXES = {
+    "fp8": "fp8", "fp8-dynamic": "fp8", "fp8-kv": "fp8", "fp8-block": "fp8_block", "bf16": "bf16", "fp16": "fp16",
+    "nvfp4": "nvfp4", "mxfp4": "mxfp4", "awq": "int4", "gptq-int4": "int4", "gptq": "int4", "int4": "int4",
+    "w4a16": "int4", "gptq-int8": "int8", "int8": "int8", "w8a8": "int8",
+}
+#: Suffixes that name a post-training revision of the same network (same config shapes): instruction / reasoning
+#: tuned, chat, base, Hugging Face format, dated releases (-2507, -0528, -2512). Suffixes that change the network
+#: (-Air, -Flash, -Coder, -Next, -Nano, -Lite, -Mini, a size, a version such as 3.5) are not in this list and are
+#: never stripped: GLM-4.5-Air never becomes GLM-4.5.
+REVISION_SUFFIXES = ("instruct", "thinking", "chat", "base", "hf", "it")
+_DATE_SUFFIX = r"\d{4}"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """What a model name resolves to: the bundled HF id whose config describes its architecture, the checkpoint
+    precision its name states (a precision name of precision.py, None when the name states none), and the
+    suffixes stripped on the way (lower case, outermost first)."""
+
+    hf_id: str
+    precision: str | None = None
+    stripped: tuple[str, ...] = ()
+
+
+def _strip_suffix(name: str) -> tuple[str, str] | None:
+    """(shorter name, stripped suffix) for one trailing variant suffix of ``name``, or None."""
+    import re
+
+    low = name.lower()
+    for suffix in sorted(PRECISION_SUFFIXES, key=len, reverse=True):
+        if low.endswith("-" + suffix) and len(low) > len(suffix) + 1:
+            return name[: -len(suffix) - 1], suffix
+    m = re.search(rf"-(?:{'|'.join(REVISION_SUFFIXES)}|{_DATE_SUFFIX})$", low)
+    if m and m.start() > 0:
+        return name[: m.start()], low[m.start() + 1:]
+    return None
+
+
+def resolve_model_ref(name: str) -> ModelRef | None:
+    """The bundled model ``name`` stands for, or None.
+
+    Rule, in order, case-insensitive: (1) a bundled HF id or alias (``model_aliases``); (2) the part after the
+    org (``RedHatAI/Llama-3.1-8B-Instruct`` -> ``Llama-3.1-8B-Instruct``); (3) the name with checkpoint-variant
+    suffixes stripped one at a time from the end, each shorter name tried by (1) and (2): precision suffixes
+    (PRECISION_SUFFIXES: -FP8, -BF16, -NVFP4, -AWQ, -GPTQ-Int4, ...) and revision suffixes (REVISION_SUFFIXES:
+    -Instruct, -Thinking, -Chat, -Base, -hf, -it, and dates such as -2507 / -0528). A suffix maps to the same
+    architecture because a quantised copy or an instruction / reasoning / dated revision of a base model keeps its
+    config shapes (Qwen3-235B-A22B-Instruct-2507 and Qwen3-235B-A22B: 94 layers, 128 experts of 1536, 64/4
+    heads); only names built that way resolve, so a different network (GLM-4.5-Air, Qwen3-Coder) never maps to
+    its family's base. The outermost precision suffix is the checkpoint's precision (``ModelRef.precision``).
+    Caveat: a revision may extend the context (max_position_embeddings) of the bundled base."""
+    aliases = model_aliases()
+    cand = str(name).strip()
+    stripped: list[str] = []
+    while cand:
+        for key in (cand.lower(), cand.split("/", 1)[-1].lower()):
+            if key in aliases:
+                precision = next((PRECISION_SUFFIXES[s] for s in stripped if s in PRECISION_SUFFIXES), None)
+                return ModelRef(aliases[key], precision, tuple(stripped))
+        step = _strip_suffix(cand)
+        if step is None:
+            return None
+        cand, suffix = step
+        stripped.append(suffix)
+    return None
+
+
+def resolve_model_id(name: str) -> str | None:
+    """The bundled HF id ``name`` stands for (``resolve_model_ref``'s rule), or None when it names no bundled
+    architecture. E.g. 'Qwen3-235B-A22B-Instruct-2507' -> 'Qwen/Qwen3-235B-A22B', 'deepseek-r1-0528' ->
+    'deepseek-ai/DeepSeek-R1', 'RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic' -> 'meta-llama/Llama-3.3-70B-Instruct'."""
+    ref = resolve_model_ref(name)
+    return ref.hf_id if ref else None
+
+
+def checkpoint_precision(name: str) -> str | None:
+    """The weight precision a model name's suffix states ('Qwen3-32B-FP8' -> 'fp8', '...-AWQ' -> 'int4',
+    '...-NVFP4' -> 'nvfp4'), or None; precision names as precision.py spells them."""
+    cand, found = str(name).strip(), None
+    while (step := _strip_suffix(cand)) is not None:
+        cand, suffix = step
+        if suffix in PRECISION_SUFFIXES and found is None:
+            found = PRECISION_SUFFIXES[suffix]
+    return found
+
+
+def _family(fmt: str) -> str:
+    return "int4" if fmt.startswith("int4") else fmt.split("_", 1)[0]
+
+
+def with_checkpoint_precision(model: ModelArch, precision: str, label: str) -> ModelArch:
+    """``model`` stored in ``precision``: the quantisable components (precision.QUANTISABLE) in that format, as a
+    ``--precision`` would set them; unchanged when the config's own quantization is of that family already (the
+    config knows the layout better than a name). ``label`` names where the precision comes from (for the notes)."""
+    from dataclasses import replace
+
+    from .precision import QUANTISABLE, weight_format
+
+    fmt = weight_format(precision, model.hidden or 4096).name
+    current = {model.quantization.get(c, "bf16") for c in QUANTISABLE if model.params.get(c)}
+    if current and all(_family(f) == _family(fmt) for f in current):
+        return model
+    quant = dict(model.quantization) or dict.fromkeys(COMPONENTS, "bf16")
+    for c in QUANTISABLE:
+        quant[c] = fmt
+    if fmt in ("bf16", "fp16"):
+        quant = dict.fromkeys(COMPONENTS, fmt)
+    note = f"checkpoint precision {fmt} from {label} (linear layers; embeddings, norms and router 16-bit)"
+    return replace(model, quantization=quant, notes=model.notes + (note,))
 
 
 def list_models() -> list[str]:
@@ -578,23 +899,56 @@ def list_models() -> list[str]:
     return sorted(_catalog_files())
 
 
+def parse_config_text(text: str, origin: str) -> dict[str, Any]:
+    """A config.json's text as a dict: JSON, nesting and non-finite numbers checked as clusterfit.inputs does, except
+    that the JSON constants Infinity / -Infinity / NaN read as null: Hugging Face writes float('inf') that way and
+    real configs carry it in fields clusterfit does not read (nemotron_h ``time_step_limit: [0.0, Infinity]``)."""
+    import json
+
+    from .inputs import check_depth
+
+    try:
+        data = json.loads(text, parse_constant=lambda _c: None)
+    except RecursionError:
+        raise ClusterfitError(f"{origin}: nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise ClusterfitError(f"{origin}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+                              ) from None
+    check_depth(data, origin)
+    if not isinstance(data, dict):
+        raise ClusterfitError(f"{origin} must hold a JSON object (a Hugging Face config.json)")
+    return data
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a config.json from disk (clusterfit.inputs: size-limited UTF-8, one-line errors with the position)."""
-    from .inputs import parse_document, read_text
+    """Read a config.json from disk (clusterfit.inputs: size-limited UTF-8; parse_config_text: one-line errors with
+    the position)."""
+    from .inputs import read_text
 
     p = Path(path)
-    data = parse_document(read_text(p, "model config"), str(p), "json")
-    if not isinstance(data, dict):
-        raise ClusterfitError(f"{p} must hold a JSON object (a Hugging Face config.json)")
-    return data
+    return parse_config_text(read_text(p, "model config"), str(p))
+
+
+def checked_parse(config: dict[str, Any], name: str, hf_id: str | None = None) -> ModelArch:
+    """``parse_config`` for a config from outside the package (a file, the Hub): a malformed value it does not check
+    by name (a string where a number belongs, a list too short) is a ClusterfitError, not a crash."""
+    try:
+        return parse_config(config, name=name, hf_id=hf_id)
+    except ClusterfitError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as exc:
+        raise ClusterfitError(f"config for {name}: malformed config.json ({type(exc).__name__}: {exc})") from None
 
 
 _CACHE: dict[str, ModelArch] = {}
 
 
 def load_model(name: str) -> ModelArch:
-    """A model by HF id (``deepseek-ai/DeepSeek-V3``), short alias (``deepseek-v3``, case-insensitive) or a path to a
-    config.json (or a folder holding one). Unknown names raise ClusterfitError listing close matches."""
+    """A model by name, case-insensitive: a path to a config.json (or a folder holding one); a bundled HF id or
+    alias, or a checkpoint variant of one (``resolve_model_ref``: 'Qwen3-32B-FP8' is Qwen/Qwen3-32B's architecture
+    stored in fp8, ``with_checkpoint_precision``); else a Hugging Face id (org/name) whose config.json is fetched
+    from the Hub (``clusterfit.hub``: cached, offline-aware). Unknown names raise ClusterfitError listing close
+    matches."""
     from .errors import unknown
 
     key = str(name).strip()
@@ -608,27 +962,51 @@ def load_model(name: str) -> ModelArch:
             p = p / "config.json"
         if not p.exists():
             raise ClusterfitError(f"config file not found: {p}")
-        model = parse_config(read_config_file(p), name=p.parent.name if p.name == "config.json" else p.stem)
+        model = checked_parse(read_config_file(p), name=p.parent.name if p.name == "config.json" else p.stem)
+        _CACHE[key] = model
+        return model
+    ref = resolve_model_ref(key)
+    if ref is not None:
+        model = load_bundled(ref.hf_id)
+        if ref.precision is not None:
+            suffix = next(s for s in ref.stripped if s in PRECISION_SUFFIXES)
+            model = with_checkpoint_precision(model, ref.precision, f"the name suffix -{suffix}")
+        if ref.stripped:
+            from dataclasses import replace
+
+            model = replace(model, name=key.split("/", 1)[-1], notes=model.notes + (
+                f"'{key}' read as {ref.hf_id}'s architecture (suffixes {', '.join('-' + s for s in ref.stripped)} "
+                "name a checkpoint variant of the same network)",))
+        _CACHE[key] = model
+        return model
+    from . import hub
+
+    if hub.is_repo_id(key):
+        model = checked_parse(hub.fetch_config(key), name=key.split("/", 1)[1], hf_id=key)
         _CACHE[key] = model
         return model
     aliases = model_aliases()
-    hf_id = aliases.get(key.lower())
-    if hf_id is None:
-        raise unknown("model", key, sorted(set(aliases.values())) + sorted(aliases))
-    model = load_bundled(hf_id)
-    _CACHE[key] = model
-    return model
+    exc = unknown("model", key, sorted(set(aliases.values())) + sorted(aliases))
+    raise ClusterfitError(f"{exc} A model that is not bundled can be named by its Hugging Face id (org/name: its "
+                          "config.json is fetched from the Hub) or by the path of its config.json.")
 
 
 def load_bundled(hf_id: str) -> ModelArch:
-    """A bundled model by its HF id, read from package data only (never from a path a caller names)."""
-    import json
+    """A bundled model by its HF id, read from package data only (never from a path a caller names). A bundled id
+    with a precision suffix whose config carries no quantization_config (nvidia/...-FP8) is stored in that
+    precision (``with_checkpoint_precision``)."""
     from importlib.resources import files
 
     if hf_id not in _CACHE:
         fname = _catalog_files()[hf_id]
-        data = json.loads(files("clusterfit").joinpath(_MODEL_DIR, fname).read_text(encoding="utf-8"))
-        _CACHE[hf_id] = parse_config(data, name=hf_id.split("/", 1)[1], hf_id=hf_id)
+        data = parse_config_text(files("clusterfit").joinpath(_MODEL_DIR, fname).read_text(encoding="utf-8"), fname)
+        model = parse_config(data, name=hf_id.split("/", 1)[1], hf_id=hf_id)
+        text_config = data.get("text_config")
+        text: dict[str, Any] = text_config if isinstance(text_config, dict) else data
+        precision = checkpoint_precision(hf_id)
+        if precision is not None and not (data.get("quantization_config") or text.get("quantization_config")):
+            model = with_checkpoint_precision(model, precision, f"the checkpoint name {hf_id}")
+        _CACHE[hf_id] = model
     return _CACHE[hf_id]
 
 

@@ -13,9 +13,13 @@ class                       recognised by                          what it cache
 ``MLAttention``             ``kv_lora_rank`` (DeepSeek-V3, Kimi)   the latent + rope key (kv_lora_rank + rope dim)
 ``SparseMLAttention``       MLA + ``index_topk`` / index_n_heads   MLA latent + the lightning indexer's fp8 key
                             (DeepSeek-V3.2, GLM-5.x: DSA)          (+ fp32 scale); decode attends top-k keys
+``BlockSparseAttention``    MiniMax-M3 ``sparse_attention_config``  K and V of the KV heads + one index key per token;
+                            (MSA) on its sparse layers             decode attends the top-k blocks of 128 tokens
 ``DeltaNetAttention``       layer_types 'linear_attention'         nothing per token: a constant recurrent state
-                            (Qwen3-Next GDN), linear_attn_config   per sequence
-                            kda_layers (Kimi Delta Attention)
+                            (Qwen3-Next / Qwen3.5 GDN),            per sequence (conv state + recurrent state)
+                            linear_attn_config kda_layers (KDA)
+``Mamba2Mixer``             ``hybrid_override_pattern`` 'M'        nothing per token: conv state + SSM state per
+                            (nemotron_h)                           sequence
 ``CompressedAttention``     ``compress_ratios`` (DeepSeek-V4)      one shared 512-wide KV vector per ``ratio``
                                                                    tokens (+ indexer key), plus the 128-token window
 ==========================  =====================================  ===============================================
@@ -25,7 +29,8 @@ Each kind owns: its parameter count per layer (``params``, ``indexer_params``, f
 rank, the keys a query attends (``decode_window``, ``attended_keys``), and the per-key FLOPs/bytes the performance
 model needs (``projections``, ``decode_cost``, ``prefill_flops_per_pair``, ``index_cost``, ``state_cost``).
 TP rule in one line: softmax KV heads are split over TP, replicated when TP exceeds them; the MLA latent (and
-DeepSeek-V4's shared KV vector) is replicated on every TP rank; linear-attention state is split by heads.
+DeepSeek-V4's shared KV vector) is replicated on every TP rank; linear-attention and Mamba-2 state is split by
+heads.
 
 Pure functions of the config: this module imports nothing of clusterfit but the error type.
 """
@@ -39,8 +44,16 @@ from typing import Any, ClassVar, Literal, cast
 
 AttnKind = Literal["mha", "gqa", "mqa", "mla", "linear"]
 
-#: Bytes per element of linear-attention recurrent state (vLLM keeps Mamba/GDN state in the model dtype).
+#: Bytes per element of linear-attention state when the config names no state dtype: vLLM keeps Mamba / GDN state
+#: in the model dtype unless ``mamba_ssm_cache_dtype`` says otherwise (vllm/model_executor/layers/mamba/
+#: mamba_utils.py ``MambaStateDtypeCalculator``: conv state = model dtype, temporal state = the SSM cache dtype,
+#: 'auto' = the conv state's).
 LINEAR_STATE_BYTES = 2.0
+#: Bytes per element of the state dtypes a config.json may name (``mamba_ssm_dtype``, ``mamba_ssm_cache_dtype``).
+STATE_DTYPE_BYTES = {"float32": 4.0, "fp32": 4.0, "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0}
+#: MiniMax-M3 (MSA) index keys: one bf16 vector per token and layer (vLLM MiniMaxM3IndexerCache, indexer_kv_dtype
+#: default 'bf16'; docs.vllm.ai/en/latest/api/vllm/models/minimax_m3, read 2026-12).
+MSA_INDEX_BYTES_PER_ELEM = 2.0
 #: DeepSeek sparse-attention indexer keys: 128 fp8 values + one fp32 scale per token and layer (vLLM layout).
 INDEXER_BYTES_PER_ELEM = 1.0
 INDEXER_SCALE_BYTES = 4.0
@@ -199,7 +212,13 @@ class Attention(ABC):
 @dataclass(frozen=True)
 class SoftmaxAttention(Attention):
     """MHA / GQA / MQA over the whole context. TP: KV heads split over tp; when tp exceeds them each rank keeps
-    one full KV head (and its K/V projection), so tp must divide the KV heads or be a multiple of them."""
+    one full KV head (and its K/V projection), so tp must divide the KV heads or be a multiple of them.
+
+    Keys have ``head_dim`` and values ``v_head_dim`` elements per KV head (MiMo-V2-Flash: 192 and 128).
+    ``k_is_v``: the checkpoint has no V projection, the key is reused as the value (Gemma 4 full-attention layers,
+    ``attention_k_eq_v``); the engine still caches both (vLLM gemma4.py loads K into the K and V slots)."""
+
+    k_is_v: bool = False
 
     def kv_split_ok(self, tp: int) -> bool:
         kv = self.num_kv_heads
@@ -208,13 +227,14 @@ class SoftmaxAttention(Attention):
     def replicated_params(self, hidden: int, tp: int) -> float:
         if self.num_kv_heads >= tp:
             return 0.0
-        kv_proj = 2 * hidden * self.num_kv_heads * self.head_dim
+        v_dim = 0 if self.k_is_v else self.v_head_dim
+        kv_proj = hidden * self.num_kv_heads * (self.head_dim + v_dim)
         # each GPU keeps one full KV head: the KV projection is 1/num_kv per GPU instead of 1/tp
         return kv_proj * (1.0 / self.num_kv_heads - 1.0 / tp) * tp
 
     def kv_elems_per_token(self, tp: int | None = None) -> float:
         heads = self.num_kv_heads if tp is None else self.kv_heads_per_rank(tp)
-        return 2.0 * heads * self.head_dim / self.kv_compress_ratio
+        return heads * (self.head_dim + self.v_head_dim) / self.kv_compress_ratio
 
     def flops_per_token(self, context: int) -> float:
         """2 x heads x (qk_dim + v_dim) x attended keys (QK^T and PV multiply-adds)."""
@@ -223,7 +243,8 @@ class SoftmaxAttention(Attention):
     def projections(self, hidden: int, tp: int) -> list[Projection]:
         hq = ceil_div(self.num_heads, tp)
         hkv = self.kv_heads_per_rank(tp)
-        return [("qkv_proj", (hq + 2 * hkv) * self.head_dim, hidden), ("o_proj", hidden, hq * self.v_head_dim)]
+        v_dim = 0 if self.k_is_v else self.v_head_dim
+        return [("qkv_proj", (hq + hkv) * self.head_dim + hkv * v_dim, hidden), ("o_proj", hidden, hq * self.v_head_dim)]
 
     def decode_cost(self, tp: int, kv_bytes_per_elem: float) -> tuple[float, float]:
         """K and V of the rank's KV heads are read; every query head does a dot product and a weighted sum."""
@@ -254,6 +275,34 @@ class ChunkedAttention(SlidingWindowAttention):
 
     def decode_window(self, chunked_context_only: bool = False) -> int:
         return 0 if chunked_context_only else super().decode_window()
+
+
+@dataclass(frozen=True)
+class BlockSparseAttention(SoftmaxAttention):
+    """MiniMax-M3 sparse attention (MSA): GQA whose K/V cache keeps the whole context, plus a lightning indexer.
+    Each KV group has one index-query head (``index_n_heads`` = KV heads) scoring one shared index key per cached
+    token (``index_head_dim`` wide, bf16 side cache); each query then attends the top ``index_topk`` keys
+    (sparse_topk_blocks x sparse_block_size, the local block included). Source: vLLM MiniMaxM3SparseAttention /
+    MiniMaxM3IndexerCache (docs.vllm.ai/en/latest/api/vllm/models/minimax_m3, read 2026-12): "a single key vector
+    per token (num_kv_heads == 1)", index_q "the same head count as the KV heads"."""
+
+    def indexer_bytes_per_token(self) -> float:
+        return self.index_head_dim * MSA_INDEX_BYTES_PER_ELEM if self.index_cached else 0.0
+
+    def attended_keys(self, context: int) -> float:
+        return min(float(context), float(self.index_topk)) if self.index_topk else float(context)
+
+    def flops_per_token(self, context: int) -> float:
+        """The indexer scores every cached key (2 x index heads x index dim each), then softmax attention over
+        the top-k keys."""
+        return 2.0 * self.index_n_heads * self.index_head_dim * context + super().flops_per_token(context)
+
+    def index_cost(self) -> tuple[float, float]:
+        """(flops, bytes) per scored key: every index head dots the shared bf16 index key (all heads on one rank;
+        under TP the index heads split with the KV groups, so this is the tp=1 cost, an upper bound)."""
+        if not self.index_cached:
+            return 0.0, 0.0
+        return 2.0 * self.index_n_heads * self.index_head_dim, self.index_head_dim * MSA_INDEX_BYTES_PER_ELEM
 
 
 # ================================================================================================
@@ -341,7 +390,14 @@ class SparseMLAttention(MLAttention):
 @dataclass(frozen=True)
 class DeltaNetAttention(Attention):
     """Linear attention: a constant recurrent state per sequence (``linear_state_elems``, conv state included),
-    heads split over TP; no per-token KV. Projections are costed from the parameter count (perfmodel.ops)."""
+    heads split over TP; no per-token KV. Projections are costed from the parameter count (perfmodel.ops).
+
+    ``conv_state_elems`` of the state are the short convolutions' inputs, kept in the model dtype; the rest is the
+    recurrent state, kept in ``state_bytes_per_elem`` (the config's ``mamba_ssm_dtype``, else the model dtype:
+    vLLM Qwen3_5ForConditionalGenerationConfig sets mamba_ssm_cache_dtype from it, mamba_utils.py)."""
+
+    conv_state_elems: int = 0
+    state_bytes_per_elem: float = LINEAR_STATE_BYTES
 
     param_component: ClassVar[str] = "linear_attention"
     caches_kv: ClassVar[bool] = False
@@ -349,9 +405,14 @@ class DeltaNetAttention(Attention):
     def label(self) -> str:
         return f"linear ({self.linear_kind})"
 
+    def state_bytes_per_sequence(self, tp: int) -> float:
+        """State bytes one sequence holds in this layer on one TP rank (heads split over tp)."""
+        recurrent = self.linear_state_elems - self.conv_state_elems
+        return (recurrent * self.state_bytes_per_elem + self.conv_state_elems * LINEAR_STATE_BYTES) / tp
+
     def kv_bytes_per_sequence(self, context: int, kv_bytes_per_elem: float, tp: int, block_size: int = 1,
                               chunked_full: bool = False) -> float:
-        return self.linear_state_elems / tp * LINEAR_STATE_BYTES
+        return self.state_bytes_per_sequence(tp)
 
     def flops_per_token(self, context: int) -> float:
         """A constant 4 x heads x dk x dv per token."""
@@ -373,6 +434,57 @@ class DeltaNetAttention(Attention):
             return 0.0, 0.0
         elems = self.linear_state_elems / tp
         return 4.0 * elems, 2.0 * 4.0 * elems
+
+
+@dataclass(frozen=True)
+class Mamba2Mixer(DeltaNetAttention):
+    """``blocks`` consecutive Mamba-2 (SSD) mixer blocks of a nemotron_h layer (vLLM MambaMixer2), each with per
+    sequence a conv state of (conv_kernel - 1) x (intermediate + 2 x groups x d_state) in the model dtype and an SSM
+    state of heads x head_dim x d_state in ``mamba_ssm_cache_dtype`` (float32 for nemotron_h: vLLM
+    NemotronHForCausalLMConfig takes it from the HF config, default float32). Heads (``num_heads``, ``head_dim``),
+    groups (``ssm_groups``) and the intermediate split over TP; one group is copied to every rank (vLLM
+    MambaStateShapeCalculator.extra_groups_for_head_shards). ``v_head_dim`` holds d_state. ``params``, state,
+    FLOPs and bytes are those of all ``blocks`` blocks (arch.py folds a Mamba block that has no MLP after it into
+    the Mamba layer before it, see arch._nemotron_plan)."""
+
+    ssm_groups: int = 1
+    conv_kernel: int = 4
+    blocks: int = 1
+
+    def label(self) -> str:
+        return "linear (mamba2)" if self.blocks == 1 else f"linear (mamba2 x{self.blocks})"
+
+    def kv_split_ok(self, tp: int) -> bool:
+        """vLLM MambaMixer2: TP must divide the groups, or the model has one group (replicated on every rank)."""
+        return self.ssm_groups % tp == 0 or self.ssm_groups == 1
+
+    def _conv_elems(self, tp: int) -> float:
+        """Conv-state elements of one block on one TP rank."""
+        groups = self.ssm_groups if self.ssm_groups % tp == 0 else tp
+        inter = self.num_heads * self.head_dim
+        return (self.conv_kernel - 1) * (inter + 2 * groups * self.v_head_dim) / tp
+
+    def _ssm_elems(self, tp: int) -> float:
+        """SSM-state elements of one block on one TP rank."""
+        return self.num_heads * self.head_dim * self.v_head_dim / tp
+
+    def state_bytes_per_sequence(self, tp: int) -> float:
+        return self.blocks * (self._ssm_elems(tp) * self.state_bytes_per_elem
+                              + self._conv_elems(tp) * LINEAR_STATE_BYTES)
+
+    def _state_flops(self, tp: int) -> float:
+        """Per SSM state element: decay, the B x (dt x) update and the C read-out (5 FLOPs); per conv channel
+        2 x kernel FLOPs; all blocks, one TP rank."""
+        per_channel = 2.0 * self.conv_kernel / (self.conv_kernel - 1)
+        return self.blocks * (5.0 * self._ssm_elems(tp) + per_channel * self._conv_elems(tp))
+
+    def flops_per_token(self, context: int) -> float:
+        return self._state_flops(1)
+
+    def state_cost(self, tp: int) -> tuple[float, float]:
+        """(FLOPs per token, bytes read + written per decode step per sequence) on one TP rank: the state is read
+        and written once per step, in its own dtypes (the same bytes the memory model holds)."""
+        return self._state_flops(tp), 2.0 * self.state_bytes_per_sequence(tp)
 
 
 # ================================================================================================
@@ -429,12 +541,26 @@ def _cfg(d: dict[str, Any], *keys: str, default: Any = None) -> Any:
     return default
 
 
+#: Layer types a config's ``layer_types`` may name (plus the internal ones arch.py derives from other fields:
+#: 'minimax_sparse_attention' from MiniMax-M3's sparse_attention_freq, 'mamba' from nemotron_h's pattern).
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention",
+               "minimax_sparse_attention", "mamba")
+
+
 def attention_for_layer(t: dict[str, Any], i: int, ltype: str, hidden: int, n_heads: int, n_kv: int,
-                        model_type: str) -> Attention:
+                        model_type: str, blocks: int = 1) -> Attention:
     """The token mixer of decoder layer ``i`` (``ltype``: its ``layer_types`` entry), recognised from the config:
     ``compress_ratios`` -> DeepSeek-V4 compressed attention; ``linear_attn_config.kda_layers`` -> Kimi Delta
-    Attention; layer type 'linear_attention' -> Gated DeltaNet; ``kv_lora_rank`` -> MLA, with ``index_topk`` /
-    ``index_n_heads`` -> MLA + DSA; otherwise softmax attention (sliding window / chunked per layer type)."""
+    Attention; layer type 'linear_attention' -> Gated DeltaNet; 'mamba' -> Mamba-2; 'minimax_sparse_attention' ->
+    MiniMax-M3 block-sparse attention; ``kv_lora_rank`` -> MLA, with ``index_topk`` / ``index_n_heads`` -> MLA +
+    DSA; otherwise softmax attention (sliding window / chunked per layer type, per-layer head shapes where the
+    config gives them). ``blocks``: consecutive Mamba-2 blocks the layer holds. A layer type clusterfit does not
+    know is refused ("unsupported architecture")."""
+    from .errors import ClusterfitError
+
+    if ltype not in LAYER_TYPES:
+        raise ClusterfitError(f"unsupported architecture: layer type '{ltype}' (layer {i}) in layer_types; "
+                              f"known: {', '.join(LAYER_TYPES[:4])}")
     lin_cfg = t.get("linear_attn_config")
     if isinstance(t.get("compress_ratios"), list):
         return _compressed_attention(t, i, hidden, n_heads)
@@ -442,35 +568,116 @@ def attention_for_layer(t: dict[str, Any], i: int, ltype: str, hidden: int, n_he
         return _kda_attention(lin_cfg, hidden)
     if ltype == "linear_attention":
         return _gdn_attention(t, hidden)
+    if ltype == "mamba":
+        return _mamba2_mixer(t, hidden, blocks)
     if t.get("kv_lora_rank") is not None:
         return _mla_attention(t, i, hidden, n_heads)
-    return _softmax_attention(t, ltype, hidden, n_heads, n_kv, model_type)
+    return _softmax_attention(t, ltype, hidden, n_heads, n_kv, model_type, i)
+
+
+def _head_shapes(t: dict[str, Any], ltype: str, hidden: int, n_heads: int, n_kv: int,
+                 model_type: str) -> tuple[int, int, int, int, int | None, bool]:
+    """(query heads, KV heads, key head dim, value head dim, window, K reused as V) of one softmax layer.
+
+    Per-layer shapes: Gemma 4 full-attention layers use ``global_head_dim`` and, with ``attention_k_eq_v``,
+    ``num_global_key_value_heads`` and no V projection (vLLM gemma4.py Gemma4DecoderLayer); MiMo-V2-Flash sliding
+    layers use the ``swa_*`` heads and dims and ``sliding_window_size`` (vLLM mimo_v2_flash.py)."""
+    d = int(_cfg(t, "head_dim", default=hidden // n_heads))
+    dv = int(_cfg(t, "v_head_dim", default=d))
+    window = int(t["sliding_window"]) if t.get("sliding_window") else None
+    k_is_v = False
+    if model_type.startswith("gemma4") and ltype == "full_attention":
+        d = dv = int(_cfg(t, "global_head_dim", default=d))
+        if t.get("attention_k_eq_v"):
+            n_kv, k_is_v = int(_cfg(t, "num_global_key_value_heads", default=n_kv)), True
+    if model_type == "mimo_v2_flash" and ltype == "sliding_attention":
+        n_heads = int(_cfg(t, "swa_num_attention_heads", default=n_heads))
+        n_kv = int(_cfg(t, "swa_num_key_value_heads", default=n_kv))
+        d = int(_cfg(t, "swa_head_dim", default=d))
+        dv = int(_cfg(t, "swa_v_head_dim", default=d))
+        window = int(_cfg(t, "sliding_window_size", "sliding_window"))
+    return n_heads, n_kv, d, dv, window, k_is_v
+
+
+def _qk_norm_params(t: dict[str, Any], model_type: str, n_heads: int, n_kv: int, d: int) -> int:
+    """q_norm + k_norm weights: one head_dim vector each (per head), or over all heads (MiniMax-M2
+    ``qk_norm_type: per_layer``: q_norm [heads x head_dim], k_norm [kv_heads x head_dim])."""
+    on = (model_type.startswith(("qwen3", "gemma3", "gemma4", "step3p")) or bool(t.get("use_qk_norm")))
+    if not on:
+        return 0
+    if t.get("qk_norm_type") == "per_layer":
+        return (n_heads + n_kv) * d
+    return 2 * d
 
 
 def _softmax_attention(t: dict[str, Any], ltype: str, hidden: int, n_heads: int, n_kv: int,
-                       model_type: str) -> Attention:
-    d = int(_cfg(t, "head_dim", default=hidden // n_heads))
+                       model_type: str, i: int = 0) -> Attention:
+    n_heads, n_kv, d, dv, window, k_is_v = _head_shapes(t, ltype, hidden, n_heads, n_kv, model_type)
+    if min(n_heads, n_kv, d, dv) <= 0 or n_heads % n_kv:
+        from .errors import ClusterfitError
+
+        raise ClusterfitError(f"config: layer {i} has {n_heads} query heads and {n_kv} KV heads of {d}/{dv}: the "
+                              "query heads must be a positive multiple of the KV heads")
     cls: type[SoftmaxAttention] = SoftmaxAttention
-    window = None
-    if ltype in ("sliding_attention",) and t.get("sliding_window"):
-        cls, window = SlidingWindowAttention, int(t["sliding_window"])
+    if ltype == "sliding_attention" and window:
+        cls = SlidingWindowAttention
     elif ltype == "chunked_attention" and t.get("attention_chunk_size"):
         cls, window = ChunkedAttention, int(t["attention_chunk_size"])
-    elif ltype == "full_attention" and t.get("sliding_window") and model_type in ("mistral", "mixtral") \
+    elif ltype == "full_attention" and window and model_type in ("mistral", "mixtral") \
             and t.get("use_sliding_window", True) and "layer_types" not in t:
-        cls, window = SlidingWindowAttention, int(t["sliding_window"])
+        cls = SlidingWindowAttention
+    else:
+        window = None
     kind = "mha" if n_kv == n_heads else ("mqa" if n_kv == 1 else "gqa")
-    gated_q = model_type == "qwen3_next"  # gated attention: q_proj also produces the output gate
-    p = hidden * n_heads * d * (2 if gated_q else 1) + 2 * hidden * n_kv * d + n_heads * d * hidden
+    # gated attention: q_proj also produces the output gate (Qwen3-Next, Qwen3.5 attn_output_gate)
+    gated_q = model_type == "qwen3_next" or t.get("attn_output_gate") is True
+    p = hidden * n_heads * d * (2 if gated_q else 1) + hidden * n_kv * (d + (0 if k_is_v else dv)) \
+        + n_heads * dv * hidden
     if t.get("attention_bias"):
-        p += n_heads * d + 2 * n_kv * d
+        p += n_heads * d + n_kv * (d + (0 if k_is_v else dv))
         if model_type in ("llama", "gpt_oss"):
             p += hidden  # o_proj bias
-    if model_type in ("qwen3", "qwen3_moe", "qwen3_next") or t.get("use_qk_norm") or model_type.startswith("gemma3"):
-        p += 2 * d  # q_norm, k_norm
-    if model_type == "gpt_oss":
-        p += n_heads  # attention sinks
-    return cls(cast(AttnKind, kind), n_heads, n_kv, d, d, window=window, chunked=cls is ChunkedAttention, params=p)
+    p += _qk_norm_params(t, model_type, n_heads, n_kv, d)
+    if t.get("use_head_wise_attn_gate"):
+        p += hidden * n_heads  # Step-3.5 g_proj: one sigmoid gate per head
+    sinks = model_type == "gpt_oss" or (model_type == "mimo_v2_flash" and bool(
+        t.get("add_swa_attention_sink_bias") if cls is SlidingWindowAttention else t.get("add_full_attention_sink_bias")))
+    if sinks:
+        p += n_heads  # attention sinks: one learned logit per head
+    if ltype == "minimax_sparse_attention":
+        return _block_sparse_attention(t, i, hidden, n_heads, n_kv, d, p)
+    return cls(cast(AttnKind, kind), n_heads, n_kv, d, dv, window=window, chunked=cls is ChunkedAttention, params=p,
+               k_is_v=k_is_v)
+
+
+def _block_sparse_attention(t: dict[str, Any], i: int, hidden: int, n_heads: int, n_kv: int, d: int,
+                            p: int) -> Attention:
+    """MiniMax-M3 MSA layer: the GQA layer's weights (``p``) plus the indexer: index_q [hidden x index heads x
+    index dim], index_k [hidden x index dim] and their norms (vLLM MinimaxM3QKVParallelLinearWithIndexer fuses
+    q, k, v, index_q, index_k in one GEMM; index_q_norm / index_k_norm one index-dim vector each)."""
+    from .errors import ClusterfitError
+
+    sc = t.get("sparse_attention_config")
+    if not isinstance(sc, dict):
+        raise ClusterfitError("config: sparse_attention_config must be an object")
+    sizes: dict[str, int] = {}
+    for key in ("sparse_num_index_heads", "sparse_index_dim", "sparse_topk_blocks", "sparse_block_size"):
+        v = sc.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ClusterfitError(f"config: sparse_attention_config.{key} must be a positive integer, got {v!r}")
+        sizes[key] = v
+    heads, dim = sizes["sparse_num_index_heads"], sizes["sparse_index_dim"]
+    blocks, block = sizes["sparse_topk_blocks"], sizes["sparse_block_size"]
+    no_value = sc.get("sparse_disable_index_value")
+    if isinstance(no_value, list):
+        no_value = no_value[i] if i < len(no_value) else None
+    if sc.get("sparse_score_type", "max") != "max" or no_value is not None and not no_value:
+        raise ClusterfitError(f"unsupported architecture: MiniMax sparse attention with an index value projection "
+                              f"(sparse_disable_index_value off, layer {i}) or a score type other than 'max'")
+    p_idx = hidden * heads * dim + hidden * dim + 2 * dim
+    kind = "mha" if n_kv == n_heads else ("mqa" if n_kv == 1 else "gqa")
+    return BlockSparseAttention(cast(AttnKind, kind), n_heads, n_kv, d, d, index_n_heads=heads, index_head_dim=dim,
+                                index_topk=blocks * block, index_cached=True, params=p, indexer_params=p_idx)
 
 
 def _mla_attention(t: dict[str, Any], i: int, hidden: int, n_heads: int) -> Attention:
@@ -530,17 +737,67 @@ def _compressed_attention(t: dict[str, Any], i: int, hidden: int, n_heads: int) 
                                indexer_params=p_idx)
 
 
+def _state_dtype_bytes(t: dict[str, Any], key: str, default: float = LINEAR_STATE_BYTES) -> float:
+    """Bytes per recurrent-state element from the config's state dtype field ``key``, else ``default``."""
+    from .errors import ClusterfitError
+
+    name = t.get(key)
+    if name is None:
+        return default
+    if str(name) not in STATE_DTYPE_BYTES:
+        raise ClusterfitError(f"config: {key} {name!r} is not one of {', '.join(STATE_DTYPE_BYTES)}")
+    return STATE_DTYPE_BYTES[str(name)]
+
+
 def _gdn_attention(t: dict[str, Any], hidden: int) -> Attention:
-    """Qwen3-Next Gated DeltaNet: state nv x dk x dv + the short convolutions' (kernel - 1) inputs."""
+    """Gated DeltaNet (Qwen3-Next, Qwen3.5): state nv x dk x dv + the short convolutions' (kernel - 1) inputs.
+    Weights: in_proj_qkvz [hidden x (2 nk dk + 2 nv dv)], in_proj_ba [hidden x 2 nv], conv1d [conv_dim x kernel],
+    dt_bias and A_log [nv], the gated norm [dv], out_proj [nv dv x hidden] (Qwen3.5 splits in_proj into qkv / z / b /
+    a with the same shapes)."""
     nk, dk = int(t["linear_num_key_heads"]), int(t["linear_key_head_dim"])
     nv, dv = int(t["linear_num_value_heads"]), int(t["linear_value_head_dim"])
     conv = int(t.get("linear_conv_kernel_dim") or 4)
-    state = nv * dk * dv + (2 * nk * dk + nv * dv) * (conv - 1)
     conv_dim = 2 * nk * dk + nv * dv
+    conv_state = conv_dim * (conv - 1)
+    state = nv * dk * dv + conv_state
     p = (hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + conv_dim * conv + 2 * nv + dv
          + nv * dv * hidden)
     return DeltaNetAttention("linear", nv, nv, dk, dv, linear_state_elems=state, linear_kind="gated_deltanet",
-                             params=p)
+                             params=p, conv_state_elems=conv_state,
+                             state_bytes_per_elem=_state_dtype_bytes(t, "mamba_ssm_dtype"))
+
+
+def _mamba2_mixer(t: dict[str, Any], hidden: int, blocks: int = 1) -> Attention:
+    """Mamba-2 mixer of a nemotron_h 'M' block (vLLM MambaMixer2 with intermediate = mamba_num_heads x
+    mamba_head_dim): in_proj [hidden x (2 I + 2 G N + H)] (z, x, B, C, dt), conv1d [(I + 2 G N) x kernel] (+ bias
+    with use_conv_bias), dt_bias / A / D [H], the gated RMSNorm [I], out_proj [I x hidden] (+ biases with
+    use_bias)."""
+    from .errors import ClusterfitError
+
+    vals = {}
+    for key in ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel"):
+        v = t.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ClusterfitError(f"config: field '{key}' must be a positive integer for Mamba-2 layers, got {v!r}")
+        vals[key] = v
+    h, pdim, n, g, k = (vals["mamba_num_heads"], vals["mamba_head_dim"], vals["ssm_state_size"], vals["n_groups"],
+                        vals["conv_kernel"])
+    if h % g:
+        raise ClusterfitError(f"config: mamba_num_heads ({h}) must be a multiple of n_groups ({g})")
+    inter = h * pdim
+    conv_dim = inter + 2 * g * n
+    p = hidden * (2 * inter + 2 * g * n + h) + conv_dim * k + 3 * h + inter + inter * hidden
+    if t.get("use_conv_bias", True):
+        p += conv_dim
+    if t.get("use_bias"):
+        p += 2 * inter + 2 * g * n + h + hidden
+    state = h * pdim * n + conv_dim * (k - 1)
+    return Mamba2Mixer("linear", h, h, pdim, n, linear_state_elems=blocks * state, linear_kind="mamba2",
+                       params=blocks * p, conv_state_elems=blocks * conv_dim * (k - 1), ssm_groups=g, conv_kernel=k,
+                       blocks=blocks,
+                       # absent: float32, vLLM NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE ("Only float32
+                       # is known to have no accuracy issues by default")
+                       state_bytes_per_elem=_state_dtype_bytes(t, "mamba_ssm_cache_dtype", 4.0))
 
 
 def _kda_attention(lc: dict[str, Any], hidden: int) -> Attention:
