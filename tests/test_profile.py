@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from clusterfit.perfmodel.kernels import _read_catalog, load_curves
 
@@ -265,6 +267,35 @@ def test_each_bad_field_is_one_error_naming_it(run_cli, tmp_path, field, value, 
     line = _one_error(*run_cli(*PERF, "--isl", "128", "--osl", "16", "--batch", "1", "--profile",
                                _write(tmp_path, doc))[::2])
     assert line.startswith("error: --profile: ") and named in line, line
+
+
+def _leaves(node: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of every scalar in a JSON document (list indices as numbers), as ``_set`` takes them."""
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _leaves(v, f"{prefix}{k}.")]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _leaves(v, f"{prefix}{i}.")]
+    return [prefix[:-1]]
+
+
+_LEAVES = _leaves(_doc())
+_VALUES = (st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.text(max_size=8)
+           | st.floats(allow_nan=False, allow_infinity=False) | st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(_LEAVES), value=_VALUES)
+def test_any_one_changed_value_loads_or_is_one_error(run_cli, tmp_path, where, value):
+    """A valid profile with one value replaced by anything: a prediction, or one `error:` line; never a traceback."""
+    doc = _doc()
+    _set(doc, where, value)
+    code, out, err = run_cli(*PERF, "--isl", "128", "--osl", "16", "--batch", "1", "--json", "--profile",
+                             _write(tmp_path, doc))
+    assert "Traceback" not in err and code in (0, 2), err
+    if code == 2:
+        _one_error(code, err)
+    else:
+        assert json.loads(out)["ttft_s"] > 0
 
 
 def test_allreduce_faster_than_the_line_rate_is_refused(run_cli, tmp_path):
