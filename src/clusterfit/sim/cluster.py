@@ -78,12 +78,24 @@ def _engine_batched_tokens(step_model: StepCosts) -> int:
 class Cluster:
     """A simulated cluster for one workload; call :meth:`run` once."""
 
+    #: The replica type the cluster builds (sim.online's cluster builds a subclass that reports its progress).
+    replica_class: type[Replica] = Replica
+
     def __init__(self, requests: Requests, step_model: StepCosts, config: SimulationConfig,
                  gpus_per_node: int | None = None) -> None:
         if len(requests) == 0:
             raise ClusterfitError("no requests to simulate")
+        self._setup(Ledger(requests, kv_rule(step_model)), step_model, config,
+                    int(np.max(requests.input_tokens + requests.output_tokens)), gpus_per_node)
+        self.too_big = ((requests.input_tokens + requests.output_tokens + config.replica.block_size)
+                        > self.admit_cap).tolist()
+
+    def _setup(self, ledger: Ledger, step_model: StepCosts, config: SimulationConfig, max_ctx: int,
+               gpus_per_node: int | None) -> None:
+        """Everything but the requests: engine limits, step timer, balancer, replicas, event heap. ``max_ctx``: the
+        longest context a request can reach, tokens (the step timer's tables reach that far)."""
         self.config = config
-        self.ledger = Ledger(requests, kv_rule(step_model))
+        self.ledger = ledger
         rspec = config.replica
         self.max_num_seqs = int(rspec.max_num_seqs or step_model.max_num_seqs)
         kv = int(step_model.kv_capacity_tokens)
@@ -92,7 +104,6 @@ class Cluster:
         if self.max_num_seqs < 1:
             raise ClusterfitError("max_num_seqs must be >= 1")
         self.kv_capacity = kv
-        max_ctx = int(np.max(requests.input_tokens + requests.output_tokens))
         self.max_num_batched_tokens = int(rspec.max_num_batched_tokens or _engine_batched_tokens(step_model) or 8192)
         self.timer = StepTimer(step_model, self.max_num_batched_tokens, self.max_num_seqs, max_ctx,
                                exact=config.exact_steps)
@@ -106,8 +117,7 @@ class Cluster:
         for _ in range(config.replicas):
             self._new_replica(0.0, ready=True)
         self.balancer.rebuild(self.replicas)
-        admit_cap = kv * (1 - rspec.watermark)
-        self.too_big = ((requests.input_tokens + requests.output_tokens + rspec.block_size) > admit_cap).tolist()
+        self.admit_cap = kv * (1 - rspec.watermark)  # KV tokens a replica admits into (requests beyond: rejected)
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.hold: deque[int] = deque()
@@ -117,8 +127,8 @@ class Cluster:
 
     # --- replicas -------------------------------------------------------------------------------
     def _new_replica(self, now_s: float, ready: bool) -> Replica:
-        rep = Replica(len(self.replicas), self.timer, self.ledger, self.kv_capacity, self.config.replica,
-                      self.max_num_seqs, self.max_num_batched_tokens)
+        rep = self.replica_class(len(self.replicas), self.timer, self.ledger, self.kv_capacity, self.config.replica,
+                                 self.max_num_seqs, self.max_num_batched_tokens)
         rep.alive = ready
         rep.clock = now_s
         self.replicas.append(rep)

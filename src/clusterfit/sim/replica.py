@@ -150,6 +150,12 @@ class Replica:
             if self.clock < now_s:
                 self.clock = now_s
             return
+        self.cut_segment(now_s)
+
+    def cut_segment(self, now_s: float) -> bool:
+        """End a running decode segment at the first step boundary at or after ``now_s`` (the state jumps to that
+        boundary; ``next_event_s`` becomes inf and the cluster must call :meth:`plan`). False if there is no segment
+        or that boundary is the segment's own end."""
         if self.in_segment and self.next_event_s > now_s:
             k = self._steps_until(now_s - self.seg_t0)
             if k < self.seg_n:
@@ -157,6 +163,8 @@ class Replica:
                 self.in_segment = False
                 self.version += 1
                 self.next_event_s = math.inf
+                return True
+        return False
 
     def finish_event(self) -> None:
         """Apply the step or segment that ends at ``next_event_s``."""
