@@ -14,6 +14,7 @@ import typer
 
 from .commands import calibrate, deploy, fit, hardware, perf, plan, serve, simulate
 from .commands import bench
+from .commands import twin
 from .commands.output import fail, parameter_flag
 from .errors import ClusterfitError
 
@@ -52,6 +53,7 @@ app.command("deploy")(deploy.deploy_command)
 app.command("serve")(serve.serve_command)
 app.command("calibrate")(calibrate.calibrate_command)
 app.command("bench")(bench.bench_command)
+app.command("twin")(twin.twin_command)
 
 
 def _usage_error_type() -> type[Exception]:

@@ -1,0 +1,223 @@
+"""The twin's HTTP server (FastAPI, the ``twin`` extra): OpenAI-compatible endpoints over a :class:`Twin`.
+
+    GET  /v1/models                  the served model (vLLM's fields: root, max_model_len)
+    POST /v1/completions             text completions, streaming (SSE) or not
+    POST /v1/chat/completions        chat completions, streaming (SSE) or not
+    GET  /health                     200 while serving
+    GET  /metrics                    Prometheus text, vLLM's metric names (twin.metrics)
+    GET  /twin                       what is simulated: model, system, layout, engine, replicas, limits
+    GET  /twin/requests?after=SEQ    finished requests with their simulated times (seconds on the twin's clock)
+
+A client that disconnects cancels its requests in the simulation, as vLLM aborts a request whose client left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.responses import Response, StreamingResponse
+
+from ..schema import parse_request
+from .config import CHARS_PER_TOKEN, TwinRequest, build_setup
+from .engine import Stream, Twin, TwinUnavailable
+from .openai import (DONE_EVENT, ApiError, ChatBody, Chunks, CompletionBody, chat_prompt, completion_prompts,
+                     output_tokens, parse_body, usage)
+
+
+def make_app(request: TwinRequest | None = None, /, **kwargs: Any) -> FastAPI:
+    """The twin as an ASGI app (serve it with uvicorn). Takes a :class:`TwinRequest` or its fields as keyword
+    arguments (``make_app(model="meta-llama/Llama-3.1-8B", system="h200", replicas=2)``); bad ones raise
+    ``ParameterError``. The clock starts when the server starts (the app's lifespan). ``app.state.twin`` is the
+    :class:`Twin`."""
+    req = request if request is not None else parse_request(TwinRequest, kwargs)
+    twin = Twin(build_setup(req))
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        twin.start()
+        try:
+            yield
+        finally:
+            twin.stop()
+
+    app = FastAPI(title="clusterfit twin", summary=f"A simulated {twin.setup.model_id} cluster behind an "
+                  "OpenAI-compatible API", lifespan=lifespan)
+    app.state.twin = twin
+    _routes(app, twin)
+    return app
+
+
+def _routes(app: FastAPI, twin: Twin) -> None:
+    setup = twin.setup
+    created = int(time.time())
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, exc: ApiError) -> Response:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_request: Request, exc: HTTPException) -> Response:
+        return JSONResponse(ApiError(exc.status_code, str(exc.detail)).body(), status_code=exc.status_code)
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=503 if twin.stopping else 200)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [
+            {"id": name, "object": "model", "created": created, "owned_by": "clusterfit-twin",
+             "root": setup.model_id, "parent": None, "max_model_len": setup.max_model_len}
+            for name in setup.served_names]}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        twin.sync()
+        body, ctype = twin.metrics.render()
+        return Response(body, media_type=ctype)
+
+    @app.get("/twin")
+    async def describe() -> dict[str, Any]:
+        return describe_twin(twin)
+
+    @app.get("/twin/requests")
+    async def finished(after: int = 0) -> dict[str, Any]:
+        twin.sync()
+        return {"clock_s": twin.now(), "requests": [_json_safe(r) for r in twin.finished(after)]}
+
+    async def serve(request: Request, chat: bool) -> Response:
+        body = parse_body(ChatBody if chat else CompletionBody, await _json(request))
+        model = _model(body.model, setup.served_names)
+        prompts = [chat_prompt(body)] if chat else completion_prompts(body)
+        outs = [output_tokens(body, p, setup.max_model_len, setup.request.chat_max_tokens) for p in prompts]
+        jobs = [(p, o) for p, o in zip(prompts, outs) for _ in range(body.n)]
+        if len(jobs) > 128:
+            raise ApiError(400, f"{len(prompts)} prompts x n={body.n} is {len(jobs)} choices; at most 128",
+                           param="n")
+        for p, o in zip(prompts, outs):
+            if not twin.fits(p, o):
+                raise ApiError(400, f"a request of {p} prompt + {o} output tokens needs more KV cache than one replica "
+                               f"has ({twin.cluster.kv_capacity:,} tokens)", param="max_tokens")
+        waker = asyncio.Event()
+        try:
+            streams = twin.submit(jobs, waker, wake_on_tokens=body.stream)
+        except TwinUnavailable as exc:
+            raise ApiError(503, str(exc), kind="server_error", code="overloaded") from None
+        prefix = "chatcmpl-" if chat else "cmpl-"
+        chunks = Chunks(chat, prefix + uuid.uuid4().hex, int(time.time()), model)
+        tally = usage(prompts, [o for o in outs for _ in range(body.n)])
+        watch = asyncio.ensure_future(_on_disconnect(request.receive, lambda: _cancel(twin, streams)))
+        if not body.stream:
+            try:
+                while not all(s.done or s.aborted for s in streams):
+                    await waker.wait()
+                    waker.clear()
+            finally:
+                watch.cancel()
+                _cancel(twin, streams)
+            if any(s.aborted for s in streams):
+                raise ApiError(503, "the request was cancelled (the twin is stopping)", kind="server_error")
+            return JSONResponse(chunks.body([s.produced for s in streams], tally))
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        return StreamingResponse(_events(twin, streams, waker, chunks, tally, include_usage, watch),
+                                 media_type="text/event-stream")
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await serve(request, chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await serve(request, chat=True)
+
+
+async def _events(twin: Twin, streams: list[Stream], waker: asyncio.Event, chunks: Chunks, tally: dict[str, int],
+                  include_usage: bool, watch: asyncio.Future[None]) -> AsyncIterator[str]:
+    """The SSE events of one response: tokens as the simulated cluster emits them, several per event when the
+    loop was late; the last event of each choice carries ``finish_reason`` (and, without ``include_usage``, the
+    usage when it is the last choice to finish); then the usage event if asked, then ``[DONE]``."""
+    open_ = set(range(len(streams)))
+    try:
+        while open_:
+            await waker.wait()
+            waker.clear()
+            if any(s.aborted for s in streams):
+                return  # the client left or the twin stops: end the stream without [DONE]
+            for i in sorted(open_):
+                s = streams[i]
+                first = s.sent == 0
+                k = twin.delivered(s)
+                if s.done:
+                    open_.discard(i)
+                    last = not open_ and not include_usage
+                    yield chunks.delta(i, k, first and k > 0, True, tally if last else None)
+                elif k:
+                    yield chunks.delta(i, k, first, False)
+        if include_usage:
+            yield chunks.usage_event(tally)
+        yield DONE_EVENT
+    finally:
+        watch.cancel()
+        _cancel(twin, streams)
+
+
+def _cancel(twin: Twin, streams: list[Stream]) -> None:
+    for s in streams:
+        twin.abort(s)
+
+
+async def _on_disconnect(receive: Callable[[], Awaitable[MutableMapping[str, Any]]], then: Callable[[], None]) -> None:
+    """Wait for the client to go away (the ASGI ``http.disconnect`` message), then call ``then``."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    then()
+
+
+async def _json(request: Request) -> Any:
+    import json
+
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+
+
+def _model(name: str | None, served: tuple[str, ...]) -> str:
+    if name is None:
+        return served[0]
+    if name not in served:
+        raise ApiError(404, f"The model `{name}` does not exist.", param="model", code="model_not_found")
+    return name
+
+
+def _json_safe(record: dict[str, Any]) -> dict[str, Any]:
+    """nan (a phase that never happened) as null."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
+
+
+def describe_twin(twin: Twin) -> dict[str, Any]:
+    """What the twin simulates (GET /twin), units in the key names."""
+    setup = twin.setup
+    rep = setup.replica
+    cl = twin.cluster
+    return {
+        "model": setup.model_id, "served_model_names": list(setup.served_names), "system": rep.system.id,
+        "gpu": rep.system.gpu.id, "layout": rep.layout.label(), "gpus_per_replica": rep.gpus,
+        "replicas": setup.sim.replicas, "policy": setup.sim.policy, "engine": rep.engine.name,
+        "precision": rep.precision.name, "kv_dtype": rep.precision.kv_dtype,
+        "kv_capacity_tokens_per_replica": cl.kv_capacity, "max_num_seqs": cl.max_num_seqs,
+        "max_num_batched_tokens": cl.max_num_batched_tokens, "max_model_len": setup.max_model_len,
+        "chars_per_token": CHARS_PER_TOKEN, "chat_max_tokens": setup.request.chat_max_tokens,
+        "max_outstanding": setup.request.max_outstanding, "in_flight": twin.in_flight,
+        "clock_s": twin.now() if twin.started else None,
+    }

@@ -1,0 +1,90 @@
+"""Running a twin: on a socket until Ctrl-C (``clusterfit twin``), or in a background thread for tests and scripts
+(:func:`running_twin`)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ClusterfitError
+
+if TYPE_CHECKING:
+    from .config import TwinRequest
+    from .engine import Twin
+
+#: Seconds a stopping server waits for open streams to finish before closing them (uvicorn's
+#: timeout_graceful_shutdown).
+GRACEFUL_SHUTDOWN_S = 5
+
+
+def _uvicorn() -> Any:
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise ClusterfitError(f"the twin needs the twin extra ({exc.name} is not installed): "
+                              "pip install 'clusterfit[twin]'") from None
+    return uvicorn
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: a free one); a clear error if it is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ClusterfitError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def server_for(app: Any, **config: Any) -> Any:
+    """A uvicorn server for ``app`` (uvloop and httptools when installed; no access log)."""
+    uvicorn = _uvicorn()
+    return uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **config))
+
+
+@dataclass(frozen=True)
+class RunningTwin:
+    """A twin serving in a background thread: ``url`` (no trailing slash; the OpenAI base is ``url + "/v1"``) and
+    the :class:`Twin` (read it through the HTTP API while it runs: it lives on the server's thread)."""
+
+    url: str
+    twin: Twin
+
+
+@contextmanager
+def running_twin(request: TwinRequest | None = None, /, host: str = "127.0.0.1", **kwargs: Any) -> Iterator[RunningTwin]:
+    """Serve a twin on ``host``:<free port> in a background thread; yield it; stop it (open streams are closed).
+
+        with running_twin(model="meta-llama/Llama-3.1-8B", system="h200", replicas=2) as t:
+            httpx.post(t.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 8})
+    """
+    from .app import make_app
+
+    app = make_app(request, **kwargs)
+    sock = bind(host, 0)
+    port = sock.getsockname()[1]
+    server = server_for(app)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="clusterfit-twin", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            sock.close()
+            raise ClusterfitError("the twin server did not start")
+        time.sleep(0.01)
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        yield RunningTwin(f"http://{shown}:{port}", app.state.twin)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=GRACEFUL_SHUTDOWN_S + 10)
+        sock.close()

@@ -1,0 +1,385 @@
+"""`clusterfit twin`: the online simulator (sim/online.py) and the OpenAI-compatible server on top of it.
+
+Reference figures: the batch simulator (run_simulation) for the same arrivals, hand-made step times, OpenAI's API
+shapes, vLLM's metric names, and Llama-3.1-8B's config.json (max_position_embeddings 131072, 8.03e9 parameters in
+bf16: 16.06 GB of weights).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import time
+
+import httpx
+import numpy as np
+import pytest
+from test_sim_helpers import ConstantStep, RooflineStep
+
+from clusterfit.sim import Requests, SimulationConfig, run_simulation
+from clusterfit.sim.ledger import COMPLETED, FAILED
+from clusterfit.sim.online import OnlineCluster
+
+MODEL = "meta-llama/Llama-3.1-8B"
+LLAMA_CONTEXT = 131072  # config.json max_position_embeddings (meta-llama/Llama-3.1-8B)
+
+
+# ------------------------------------------------------------------------------------------ the online simulator
+def _online(reqs: Requests, step, cfg: SimulationConfig, probe: bool = False) -> tuple[OnlineCluster, list[int], int]:
+    """Feed ``reqs`` to an OnlineCluster at their arrival times, advancing step by step in between; return the
+    cluster, the request ids and how many times a request's token count went down without a preemption."""
+    oc = OnlineCluster(step, cfg, int(np.max(reqs.input_tokens + reqs.output_tokens)))
+    ids: list[int] = []
+    seen: dict[int, int] = {}
+    backwards = 0
+    for a, i, o in zip(reqs.arrival_s.tolist(), reqs.input_tokens.tolist(), reqs.output_tokens.tolist()):
+        while oc.next_change_s() < a:
+            oc.advance(oc.next_change_s())
+            if probe:
+                for r in ids:
+                    n = oc.tokens(r)
+                    backwards += n < seen.get(r, 0) and oc.ledger.preemptions[r] == 0
+                    seen[r] = max(seen.get(r, 0), n)
+        ids.append(oc.submit(i, o, a))
+    while oc.next_change_s() < math.inf:
+        oc.advance(oc.next_change_s())
+    return oc, ids, backwards
+
+
+@pytest.mark.parametrize("kv, spec, exact, policy", [
+    (12_000, None, False, "least_outstanding"),                                   # KV-bound: preemptions
+    (12_000, {"draft_tokens": 2, "acceptance": 0.6}, False, "round_robin"),       # speculative decoding
+    (30_000, None, True, "least_kv"),                                             # the exact step model
+    (200_000, {"draft_tokens": 3, "acceptance": 0.7}, True, "power_of_two"),      # seeded random choices
+])
+def test_online_cluster_is_the_batch_simulator(kv, spec, exact, policy):
+    """The same arrivals through the online cluster, advanced one step at a time, give the batch simulator's
+    times request by request (bit for bit), preemptions included; token counts never go back except by one."""
+    rng = np.random.default_rng(2)
+    n = 250
+    reqs = Requests.build(np.cumsum(rng.exponential(1 / 50, n)), rng.integers(200, 3000, n), rng.integers(1, 800, n))
+    cfg = SimulationConfig(replicas=2, policy=policy, exact_steps=exact, seed=7,
+                           replica={"speculative": spec, "max_num_batched_tokens": 1024})
+    step = RooflineStep(kv_capacity_tokens=kv, max_num_seqs=64)
+    batch = run_simulation(reqs, step, cfg).requests
+    oc, ids, backwards = _online(reqs, step, cfg, probe=True)
+    led = oc.ledger
+    for key in ("first_token_s", "finish_s", "status", "replica", "preemptions"):
+        got = np.array([getattr(led, key)[r] for r in ids])
+        assert np.array_equal(got, batch[key], equal_nan=True), key
+    assert backwards == 0
+    if kv == 12_000:
+        assert batch["preemptions"].sum() > 0
+
+
+def test_online_cluster_with_a_compiled_replica():
+    """Llama-3.1-8B on an H200 (the step model every command uses), two replicas, a load near saturation."""
+    from clusterfit.compose import Catalog, build_replica
+
+    rep = build_replica(Catalog.load(), MODEL, "h200")
+    rng = np.random.default_rng(1)
+    n = 300
+    reqs = Requests.build(np.cumsum(rng.exponential(1 / 40, n)), rng.integers(100, 3000, n), rng.integers(1, 300, n))
+    cfg = SimulationConfig(replicas=2, replica={"max_num_seqs": 32})
+    batch = run_simulation(reqs, rep.step, cfg).requests
+    oc, ids, _ = _online(reqs, rep.step, cfg)
+    assert np.array_equal([oc.ledger.finish_s[r] for r in ids], batch["finish_s"])
+    assert np.array_equal([oc.ledger.first_token_s[r] for r in ids], batch["first_token_s"])
+
+
+def test_tokens_appear_at_each_step_end():
+    """Constant 10 ms steps, one request of 100 prompt and 5 output tokens at t = 0.003 s: the prefill step ends at
+    0.013 s (first token), each decode step 10 ms later; between step ends the count holds."""
+    oc = OnlineCluster(ConstantStep(0.010, max_num_seqs=4), SimulationConfig(), 200)
+    req = oc.submit(100, 5, 0.003)
+    expected = [(0.008, 0), (0.0129, 0), (0.0131, 1), (0.0229, 1), (0.0231, 2), (0.0431, 4), (0.0529, 4)]
+    for t, tokens in expected:
+        oc.advance(t)
+        assert oc.tokens(req) == tokens, t
+    assert oc.next_change_s() == pytest.approx(0.053)
+    oc.advance(0.0531)
+    assert oc.tokens(req) == 5 and oc.ledger.status[req] == COMPLETED
+    assert oc.ledger.finish_s[req] == pytest.approx(0.053)
+    assert oc.ledger.admitted_s[req] == pytest.approx(0.003)
+
+
+def test_an_arrival_mid_segment_holds_back_the_step_not_yet_ended():
+    """A decode segment cut by an arrival jumps to the next step boundary; until that step ends its token is not
+    reported (the first request's count at 0.0335 s is 3: steps ended at 0.013, 0.023, 0.033)."""
+    oc = OnlineCluster(ConstantStep(0.010, max_num_seqs=4), SimulationConfig(), 400)
+    a = oc.submit(100, 50, 0.003)
+    oc.advance(0.0335)
+    assert oc.tokens(a) == 3
+    b = oc.submit(100, 5, 0.0335)       # cuts the segment at 0.043 (the state jumps there)
+    assert oc.tokens(a) == 3
+    oc.advance(0.0431)
+    assert oc.tokens(a) == 4 and oc.tokens(b) == 0
+    oc.advance(0.0531)                  # b's prefill rides with a's decode: both get a token at 0.053
+    assert oc.tokens(a) == 5 and oc.tokens(b) == 1
+
+
+def test_abort_frees_the_slot_and_the_kv():
+    """A request cancelled mid-decode leaves the batch at the next step boundary; its reservation and slot are
+    freed (the next arrival reuses the slot) and the other request finishes as if alone."""
+    step = RooflineStep(kv_capacity_tokens=100_000, max_num_seqs=8)
+    oc = OnlineCluster(step, SimulationConfig(), 4000)
+    a = oc.submit(1000, 200, 0.0)
+    b = oc.submit(1000, 200, 0.0)
+    oc.advance(0.2)
+    rep = oc.replicas[0]
+    assert rep.d == 2
+    oc.abort(a, 0.2)
+    oc.advance(0.25)
+    assert rep.d == 1 and list(rep.running) == [b] and a not in rep.reserved
+    assert oc.ledger.status[a] == FAILED
+    c = oc.submit(10, 1, 0.25)
+    assert c == a  # the freed slot
+    while oc.next_change_s() < math.inf:
+        oc.advance(oc.next_change_s())
+    assert oc.ledger.status[b] == COMPLETED and rep.kv_used == 0 and rep.rank_reserved == [0.0]
+
+
+# ------------------------------------------------------------------------------------------------ the server
+@pytest.fixture(scope="module")
+def twin():
+    from clusterfit.twin import running_twin
+
+    with running_twin(model=MODEL, system="h200", served_model_name=[MODEL, "llama"]) as t:
+        yield t
+
+
+def _post(twin, path: str, body: dict) -> httpx.Response:
+    return httpx.post(twin.url + path, json=body, timeout=60, trust_env=False)
+
+
+def _sse(twin, path: str, body: dict) -> list:
+    """The events of a streamed request: parsed JSON objects, then the string '[DONE]'."""
+    events: list = []
+    with httpx.stream("POST", twin.url + path, json={**body, "stream": True}, timeout=60, trust_env=False) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                data = line[6:]
+                events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def test_models_and_health(twin):
+    r = httpx.get(twin.url + "/v1/models", trust_env=False).json()
+    assert r["object"] == "list" and [m["id"] for m in r["data"]] == [MODEL, "llama"]
+    assert all(m["object"] == "model" and m["max_model_len"] == LLAMA_CONTEXT for m in r["data"])
+    assert httpx.get(twin.url + "/health", trust_env=False).status_code == 200
+    d = httpx.get(twin.url + "/twin", trust_env=False).json()
+    assert d["replicas"] == 1 and d["gpu"].startswith("h200") and d["chars_per_token"] == 4
+
+
+def test_completion_counts_prompt_and_output_tokens(twin):
+    r = _post(twin, "/v1/completions", {"model": MODEL, "prompt": "a" * 41, "max_tokens": 5, "temperature": 0.7})
+    body = r.json()
+    assert r.status_code == 200 and body["object"] == "text_completion" and body["id"].startswith("cmpl-")
+    (choice,) = body["choices"]
+    assert choice["text"] == " tok" * 5 and choice["finish_reason"] == "length"
+    assert body["usage"] == {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}  # ceil(41 / 4) = 11
+    ids = _post(twin, "/v1/completions", {"model": "llama", "prompt": [101, 102, 103], "max_tokens": 2}).json()
+    assert ids["usage"]["prompt_tokens"] == 3 and ids["model"] == "llama"
+    given = _post(twin, "/v1/completions", {"prompt": "x", "prompt_tokens": 1000, "max_tokens": 1}).json()
+    assert given["usage"] == {"prompt_tokens": 1000, "completion_tokens": 1, "total_tokens": 1001}
+    default = _post(twin, "/v1/completions", {"prompt": "hello"}).json()
+    assert default["usage"]["completion_tokens"] == 16  # OpenAI's and vLLM's default max_tokens
+    batch = _post(twin, "/v1/completions", {"prompt": ["abcd", "abcdefgh"], "n": 2, "max_tokens": 3}).json()
+    assert [c["index"] for c in batch["choices"]] == [0, 1, 2, 3]
+    assert batch["usage"] == {"prompt_tokens": 1 + 2, "completion_tokens": 12, "total_tokens": 15}
+
+
+def test_chat_completion(twin):
+    msgs = [{"role": "system", "content": "abcd" * 10}, {"role": "user", "content": [{"type": "text", "text": "ab"}]}]
+    body = _post(twin, "/v1/chat/completions", {"model": MODEL, "messages": msgs, "max_completion_tokens": 4}).json()
+    assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": " tok" * 4}
+    assert body["usage"] == {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15}  # ceil(42 / 4)
+    near_end = _post(twin, "/v1/chat/completions", {"messages": msgs, "prompt_tokens": LLAMA_CONTEXT - 72}).json()
+    assert near_end["usage"]["completion_tokens"] == 72  # the default (256) capped by the context left
+
+
+def test_streaming_completion_and_chat(twin):
+    ev = _sse(twin, "/v1/completions", {"prompt": "abcdefgh", "max_tokens": 20,
+                                        "stream_options": {"include_usage": True}})
+    assert ev[-1] == "[DONE]"
+    *chunks, usage_event = ev[:-1]
+    assert usage_event["choices"] == [] and usage_event["usage"] == {"prompt_tokens": 2, "completion_tokens": 20,
+                                                                     "total_tokens": 22}
+    assert "".join(c["choices"][0]["text"] for c in chunks) == " tok" * 20
+    assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "length"
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+    assert all(c["object"] == "text_completion" and c["id"] == chunks[0]["id"] for c in chunks)
+    ev = _sse(twin, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6})
+    chunks = ev[:-1]
+    assert chunks[0]["object"] == "chat.completion.chunk" and chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert "".join(c["choices"][0]["delta"]["content"] for c in chunks) == " tok" * 6
+    assert chunks[-1]["usage"] == {"prompt_tokens": 1, "completion_tokens": 6, "total_tokens": 7}
+
+
+@pytest.mark.parametrize("path, body, status, words", [
+    ("/v1/completions", None, 400, "not valid JSON"),
+    ("/v1/completions", [1, 2], 400, "JSON object"),
+    ("/v1/completions", {"max_tokens": 3}, 400, "prompt"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "n": 0}, 400, "n"),
+    ("/v1/completions", {"prompt": []}, 400, "prompt"),
+    ("/v1/completions", {"prompt": "x", "stream": "maybe"}, 400, "stream"),
+    ("/v1/completions", {"prompt": "x", "model": "gpt-4"}, 404, "does not exist"),
+    ("/v1/completions", {"prompt": "x", "prompt_tokens": LLAMA_CONTEXT, "max_tokens": 1}, 400,
+     "maximum context length is 131072 tokens"),
+    ("/v1/chat/completions", {"messages": []}, 400, "messages"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+     400, "text only"),
+])
+def test_bad_requests_answer_like_openai(twin, path, body, status, words):
+    content = b"{not json" if body is None else json.dumps(body).encode()
+    r = httpx.post(twin.url + path, content=content, headers={"content-type": "application/json"}, trust_env=False)
+    err = r.json()["error"]
+    assert r.status_code == status and words in err["message"], err
+    assert set(err) == {"message", "type", "param", "code"} and err["type"] == "invalid_request_error"
+    r = httpx.get(twin.url + "/v1/nothing", trust_env=False)
+    assert r.status_code == 404 and "error" in r.json()
+
+
+def test_metrics_are_prometheus_text_with_vllm_names(twin):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    before = {f.name: f for f in text_string_to_metric_families(httpx.get(twin.url + "/metrics").text)}
+    for _ in range(3):
+        _post(twin, "/v1/completions", {"prompt": "abcd" * 100, "max_tokens": 7})
+    text = httpx.get(twin.url + "/metrics", trust_env=False).text
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    for name, kind in (("vllm:num_requests_running", "gauge"), ("vllm:num_requests_waiting", "gauge"),
+                       ("vllm:kv_cache_usage_perc", "gauge"), ("vllm:gpu_cache_usage_perc", "gauge"),
+                       ("vllm:time_to_first_token_seconds", "histogram"),
+                       ("vllm:inter_token_latency_seconds", "histogram"),
+                       ("vllm:e2e_request_latency_seconds", "histogram"),
+                       ("vllm:request_queue_time_seconds", "histogram"),
+                       ("vllm:request_success", "counter"), ("vllm:generation_tokens", "counter"),
+                       ("vllm:prompt_tokens", "counter"), ("vllm:num_preemptions", "counter")):
+        assert fams[name].type == kind, name
+
+    def value(fams, name, sample):
+        return sum(s.value for s in fams[name].samples if s.name == sample) if name in fams else 0.0
+
+    assert value(fams, "vllm:request_success", "vllm:request_success_total") \
+        - value(before, "vllm:request_success", "vllm:request_success_total") == 3
+    assert value(fams, "vllm:generation_tokens", "vllm:generation_tokens_total") \
+        - value(before, "vllm:generation_tokens", "vllm:generation_tokens_total") == 21
+    assert value(fams, "vllm:prompt_tokens", "vllm:prompt_tokens_total") \
+        - value(before, "vllm:prompt_tokens", "vllm:prompt_tokens_total") == 300
+    # 6 gaps per 7-token request
+    assert value(fams, "vllm:inter_token_latency_seconds", "vllm:inter_token_latency_seconds_count") \
+        - value(before, "vllm:inter_token_latency_seconds", "vllm:inter_token_latency_seconds_count") == 18
+    labels = {s.labels["model_name"] for s in fams["vllm:num_requests_running"].samples}
+    assert labels == {MODEL}
+    assert value(fams, "vllm:num_requests_running", "vllm:num_requests_running") == 0
+
+
+def test_a_client_that_leaves_cancels_its_request(twin):
+    with httpx.stream("POST", twin.url + "/v1/completions", json={"prompt": "x", "max_tokens": 5000, "stream": True},
+                      timeout=30, trust_env=False) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                break
+    deadline = time.monotonic() + 10
+    while httpx.get(twin.url + "/twin", trust_env=False).json()["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert httpx.get(twin.url + "/twin", trust_env=False).json()["in_flight"] == 0
+    last = httpx.get(twin.url + "/twin/requests", trust_env=False).json()["requests"][-1]
+    assert last["status"] == "aborted" and 1 <= last["output_tokens"] < 5000
+
+
+def test_hundreds_of_concurrent_streams(twin):
+    """200 streams at once (one event loop): every one gets all its tokens; nothing stays in flight."""
+    import asyncio
+
+    async def one(client: httpx.AsyncClient) -> str:
+        text = []
+        async with client.stream("POST", "/v1/completions", json={"prompt": "abcd" * 64, "max_tokens": 24,
+                                                                   "stream": True}) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: {"):
+                    text.append(json.loads(line[6:])["choices"][0]["text"])
+        return "".join(text)
+
+    async def run() -> list[str]:
+        limits = httpx.Limits(max_connections=None)
+        async with httpx.AsyncClient(base_url=twin.url, timeout=60, limits=limits, trust_env=False) as client:
+            return await asyncio.gather(*(one(client) for _ in range(200)))
+
+    assert asyncio.run(run()) == [" tok" * 24] * 200
+    assert httpx.get(twin.url + "/twin", trust_env=False).json()["in_flight"] == 0
+
+
+def test_overload_answers_503():
+    from clusterfit.twin import running_twin
+
+    with running_twin(model=MODEL, system="h200", max_outstanding=1) as t:
+        with httpx.stream("POST", t.url + "/v1/completions", json={"prompt": "x", "max_tokens": 3000,
+                                                                   "stream": True}, trust_env=False) as r:
+            lines = r.iter_lines()  # kept: a dropped iterator closes the stream
+            next(line for line in lines if line.startswith("data: {"))
+            busy = httpx.post(t.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}, trust_env=False)
+            assert busy.status_code == 503 and busy.json()["error"]["code"] == "overloaded"
+
+
+def test_light_load_timing_follows_the_step_model(twin):
+    """One request alone: TTFT is one prefill step of the prompt and TPOT the mean decode step at batch 1, from the
+    compiled replica's step model (perf's), within 10% as the client measures them. Hand check: a decode step at
+    batch 1 reads the 16.06 GB of bf16 weights, >= 16.06e9 / 4.8e12 B/s = 3.35 ms on an H200 (datasheet
+    bandwidth)."""
+    from clusterfit.compose import Catalog, build_replica
+
+    step = build_replica(Catalog.load(), MODEL, "h200").step
+    isl, osl = 8192, 64
+    ttft_model = float(step.prefill_s(isl))
+    tpot_model = float(np.mean([step.decode_step_s(1, isl + j) for j in range(1, osl)]))
+    assert tpot_model > 16.06e9 / 4.8e12
+    first = last = None
+    with httpx.Client(base_url=twin.url, timeout=60, trust_env=False) as client:  # made (and connected) untimed
+        client.post("/v1/completions", json={"prompt": "abcd", "max_tokens": 1})
+        t0 = time.perf_counter()
+        with client.stream("POST", "/v1/completions", json={"prompt": "abcd" * isl, "max_tokens": osl,
+                                                            "stream": True}) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    last = time.perf_counter() - t0
+                    first = first or last
+    assert first is not None and last is not None
+    assert first == pytest.approx(ttft_model, rel=0.10)
+    assert (last - first) / (osl - 1) == pytest.approx(tpot_model, rel=0.10)
+
+
+# ------------------------------------------------------------------------------------------------- the CLI
+def _one_error(code: int, err: str) -> str:
+    assert code == 2, err
+    assert "Traceback" not in err and err.strip().splitlines()[0].startswith("error:"), err
+    assert len(err.strip().splitlines()) == 1, err
+    return " ".join(err.split())
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--system", "nosuch"], "unknown system 'nosuch'"),
+    (["--system", "h200", "--policy", "fastest"], "--policy: unknown policy 'fastest'"),
+    (["--system", "h200", "--replicas", "0"], "--replicas: must be an integer in 1..4,096"),
+    (["--system", "h200", "--port", "70000"], "--port"),
+    (["--system", "h200", "--max-model-len", "200000"], "--max-model-len: 200,000 tokens is beyond"),
+    (["--system", "h200", "--max-outstanding", "0"], "--max-outstanding"),
+    ([], "--system"),
+])
+def test_usage_errors(run_cli, args, words):
+    code, _out, err = run_cli("twin", MODEL, *args)
+    assert words in _one_error(code, err)
+
+
+def test_a_taken_port_is_an_error(run_cli):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        code, _out, err = run_cli("twin", MODEL, "--system", "h200", "--port", str(s.getsockname()[1]))
+    assert "cannot listen on 127.0.0.1" in _one_error(code, err)
