@@ -6,22 +6,28 @@
 
 CSV format: shared/reference/published/measured-dev.csv (see its README). Mapping rules (documented, the
 same for every row):
-- model: the catalog's name/alias; Llama-3-70B uses Llama-3.1-70B's architecture (same shapes), the
-  Llama-2 / Mistral-7B architectures missing from the catalog are given inline below (public HF configs).
-  Other names (resolve_model): the catalog's HF ids and aliases, case-insensitive, with or without the org;
-  then quantised-checkpoint (-FP8, -AWQ, -NVFP4, ...) and revision (-Instruct, -2507, -Thinking, -0528) suffixes
-  stripped one at a time: such a variant has its base's shapes, and its precision is the row's. Names that change
-  the network (-Air, -Flash, -Coder, Qwen3.5) are never mapped to a namesake.
+- model (resolve_model / catalog_names): asked of the model catalog itself (clusterfit.arch.list_models,
+  model_aliases), so new bundles are found without editing this file: HF ids and aliases, case-insensitive, with or
+  without the org; a bundled name without a leading repeat of its org and without its quantisation / revision
+  suffix (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 -> Nemotron-3-Nano-30B-A3B); the row's name with
+  quantised-checkpoint (-FP8, -AWQ, -NVFP4, ...) and revision (-Instruct, -2507, -Thinking, -0528) suffixes
+  stripped one at a time (a variant has its base's shapes; its precision is the row's, or its checkpoint name's
+  when the row states none); a MoE name without its active-parameter suffix when one bundle has it. Names that
+  change the network (-Air, -Flash, -Coder, Qwen3.5) are never mapped to a namesake. Llama-3-70B uses
+  Llama-3.1-70B's shapes; Llama-2 / Mistral-7B are given inline below (public HF configs).
 - GPU: a parenthetical after a normalised name is dropped; 'SXM/PCIe not stated' is skipped, not guessed.
 - vLLM / SGLang serving command in the notes (serving_command / with_command): fills blank tp/pp/dp/ep columns
   (--tensor-parallel-size/-tp/--tp-size, --pipeline-parallel-size, --data-parallel-size/--dp,
   --enable-expert-parallel = TP x DP, SGLang --ep), an fp8 --kv-cache-dtype, --quantization; engine settings
   (--max-num-seqs / --max-running-requests, --max-num-batched-tokens / --chunked-prefill-size,
   --gpu-memory-utilization / --mem-fraction-static, --enable-dp-attention) are read by row_settings.
-- metrics beyond the first collection: total_tokens_per_s_total = output tokens/s x (isl+osl)/osl; closed-loop
-  ('max concurrency N', fixed lengths) ttft_ms_mean/_p50 and tpot_ms(_mean/_p50) = the performance model's mean
-  TTFT (first_token_s) and TPOT (cycle_s / osl); request-rate rows' ttft_ms_p50, tpot_ms_mean/_p50 and total
-  tokens/s from the simulated run (cheap: a few seconds for the whole oss2 development file).
+- vLLM / SGLang benchmark runs (published_rows.run_spec: a request count sent at a rate, all at once, or by a
+  client holding N in flight): replayed through the simulator with the client's length rules (vllm bench serve /
+  sglang.bench_serving random range ratio, ShareGPT log-normal at the measured mean, guidellm constant rate; see
+  published_rows), the run's request count, seeds pooled to >= 1,500 requests; every metric of RUN_METRICS read off
+  the simulated requests as the client computes it (simulate_run). Batch-1 / per-user rows, sweep peaks and
+  prefill instances keep the closed-form performance model below. Closed-form closed-loop rows of other engines:
+  ttft/tpot = the performance model's mean TTFT (first_token_s) and TPOT (cycle_s / osl).
 - GPU: the hardware catalog's aliases -> its standard system (hgx_h200, dgx_b200, gb200_nvl72, ...).
 - precision_weights: fp16/bf16 -> 16-bit, fp8* -> fp8 (block-wise DeepSeek native -> the checkpoint),
   fp4/nvfp4* -> nvfp4, mxfp4 -> mxfp4; "nvfp4 MoE ..." -> checkpoint with nvfp4 experts.
@@ -33,15 +39,21 @@ same for every row):
 - load: 'max throughput' / 'request rate INF' / 'concurrency N (max throughput)' -> max-throughput mode;
   'static batch size N' -> static batching; 'batch 1' / decode_tokens_per_s_batch1 / tokens_per_s_per_user
   -> batch-1 decode; 'batch size 1' ttft_ms -> prefill time; prefill-only rows -> prefill throughput.
-- online serving 'request rate Q QPS' rows -> the simulator (clusterfit.sim) on the row's replicas (one where
-  the row's GPUs hold one), Poisson arrivals at Q, fixed ISL/OSL, the notes' 'with N requests' per run (else
-  1,000), runs with seeds 0, 1, ... pooled to >= 1,500 requests, cached per configuration: ttft_ms_mean = mean
-  TTFT, itl_ms_mean = mean TPOT, output tokens/s = completed output tokens / makespan. 'request rate INF':
-  all N requests at t=0 (one run) for the latency metrics; its throughput rows keep the max-throughput
-  prediction above. Reported on their own under `online_serving`; `throughput_rows` leaves them out.
+- TensorRT-LLM online serving 'request rate Q QPS' rows -> the simulator (clusterfit.sim) on the row's replicas
+  (one where the row's GPUs hold one), Poisson arrivals at Q, fixed ISL/OSL, the notes' 'with N requests' per run
+  (else 1,000), runs with seeds 0, 1, ... pooled to >= 1,500 requests, cached per configuration: ttft_ms_mean =
+  mean TTFT, itl_ms_mean = mean TPOT, e2e latency, output tokens/s = completed output tokens / makespan. 'request
+  rate INF': all N requests at t=0 (one run) for the latency metrics; its throughput rows keep the max-throughput
+  prediction above. Reported (with the replayed vLLM / SGLang runs) under `online_serving`; `throughput_rows`
+  leaves them out.
+- Statistics: row-weighted summaries as before, and run-weighted ones (`headline`, `run_weighted`,
+  `by_engine_metric_group`): a run (published_rows.run_key: one result block of one page) weighs 1 however many
+  metrics it reports. `coverage`: predicted / rows by skip reason, per engine and for the rows whose GPU is in the
+  catalog.
 - Skipped (with the reason): MLPerf rows (the README gives no input-length average for their datasets;
-  Server/Interactive are SLO-bound), request-rate rows of other metrics, speculative decoding (MTP),
-  disaggregated decode-only rows, models/GPUs missing from the catalogs, layouts that do not fit.
+  Server/Interactive are SLO-bound), metrics a load regime does not define, speculative decoding (MTP / EAGLE),
+  disaggregated decode-only rows, engines other than TensorRT-LLM / vLLM / SGLang, models/GPUs missing from the
+  catalogs, layouts that do not fit.
 Percent errors are (predicted - measured) / measured x 100.
 """
 
@@ -55,9 +67,15 @@ import sys
 import time
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the row reader beside this script
+import published_rows  # noqa: E402
+from published_rows import (RunSpec, Skip, metric_group, run_key, run_spec, run_weights,  # noqa: E402
+                            weighted_summary)
 
 from clusterfit.arch import load_model, parse_config
 from clusterfit.errors import ClusterfitError
@@ -69,18 +87,9 @@ from clusterfit.engines import gpu_family
 from clusterfit.perfmodel.serving import cycle_s, first_token_s, max_throughput_batch, static_batch_s
 from clusterfit.precision import resolve_precision
 
-MODEL_MAP = {
-    "Llama-3.1-8B": "meta-llama/Llama-3.1-8B", "Llama-3.1-70B": "meta-llama/Llama-3.1-70B",
-    "Llama-3.3-70B": "meta-llama/Llama-3.3-70B-Instruct", "Llama-3-70B": "meta-llama/Llama-3.1-70B",
-    "Llama-3.1-405B": "meta-llama/Llama-3.1-405B", "Mixtral-8x7B": "mistralai/Mixtral-8x7B-v0.1",
-    "Mixtral-8x22B": "mistralai/Mixtral-8x22B-v0.1", "Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
-    "Qwen3-235B-A22B": "Qwen/Qwen3-235B-A22B", "Qwen3-8B": "Qwen/Qwen3-8B",
-    "Llama-4-Maverick": "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
-    "Llama-4-Scout": "meta-llama/Llama-4-Scout-17B-16E-Instruct", "gpt-oss-120b": "openai/gpt-oss-120b",
-    "gpt-oss-20b": "openai/gpt-oss-20b", "DeepSeek-R1": "deepseek-ai/DeepSeek-R1",
-    "DeepSeek-R1-0528": "deepseek-ai/DeepSeek-R1", "DeepSeek-V3": "deepseek-ai/DeepSeek-V3",
-    "DeepSeek-V3/R1": "deepseek-ai/DeepSeek-V3", "DeepSeek-V3.2": "deepseek-ai/DeepSeek-V3.2",
-}
+#: Names the catalog rules below cannot derive: Llama-3-70B has Llama-3.1-70B's shapes (the 3.1 release changed only
+#: the rope scaling and context); "DeepSeek-V3/R1" is the collection's name for tables of both (same architecture).
+NAME_OVERRIDES = {"Llama-3-70B": "meta-llama/Llama-3.1-70B", "DeepSeek-V3/R1": "deepseek-ai/DeepSeek-V3"}
 
 #: Architectures not in the model catalog: public Hugging Face config.json fields (meta-llama/Llama-2-*-hf,
 #: mistralai/Mistral-7B-v0.1).
@@ -107,10 +116,6 @@ CLOSED_LOOP_LATENCY = {"ttft_ms_mean": "ttft", "ttft_ms_p50": "ttft", "ttft_ms":
                        "tpot_ms_p50": "tpot", "tpot_ms": "tpot"}
 
 
-class Skip(Exception):
-    pass
-
-
 #: Checkpoint suffixes that name a quantised copy (-FP8, -FP8-KV, -AWQ, -GPTQ-Int4, -NVFP4, -MXFP4, -MXFP8, -BF16,
 #: -INT4/8, -W4A16, -FP8-Dynamic) or a post-training revision (-Instruct, -Instruct-2507, -Thinking-2507, -Chat,
 #: -Base, -hf, a -MMDD / -YYMM date such as -0528 / -2512) of the same network. They are stripped one at a time
@@ -120,29 +125,70 @@ _VARIANT_SUFFIX = re.compile(r"-(?:fp8(?:-dynamic|-kv)?|awq|gptq(?:-int[48])?|nv
                              r"w4a16|w8a8|instruct|thinking|chat|base|hf|\d{4})$", re.I)
 
 
-def resolve_model(name: str) -> str | None:
-    """The catalog model a row's model name stands for (None: not bundled). Rule, in order: the harness's
-    MODEL_MAP (fixed names of the first collection, e.g. Llama-3-70B -> Llama-3.1-70B's shapes); the catalog's HF
-    ids and aliases (clusterfit.arch.model_aliases, case-insensitive, with or without the org prefix); then the
-    name with _VARIANT_SUFFIX suffixes stripped one at a time, each candidate looked up the same way. A variant is
-    mapped to a bundled architecture only through those suffixes: a quantised checkpoint or an instruction /
-    reasoning / dated revision of the same base has the same config shapes (Qwen3-235B-A22B-Instruct-2507 and
-    Qwen3-235B-A22B: 94 layers, 128 experts of 1536, 64/4 heads; only the rope context differs), and its precision
-    comes from the row's precision_weights column, never from the name."""
-    if name in MODEL_MAP:
-        return MODEL_MAP[name]
-    from clusterfit.arch import model_aliases
+_ACTIVE_SUFFIX = re.compile(r"-a\d+(?:\.\d+)?b$", re.I)
 
-    aliases = model_aliases()
-    cand = name.strip()
+
+def _strip_variants(name: str) -> list[str]:
+    """``name`` and what is left after each _VARIANT_SUFFIX suffix is stripped, one at a time."""
+    out = [name]
     while True:
+        shorter = _VARIANT_SUFFIX.sub("", out[-1])
+        if shorter == out[-1] or not shorter:
+            return out
+        out.append(shorter)
+
+
+@lru_cache(maxsize=1)
+def catalog_names() -> dict[str, str]:
+    """Lower-case name -> bundled HF id, built from the model catalog itself (clusterfit.arch.list_models and
+    model_aliases), so that a newly bundled config is found without editing this harness. Keys, first come first
+    kept: the catalog's own aliases (HF id, name without org, its -Instruct / -it short forms); each bundled name
+    without a leading repeat of its org (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 -> Nemotron-3-Nano-30B-A3B-BF16)
+    and with its _VARIANT_SUFFIX suffixes stripped (-> Nemotron-3-Nano-30B-A3B: a -BF16 / -FP8 upload of a network
+    has its shapes); and, where only one bundled model has it, the name without its MoE active-parameter suffix
+    (Qwen3.5-397B -> Qwen3.5-397B-A17B)."""
+    from clusterfit.arch import list_models, model_aliases
+
+    names = dict(model_aliases())
+    for hf_id in list_models():
+        org, short = hf_id.split("/", 1) if "/" in hf_id else ("", hf_id)
+        if org and short.lower().startswith(org.lower() + "-"):
+            short = short[len(org) + 1:]
+        for cand in _strip_variants(short):
+            names.setdefault(cand.lower(), hf_id)
+    active: dict[str, set[str]] = {}
+    for key, hf_id in list(names.items()):
+        bare = _ACTIVE_SUFFIX.sub("", key)
+        if bare != key:
+            active.setdefault(bare, set()).add(hf_id)
+    for bare, ids in active.items():
+        if len(ids) == 1:
+            names.setdefault(bare, next(iter(ids)))
+    return names
+
+
+def resolve_model(name: str) -> str | None:
+    """The catalog model a row's model name stands for (None: not bundled). Rule, in order: NAME_OVERRIDES (two
+    names of the first collection); then the name, with or without its org, and each shorter name left by stripping
+    _VARIANT_SUFFIX suffixes one at a time, looked up case-insensitively in catalog_names(). A variant is mapped to
+    a bundled architecture only through those suffixes: a quantised checkpoint or an instruction / reasoning / dated
+    revision of the same base has the same config shapes (Qwen3-235B-A22B-Instruct-2507 and Qwen3-235B-A22B: 94
+    layers, 128 experts of 1536, 64/4 heads; only the rope context differs), and its precision comes from the row
+    (precision_strings), never from the name alone."""
+    if name in NAME_OVERRIDES:
+        return NAME_OVERRIDES[name]
+    from clusterfit import arch
+
+    resolver = getattr(arch, "resolve_model_id", None)   # the catalog's own resolver, where this version has one
+    hit = resolver(name) if resolver is not None else None
+    if hit:
+        return hit
+    names = catalog_names()
+    for cand in _strip_variants(name.strip()):
         for key in (cand.lower(), cand.split("/", 1)[-1].lower()):
-            if key in aliases:
-                return aliases[key]
-        shorter = _VARIANT_SUFFIX.sub("", cand)
-        if shorter == cand or not shorter:
-            return None
-        cand = shorter
+            if key in names:
+                return names[key]
+    return None
 
 
 @lru_cache(maxsize=None)
@@ -178,12 +224,16 @@ def system_for(gpu: str):
 
 
 def engine_for(text: str) -> str:
+    """The engine family of an engine column: sglang, vllm (vLLM-Ascend included), trtllm (TensorRT-LLM, trtllm-*,
+    Triton's tensorrtllm backend), else other (Ollama, TGI, MindIE: not modelled)."""
     t = text.lower()
     if "sglang" in t:
         return "sglang"
     if "vllm" in t:
         return "vllm"
-    return "trtllm"
+    if "tensorrt" in t or "trt" in t:
+        return "trtllm"
+    return "other"
 
 
 def precision_for(model, weights: str, kv: str, engine: str):
@@ -205,6 +255,10 @@ def precision_for(model, weights: str, kv: str, engine: str):
         prec = "fp16"
     elif w.startswith("bf16"):
         prec = "bf16"
+    elif "awq" in w or w.startswith(("int4", "w4a16")):
+        prec = "int4"      # AWQ / GPTQ 4-bit checkpoints: 4-bit weights in groups of 128 (precision.py)
+    elif w.startswith(("int8", "w8a8")):
+        prec = "int8"
     elif engine != "trtllm" and (not w or w.startswith("as shipped")):
         prec = None   # vLLM / SGLang serve the checkpoint as published when the row names no other precision
     else:
@@ -359,8 +413,6 @@ def with_command(row, engine: str) -> dict:
     if engine not in ("vllm", "sglang"):
         return row
     cmd = serving_command(row)
-    if not cmd:
-        return row
     r = dict(row)
     for k in ("tp", "pp", "dp"):
         if not r.get(k) and k in cmd:
@@ -376,7 +428,27 @@ def with_command(row, engine: str) -> dict:
     q = str(cmd.get("quantization", "")).lower()
     if q and (not r.get("precision_weights") or r["precision_weights"].lower().startswith("as shipped")):
         r["precision_weights"] = q
+    ckpt = checkpoint_precision(r)
+    if ckpt and (not r.get("precision_weights") or r["precision_weights"].lower().startswith("as shipped")):
+        r["precision_weights"] = f"{ckpt} (checkpoint name)"
     return r
+
+
+#: A checkpoint's weight format from its name: a quantised upload says so in a suffix (-FP8, -FP8-Dynamic, -NVFP4,
+#: -MXFP4; Qwen/Qwen3-235B-A22B-Instruct-2507-FP8, nvidia/DeepSeek-R1-NVFP4).
+_CKPT_FORMAT = re.compile(r"-(fp8|nvfp4|mxfp4)(?:-dynamic|-kv)?(?![\w.])", re.I)
+_CKPT_NAME = re.compile(r"(?:\bvllm serve|--model-path|--model)[\s=]+([\w./-]+)")
+
+
+def checkpoint_precision(row) -> str | None:
+    """The weight format the served checkpoint's name states (fp8, nvfp4, mxfp4), from the serving command's model
+    path (`vllm serve X`, `--model-path X`, `--model X`) or the model column; None when no name states one."""
+    names = [m.group(1) for m in _CKPT_NAME.finditer(row.get("notes", "") or "")] + [row.get("model", "") or ""]
+    for name in names:
+        m = _CKPT_FORMAT.search(name)
+        if m:
+            return m.group(1).lower()
+    return None
 
 
 @lru_cache(maxsize=None)
@@ -767,28 +839,41 @@ def layout_for(row, model_name, engine, st: RowSettings | None = None):
     return (tp, pp, ep, dp), max(1, n // (tp * pp * dp))
 
 
+def is_speculative(row, engine: str) -> bool:
+    """Rows measured with speculative decoding. TensorRT-LLM rows (measured-dev.csv): 'mtp' in the load column or
+    'speculative' in the notes unless the load says 'no speculative'. vLLM / SGLang rows (measured-oss2, whose README
+    marks them): 'SPECULATIVE DECODING' in the notes, '+ MTP' / '+ EAGLE...' in the engine column, or MTP in the
+    load column (a note saying 'no speculative decoding' is not a mark)."""
+    mode = row["concurrency_or_mode"].lower()
+    if engine == "trtllm":
+        return "mtp" in mode or "speculative" in row["notes"].lower() and "no speculative" not in mode
+    return ("SPECULATIVE DECODING" in row["notes"] or "mtp" in mode
+            or bool(re.search(r"\+\s*(?:mtp|eagle|dspark|speculative)", row["engine"], re.I)))
+
+
 def predict_row(row) -> float:
     mode = row["concurrency_or_mode"].lower()
     metric = row["metric"]
+    engine = engine_for(row["engine"])
+    if engine == "other":
+        raise Skip(f"engine {row['engine']} is not modelled")
     if row["id"].startswith("MLPERF"):
         raise Skip("MLPerf dataset rows: the README gives no input-length average (Server/Interactive are SLO-bound)")
-    if "mtp" in mode or "speculative" in row["notes"].lower() and "no speculative" not in mode:
-        raise Skip("speculative decoding (MTP) is not modelled")
+    if is_speculative(row, engine):
+        raise Skip("speculative decoding (MTP / EAGLE) is not modelled")
     if "decode-only" in mode or "decode, multi-node" in mode or "decode:" in mode or "simulated" in mode:
         raise Skip("disaggregated decode-only / simulated rows")
-    if "sharegpt" in mode or "concurrency sweep" in mode:
-        raise Skip("dataset-length or sweep-peak rows without fixed lengths")
+    # a vLLM / SGLang benchmark run (a request count at a rate, all at once or in a closed loop): replayed through
+    # the simulator with its client's length distribution (published_rows.run_spec)
+    spec = run_spec(row) if engine != "trtllm" and metric in RUN_METRICS else None
     isl, osl = _int(row["isl"]), _int(row["osl"])
-    if isl and not osl and metric in PREFILL_METRICS and "prefill-only" in mode:
-        osl = 1   # a prefill-only run states no output length; its prefill throughput needs none
-    if not isl or not osl:
-        text = (mode + " " + row["notes"]).lower()
-        if "sharegpt" in text:
-            raise Skip("no isl/osl: ShareGPT lengths (needs the simulator with the dataset's length distribution)")
-        if "random" in text and ("max" in text or "range ratio" in text or "not fixed" in text):
-            raise Skip("no isl/osl: random lengths sampled up to the stated maxima (needs a length distribution)")
-        raise Skip("no isl/osl")
-    engine = engine_for(row["engine"])
+    if spec is None:
+        if "sharegpt" in mode or "concurrency sweep" in mode:
+            raise Skip("dataset-length or sweep-peak rows without fixed lengths")
+        if isl and not osl and metric in PREFILL_METRICS and "prefill-only" in mode:
+            osl = 1   # a prefill-only run states no output length; its prefill throughput needs none
+        if not isl or not osl:
+            raise Skip("no isl/osl")
     row = with_command(row, engine)
     model_name = row["model"]
     model_for(model_name)
@@ -800,6 +885,10 @@ def predict_row(row) -> float:
         raise Skip("layout does not fit in memory (no KV left)")
     n = _int(row["num_gpus"], sm.gpus * replicas)
     replicas = max(1, n // sm.gpus)
+    if spec is not None:
+        return predict_run(row, spec, model_name, weights, kv, engine, (tp, pp, ep, dp), replicas,
+                           st.engine_settings())
+    assert isl is not None and osl is not None
     if is_simulated(row):
         return predict_online(row, model_name, weights, kv, engine, (tp, pp, ep, dp), replicas, isl, osl,
                               st.engine_settings())
@@ -807,7 +896,7 @@ def predict_row(row) -> float:
         return first_token_s(sm, isl, 0, isl) * 1e3   # alone: the prefill steps, first token sampled at the end
     if metric in ("tokens_per_s_per_user", "decode_tokens_per_s_batch1"):
         return 1.0 / float(sm.decode_step_s(1, isl + osl / 2))
-    if metric in PREFILL_METRICS:
+    if metric in PREFILL_METRICS and "prefill" in mode:
         chunk = float(sm.engine.max_num_batched_tokens) * sm.dp
         t = float(sm.step_s(chunk, chunk * (isl + 1) / 2, 0, 0))
         per_gpu = chunk / t / sm.gpus
@@ -847,6 +936,10 @@ def predict_row(row) -> float:
         return total / n * 8
     if metric == "total_tokens_per_s_total":
         return total * (isl + osl) / osl   # vllm bench's 'Total Token throughput': input + output tokens
+    if metric == "total_tokens_per_s_per_gpu":
+        return total * (isl + osl) / osl / n   # InferenceMAX tput_per_gpu: total tokens / GPUs
+    if metric in ("input_tokens_per_s_per_gpu", "input_tokens_per_s_per_node"):
+        return total * isl / osl / n * (8 if metric.endswith("per_node") else 1)
     return total
 
 
@@ -855,7 +948,8 @@ def predict_row(row) -> float:
 #: configuration is pooled over seeds); tpot_ms_mean = itl_ms_mean = the mean TPOT; total_tokens_per_s_total =
 #: output tokens/s x (isl + osl) / osl.
 ONLINE_METRICS = ("ttft_ms_mean", "itl_ms_mean", "output_tokens_per_s_total", "ttft_ms_p50", "tpot_ms_mean",
-                  "tpot_ms_p50", "total_tokens_per_s_total")
+                  "tpot_ms_p50", "total_tokens_per_s_total", "e2e_latency_s_mean", "e2e_latency_ms_mean",
+                  "e2e_latency_ms_p50")
 #: Requests simulated per configuration at a finite QPS: the source's run length (its notes' 'with N requests',
 #: else ONLINE_DEFAULT_REQUESTS) repeated with seeds 0, 1, ... until at least this many requests are pooled.
 ONLINE_TARGET_REQUESTS = 1500
@@ -871,10 +965,18 @@ def online_qps(row) -> float | None:
 
 
 def is_simulated(row) -> bool:
-    """Open-loop request-rate rows predicted with the simulator: every finite-QPS row, and the latency rows
-    at QPS INF. The QPS-INF throughput rows keep the closed-form max-throughput prediction (they were
-    predicted, and calibrated on, that way before the simulator was used), so `throughput_rows` and
-    `calibrate` see exactly the rows and predictions they saw before."""
+    """Rows predicted with the simulator. vLLM / SGLang rows: every benchmark run published_rows.run_spec reads (a
+    request count sent at a rate, all at once or in a closed loop) for the metrics of RUN_METRICS. TensorRT-LLM rows
+    (unchanged): every finite-QPS row and the latency rows at QPS INF; their QPS-INF throughput rows keep the
+    closed-form max-throughput prediction (they were predicted, and calibrated on, that way before the simulator
+    was used), so `throughput_rows` and `calibrate` see the TensorRT-LLM rows and predictions they saw before."""
+    if engine_for(row["engine"]) != "trtllm":
+        if row["metric"] not in RUN_METRICS:
+            return False
+        try:
+            return run_spec(row) is not None
+        except Skip:
+            return False
     q = online_qps(row)
     if q is None:
         return False
@@ -897,7 +999,7 @@ def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl,
     from clusterfit.sim.requests import Requests
 
     sm = step_for(model_name, gpu, weights, kv, engine, *layout, settings)
-    ttft, tpot, ttft50, tpot50, tokens, span = [], [], [], [], 0.0, 0.0
+    ttft, tpot, ttft50, tpot50, e2e, e2e50, tokens, span = [], [], [], [], [], [], 0.0, 0.0
     for seed in range(reps):
         rng = np.random.default_rng(seed)
         arrival = np.zeros(n) if not np.isfinite(qps) else np.cumsum(rng.exponential(1.0 / qps, n))
@@ -909,12 +1011,16 @@ def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl,
         tpot.append(rep["tpot_s"]["mean"] if osl > 1 else np.nan)
         ttft50.append(rep["ttft_s"]["p50"])
         tpot50.append(rep["tpot_s"]["p50"] if osl > 1 else np.nan)
+        e2e.append(rep["e2e_s"]["mean"])
+        e2e50.append(rep["e2e_s"]["p50"])
         tokens += rep["throughput"]["output_tokens_per_s"] * rep["duration_s"]
         span += rep["duration_s"]
     return {"ttft_ms_mean": float(np.mean(ttft)) * 1e3, "itl_ms_mean": float(np.mean(tpot)) * 1e3,
             "output_tokens_per_s_total": tokens / span, "ttft_ms_p50": float(np.mean(ttft50)) * 1e3,
             "tpot_ms_mean": float(np.mean(tpot)) * 1e3, "tpot_ms_p50": float(np.mean(tpot50)) * 1e3,
-            "total_tokens_per_s_total": tokens / span * (isl + osl) / osl}
+            "total_tokens_per_s_total": tokens / span * (isl + osl) / osl,
+            "e2e_latency_s_mean": float(np.mean(e2e)), "e2e_latency_ms_mean": float(np.mean(e2e)) * 1e3,
+            "e2e_latency_ms_p50": float(np.mean(e2e50)) * 1e3}
 
 
 def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, osl,
@@ -935,6 +1041,120 @@ def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, 
                            reps, settings)[metric]
 
 
+#: Metrics of a replayed vLLM / SGLang run -> (statistic of the simulated requests, scale). Definitions as the clients
+#: print them (vllm bench serve, sglang.bench_serving, guidellm): throughput = tokens (or requests) completed / the
+#: run's duration (first send to last completion); TTFT = first token - send; TPOT = (latency - TTFT) / (output
+#: tokens - 1) per request with more than one output token; ITL mean = the mean gap between consecutive tokens over
+#: all requests = sum(latency - TTFT) / sum(output tokens - 1); E2E = last token - send. Approximations: the median ITL
+#: (the simulator does not keep every gap) is predicted by the median TPOT; 'tpot_ms' / 'ttft_ms' / 'ttft_s' rows
+#: whose statistic the source does not state are predicted by the mean.
+RUN_METRICS = {
+    "output_tokens_per_s_total": ("output_tps", 1.0), "total_tokens_per_s_total": ("total_tps", 1.0),
+    "input_tokens_per_s_total": ("input_tps", 1.0), "request_throughput_per_s": ("request_rps", 1.0),
+    "output_tokens_per_s_per_gpu": ("output_tps_per_gpu", 1.0), "total_tokens_per_s_per_gpu": ("total_tps_per_gpu", 1.0),
+    "ttft_ms_mean": ("ttft_mean", 1e3), "ttft_ms_p50": ("ttft_p50", 1e3), "ttft_ms": ("ttft_mean", 1e3),
+    "ttft_s": ("ttft_mean", 1.0), "tpot_ms_mean": ("tpot_mean", 1e3), "tpot_ms_p50": ("tpot_p50", 1e3),
+    "tpot_ms": ("tpot_mean", 1e3), "itl_ms_mean": ("itl_mean", 1e3), "itl_ms_p50": ("tpot_p50", 1e3),
+    "e2e_latency_ms_mean": ("e2e_mean", 1e3), "e2e_latency_ms_p50": ("e2e_p50", 1e3),
+    "e2e_latency_s_mean": ("e2e_mean", 1.0)}
+#: Requests simulated per run: the run's own count, repeated with seeds 0, 1, ... (fresh length draws and Poisson
+#: gaps) until at least this many are pooled; a run of fixed lengths and deterministic arrivals is simulated once.
+RUN_TARGET_REQUESTS = 1500
+_RUN_CACHE: dict = {}
+
+
+def closed_loop_sends(finish_s: np.ndarray, replica: np.ndarray, slots: int) -> np.ndarray:
+    """Send times of a closed-loop client replayed as every request queued at t=0 on replicas that run at most
+    ``slots`` at once each: on each replica, in queue (index) order, the first ``slots`` requests start at 0 and the
+    k-th next one when the k-th of that replica's requests finishes (the client sends a new request as one ends)."""
+    send = np.zeros(finish_s.size)
+    for r in np.unique(replica):
+        idx = np.flatnonzero(replica == r)
+        if idx.size > slots:
+            send[idx[slots:]] = np.sort(finish_s[idx])[: idx.size - slots]
+    return send
+
+
+def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
+    """Replay ``spec`` (published_rows.RunSpec) on ``replicas`` replicas of the step model ``sm``: the run's request
+    count with lengths drawn from its LengthSpecs (seed = repetition index), arrivals all at t=0, Poisson or evenly
+    spaced at the rate, or a closed loop (replicas capped at their share of the client's concurrency, send times
+    from closed_loop_sends); pooled over repetitions (RUN_TARGET_REQUESTS): throughputs as tokens / total duration,
+    latencies as the mean of the runs' means / medians. Cached per (step model, spec, replicas)."""
+    key = (id(sm), spec, replicas)
+    hit = _RUN_CACHE.get(key)
+    if hit is not None and hit[0] is sm:
+        return hit[1]
+    from clusterfit.sim import SimulationConfig, simulate
+    from clusterfit.sim.config import ReplicaSpec
+    from clusterfit.sim.requests import Requests
+
+    n = spec.requests
+    reps = max(1, -(-RUN_TARGET_REQUESTS // n)) if spec.random else 1
+    stats: dict[str, list[float]] = {}
+    tokens_in = tokens_out = done = span = 0.0
+    gpus = sm.gpus * replicas
+    for seed in range(reps):
+        rng = np.random.default_rng(seed)
+        inp = spec.input.draw(n, rng)
+        out = spec.output.draw(n, rng)
+        if spec.max_total is not None:
+            out = np.maximum(np.minimum(out, spec.max_total - inp), 1)
+        if spec.arrival == "poisson":
+            arrival = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / spec.rate, n - 1))])
+        elif spec.arrival == "constant":
+            arrival = np.arange(n) / spec.rate
+        else:
+            arrival = np.zeros(n)
+        cfg = SimulationConfig(replicas=replicas, seed=seed)
+        slots = None
+        if spec.arrival == "closed":
+            slots = max(1, -(-spec.concurrency // replicas))
+            cfg = SimulationConfig(replicas=replicas, seed=seed,
+                                   replica=ReplicaSpec(max_num_seqs=min(int(sm.max_num_seqs), slots)))
+        rep, run = simulate(sm, cfg, requests=Requests.build(arrival, inp, out))
+        if rep["completed"] < n:
+            raise Skip("simulated requests rejected or failed (a request longer than the KV cache)")
+        req = run.requests
+        first, finish, o, i = req["first_token_s"], req["finish_s"], req["output_tokens"], req["input_tokens"]
+        send = req["arrival_s"] if slots is None else closed_loop_sends(finish, req["replica"], slots)
+        ttft, e2e = first - send, finish - send
+        multi = o > 1
+        tpot = (finish[multi] - first[multi]) / (o[multi] - 1)
+        for name, v in (("ttft_mean", ttft.mean()), ("ttft_p50", np.median(ttft)), ("e2e_mean", e2e.mean()),
+                        ("e2e_p50", np.median(e2e)),
+                        ("tpot_mean", tpot.mean() if tpot.size else np.nan),
+                        ("tpot_p50", np.median(tpot) if tpot.size else np.nan),
+                        ("itl_mean", (finish[multi] - first[multi]).sum() / (o[multi] - 1).sum()
+                         if tpot.size else np.nan)):
+            stats.setdefault(name, []).append(float(v))
+        tokens_in += float(i.sum())
+        tokens_out += float(o.sum())
+        done += n
+        span += float(finish.max() - send.min())
+    res = {k: float(np.mean(v)) for k, v in stats.items()}
+    res.update(output_tps=tokens_out / span, input_tps=tokens_in / span, total_tps=(tokens_in + tokens_out) / span,
+               request_rps=done / span, output_tps_per_gpu=tokens_out / span / gpus,
+               total_tps_per_gpu=(tokens_in + tokens_out) / span / gpus)
+    if len(_RUN_CACHE) > 4096:
+        _RUN_CACHE.clear()
+    _RUN_CACHE[key] = (sm, res)
+    return res
+
+
+def predict_run(row, spec: RunSpec, model_name, weights, kv, engine, layout, replicas,
+                settings=(None, None, None)) -> float:
+    """A vLLM / SGLang benchmark run's metric (RUN_METRICS) from its replay (simulate_run)."""
+    metric = row["metric"]
+    if metric.startswith("itl") and "multi-step" in row["engine"].lower():
+        raise Skip("ITL under vLLM multi-step scheduling (tokens streamed in bursts; the README says use TPOT)")
+    stat, scale = RUN_METRICS[metric]
+    if stat.startswith(("tpot", "itl")) and spec.output.mean < 2:
+        raise Skip("ITL of one-token answers is undefined")
+    sm = step_for(model_name, row["gpu"], weights, kv, engine, *layout, settings)
+    return simulate_run(sm, spec, replicas)[stat] * scale
+
+
 def summarise(errs: list[float]) -> dict:
     a = np.abs(errs)
     return {"n": len(errs), "median_ape": round(float(np.median(a)), 2), "mean_ape": round(float(np.mean(a)), 2),
@@ -947,7 +1167,7 @@ def evaluate(path: str, simulated: bool | None = None):
     rows = list(csv.DictReader(open(path, newline="")))
     if simulated is not None:
         rows = [r for r in rows if is_simulated(r) == simulated]
-    results, skipped = [], {}
+    results, skipped = [], SkipCounts()
     for r in rows:
         try:
             pred = predict_row(r)
@@ -956,11 +1176,61 @@ def evaluate(path: str, simulated: bool | None = None):
                 raise Skip("non-positive prediction")
             results.append((r, pred, meas, (pred - meas) / meas * 100.0))
         except Skip as e:
-            skipped[str(e)] = skipped.get(str(e), 0) + 1
+            skipped.add(r, str(e))
         except ClusterfitError as e:
-            key = f"clusterfit error: {str(e)[:80]}"
-            skipped[key] = skipped.get(key, 0) + 1
+            skipped.add(r, f"clusterfit error: {str(e)[:80]}")
     return rows, results, skipped
+
+
+class SkipCounts(dict):
+    """Skip reason -> rows skipped for it (a dict, as before), and ``rows``: (row, reason) of each skipped row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[dict, str]] = []
+
+    def add(self, row: dict, reason: str) -> None:
+        self[reason] = self.get(reason, 0) + 1
+        self.rows.append((row, reason))
+
+
+def gpu_in_catalog(row) -> bool:
+    """Whether the row's GPU maps onto a hardware-catalog system (system_for)."""
+    try:
+        system_for(row["gpu"])
+        return True
+    except Skip:
+        return False
+
+
+def _coverage(rows: list[dict], results, skipped) -> dict:
+    """predicted / rows with the skip reasons, for all rows, per engine, and for the rows whose GPU is in the
+    catalog; runs (published_rows.run_key) with at least one predicted row, of all runs."""
+    pred_ids = {r["id"] for r, *_ in results}
+    per_row = getattr(skipped, "rows", [])
+
+    def cov(subset: list[dict]) -> dict:
+        ids = {r["id"] for r in subset}
+        reasons: dict[str, int] = {}
+        for r, why in per_row:
+            if r["id"] in ids:
+                reasons[why] = reasons.get(why, 0) + 1
+        n_pred = sum(1 for r in subset if r["id"] in pred_ids)
+        runs = {run_key(r) for r in subset}
+        return {"rows": len(subset), "predicted": n_pred,
+                "fraction": round(n_pred / len(subset), 4) if subset else 0.0,
+                "runs": len(runs), "runs_predicted": len({run_key(r) for r in subset if r["id"] in pred_ids}),
+                "skipped_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
+
+    out = cov(rows)
+    out["skipped_by_reason"] = dict(sorted(skipped.items(), key=lambda kv: -kv[1]))
+    engines: dict[str, list[dict]] = {}
+    for r in rows:
+        engines.setdefault(engine_for(r["engine"]), []).append(r)
+    out["by_engine"] = {k: cov(v) for k, v in sorted(engines.items())}
+    out["gpu_in_catalog"] = cov([r for r in rows if gpu_in_catalog(r)])
+    out["gpu_in_catalog"]["definition"] = "rows whose GPU maps onto a hardware-catalog system (system_for)"
+    return out
 
 
 def report(rows, results, skipped) -> dict:
@@ -986,9 +1256,44 @@ def report(rows, results, skipped) -> dict:
     for r, *_, e in results:
         engines.setdefault(engine_for(r["engine"]), []).append(e)
     out["by_engine"] = {k: summarise(v) for k, v in sorted(engines.items())}
-    out["coverage"] = {"rows": len(rows), "predicted": len(results),
-                       "fraction": round(len(results) / len(rows), 4) if rows else 0.0,
-                       "skipped_by_reason": out["skipped_reasons"]}
+    out["coverage"] = _coverage(rows, results, skipped)
+    # a run (published_rows.run_key: one result block of one page) weighs 1 however many metrics it reports
+    out["headline"] = dict(run_weighted(results), definition=(
+        "run-weighted: each predicted row weighs 1 / (predicted rows of its run), so every run counts once; "
+        "median / p90 are lower weighted quantiles of |error| %, bias the weighted median signed error %"))
+    by_eng: dict = {}
+    for item in results:
+        by_eng.setdefault(engine_for(item[0]["engine"]), []).append(item)
+    out["run_weighted"] = {"all": run_weighted(results),
+                           "by_engine": {k: run_weighted(v) for k, v in sorted(by_eng.items())},
+                           "by_metric_group": {k: run_weighted(v) for k, v in sorted(_by_group(results).items())}}
+    out["by_engine_metric_group"] = {
+        eng: {g: {"rows": summarise([e for *_, e in v]), "runs": run_weighted(v)}
+              for g, v in sorted(_by_group(items).items())} for eng, items in sorted(by_eng.items())}
+    out["worst_rows"] = [
+        {"id": r["id"], "engine": engine_for(r["engine"]), "model": r["model"], "gpu": r["gpu"],
+         "load": r["concurrency_or_mode"], "metric": r["metric"], "predicted": round(p, 4), "measured": m,
+         "error_pct": round(e, 1), "run": run_key(r)}
+        for r, p, m, e in sorted(results, key=lambda x: -abs(x[3]))[:WORST_ROWS]]
+    return out
+
+
+#: Rows listed under `worst_rows` in the report.
+WORST_ROWS = 20
+
+
+def run_weighted(results) -> dict:
+    """published_rows.weighted_summary of ``results`` with run weights computed within them ({} when empty)."""
+    if not results:
+        return {}
+    return weighted_summary([e for *_, e in results], run_weights([r for r, *_ in results]))
+
+
+def _by_group(results) -> dict:
+    """``results`` split by metric group (published_rows.metric_group: throughput, ttft, tpot_itl, e2e)."""
+    out: dict = {}
+    for item in results:
+        out.setdefault(metric_group(item[0]["metric"]), []).append(item)
     return out
 
 
@@ -1045,7 +1350,15 @@ def main(argv=None) -> int:
                     help="--cv: merge whole groups into at most this many folds (default: one refit per group)")
     ap.add_argument("--workers", type=int, default=2, help="--cv: refits run in this many processes")
     ap.add_argument("--out", help="--cv: also write the JSON result to this file")
+    ap.add_argument("--sharegpt-cv", type=float, default=None,
+                    help="coefficient of variation of the assumed log-normal ShareGPT lengths (default "
+                         f"{published_rows.SHAREGPT_CV:g}); to measure how much the ShareGPT rows depend on it")
     a = ap.parse_args(argv)
+    if a.sharegpt_cv is not None:
+        if not a.sharegpt_cv >= 0:
+            print("error: --sharegpt-cv must be >= 0", file=sys.stderr)
+            return 2
+        published_rows.SHAREGPT_CV = a.sharegpt_cv
     if a.cv:
         t0 = time.perf_counter()
         out = grouped_cv(a.csv, tuple(g for g in a.cv_groupings.split(",") if g), max_folds=a.max_folds,
@@ -1092,8 +1405,25 @@ def main(argv=None) -> int:
         print(fmt.format(r["id"], r["model"][:16], r["gpu"][:15], r["num_gpus"], lay, r["isl"], r["osl"],
                          r["metric"][:28], f"{p:.4g}", f"{m:.4g}", f"{e:+.1f}"))
     print(f"\nrows {out['rows']}  predicted {out['predicted']}  skipped {out['skipped']}  ({dt:.2f} s)")
-    print(f"all predicted: median APE {out.get('median_ape')}%  mean APE {out.get('mean_ape')}%  "
+    cov = out["coverage"]
+    gic = cov["gpu_in_catalog"]
+    print(f"coverage: {cov['predicted']}/{cov['rows']} rows ({cov['runs_predicted']}/{cov['runs']} runs); rows whose "
+          f"GPU is in the catalog: {gic['predicted']}/{gic['rows']} ({gic['fraction'] * 100:.1f}%)")
+    for eng, c in cov["by_engine"].items():
+        print(f"  {eng:<8} {c['predicted']}/{c['rows']} rows, {c['runs_predicted']}/{c['runs']} runs")
+    h = out["headline"]
+    if h.get("n"):
+        print(f"headline (run-weighted, {h['runs']:g} runs): median APE {h['median_ape']}%  bias "
+              f"{h['median_signed_error']}%  p90 {h['p90_ape']}%")
+    print(f"all predicted (row-weighted): median APE {out.get('median_ape')}%  mean APE {out.get('mean_ape')}%  "
           f"bias {out.get('median_signed_error')}%  p90 {out.get('p90_ape')}%")
+    print("\nengine x metric group (run-weighted | row-weighted):")
+    for eng, groups in out["by_engine_metric_group"].items():
+        for g, v in groups.items():
+            w, r = v["runs"], v["rows"]
+            print(f"  {eng:<7} {g:<10} runs={w['runs']:<6g} rows={r['n']:<4} median {w['median_ape']:>6}%  bias "
+                  f"{w['median_signed_error']:>+7}%  p90 {w['p90_ape']:>7}% | median {r['median_ape']:>6}%  bias "
+                  f"{r['median_signed_error']:>+7}%")
     print(f"throughput rows: {out['throughput_rows']}")
     if out["online_serving"]:
         print("\nonline serving (request-rate rows, simulated):")
