@@ -78,6 +78,12 @@ PUBLISHED = [
     ("google/gemma-4-26B-A4B", 25.2, 0.1, 3.8, 0.1, "incl", ""),
     ("XiaomiMiMo/MiMo-V2-Flash", 309, 1, 15, 1, "incl", ""),
     ("stepfun-ai/Step-3.7-Flash", 196, 1, 11, 1, "incl", "the 196B language backbone (no vision_config here)"),
+    # Constructed configs (their _source): Qwen3-14B card "14.8B" / "13.2B non-embedding" (quoted at
+    # amallo.ai/wiki/qwen-3-14b); GLM-4.5-Air "106B total / 12B active" (zai-org/GLM-4.5 README, transformers
+    # glm4_moe docs); Qwen3.5-9B is checked against its checkpoint's size in test_models_new.
+    ("Qwen/Qwen3-14B", 14.8, 0.1, 13.2, 0.1, "nonemb", ""),
+    ("zai-org/GLM-4.5-Air", 106, 1, 12, 1, "nonemb", "106.85B counted: within 1%"),
+    ("Qwen/Qwen3.5-9B", 9, 1, None, None, None, "'9B' (8.95B text; checkpoint total in test_models_new)"),
 ]
 
 # Models whose published figure is not a careful count, with the reason the test says out loud.

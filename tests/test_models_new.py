@@ -21,16 +21,30 @@ NEW = ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3.5-27B", "Qwen/Qwen3.5-3
        "Qwen/Qwen3.5-397B-A17B", "MiniMaxAI/MiniMax-M2.5", "MiniMaxAI/MiniMax-M3",
        "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
        "google/gemma-4-26B-A4B", "XiaomiMiMo/MiMo-V2-Flash", "stepfun-ai/Step-3.7-Flash"]
+#: Models the development collection names, bundled from configs constructed out of cited public copies.
+CONSTRUCTED = ["Qwen/Qwen3.5-9B", "Qwen/Qwen3-14B", "zai-org/GLM-4.5-Air"]
 
 
 def test_new_configs_are_bundled_with_their_source():
     from importlib.resources import files
 
-    assert set(NEW) <= set(list_models())
-    for hf_id in NEW:
+    assert set(NEW + CONSTRUCTED) <= set(list_models())
+    for hf_id in NEW + CONSTRUCTED:
         data = json.loads(files("clusterfit").joinpath("catalog/models", hf_id.replace("/", "__", 1) + ".json")
                           .read_text(encoding="utf-8"))
-        assert "aiconfigurator-core 0.12.0" in data["_source"], hf_id
+        expected = "Constructed, not a verbatim copy" if hf_id in CONSTRUCTED else "aiconfigurator-core 0.12.0"
+        assert expected in data["_source"], hf_id
+
+
+def test_qwen35_9b_matches_its_checkpoint_size():
+    # model.safetensors.index.json of Qwen/Qwen3.5-9B (revision c2022362): total_size 19,306,216,416 bytes in bf16
+    # = 9,653,108,208 parameters for the text model, the vision tower and the MTP layer together (the config's _source).
+    m = load_model("Qwen/Qwen3.5-9B")
+    counted = m.total_params + m.params["vision"] + m.params["mtp"]
+    assert abs(counted - 19_306_216_416 // 2) / (19_306_216_416 // 2) < 1e-5
+    assert m.attention_kinds() == {"linear (gated_deltanet)": 24, "gqa": 8}
+    # 8 full-attention layers x K and V of 4 heads x 256, bf16: 32 KiB per token
+    assert kv_bytes_per_token(m, resolve_precision(m)) == 8 * 2 * 4 * 256 * 2 == 32_768
 
 
 # ---------------------------------------------------------------------------------------- nemotron_h
@@ -171,7 +185,7 @@ def test_qwen3_small_models():
 
 
 # ------------------------------------------------------------------------------------------ commands
-@pytest.mark.parametrize("hf_id", NEW)
+@pytest.mark.parametrize("hf_id", NEW + CONSTRUCTED)
 def test_model_and_fit_commands(run_json, hf_id):
     info = run_json("model", hf_id)
     assert info["hf_id"] == hf_id and info["total_params"] > 0
@@ -182,7 +196,7 @@ def test_model_and_fit_commands(run_json, hf_id):
 
 def test_models_command_lists_the_new_models(run_json):
     ids = {r["hf_id"] for r in run_json("models")["models"]}
-    assert set(NEW) <= ids
+    assert set(NEW + CONSTRUCTED) <= ids
 
 
 # ------------------------------------------------------------------------------------- name resolution
@@ -198,8 +212,9 @@ def test_models_command_lists_the_new_models(run_json):
     ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nvfp4"),
     ("Qwen3.5-397B", "Qwen/Qwen3.5-397B-A17B", None),
     ("GLM-4.6", "zai-org/GLM-4.6", None),
-    # a different network of the same family never maps to the base: not bundled
-    ("GLM-4.5-Air", None, None),
+    # a different network of the same family never maps to the base: its own config, or none
+    ("GLM-4.5-Air-FP8", "zai-org/GLM-4.5-Air", "fp8"),
+    ("GLM-4.5-Flash", None, None),
     ("Qwen3-Coder-30B-A3B-Instruct", None, None),
     ("Step-3.5-Flash", None, None),
 ])
