@@ -1394,6 +1394,9 @@ def main(argv=None) -> int:
     out = report(rows, results, skipped)
     out["seconds"] = round(dt, 3)
     if a.json:
+        from fit_intervals import interval_coverage  # benchmarks/fit_intervals.py: the shipped 80% intervals
+
+        out["interval_coverage"] = interval_coverage(results)
         sys.stdout.write(json.dumps(out, indent=1) + "\n")
         return 0
     fmt = "{:<12} {:<16} {:<15} {:>3} {:<10} {:>6}/{:<6} {:<28} {:>11} {:>11} {:>7}"

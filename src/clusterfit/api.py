@@ -280,7 +280,25 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
         "model": rep.model.name, "system": rep.system.id, "engine": req.engine, "precision": rep.precision.name,
         "kv_dtype": rep.precision.kv_dtype, "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp},
         "isl": req.isl, "osl": req.osl, **out, "notes": notes,
-        "engine_settings": serving_engine_settings(rep.engine, settings.given())})
+        "engine_settings": serving_engine_settings(rep.engine, settings.given()),
+        **_perf_intervals(out, rep.engine.name, rep.system.gpu.id, rep.model)})
+
+
+def _perf_intervals(out: dict[str, Any], engine: str, gpu_id: str, model: ModelArch) -> dict[str, Any]:
+    """The ``*_interval`` keys of a perf result (clusterfit.intervals): TTFT and prefill time in the prefill
+    regime, the decode figures in the decode or throughput regime of the running batch."""
+    from .intervals import bands_for, decode_regime
+
+    bands = bands_for(engine, gpu_id, model)
+    dec = decode_regime(float(out["batch"]))
+    return {"ttft_s_interval": bands.time(out["ttft_s"], "prefill"),
+            "prefill_s_interval": bands.time(out["prefill_s"], "prefill"),
+            "tpot_s_interval": bands.time(out["tpot_s"], dec),
+            "decode_step_s_interval": bands.time(out["decode_step_s"], dec),
+            "output_tokens_per_s_interval": bands.rate(out["output_tokens_per_s"], dec),
+            "output_tokens_per_s_per_gpu_interval": bands.rate(out["output_tokens_per_s_per_gpu"], dec),
+            "tokens_per_s_per_user_interval": bands.rate(out["tokens_per_s_per_user"], dec),
+            "intervals": bands.basis(["prefill", dec])}
 
 
 def serving_engine_settings(engine: Engine, given: list[str]) -> dict[str, Any]:
@@ -428,9 +446,41 @@ def simulate(request: SimulateRequest | None = None, /, **kwargs: Any) -> SimRes
         check_context(load_model(req.model), req.isl + req.osl, req.allow_longer_context,
                       "the mean request (isl + osl)", "isl")
     report, run = run_request(req)
-    result = SimResult.model_validate(report)
+    result = SimResult.model_validate({**report, **_sim_intervals(req, report)})
     result._run = run
     return result
+
+
+def _sim_intervals(req: SimulateRequest, report: dict[str, Any]) -> dict[str, Any]:
+    """The ``*_interval`` keys of a simulation (clusterfit.intervals): each TTFT percentile in the prefill regime;
+    each TPOT percentile in the decode or throughput regime of the mean running batch per replica (Little's law:
+    output tokens/s x mean TPOT / replicas); end-to-end latency with the prefill and decode factors weighted by
+    the mean TTFT's and the mean decode time's shares of the mean end-to-end latency. The intervals scale the
+    simulated latencies by the step-time residuals of their family: queueing that a slower step would add at high
+    load is not re-simulated."""
+    from .intervals import bands_for, decode_regime
+
+    engine = req.engine
+    if engine is None and req.scenario is not None:
+        from .planning.scenario import load_scenario
+
+        engine = load_scenario(req.scenario).engine
+    catalog = Catalog.load(req.catalog)
+    bands = bands_for(catalog.engine(engine or "vllm").name, catalog.system(report["system"]).gpu.id,
+                      load_model(report["model"]))
+    ttft, tpot, e2e = report["ttft_s"], report["tpot_s"], report["e2e_s"]
+    batch = report["throughput"]["output_tokens_per_s"] * (tpot["mean"] or 0.0) / max(report["replicas"], 1)
+    dec = decode_regime(batch)
+    pre_lo, pre_hi = bands.band("prefill").time_factors()
+    dec_lo, dec_hi = bands.band(dec).time_factors()
+    share = min(1.0, (ttft["mean"] or 0.0) / e2e["mean"]) if e2e["mean"] else 1.0
+    e2e_f = (share * pre_lo + (1 - share) * dec_lo, share * pre_hi + (1 - share) * dec_hi)
+
+    def scaled(pct: dict[str, float | None], f: tuple[float, float]) -> dict[str, Any]:
+        return {k: None if v is None else {"value": v, "lo": v * f[0], "hi": v * f[1]} for k, v in pct.items()}
+
+    return {"ttft_s_interval": scaled(ttft, (pre_lo, pre_hi)), "tpot_s_interval": scaled(tpot, (dec_lo, dec_hi)),
+            "e2e_s_interval": scaled(e2e, e2e_f), "intervals": bands.basis(["prefill", dec])}
 
 
 def simulation_run(result: SimResult) -> SimRun:

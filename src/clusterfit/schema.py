@@ -212,6 +212,10 @@ class PlanRequest(EngineSettingsRequest):
                                         description="Requests --verify simulates (default: the scenario's, else 20,000)")
     catalog: list[Path] = Field(default_factory=list)
     profile: Profile | None = Field(None, description=_PROFILE_HELP)
+    confidence: Literal[50, 80, 90] | None = Field(None, description=(
+        "Size on the pessimistic bound of this prediction interval, percent (clusterfit.intervals): latency SLOs "
+        "checked against its upper bound, throughput per replica at its lower bound; 50 or None: the point "
+        "prediction"))
 
 
 class DeployRequest(PlanRequest):
@@ -456,6 +460,52 @@ class FitResult(Schema):
     results: list[SystemFit]
 
 
+# ========================================================================================== intervals
+class Interval(Schema):
+    """A predicted figure and its 80% prediction interval, in the figure's unit (clusterfit.intervals)."""
+
+    value: float
+    lo: float
+    hi: float
+
+
+class IntervalBasis(Schema):
+    """The residual family an interval comes from: its table key (engine|GPU family|dense/moe|regime, ``*`` where
+    a level was dropped), the fallback level used and how many grouped-CV residuals it holds."""
+
+    key: str
+    level: str
+    n: int
+
+
+class IntervalsUsed(Schema):
+    """How the ``*_interval`` figures of a result were made: the confidence (percent), the table, the band per
+    regime (prefill, decode, throughput)."""
+
+    confidence: int
+    table: str
+    by_regime: dict[str, IntervalBasis]
+
+
+class PercentileIntervals(Schema):
+    """Intervals of the p50 / p90 / p99 / mean of a simulated latency, seconds (None: no request measured)."""
+
+    p50: Interval | None
+    p90: Interval | None
+    p99: Interval | None
+    mean: Interval | None
+
+
+class ConfidenceBound(Schema):
+    """``plan --confidence``: the figures a plan row was sized on, at the interval's pessimistic bound (TTFT and TPOT
+    at the upper bound, requests/s per (decode) replica at the lower bound)."""
+
+    confidence: int
+    ttft_s: float
+    tpot_s: float
+    requests_per_s_per_replica: float
+
+
 # =============================================================================================== perf
 class StepSeconds(Schema):
     """Seconds of one engine step: the whole step, by kind (compute, memory, communication, overhead), by op."""
@@ -466,6 +516,9 @@ class StepSeconds(Schema):
 
 
 class PerfResult(Schema):
+    _omit_if_none = frozenset({"ttft_s_interval", "tpot_s_interval", "output_tokens_per_s_interval",
+                               "output_tokens_per_s_per_gpu_interval", "tokens_per_s_per_user_interval",
+                               "decode_step_s_interval", "prefill_s_interval", "intervals"})
     model: str
     system: str
     engine: str
@@ -489,6 +542,14 @@ class PerfResult(Schema):
     breakdown: StepSeconds
     notes: list[str] = Field(default_factory=list, description="What the tool changed or assumed, in words")
     engine_settings: ServingEngineSettings | None = None
+    ttft_s_interval: Interval | None = None
+    tpot_s_interval: Interval | None = None
+    output_tokens_per_s_interval: Interval | None = None
+    output_tokens_per_s_per_gpu_interval: Interval | None = None
+    tokens_per_s_per_user_interval: Interval | None = None
+    decode_step_s_interval: Interval | None = None
+    prefill_s_interval: Interval | None = None
+    intervals: IntervalsUsed | None = None
 
 
 # ========================================================================================== simulate
@@ -620,11 +681,15 @@ class SimReport(Schema):
 
 
 class SimResult(SimReport):
-    _omit_if_none = frozenset({"plot"})
+    _omit_if_none = frozenset({"plot", "ttft_s_interval", "tpot_s_interval", "e2e_s_interval", "intervals"})
     _run: Any = PrivateAttr(default=None)
     model: str
     system: str
     plot: str | None = None
+    ttft_s_interval: PercentileIntervals | None = None
+    tpot_s_interval: PercentileIntervals | None = None
+    e2e_s_interval: PercentileIntervals | None = None
+    intervals: IntervalsUsed | None = None
 
 
 # =============================================================================================== plan
@@ -655,7 +720,10 @@ class PlanOption(Schema):
     ``idle_gpus`` of them unused). ``headroom_requests_per_s``: what the rented GPUs carry within the SLOs with
     idle rented GPUs also serving. ``tie_break``: the rule that chose this plan over one of equal cost."""
 
-    _omit_if_none = frozenset({"prefill", "xPyD", "explanation", "tie_break"})
+    _omit_if_none = frozenset({"prefill", "xPyD", "explanation", "tie_break", "ttft_s_interval", "tpot_s_interval",
+                               "tokens_per_s_per_user_interval", "full_load_requests_per_s_interval",
+                               "full_load_output_tokens_per_s_interval", "serving_replicas_interval", "intervals",
+                               "sized_on"})
     system: str
     gpu: str
     mode: Literal["aggregated", "disaggregated"]
@@ -705,14 +773,25 @@ class PlanOption(Schema):
     prefill: PrefillPool | None = None
     xPyD: str | None = None
     explanation: str | None = None
+    ttft_s_interval: Interval | None = None
+    tpot_s_interval: Interval | None = None
+    tokens_per_s_per_user_interval: Interval | None = None
+    full_load_requests_per_s_interval: Interval | None = None
+    full_load_output_tokens_per_s_interval: Interval | None = None
+    serving_replicas_interval: Interval | None = None
+    intervals: IntervalsUsed | None = None
+    sized_on: ConfidenceBound | None = None
 
 
 class ParetoPoint(Schema):
+    _omit_if_none = frozenset({"tokens_per_s_per_user_interval", "output_tokens_per_s_per_gpu_interval"})
     tokens_per_s_per_user: float
     output_tokens_per_s_per_gpu: float
     mode: str
     layout: str
     batch: float
+    tokens_per_s_per_user_interval: Interval | None = None
+    output_tokens_per_s_per_gpu_interval: Interval | None = None
 
 
 class PerMtok(Schema):
@@ -733,6 +812,7 @@ class EndpointComparison(Schema):
 
 
 class ClosestMiss(Schema):
+    _omit_if_none = frozenset({"ttft_s_interval", "tpot_s_interval"})
     system: str
     precision: str
     layout: str
@@ -747,6 +827,8 @@ class ClosestMiss(Schema):
     missed: list[str]
     binding: str
     why: str
+    ttft_s_interval: Interval | None = None
+    tpot_s_interval: Interval | None = None
 
 
 class PredictedLatency(Schema):
@@ -815,7 +897,9 @@ class CapacityLayout(Schema):
     (decode) replica. ``output_tokens_per_s_per_gpu`` is per GPU of the budget (idle GPUs included);
     ``requests_per_s`` and ``output_tokens_per_s`` count the serving replicas only (spares stand by)."""
 
-    _omit_if_none = frozenset({"prefill_layout", "prefill_replicas", "xPyD"})
+    _omit_if_none = frozenset({"prefill_layout", "prefill_replicas", "xPyD", "requests_per_s_interval",
+                               "output_tokens_per_s_interval", "output_tokens_per_s_per_gpu_interval",
+                               "tokens_per_s_per_user_interval", "ttft_s_interval", "tpot_s_interval"})
     system: str
     mode: Literal["aggregated", "disaggregated"]
     precision: str
@@ -842,6 +926,12 @@ class CapacityLayout(Schema):
     prefill_layout: str | None = None
     prefill_replicas: int | None = None
     xPyD: str | None = None
+    requests_per_s_interval: Interval | None = None
+    output_tokens_per_s_interval: Interval | None = None
+    output_tokens_per_s_per_gpu_interval: Interval | None = None
+    tokens_per_s_per_user_interval: Interval | None = None
+    ttft_s_interval: Interval | None = None
+    tpot_s_interval: Interval | None = None
 
 
 class CapacityAnswer(Schema):
@@ -855,7 +945,7 @@ class CapacityAnswer(Schema):
 
 
 class PlanResult(Schema):
-    _omit_if_none = frozenset({"endpoint", "closest", "explanation", "verify", "plot", "capacity"})
+    _omit_if_none = frozenset({"endpoint", "closest", "explanation", "verify", "plot", "capacity", "confidence"})
     model: str
     workload: str
     slo: str
@@ -876,3 +966,4 @@ class PlanResult(Schema):
     plot: str | None = None
     engine_settings: ServingEngineSettings | None = None
     capacity: CapacityAnswer | None = None
+    confidence: int | None = None

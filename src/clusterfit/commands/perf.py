@@ -60,6 +60,8 @@ def perf_command(
 def render_perf(console: Console, out: PerfResult) -> None:
     from rich.table import Table
 
+    from ..report.intervals import basis_note, with_interval
+
     lay = out.layout
     label = " ".join(f"{k}{v}" for k, v in (("TP", lay.tp), ("DP", lay.dp), ("EP", lay.ep), ("PP", lay.pp))
                      if k == "TP" or v > 1)
@@ -73,14 +75,19 @@ def render_perf(console: Console, out: PerfResult) -> None:
     t.add_column("metric")
     t.add_column("value", justify="right")
     t.add_row("batch (running sequences)", f"{out.batch:.0f}")
-    t.add_row("TTFT", f"{out.ttft_s * 1e3:.1f} ms")
-    t.add_row("TPOT", f"{out.tpot_s * 1e3:.2f} ms")
-    t.add_row("tokens/s per user", f"{out.tokens_per_s_per_user:.1f}")
-    t.add_row("output tokens/s (replica)", f"{out.output_tokens_per_s:.0f}")
-    t.add_row("output tokens/s per GPU", f"{out.output_tokens_per_s_per_gpu:.0f}")
-    t.add_row("decode step", f"{out.decode_step_s * 1e3:.2f} ms")
+    t.add_row("TTFT", with_interval(out.ttft_s, out.ttft_s_interval, 1e3, 1, "ms"))
+    t.add_row("TPOT", with_interval(out.tpot_s, out.tpot_s_interval, 1e3, 2, "ms"))
+    t.add_row("tokens/s per user", with_interval(out.tokens_per_s_per_user, out.tokens_per_s_per_user_interval))
+    t.add_row("output tokens/s (replica)", with_interval(out.output_tokens_per_s, out.output_tokens_per_s_interval,
+                                                         digits=0))
+    t.add_row("output tokens/s per GPU", with_interval(out.output_tokens_per_s_per_gpu,
+                                                       out.output_tokens_per_s_per_gpu_interval, digits=0))
+    t.add_row("decode step", with_interval(out.decode_step_s, out.decode_step_s_interval, 1e3, 2, "ms"))
+    t.add_row("prefill (one request alone)", with_interval(out.prefill_s, out.prefill_s_interval, 1e3, 1, "ms"))
     t.add_row("KV capacity (tokens)", f"{out.kv_capacity_tokens:.0f}")
     console.print(t)
+    if out.intervals is not None:
+        console.print(f"[dim]{basis_note(out.intervals)}[/]", soft_wrap=True)
     b = Table(title="decode step breakdown")
     b.add_column("op")
     b.add_column("ms", justify="right")

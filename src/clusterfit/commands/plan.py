@@ -73,6 +73,9 @@ def plan_command(
                                         "system carry within the SLOs, best layout first."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Capacity mode (no load): a budget of N GPUs per system."),
     no_disagg: bool = typer.Option(False, "--no-disagg", help="Aggregated serving only."),
+    confidence: Optional[int] = typer.Option(
+        None, "--confidence", help="Size on the pessimistic bound of this prediction interval: 50 (the point "
+        "prediction, default), 80 or 90 (latency SLOs at its upper bound, throughput per replica at its lower)."),
     verify: bool = typer.Option(False, "--verify", help="Simulate the recommended plan and report if it holds."),
     verify_requests: Optional[int] = typer.Option(
         None, "--verify-requests", help="Requests simulated by --verify (default: the scenario's, else 20,000)."),
@@ -96,7 +99,8 @@ def plan_command(
         min_goodput=min_goodput, systems=system, precisions=precision,
         kv_dtypes=kv_dtype, engine=engine, prefix_cache_hit=prefix_cache_hit, scenario=scenario, failover=failover,
         prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, nodes=nodes, gpus=gpus,
-        no_disagg=no_disagg, verify=verify, verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context),
+        no_disagg=no_disagg, verify=verify, verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context,
+        confidence=confidence),
         **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager),
         **profile_kwargs(profile))
     if plot is not None:
@@ -116,6 +120,7 @@ def _money(v: float | None, note: str | None = None) -> str:
 
 def _render_capacity(result: PlanResult, console: Console) -> None:
     """Capacity mode: every layout that fits in the budget and the load it carries within the SLOs."""
+    from ..report.intervals import with_interval
     from ..report.tables import fitted_table
 
     cap = result.capacity
@@ -126,9 +131,12 @@ def _render_capacity(result: PlanResult, console: Console) -> None:
             ("tpot", "TPOT\nms", False)]
     rows = [{"system": r.system, "layout": r.layout + (f"; prefill {r.prefill_layout} {r.xPyD}" if r.xPyD else ""),
              "replicas": f"{r.serving_replicas}" + (f"+{r.spare_replicas}" if r.spare_replicas else ""),
-             "batch": f"{r.batch:.0f}", "rps": f"{r.requests_per_s:.3g}", "tps": f"{r.output_tokens_per_s:,.0f}",
-             "gpu": f"{r.output_tokens_per_s_per_gpu:,.0f}", "user": f"{r.tokens_per_s_per_user:.1f}",
-             "ttft": f"{r.ttft_s * 1e3:.0f}", "tpot": f"{r.tpot_s * 1e3:.1f}"} for r in cap.layouts[:15]]
+             "batch": f"{r.batch:.0f}", "rps": with_interval(r.requests_per_s, r.requests_per_s_interval, digits=2),
+             "tps": f"{r.output_tokens_per_s:,.0f}",
+             "gpu": with_interval(r.output_tokens_per_s_per_gpu, r.output_tokens_per_s_per_gpu_interval, digits=0),
+             "user": f"{r.tokens_per_s_per_user:.1f}",
+             "ttft": with_interval(r.ttft_s, r.ttft_s_interval, 1e3, 0),
+             "tpot": with_interval(r.tpot_s, r.tpot_s_interval, 1e3, 1)} for r in cap.layouts[:15]]
     what = f"{cap.nodes} node(s)" if cap.nodes is not None else f"{cap.gpus} GPU(s)"
     if rows:
         table, skipped = fitted_table(f"Load carried within the SLOs by {what} (per GPU: of the budget)", cols, rows,
@@ -142,6 +150,7 @@ def _render_capacity(result: PlanResult, console: Console) -> None:
 
 def render(result: PlanResult, console: Console) -> None:
     """Rich view: the recommendation, the per-system table, the endpoint comparison."""
+    from ..report.intervals import NOTE, with_interval
     from ..report.tables import fitted_table
 
     console.print(f"[bold]{result.model}[/]  {result.workload}  |  {result.slo}"
@@ -156,11 +165,16 @@ def render(result: PlanResult, console: Console) -> None:
     for r in result.per_system:
         layout = r.layout + (f"; prefill {r.prefill.layout} {r.xPyD}" if r.prefill else "")
         comm = r.step_breakdown_s.get("communication_s", 0.0) * 1e3
+        replicas = str(r.replicas)
+        if r.serving_replicas_interval is not None:
+            iv = r.serving_replicas_interval
+            replicas += f" ({iv.lo:.0f}-{iv.hi:.0f})" + (f"+{r.spare_replicas}" if r.spare_replicas else "")
         rows.append({"system": r.system, "precision": r.precision, "layout": layout,
-                     "nodes": str(r.nodes_per_replica), "replicas": str(r.replicas),
+                     "nodes": str(r.nodes_per_replica), "replicas": replicas,
                      "gpus": str(r.total_gpus), "cost": _money(r.cost_per_hour, r.price_source),
-                     "mtok": _money(r.cost_per_mtok_out, r.price_source), "ttft": f"{r.ttft_s * 1e3:.0f}",
-                     "tpot": f"{r.tpot_s * 1e3:.1f}",
+                     "mtok": _money(r.cost_per_mtok_out, r.price_source),
+                     "ttft": with_interval(r.ttft_s, r.ttft_s_interval, 1e3, 0),
+                     "tpot": with_interval(r.tpot_s, r.tpot_s_interval, 1e3, 1),
                      "comm": f"{comm:.1f}" + (" net" if r.internode_replica else ""), "binds": r.binding})
     title = "Best plan per system (cheapest first)"
     if result.capacity is not None:
@@ -172,6 +186,10 @@ def render(result: PlanResult, console: Console) -> None:
         console.print(table)
         if skipped:
             console.print(f"[dim]Left out for width: {', '.join(skipped)} (see --json).[/]")
+        if any(r.ttft_s_interval is not None for r in result.per_system):
+            console.print(f"[dim]{NOTE}; replicas (lo-hi): serving replicas at the ends of the capacity interval"
+                          + (f"; sized at the {result.confidence}% pessimistic bound (sized_on in --json)"
+                             if result.confidence not in (None, 50) else "") + ".[/]", soft_wrap=True)
         unpriced = [r for r in result.per_system if r.cost_per_hour is None and r.price_source]
         if unpriced:
             console.print("[dim]n/a: no public on-demand price found for "

@@ -106,14 +106,24 @@ def simulate_command(
 def render_simulation(console: Console, report: SimResult) -> None:
     from rich.table import Table
 
+    from ..report.intervals import basis_note, with_interval
+
     t = Table(title=f"{report.model} on {report.replicas} x {report.gpus_per_replica} GPU "
                     f"{report.system} replicas, policy {report.policy}")
     t.add_column("metric")
     for c in ("p50", "p90", "p99", "mean"):
         t.add_column(c, justify="right")
-    for name, pct in (("TTFT, ms", report.ttft_s), ("TPOT, ms", report.tpot_s), ("end-to-end, ms", report.e2e_s)):
-        t.add_row(name, _ms(pct.p50), _ms(pct.p90), _ms(pct.p99), _ms(pct.mean))
+    for name, pct, iv in (("TTFT, ms", report.ttft_s, report.ttft_s_interval),
+                          ("TPOT, ms", report.tpot_s, report.tpot_s_interval),
+                          ("end-to-end, ms", report.e2e_s, report.e2e_s_interval)):
+        cells = []
+        for key in ("p50", "p90", "p99", "mean"):
+            v = getattr(pct, key)
+            cells.append(_ms(v) if v is None else with_interval(v, getattr(iv, key) if iv else None, 1e3, 1))
+        t.add_row(name, *cells)
     console.print(t)
+    if report.intervals is not None:
+        console.print(f"[dim]{basis_note(report.intervals)}[/]", soft_wrap=True)
     thr = report.throughput
     console.print(f"requests {report.requests:,}: completed {report.completed:,}, rejected "
                   f"{report.rejected:,}, failed {report.failed:,} (retried {report.retried:,}); "

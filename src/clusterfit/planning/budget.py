@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..intervals import decode_regime
 from ..schema import CapacityAnswer, CapacityLayout, ParetoPoint, PlanOption, PlanResult
 from .cost import catalog_prices, resolve_price
 from .pareto import pareto_front
-from .planner import QUEUEING_MODEL, PlanQuestion, _explain, _nodes, _row, _Sized, spare_replicas
+from .planner import QUEUEING_MODEL, PlanQuestion, _bands, _explain, _nodes, _pareto_point, _row, _Sized, spare_replicas
 from .search import Candidate, SearchResult
 
 if TYPE_CHECKING:
@@ -134,11 +135,14 @@ def _key(s: _Sized) -> tuple:
     return (-round(s.rate_rps, 9), s.main.nodes, s.tpot_s)
 
 
-def _layout_row(s: _Sized, osl: float, budget: int) -> CapacityLayout:
+def _layout_row(s: _Sized, osl: float, budget: int, model: ModelArch) -> CapacityLayout:
+    """One layout of the budget, its figures with their intervals (load in the regime of the batch it runs)."""
     c = s.main
     tp, pp, ep, dp = c.layout
     out_tps = s.rate_rps * osl
     p = s.prefill
+    bands, regime = _bands(c, model), decode_regime(s.batch)
+    tpot = s.tpot_s if s.tpot_judged_s is None else s.tpot_judged_s
     return CapacityLayout(
         system=s.system.id, mode=s.mode, precision=s.precision, kv_dtype=s.kv_dtype, layout=c.label(), tp=tp, pp=pp,
         ep=ep, dp=dp, gpus_per_replica=c.gpus, nodes_per_replica=c.nodes, replicas=s.replicas + s.spares,
@@ -148,10 +152,15 @@ def _layout_row(s: _Sized, osl: float, budget: int) -> CapacityLayout:
         tpot_s=s.tpot_s if s.tpot_judged_s is None else s.tpot_judged_s,
         prefill_layout=None if p is None else p.label(),
         prefill_replicas=None if p is None else s.prefill_replicas + s.prefill_pool_spares,
-        xPyD=None if p is None else f"{s.prefill_replicas + s.prefill_pool_spares}P{s.replicas + s.spares}D")
+        xPyD=None if p is None else f"{s.prefill_replicas + s.prefill_pool_spares}P{s.replicas + s.spares}D",
+        requests_per_s_interval=bands.rate(s.rate_rps, regime), output_tokens_per_s_interval=bands.rate(out_tps, regime),
+        output_tokens_per_s_per_gpu_interval=bands.rate(out_tps / budget, regime),
+        tokens_per_s_per_user_interval=bands.rate(1.0 / s.tpot_s, regime),
+        ttft_s_interval=bands.time(s.ttft_s, "prefill"), tpot_s_interval=bands.time(tpot, regime))
 
 
-def _pareto(cands: list[Candidate], sized: list[_Sized], req: PlanQuestion, osl: float) -> list[ParetoPoint]:
+def _pareto(cands: list[Candidate], sized: list[_Sized], req: PlanQuestion, osl: float,
+            model: ModelArch) -> list[ParetoPoint]:
     """Output tokens/s per GPU of the budget against tokens/s per user: every aggregated batch within the TTFT
     target and KV (the planner's front, with the replicas that fit in the budget), plus the disaggregated
     configurations found."""
@@ -167,17 +176,18 @@ def _pareto(cands: list[Candidate], sized: list[_Sized], req: PlanQuestion, osl:
         m = a.kv_ok & a.ttft_ok
         xs.append(1.0 / a.tpot_s[m])
         ys.append(n * a.rate_rps[m] * osl / budget)
-        meta += [("aggregated", c.label(), b) for b in a.batch[m]]
+        meta += [("aggregated", c, b) for b in a.batch[m]]
     for s in sized:
         if s.mode == "disaggregated":
             xs.append(np.array([1.0 / s.tpot_s]))
             ys.append(np.array([s.rate_rps * osl / budget_gpus(req, s.system)]))
-            meta.append(("disaggregated", s.main.label(), s.batch))
+            meta.append(("disaggregated", s.main, s.batch))
     if not xs:
         return []
     x, y = np.concatenate(xs), np.concatenate(ys)
-    return [ParetoPoint(tokens_per_s_per_user=float(x[i]), output_tokens_per_s_per_gpu=float(y[i]),
-                        mode=meta[i][0], layout=meta[i][1], batch=float(meta[i][2])) for i in pareto_front(x, y)]
+    factors: dict = {}
+    return [_pareto_point(float(x[i]), float(y[i]), meta[i][0], meta[i][1], float(meta[i][2]), model, factors)
+            for i in pareto_front(x, y)]
 
 
 def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> PlanResult:
@@ -203,19 +213,20 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
     rows: list[PlanOption] = []
     for s in best:
         _explain(s, wl, slo)
-        rows.append(_row(s, wl, req.hours_per_month))
+        rows.append(_row(s, wl, req.hours_per_month, model))
     budgets = {c.system.id: budget_gpus(req, c.system) for c in result.candidates}
     what = f"{req.budget_nodes} node(s)" if req.budget_nodes is not None else f"{req.budget_gpus} GPU(s)"
     wl_text = wl.describe().rsplit("; load ", 1)[0]
     out = PlanResult(model=model.name, workload=f"{wl_text}; capacity of {what} per system", slo=slo.describe(),
                      failover=req.failover, engine=req.engine, feasible=bool(rows), recommended=None, per_system=rows,
                      pareto={sys_id: _pareto([c for c in result.candidates if c.system.id == sys_id],
-                                             per_sys.get(sys_id, []), req, osl) for sys_id in budgets},
+                                             per_sys.get(sys_id, []), req, osl, model) for sys_id in budgets},
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
                      queueing_model=QUEUEING_MODEL,
                      capacity=CapacityAnswer(nodes=req.budget_nodes, gpus=req.budget_gpus, budget_gpus=budgets,
-                                             layouts=[_layout_row(s, osl, budgets[s.system.id]) for s in sized]))
+                                             layouts=[_layout_row(s, osl, budgets[s.system.id], model)
+                                                      for s in sized]))
     if rows:
         top = rows[0]
         out.recommended = top.model_copy(update={"explanation": _text(top, rows, what, slo.describe())})

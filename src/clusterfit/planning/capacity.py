@@ -34,6 +34,11 @@ budget and no decode batch, plus the KV transfer to the decode replica (per-GPU 
 crossed, not overlapped: conservative); a decode replica runs TPOT(B) = decode_step_s(B, context) (no chunk
 steps: every percentile of TPOT is that step). The prefill pool's TTFT is judged at the larger of the TTFT
 percentile and ``min_goodput`` (the only requests a disaggregated plan loses are late first tokens).
+
+``plan --confidence`` (``margins``, clusterfit.intervals.StepMargins): every step time is multiplied by the upper
+bound of its family's interval before the curve is built, so TTFT, TPOT and the SLO verdicts are judged at the
+pessimistic bound and requests/s per replica (batch over TPOT) at the lower one; queueing follows from the slower
+steps. Such a curve keeps the point-prediction curve of the same batch grid in ``point``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..intervals import StepMargins
 from .queueing import mean_wait_s, ttft_cdf, ttft_quantile_s
 from .workload import SLO, Workload
 
@@ -102,6 +108,7 @@ class AggregatedCurve:
     tpot_q_s: np.ndarray | None = None    # TPOT at the SLO's percentile (None: the mean)
     goodput: np.ndarray | None = None     # predicted share of requests within both targets
     goodput_ok: np.ndarray | None = None
+    point: AggregatedCurve | None = None  # with margins: the same curve at the point prediction
 
     @property
     def tpot_judged_s(self) -> np.ndarray:
@@ -113,8 +120,10 @@ class AggregatedCurve:
         return ok if self.goodput_ok is None else ok & self.goodput_ok
 
 
-def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray) -> AggregatedCurve:
-    """Throughput and latency of one aggregated replica at each batch size (vectorised)."""
+def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray,
+                     margins: StepMargins | None = None) -> AggregatedCurve:
+    """Throughput and latency of one aggregated replica at each batch size (vectorised); with ``margins``, at the
+    pessimistic bound (module docstring), the point curve in ``point``."""
     B = np.asarray(batch, dtype=float)
     osl = wl.osl_mean_tokens
     ctx = wl.decode_context_mean_tokens
@@ -132,6 +141,19 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray) -> Aggregate
     A = np.concatenate([(bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
     D = np.concatenate([(Bc * ones).ravel(), (Bc * ones).ravel(), B])
     t = np.asarray(sm.step_s(P, A, D, D * ctx))
+    if margins is None:
+        return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl)
+    bound = _aggregated_from_steps(t * margins.step(P, D), B, wl, slo, sm, budget, n_chunks, u, w, osl)
+    bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl)
+    return bound
+
+
+def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray,
+                           n_chunks: np.ndarray, u: np.ndarray, w: np.ndarray, osl: float) -> AggregatedCurve:
+    """aggregated_curve from its step times ``t``: [full-budget prefill steps | own-chunk steps | pure decode steps]
+    (each (nB, K), (nB, K), (nB,) flattened)."""
+    nB, K = B.size, u.size
+    bud = np.maximum(budget, 1.0)[:, None]
     step_full = t[:nB * K].reshape(nB, K)
     own = n_chunks * t[nB * K:2 * nB * K].reshape(nB, K)
     decode_only = t[2 * nB * K:]
@@ -182,12 +204,13 @@ class PrefillCapacity:
     ttft_s: float
     kv_transfer_s: float
     points: int
+    point: PrefillCapacity | None = None   # with margins: the same replica at the point prediction
 
 
-def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link) -> PrefillCapacity:
-    """Largest arrival rate at which a prefill-only replica keeps TTFT (+ KV transfer) within the SLO."""
+def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link, margins: StepMargins | None = None) -> PrefillCapacity:
+    """Largest arrival rate at which a prefill-only replica keeps TTFT (+ KV transfer) within the SLO (with
+    ``margins``: with every prefill step at its upper bound, the point answer in ``point``)."""
     u, a = _class_prefill(wl)
-    w = wl.weights
     chunk = float(sm.engine.max_num_batched_tokens)
     # same chunking as StepModel.prefill_s, in one vectorised call with the full-budget steps
     n_chunks = np.maximum(np.ceil(u / chunk), 1.0)
@@ -196,6 +219,17 @@ def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link) -> PrefillCapacity:
     attended = u * cached + per * per * n_chunks * (n_chunks - 1) / 2.0 + n_chunks * per * (per + 1) / 2.0
     t = np.asarray(sm.step_s(np.concatenate([np.full(u.size, chunk), per]),
                              np.concatenate([chunk * a, attended / n_chunks]), 0.0, 0.0, microbatches=1))
+    if margins is None:
+        return _prefill_from_steps(t, sm, wl, slo, kv_link, u, n_chunks, chunk)
+    bound = _prefill_from_steps(t * margins.prefill, sm, wl, slo, kv_link, u, n_chunks, chunk)
+    bound.point = _prefill_from_steps(t, sm, wl, slo, kv_link, u, n_chunks, chunk)
+    return bound
+
+
+def _prefill_from_steps(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, u: np.ndarray, n_chunks: np.ndarray,
+                        chunk: float) -> PrefillCapacity:
+    """prefill_capacity from its step times ``t``: [full-chunk steps | own-chunk steps], one per request class."""
+    w = wl.weights
     step_full, own = t[:u.size], n_chunks * t[u.size:]
     occupancy = u / chunk * step_full
     kv_bytes = np.asarray(sm.kv_bytes_per_sequence(wl.isl_tokens), dtype=float)
@@ -224,20 +258,27 @@ class DecodeCurve:
     rate_rps: np.ndarray
     kv_ok: np.ndarray
     tpot_ok: np.ndarray
+    point: DecodeCurve | None = None      # with margins: the same curve at the point prediction
 
     @property
     def feasible(self) -> np.ndarray:
         return self.kv_ok & self.tpot_ok
 
 
-def decode_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, decode_step_s: np.ndarray | None = None) -> DecodeCurve:
+def decode_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, decode_step_s: np.ndarray | None = None,
+                 margins: StepMargins | None = None) -> DecodeCurve:
     """A disaggregated decode replica: TPOT and requests/s at each batch size.
 
-    ``decode_step_s``: precomputed ``sm.decode_step_s(batch, context)`` (aggregated_curve returns it).
+    ``decode_step_s``: precomputed ``sm.decode_step_s(batch, context)`` at the point prediction (the point curve's
+    ``decode_only_s``); ``margins``: at the pessimistic bound, the point curve in ``point``.
     """
     B = np.asarray(batch, dtype=float)
     ctx = wl.decode_context_mean_tokens
     tpot = np.asarray(sm.decode_step_s(B, ctx)) if decode_step_s is None else np.asarray(decode_step_s)
+    if margins is not None:
+        bound = decode_curve(sm, wl, slo, B, tpot * margins.decode_step(B))
+        bound.point = decode_curve(sm, wl, slo, B, tpot)
+        return bound
     rate = B / (wl.osl_mean_tokens * tpot)
     kv_ok = B <= kv_batch_bound(sm, wl)
     tpot_ok = tpot <= (slo.tpot_s if slo.tpot_s is not None else np.inf)

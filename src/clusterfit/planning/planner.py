@@ -21,11 +21,13 @@ from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PerMtok, Pla
 from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, no_public_price_notes,
                    resolve_price, usd_per_mtok, verdict)
 from .capacity import AggregatedCurve
+from ..intervals import FigureBands, bands_for, decode_regime
 from .pareto import pareto_front
 from .search import Candidate, SearchResult, SearchSpace, search
 from .workload import SLO, Workload
 
 if TYPE_CHECKING:
+    from ..arch import ModelArch
     from ..compose import Catalog
     from ..hardware import System
 
@@ -53,6 +55,7 @@ class PlanQuestion:
     catalog: Catalog | None = None     # None: the built-in catalogs
     budget_nodes: int | None = None    # capacity mode: nodes of each system (no load; see plan_capacity)
     budget_gpus: int | None = None     # capacity mode: GPUs of each system
+    confidence: int | None = None      # size on this interval's pessimistic bound (percent; None/50: the point)
 
     @property
     def capacity_mode(self) -> bool:
@@ -145,6 +148,10 @@ class _Sized:
     tie_break: str = ""                # which rule chose this plan over an equally priced one ("" if none)
     budget_rented_gpus: int | None = None  # capacity mode: the GPUs of the budget (paid for whether used or not)
     prefill_spares: int | None = None  # spare prefill replicas (None: ``spares``, as many as the decode pool)
+    #: ``--confidence``: (TTFT s, TPOT s at the judged percentile, requests/s per (decode) replica) at the bound the
+    #: plan was sized on; the other figures are point predictions at the same operating batch
+    bound: tuple[float, float, float] | None = None
+    point_capacity: float = 0.0        # load units one (decode) replica carries at the point prediction
 
     @property
     def prefill_pool_spares(self) -> int:
@@ -186,8 +193,16 @@ class _Sized:
                 self.main.nodes, -round(self.headroom_rps, 9), self.tpot_s)
 
 
+def _point_capacity(units: np.ndarray, feasible: np.ndarray) -> float:
+    """Load units one replica carries at its best feasible batch (0 when none is feasible)."""
+    return float(np.max(units[feasible])) if feasible.any() else 0.0
+
+
 def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> _Sized | None:
+    """Replicas of ``c`` for the load. With ``--confidence`` the curve is at the pessimistic bound (sizing,
+    feasibility); the figures reported are the point curve's at the same operating batch."""
     a = c.agg
+    pt = a.point or a
     cap_units = _load_capacity(wl, a.rate_rps, a.tpot_s, a.ttft_mean_s)
     ok = a.feasible
     if not ok.any():
@@ -197,16 +212,18 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
     n = max(1, math.ceil(need / caps[best] - 1e-9))
     op = int(np.flatnonzero(ok & (cap_units >= need / n - 1e-12))[0])
     if wl.load.kind == "concurrent_sessions":  # Little's law: sessions / (time per turn incl. think time)
-        served_rps = need / (wl.osl_mean_tokens * a.tpot_s[op] + a.ttft_mean_s[op] + wl.think_time_s)
+        served_rps = need / (wl.osl_mean_tokens * pt.tpot_s[op] + pt.ttft_mean_s[op] + wl.think_time_s)
     else:
         served_rps = need
     k = spare_replicas(k, n, c.gpus, c.system.gpus_per_node, price)
     total = n + k
     nodes = pool_nodes(n, k, c.gpus, c.system.gpus_per_node, price)
+    bound = None if a.point is None else (float(a.ttft_s[op]), float(a.tpot_judged_s[op]), float(a.rate_rps[best]))
+    point_cap = _point_capacity(_load_capacity(wl, pt.rate_rps, pt.tpot_s, pt.ttft_mean_s), pt.feasible)
     return _Sized("aggregated", c.system, c.precision_name, c.kv_dtype, c, None, float(a.batch[op]),
-                  float(a.batch[best]), float(caps[best]), n, 0, k, float(a.tpot_s[op]), float(a.ttft_s[op]),
-                  float(served_rps), float(n * a.rate_rps[best]), nodes, total * c.gpus, price,
-                  tpot_judged_s=float(a.tpot_judged_s[op]))
+                  float(a.batch[best]), float(caps[best]), n, 0, k, float(pt.tpot_s[op]), float(pt.ttft_s[op]),
+                  float(served_rps), float(n * pt.rate_rps[best]), nodes, total * c.gpus, price,
+                  tpot_judged_s=float(pt.tpot_judged_s[op]), bound=bound, point_capacity=point_cap)
 
 
 def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl: Workload, need: float, k: int,
@@ -235,6 +252,7 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
     d_nodes, dc, n_d, b, _, op, cap, k_d = best_d
     d = dc.decode
     assert d is not None
+    dp_ = d.point or d
     tpot = float(d.tpot_s[op])
     best_p = None
     for c in prefills:
@@ -254,10 +272,14 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
         return None
     p_nodes, pc, n_p, p_gpus, lam, k_p = best_p
     assert pc.prefill is not None
-    full = min(n_d * float(d.rate_rps[b]), n_p * pc.prefill.rate_rps)
+    pp_ = pc.prefill.point or pc.prefill
+    full = min(n_d * float(dp_.rate_rps[b]), n_p * pp_.rate_rps)
+    bound = None if d.point is None else (float(pc.prefill.ttft_s), tpot, float(d.rate_rps[b]))
+    point_cap = _point_capacity(_load_capacity(wl, dp_.rate_rps, dp_.tpot_s, 0.0), dp_.feasible)
     return _Sized("disaggregated", dc.system, dc.precision_name, dc.kv_dtype, dc, pc, float(d.batch[op]),
-                  float(d.batch[b]), cap, n_d, n_p, k_d, tpot, float(pc.prefill.ttft_s), float(lam), full,
-                  p_nodes + d_nodes, (n_d + k_d) * dc.gpus + (n_p + k_p) * pc.gpus, price, prefill_spares=k_p)
+                  float(d.batch[b]), cap, n_d, n_p, k_d, float(dp_.tpot_s[op]), float(pp_.ttft_s), float(lam), full,
+                  p_nodes + d_nodes, (n_d + k_d) * dc.gpus + (n_p + k_p) * pc.gpus, price, prefill_spares=k_p,
+                  bound=bound, point_capacity=point_cap)
 
 
 # ---------------------------------------------------------------------------------------- binding
@@ -327,8 +349,44 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
 
 
 # ------------------------------------------------------------------------------------------ results
-def _row(s: _Sized, wl: Workload, hours: float) -> PlanOption:
+def _bands(c: Candidate, model: ModelArch) -> FigureBands:
+    """The interval bands of a candidate's engine, GPU family and model (clusterfit.intervals)."""
+    return bands_for(c.step.engine.name, c.system.gpu.id, model)
+
+
+def _interval_fields(s: _Sized, wl: Workload, bands: FigureBands, need: float | None) -> dict:
+    """The ``*_interval`` keys of a plan row: TTFT (prefill regime), TPOT and tokens/s per user (the regime of the
+    operating batch), full-load capacity (the regime of the full-capacity batch), and the serving replicas the
+    load needs with the point capacity per replica at its interval (``need`` None: capacity mode, no replica
+    count derives from a prediction); with ``--confidence``, ``sized_on``: the bound figures the plan was sized on."""
+    dec, full = decode_regime(s.batch), decode_regime(s.best_batch)
+    tpot = s.tpot_s if s.tpot_judged_s is None else s.tpot_judged_s
+    out = {"ttft_s_interval": bands.time(s.ttft_s, "prefill"), "tpot_s_interval": bands.time(tpot, dec),
+           "tokens_per_s_per_user_interval": bands.rate(1.0 / s.tpot_s, dec),
+           "full_load_requests_per_s_interval": bands.rate(s.full_rate_rps, full),
+           "full_load_output_tokens_per_s_interval": bands.rate(s.full_rate_rps * wl.osl_mean_tokens, full),
+           "intervals": bands.basis(["prefill", dec, full])}
+    if need is not None and s.point_capacity > 0:
+        # replicas = ceil(need / capacity per replica); capacity is a rate, so its interval scales the replicas
+        # by the time factors (a slower step: fewer requests/s per replica, more replicas)
+        exact = need / s.point_capacity
+        lo_f, hi_f = bands.band(full).time_factors()
+        n = s.replicas
+        out["serving_replicas_interval"] = {"value": n, "lo": min(n, max(1, math.ceil(exact * lo_f - 1e-9))),
+                                            "hi": max(n, math.ceil(exact * hi_f - 1e-9))}
+    if s.bound is not None:
+        out["sized_on"] = {"confidence": 0, "ttft_s": s.bound[0], "tpot_s": s.bound[1],
+                           "requests_per_s_per_replica": s.bound[2]}
+    return out
+
+
+def _row(s: _Sized, wl: Workload, hours: float, model: ModelArch | None = None, need: float | None = None,
+         confidence: int | None = None) -> PlanOption:
+    """One plan row; with ``model``, its ``*_interval`` figures (``need``: the load, for the replica interval)."""
     c = s.main
+    intervals = _interval_fields(s, wl, _bands(c, model), need) if model is not None else {}
+    if "sized_on" in intervals:
+        intervals["sized_on"]["confidence"] = confidence
     tp, pp, ep, dp = c.layout
     cost = s.cost_per_hour
     out_tps = s.rate_rps * wl.osl_mean_tokens
@@ -367,41 +425,65 @@ def _row(s: _Sized, wl: Workload, hours: float) -> PlanOption:
         full_load_requests_per_s=s.full_rate_rps, full_load_output_tokens_per_s=full_out,
         internode_replica=c.gpus > s.system.scale_up_domain_gpus,
         step_breakdown_s=s.breakdown, binding=s.binding, why=s.why,
-        speed_calibrated=speed_calibrated(s.system), prefill=prefill, xPyD=xpyd)
+        speed_calibrated=speed_calibrated(s.system), prefill=prefill, xPyD=xpyd, **intervals)
 
 
-def _pareto(cands: list[Candidate], wl: Workload) -> list[ParetoPoint]:
+def _pareto(cands: list[Candidate], wl: Workload, model: ModelArch | None = None) -> list[ParetoPoint]:
+    """Tokens/s per user against output tokens/s per GPU at the point prediction (with ``model``: each with its
+    interval, in the regime of its batch)."""
     xs, ys, meta = [], [], []
     osl = wl.osl_mean_tokens
     for c in cands:
-        a = c.agg
-        if a is None:
-            continue
+        a = c.agg.point or c.agg
         m = a.kv_ok & a.ttft_ok
         xs.append(1.0 / a.tpot_s[m])
         ys.append(a.rate_rps[m] * osl / c.gpus)
-        meta += [("aggregated", c.label(), b) for b in a.batch[m]]
-    pre = [c.gpus / c.prefill.rate_rps for c in cands if c.prefill is not None and c.prefill.rate_rps > 0]
+        meta += [("aggregated", c, b) for b in a.batch[m]]
+    pre = [c.gpus / p.rate_rps for c in cands if (p := _point_prefill(c)) is not None and p.rate_rps > 0]
     if pre:
         gp = min(pre)  # prefill GPU-seconds per request/s, best prefill layout
         for c in cands:
-            d = c.decode
-            if d is None:
+            if c.decode is None:
                 continue
+            d = c.decode.point or c.decode
             m = d.kv_ok
             xs.append(1.0 / d.tpot_s[m])
             ys.append(osl / (c.gpus / d.rate_rps[m] + gp))
-            meta += [("disaggregated", c.label(), b) for b in d.batch[m]]
+            meta += [("disaggregated", c, b) for b in d.batch[m]]
     if not xs:
         return []
     x, y = np.concatenate(xs), np.concatenate(ys)
-    idx = pareto_front(x, y)
-    return [ParetoPoint(tokens_per_s_per_user=float(x[i]), output_tokens_per_s_per_gpu=float(y[i]),
-                        mode=meta[i][0], layout=meta[i][1], batch=float(meta[i][2])) for i in idx]
+    factors: dict = {}
+    return [_pareto_point(float(x[i]), float(y[i]), meta[i][0], meta[i][1], float(meta[i][2]), model, factors)
+            for i in pareto_front(x, y)]
 
 
-def _closest(cands: list[Candidate], slo: SLO) -> ClosestMiss | None:
-    """The candidate that misses the SLO by the smallest factor, and what binds there."""
+def _point_prefill(c: Candidate):
+    """A candidate's prefill capacity at the point prediction (None: not evaluated)."""
+    return None if c.prefill is None else c.prefill.point or c.prefill
+
+
+def _pareto_point(per_user: float, per_gpu: float, mode: str, c: Candidate, batch: float,
+                  model: ModelArch | None, factors: dict | None = None) -> ParetoPoint:
+    """A Pareto point; with ``model``, its two rates with their intervals in the regime of its batch (``factors``:
+    a cache of rate factors by (engine, GPU, regime), shared by the points of one front)."""
+    iv = {}
+    if model is not None:
+        regime = decode_regime(batch)
+        key = (c.step.engine.name, c.system.gpu.id, regime)
+        cache = {} if factors is None else factors
+        if key not in cache:
+            cache[key] = _bands(c, model).band(regime).rate_factors()
+        lo, hi = cache[key]
+        iv = {"tokens_per_s_per_user_interval": {"value": per_user, "lo": per_user * lo, "hi": per_user * hi},
+              "output_tokens_per_s_per_gpu_interval": {"value": per_gpu, "lo": per_gpu * lo, "hi": per_gpu * hi}}
+    return ParetoPoint(tokens_per_s_per_user=per_user, output_tokens_per_s_per_gpu=per_gpu, mode=mode,
+                       layout=c.label(), batch=batch, **iv)
+
+
+def _closest(cands: list[Candidate], slo: SLO, model: ModelArch | None = None) -> ClosestMiss | None:
+    """The candidate that misses the SLO by the smallest factor, and what binds there (with ``model`` and at the
+    point prediction: TTFT and TPOT with their intervals; under ``--confidence`` the figures are the bound's)."""
     best = None
     for c in cands:
         a = c.agg
@@ -430,13 +512,18 @@ def _closest(cands: list[Candidate], slo: SLO) -> ClosestMiss | None:
                       f"{slo.ttft_s * 1e3:g} ms ({rf:.2f}x)")
     binding = "slo" if not missed else ("compute" if rf >= rt else _KIND_WORD[dominant])
     tp, pp, ep, dp = c.layout
+    iv = {}
+    if model is not None and a.point is None:
+        bands = _bands(c, model)
+        iv = {"ttft_s_interval": bands.time(float(a.ttft_s[i]), "prefill"),
+              "tpot_s_interval": bands.time(float(a.tpot_judged_s[i]), decode_regime(float(a.batch[i])))}
     return ClosestMiss(
         system=c.system.id, precision=c.precision_name, layout=c.label(), tp=tp, pp=pp, ep=ep, dp=dp,
         gpus_per_replica=c.gpus, batch=float(a.batch[i]), tpot_s=float(a.tpot_judged_s[i]), ttft_s=float(a.ttft_s[i]),
         missed=missed, binding=binding,
         why=(f"even at batch {a.batch[i]:.0f} the best configuration misses: " + "; ".join(missed)
              + f". Its decode step is {_KIND_WORD[dominant]}-bound "
-             f"({kinds[dominant] / br['step_s']:.0%} of {br['step_s'] * 1e3:.1f} ms at batch 1)."))
+             f"({kinds[dominant] / br['step_s']:.0%} of {br['step_s'] * 1e3:.1f} ms at batch 1)."), **iv)
 
 
 # ------------------------------------------------------------------------------------------- plan
@@ -556,23 +643,25 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
     systems = resolve_systems(req.systems, req.catalog)
     space = SearchSpace(systems, req.precisions, req.kv_dtypes, req.engine, req.max_nodes_per_replica,
                         req.disaggregated, req.max_batch, engines_file=req.catalog.engines_file if req.catalog else None,
-                        catalog=req.catalog)
+                        catalog=req.catalog, confidence=req.confidence)
     wl, slo = req.workload, req.slo
     result = search(model, space, wl, slo)
     if req.capacity_mode:
         from .budget import plan_capacity
 
         return plan_capacity(req, model, result)
-    ranked = _best_per_system(req, result, _need(wl))
-    rows = [_row(s, wl, req.hours_per_month) for s in ranked]
+    need = _need(wl)
+    ranked = _best_per_system(req, result, need)
+    sized_on = req.confidence if req.confidence not in (None, 50) else None
+    rows = [_row(s, wl, req.hours_per_month, model, need, sized_on) for s in ranked]
     pareto = {}
     for sys_id in dict.fromkeys(c.system.id for c in result.candidates):
-        pareto[sys_id] = _pareto([c for c in result.candidates if c.system.id == sys_id], wl)
+        pareto[sys_id] = _pareto([c for c in result.candidates if c.system.id == sys_id], wl, model)
     out = PlanResult(model=model.name, workload=wl.describe(), slo=slo.describe(), failover=req.failover,
                      engine=req.engine, feasible=bool(rows), recommended=None, per_system=rows, pareto=pareto,
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
-                     queueing_model=QUEUEING_MODEL)
+                     queueing_model=QUEUEING_MODEL, confidence=req.confidence)
     priced = [r for r in rows if r.cost_per_hour is not None]
     if rows:
         top = priced[0] if priced else rows[0]
@@ -585,7 +674,7 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
 
             out.verify = verify_plan(ranked[rows.index(top)], rec, req, verify_requests)
     else:
-        out.closest = _closest(result.candidates, slo)
+        out.closest = _closest(result.candidates, slo, model)
         out.explanation = _infeasible_text(out.closest, slo, wl, result)
         if verify:
             out.verify = SkippedVerification(reason="no plan meets the SLOs; nothing to verify")
@@ -620,6 +709,11 @@ def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, 
              f"with TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and TTFT p{slo.ttft_percentile:g} "
              f"{rec.ttft_s * 1e3:.0f} ms. "
              f"What binds: {rec.binding} - {rec.why}.")
+    if rec.sized_on is not None:
+        b = rec.sized_on
+        text += (f" Sized on the {b.confidence}% interval's pessimistic bound: TTFT {b.ttft_s * 1e3:.0f} ms, TPOT "
+                 f"{b.tpot_s * 1e3:.1f} ms, {b.requests_per_s_per_replica:.3g} requests/s per "
+                 f"{'decode ' if rec.prefill else ''}replica (the figures above are point predictions).")
     if len(rows) > 1 and priced and rows[1].cost_per_hour and rec.cost_per_hour:
         r2 = rows[1]
         text += (f" Next best: {r2.system} at ${r2.cost_per_hour:,.2f}/h "

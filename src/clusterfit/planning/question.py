@@ -110,7 +110,17 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.max_nodes_per_replica = max_nodes or 4
     q.disaggregated = disagg
     q.budget_nodes, q.budget_gpus = req.nodes, req.gpus
+    q.confidence = _confidence(req, capacity)
     return q
+
+
+def _confidence(req: PlanRequest, capacity: bool) -> int | None:
+    """``--confidence``: refused in capacity mode, which sizes no replicas (it answers the load a budget carries,
+    with that load's interval)."""
+    if capacity and req.confidence not in (None, 50):
+        raise ParameterError("confidence", "sizes replicas for a load; capacity mode (nodes/gpus) answers the load a "
+                             "fixed budget carries, with its interval (requests_per_s_interval): drop it")
+    return req.confidence
 
 
 def _check_price_keys(q: PlanQuestion) -> None:

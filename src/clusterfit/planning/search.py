@@ -78,6 +78,9 @@ class SearchSpace:
     #: Largest replica tried, as a multiple of the fewest GPUs that could hold the weights (at least one
     #: node). Bigger replicas only split the same work thinner; raise it for very tight TPOT targets.
     max_replica_factor: int = 4
+    #: ``plan --confidence`` (percent): curves at the pessimistic bound of that interval (capacity.py); None or
+    #: 50: the point prediction.
+    confidence: int | None = None
 
 
 @dataclass
@@ -104,6 +107,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     from ..compose import compile_replica
     from ..precision import resolve_precision
     from ..engines import get_engine
+    from ..intervals import bands_for, step_margins
     from ..perfmodel.comm import links_for
 
     engine = get_engine(space.engine, space.engines_file)
@@ -115,6 +119,8 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
         curves = space.catalog.curves(system.gpu) if space.catalog is not None else None  # a profile's, for its GPU
         up, out = links_for(system)
         kv_link = up if system.scale_up_domain_gpus > system.gpus_per_node else out
+        margins = (step_margins(bands_for(eng.name, system.gpu.id, model), space.confidence)
+                   if space.confidence not in (None, 50) else None)
         max_gpus = max_replica_gpus(system, space.max_nodes_per_replica)
         for prec_name in space.precisions:
             for kv in space.kv_dtypes:
@@ -134,11 +140,12 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
                     grid = batch_grid(cap)
                     c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm,
-                                  aggregated_curve(sm, workload, slo, grid))
+                                  aggregated_curve(sm, workload, slo, grid, margins))
                     evaluated += grid.size
                     if space.disaggregated:
-                        c.decode = decode_curve(sm, workload, slo, grid, c.agg.decode_only_s)
-                        c.prefill = prefill_capacity(sm, workload, slo, kv_link)
+                        c.decode = decode_curve(sm, workload, slo, grid, (c.agg.point or c.agg).decode_only_s,
+                                                margins)
+                        c.prefill = prefill_capacity(sm, workload, slo, kv_link, margins)
                         evaluated += grid.size + c.prefill.points
                     candidates.append(c)
                     found += 1
