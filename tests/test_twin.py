@@ -101,7 +101,21 @@ def test_tokens_appear_at_each_step_end():
     oc.advance(0.0531)
     assert oc.tokens(req) == 5 and oc.ledger.status[req] == COMPLETED
     assert oc.ledger.finish_s[req] == pytest.approx(0.053)
-    assert oc.ledger.admitted_s[req] == pytest.approx(0.003)
+    assert oc.ledger.scheduled_s[req] == pytest.approx(0.003)
+
+
+def test_running_and_waiting_as_vllm_counts_them():
+    """A 64-token step budget: a (100-token prompt, t = 0) takes the first step whole; b (t = 0.001) waits until the
+    second step (0.010-0.020) gives it the 28 tokens a leaves (vLLM: running from the first chunk on)."""
+    cfg = SimulationConfig(replica={"max_num_batched_tokens": 64})
+    oc = OnlineCluster(ConstantStep(0.010, max_num_seqs=4), cfg, 400)
+    a = oc.submit(100, 3, 0.0)
+    b = oc.submit(100, 3, 0.001)
+    oc.advance(0.005)
+    assert oc.replica_state()[0]["running"] == 1 and oc.replica_state()[0]["waiting"] == 1
+    oc.advance(0.015)
+    assert oc.replica_state()[0]["running"] == 2 and oc.replica_state()[0]["waiting"] == 0
+    assert oc.ledger.scheduled_s[a] == 0.0 and oc.ledger.scheduled_s[b] == pytest.approx(0.010)
 
 
 def test_an_arrival_mid_segment_holds_back_the_step_not_yet_ended():

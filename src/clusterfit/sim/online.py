@@ -40,7 +40,8 @@ class OnlineLedger(Ledger):
     """A :class:`~clusterfit.sim.ledger.Ledger` filled as requests arrive: :meth:`add` takes a free slot (a request
     id), :meth:`free` gives it back once nothing refers to the request any more.
 
-    admitted_s: when the request was first admitted into a batch (the end of its queueing), seconds (nan before).
+    scheduled_s: when the request first got a prefill chunk into a step (the end of its queueing: vLLM's
+    ``scheduled_ts``), seconds (nan before).
     """
 
     def __init__(self, rule: Any = None) -> None:  # the lists start empty: no super().__init__(requests)
@@ -59,7 +60,7 @@ class OnlineLedger(Ledger):
         self.preemptions = []
         self.generated = []
         self.reservation_bytes = []  # stays empty without a KV-admission rule (the replica tests its truth)
-        self.admitted_s: list[float] = []
+        self.scheduled_s: list[float] = []
         self._rule = rule
         self._free: list[int] = []
 
@@ -76,7 +77,7 @@ class OnlineLedger(Ledger):
             "arrival_s": float(arrival_s), "input_tokens": int(input_tokens), "output_tokens": int(output_tokens),
             "prefix_key": int(prefix_key), "shared_tokens": 0, "first_token_s": math.nan, "finish_s": math.nan,
             "status": PENDING, "replica": -1, "retries": 0, "preemptions": 0, "generated": 0,
-            "admitted_s": math.nan}
+            "scheduled_s": math.nan}
         if self._rule is not None:
             row["reservation_bytes"] = cost
         if self._free:
@@ -105,6 +106,7 @@ class OnlineReplica(Replica):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.done: list[int] = []  # requests completed since the caller last took them (take_done)
+        self.started: set[int] = set()  # prefilling requests that have had a chunk in a step since their admission
         # Steps applied ahead of the clock: a decode segment cut by an arrival or a cancellation jumps to the first
         # step boundary at or after that instant. (end s, G, steps) per such boundary, in time order.
         self.marks: list[tuple[float, float, int]] = []
@@ -114,13 +116,27 @@ class OnlineReplica(Replica):
         super()._complete(req, ctx, t)
         self.done.append(req)
 
-    def _admit(self) -> None:
-        before = len(self.prefill)
-        super()._admit()
-        admitted = self.ledger.admitted_s  # type: ignore[attr-defined]  # an OnlineLedger
-        for entry in self.prefill[before:]:
-            if admitted[entry[0]] != admitted[entry[0]]:  # nan: first admission (a preempted request keeps it)
-                admitted[entry[0]] = self.clock
+    def _plan_mixed_step(self) -> float:
+        end = super()._plan_mixed_step()
+        scheduled = self.ledger.scheduled_s  # type: ignore[attr-defined]  # an OnlineLedger
+        for entry in self.prefill[:len(self.step_chunks)]:  # the entries that got a chunk (FCFS, in order)
+            req = entry[0]
+            self.started.add(req)
+            if scheduled[req] != scheduled[req]:  # nan: its first chunk (a preempted request keeps its time)
+                scheduled[req] = self.clock
+        return end
+
+    def _preempt_last(self) -> None:
+        req = next(reversed(self.running))  # the one the base class preempts: back to waiting
+        self.started.discard(req)
+        super()._preempt_last()
+
+    def queues(self) -> tuple[int, int]:
+        """(running, waiting) as vLLM's scheduler counts them: running = decoding + prefilling requests that have
+        had a chunk; waiting = the queue + admitted requests whose prefill has not started."""
+        in_prefill = {e[0] for e in self.prefill}
+        self.started &= in_prefill
+        return self.d + len(self.started), len(self.waiting) + len(in_prefill) - len(self.started)
 
     def cut_segment(self, now_s: float) -> bool:
         cut = super().cut_segment(now_s)
@@ -350,6 +366,11 @@ class OnlineCluster(Cluster):
 
     # --- state ----------------------------------------------------------------------------------------------
     def replica_state(self) -> list[dict[str, float]]:
-        """Per replica: requests waiting and running (prefilling or decoding), KV in use as a share of the pool."""
-        return [{"waiting": len(rep.waiting), "running": len(rep.prefill) + rep.d,
-                 "kv_usage": rep.kv_used / rep.cap, "preemptions": rep.preemptions} for rep in self.replicas]
+        """Per replica: requests running and waiting (vLLM's counts, :meth:`OnlineReplica.queues`), KV in use as a
+        share of the pool, preemptions so far."""
+        out = []
+        for rep in self.replicas:
+            running, waiting = rep.queues()
+            out.append({"running": running, "waiting": waiting, "kv_usage": rep.kv_used / rep.cap,
+                        "preemptions": rep.preemptions})
+        return out

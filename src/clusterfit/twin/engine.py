@@ -229,13 +229,13 @@ class Twin:
         led = self.cluster.ledger
         req = s.req
         m = self.metrics
-        admitted = led.admitted_s[req]
+        scheduled = led.scheduled_s[req]
         finish = led.finish_s[req]
         m.e2e[r].observe(finish - s.arrival_s)
-        m.queue[r].observe(admitted - s.arrival_s)
-        m.prefill[r].observe(s.first_token_s - admitted)
+        m.queue[r].observe(scheduled - s.arrival_s)
+        m.prefill[r].observe(s.first_token_s - scheduled)
         m.decode[r].observe(finish - s.first_token_s)
-        m.inference[r].observe(finish - admitted)
+        m.inference[r].observe(finish - scheduled)
         if s.max_tokens > 1:
             m.tpot[r].observe((finish - s.first_token_s) / (s.max_tokens - 1))
         m.prompt_len[r].observe(s.prompt_tokens)
@@ -243,7 +243,7 @@ class Twin:
         m.max_tokens[r].observe(s.max_tokens)
         m.success[r].inc()
         s.extra["preemptions"] = led.preemptions[req]
-        s.extra["admitted_s"] = admitted
+        s.extra["scheduled_s"] = scheduled
         self._record(s, "completed", finish)
         s.done = True
         s.waker.set()
@@ -253,7 +253,7 @@ class Twin:
         self.records.append({
             "seq": self._seq, "status": status, "replica": s.replica, "prompt_tokens": s.prompt_tokens,
             "max_tokens": s.max_tokens, "output_tokens": s.produced, "arrival_s": s.arrival_s,
-            "admitted_s": s.extra.get("admitted_s", math.nan), "first_token_s": s.first_token_s,
+            "scheduled_s": s.extra.get("scheduled_s", math.nan), "first_token_s": s.first_token_s,
             "finish_s": end_s, "preemptions": s.extra.get("preemptions", 0)})
 
     def delivered(self, s: Stream) -> int:

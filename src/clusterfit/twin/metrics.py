@@ -9,8 +9,9 @@ each replica's series ``engine="<replica index>"``, so ``sum by (model_name)`` g
 Scheduler state (running / waiting requests, KV usage, preemptions) is read from the simulated replicas when
 Prometheus scrapes. Request timings are the simulated ones (seconds on the twin's clock), observed as vLLM observes
 them: TTFT when the first token is produced, inter-token latency per output token, the phase histograms when a
-request finishes (queue = arrival to first admission into a batch; prefill = admission to first token; decode =
-first to last token; inference = admission to last token).
+request finishes (queue = arrival to its first prefill chunk in a step, vLLM's WAITING phase; prefill = that to the
+first token; decode = first to last token; inference = first chunk to last token). Running and waiting are counted
+as vLLM's scheduler counts them: a request runs from its first prefill chunk on.
 
 One metric of the twin's own: ``clusterfit_twin_token_delivery_lag_seconds``, how long after its simulated emission
 each token reached the HTTP layer (the event loop's lateness; on a loaded host it says how far the measured latencies
