@@ -342,6 +342,31 @@ def test_overload_answers_503():
             assert busy.status_code == 503 and busy.json()["error"]["code"] == "overloaded"
 
 
+def test_stopping_ends_open_streams_with_an_error_event():
+    """Shutting the twin down ends a stream still running with an OpenAI-style error event."""
+    import threading
+
+    from clusterfit.twin import running_twin
+
+    events: list[str] = []
+
+    def read(url: str) -> None:
+        with httpx.stream("POST", url + "/v1/completions", json={"prompt": "x", "max_tokens": 100_000,
+                                                                 "stream": True}, timeout=30, trust_env=False) as r:
+            events.extend(line[6:] for line in r.iter_lines() if line.startswith("data: "))
+
+    with running_twin(model=MODEL, system="h200") as t:
+        reader = threading.Thread(target=read, args=(t.url,))
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not events and time.monotonic() < deadline:
+            time.sleep(0.01)
+    reader.join(10)
+    assert not reader.is_alive() and t.twin.stopping and t.twin.in_flight == 0
+    last = json.loads(events[-1])
+    assert last["error"]["type"] == "server_error" and "stopping" in last["error"]["message"]
+
+
 def test_light_load_timing_follows_the_step_model(twin):
     """One request alone: TTFT is one prefill step of the prompt and TPOT the mean decode step at batch 1, from the
     compiled replica's step model (perf's), within 10% as the client measures them. Hand check: a decode step at

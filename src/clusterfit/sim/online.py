@@ -126,6 +126,11 @@ class OnlineReplica(Replica):
                 scheduled[req] = self.clock
         return end
 
+    def _finish_mixed_step(self, t: float) -> None:
+        super()._finish_mixed_step(t)
+        if len(self.started) > len(self.prefill):  # prefills that finished have joined the decode batch
+            self.started &= {e[0] for e in self.prefill}
+
     def _preempt_last(self) -> None:
         req = next(reversed(self.running))  # the one the base class preempts: back to waiting
         self.started.discard(req)

@@ -14,6 +14,7 @@ A client that disconnects cancels its requests in the simulation, as vLLM aborts
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 import uuid
@@ -70,7 +71,7 @@ def _routes(app: FastAPI, twin: Twin) -> None:
 
     @app.get("/health")
     async def health() -> Response:
-        return Response(status_code=503 if twin.stopping else 200)
+        return Response(status_code=503 if twin.draining else 200)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -125,7 +126,8 @@ def _routes(app: FastAPI, twin: Twin) -> None:
                 watch.cancel()
                 _cancel(twin, streams)
             if any(s.aborted for s in streams):
-                raise ApiError(503, "the request was cancelled (the twin is stopping)", kind="server_error")
+                raise ApiError(503, f"the request was cancelled: {twin.failure or 'the twin is stopping'}",
+                               kind="server_error")
             return JSONResponse(chunks.body([s.produced for s in streams], tally))
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         return StreamingResponse(_events(twin, streams, waker, chunks, tally, include_usage, watch),
@@ -150,8 +152,12 @@ async def _events(twin: Twin, streams: list[Stream], waker: asyncio.Event, chunk
         while open_:
             await waker.wait()
             waker.clear()
-            if any(s.aborted for s in streams):
-                return  # the client left or the twin stops: end the stream without [DONE]
+            if any(s.aborted for s in streams):  # the client left (nobody reads) or the twin stops: say why
+                if twin.stopping:
+                    err = ApiError(503, f"the request was cancelled: {twin.failure or 'the twin is stopping'}",
+                                   kind="server_error")
+                    yield f"data: {json.dumps(err.body())}\n\n"
+                return
             for i in sorted(open_):
                 s = streams[i]
                 first = s.sent == 0
@@ -183,8 +189,6 @@ async def _on_disconnect(receive: Callable[[], Awaitable[MutableMapping[str, Any
 
 
 async def _json(request: Request) -> Any:
-    import json
-
     raw = await request.body()
     try:
         return json.loads(raw)

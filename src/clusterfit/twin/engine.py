@@ -74,18 +74,29 @@ class Twin:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_s = math.inf  # when the armed callback is due, twin clock
         self._seq = 0  # records served so far (each record's "seq")
-        self.stopping = False
+        self.stopping = False  # stopped: no stepping, no requests
+        self.draining = False  # shutting down: no new requests
+        self.failure: str | None = None  # why the simulation stopped, if it did
 
     # --- life ------------------------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the clock on the running loop."""
         self._loop = asyncio.get_running_loop()
         self._t0 = time.monotonic()
-        self.stopping = False
+        self.stopping = self.draining = False
+
+    def drain(self, grace_s: float) -> None:
+        """Shutting down: refuse new requests now; in ``grace_s`` seconds end those still in flight (:meth:`stop`).
+        Call on the twin's loop."""
+        self.draining = True
+        if self._loop is not None:
+            self._loop.call_later(grace_s, self.stop)
+        else:
+            self.stop()
 
     def stop(self) -> None:
-        """Stop stepping; every request still in flight ends (its stream closes)."""
-        self.stopping = True
+        """Stop stepping; every request still in flight ends (its stream closes with an error event)."""
+        self.stopping = self.draining = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -103,6 +114,13 @@ class Twin:
         return self._loop is not None
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the twin runs on (once started)."""
+        if self._loop is None:
+            raise ClusterfitError("the twin has not started (Twin.start runs inside the server's event loop)")
+        return self._loop
+
+    @property
     def in_flight(self) -> int:
         """Simulated requests not finished yet."""
         return len(self._streams)
@@ -115,8 +133,8 @@ class Twin:
     def submit(self, jobs: list[tuple[int, int]], waker: asyncio.Event, wake_on_tokens: bool) -> list[Stream]:
         """Requests arrive now: ``jobs`` is (prompt tokens, output tokens) per choice. All or none are taken:
         :class:`TwinUnavailable` when the twin is stopping or they would pass ``max_outstanding``."""
-        if self.stopping:
-            raise TwinUnavailable("the twin is shutting down")
+        if self.draining:
+            raise TwinUnavailable(self.failure or "the twin is shutting down")
         limit = self.setup.request.max_outstanding
         if len(self._streams) + len(jobs) > limit:
             raise TwinUnavailable(f"the twin has {len(self._streams):,} requests in flight (max_outstanding "
@@ -164,7 +182,12 @@ class Twin:
 
     def _tick(self) -> None:
         self._timer = None
-        self.sync()
+        try:
+            self.sync()
+        except Exception as exc:  # a bug in the simulation must not leave every stream hanging
+            self.failure = f"the simulation stopped: {type(exc).__name__}: {exc}"
+            self.stop()
+            raise
 
     def _arm(self) -> None:
         """Call back at the next simulated step end (keep an earlier call already armed)."""

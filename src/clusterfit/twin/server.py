@@ -17,8 +17,7 @@ if TYPE_CHECKING:
     from .config import TwinRequest
     from .engine import Twin
 
-#: Seconds a stopping server waits for open streams to finish before closing them (uvicorn's
-#: timeout_graceful_shutdown).
+#: Seconds a stopping server lets open streams go on (new requests get 503) before it ends them with an error event.
 GRACEFUL_SHUTDOWN_S = 5
 
 
@@ -45,10 +44,20 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def server_for(app: Any, **config: Any) -> Any:
-    """A uvicorn server for ``app`` (uvloop and httptools when installed; no access log)."""
+    """A uvicorn server for the twin ``app`` (uvloop and httptools when installed; no access log). On Ctrl-C or
+    SIGTERM the twin drains: new requests get 503, open streams go on for GRACEFUL_SHUTDOWN_S seconds and are then
+    ended with an error event (uvicorn's own limit, a little later, is only a backstop)."""
     uvicorn = _uvicorn()
-    return uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **config))
+    twin = app.state.twin
+
+    class TwinServer(uvicorn.Server):  # type: ignore[name-defined]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if twin.started and not twin.draining:
+                twin.loop.call_soon_threadsafe(twin.drain, GRACEFUL_SHUTDOWN_S)
+            super().handle_exit(sig, frame)
+
+    return TwinServer(uvicorn.Config(app, log_level="warning", access_log=False,
+                                     timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S + 5, **config))
 
 
 @dataclass(frozen=True)
@@ -82,9 +91,11 @@ def running_twin(request: TwinRequest | None = None, /, host: str = "127.0.0.1",
             raise ClusterfitError("the twin server did not start")
         time.sleep(0.01)
     shown = f"[{host}]" if ":" in host else host
+    twin = app.state.twin
     try:
-        yield RunningTwin(f"http://{shown}:{port}", app.state.twin)
+        yield RunningTwin(f"http://{shown}:{port}", twin)
     finally:
+        twin.loop.call_soon_threadsafe(twin.drain, 0.0)  # end open streams now
         server.should_exit = True
         thread.join(timeout=GRACEFUL_SHUTDOWN_S + 10)
         sock.close()
