@@ -309,7 +309,8 @@ def test_a_client_that_leaves_cancels_its_request(twin):
 
 
 def test_hundreds_of_concurrent_streams(twin):
-    """200 streams at once (one event loop): every one gets all its tokens; nothing stays in flight."""
+    """200 streams at once (one event loop): every one gets all its tokens; nothing stays in flight, and the
+    simulation's request table holds at most the requests that were in flight at once (finished slots reused)."""
     import asyncio
 
     async def one(client: httpx.AsyncClient) -> str:
@@ -328,6 +329,9 @@ def test_hundreds_of_concurrent_streams(twin):
 
     assert asyncio.run(run()) == [" tok" * 24] * 200
     assert httpx.get(twin.url + "/twin", trust_env=False).json()["in_flight"] == 0
+    served = httpx.get(twin.url + "/twin/requests", trust_env=False).json()["requests"][-1]["seq"]
+    ledger = twin.twin.cluster.ledger
+    assert served >= 200 and ledger.in_use == 0 and ledger.n <= 200
 
 
 def test_overload_answers_503():
