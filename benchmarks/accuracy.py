@@ -73,6 +73,7 @@ from typing import NamedTuple
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # the row reader beside this script
+from engine_versions import async_scheduling_of  # noqa: E402
 import published_rows  # noqa: E402
 from published_rows import (RunSpec, Skip, metric_group, run_key, run_spec, run_weights,  # noqa: E402
                             weighted_summary)
@@ -337,10 +338,12 @@ class RowSettings(NamedTuple):
     max_num_batched_tokens: int | None = None
     gpu_memory_utilization: float | None = None
     concurrency: int | None = None
+    async_scheduling: bool | None = None
 
     def engine_settings(self) -> tuple:
-        """(gpu_memory_utilization, max_num_batched_tokens, max_num_seqs): the hashable key step_for takes."""
-        return (self.gpu_memory_utilization, self.max_num_batched_tokens, self.max_num_seqs)
+        """(gpu_memory_utilization, max_num_batched_tokens, max_num_seqs, async_scheduling): the hashable key
+        step_for takes."""
+        return (self.gpu_memory_utilization, self.max_num_batched_tokens, self.max_num_seqs, self.async_scheduling)
 
 
 def row_settings(row) -> RowSettings:
@@ -358,7 +361,9 @@ def row_settings(row) -> RowSettings:
             found[name] = float(m.group(1)) if name == "gpu_memory_utilization" else int(m.group(1).replace(",", ""))
     m = _CONC_MODE.search(row.get("concurrency_or_mode", "") or "") or _CONC_NOTES.search(row.get("notes", "") or "")
     conc = int(m.group(1).replace(",", "")) if m else None
-    return RowSettings(attention_dp=adp, adp_size=size, concurrency=conc, **found)
+    asy = async_scheduling_of(engine_for(row.get("engine", "") or ""), row.get("engine", "") or "",
+                              row.get("notes", "") or "")
+    return RowSettings(attention_dp=adp, adp_size=size, concurrency=conc, async_scheduling=asy, **found)
 
 
 # ------------------------------------------------------------------------ the row's serving command
@@ -452,17 +457,18 @@ def checkpoint_precision(row) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(None, None, None)):
+def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(None, None, None, None)):
     """The compiled step model of a row; ``settings``: (gpu_memory_utilization, max_num_batched_tokens,
-    max_num_seqs) the row states (RowSettings.engine_settings), None for the engine's default."""
+    max_num_seqs, async_scheduling) the row states (RowSettings.engine_settings), None for the engine's default
+    (the engine's defaults on the row's GPU: Catalog.engine with the system, Engine.for_device)."""
     model = model_for(model_name)
     system = system_for(gpu)
     prec = precision_for(model, weights, kv, engine)
     layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
     budget = None
-    mem, mnt, mns = settings
-    eng = Catalog(system_catalog(), engines_file=ENGINES_PATH).engine(engine)
-    eng = eng.with_settings(max_num_batched_tokens=mnt, max_num_seqs=mns)
+    mem, mnt, mns, asy = tuple(settings) + (None,) * (4 - len(settings))
+    eng = Catalog(system_catalog(), engines_file=ENGINES_PATH).engine(engine, system)
+    eng = eng.with_settings(max_num_batched_tokens=mnt, max_num_seqs=mns, async_scheduling=asy)
     if mns is not None:
         # a stated max_batch_size is the cap itself, not trtllm-bench's estimate of it
         eng = replace(eng, batch_cap_rule="static")
@@ -487,7 +493,8 @@ ENGINES_PATH = None  # catalog/engines.yaml unless calibrating
 #: datasheet peak (0.752 x 1.3 = 0.98).
 GLOBAL_PARAMS = {"step_overhead_s": (1.0, 0.1, 20.0, 1e-3), "compute_scale": (1.0, 0.3, 1.3, 1.0),
                  "memory_scale": (0.9, 0.3, 1.0, 1.0), "seq_overhead_s": (1.0, 0.0, 20.0, 1e-6),
-                 "kernel_overhead_s": (2.0, 0.0, 30.0, 1e-6), "attention_scale": (0.9, 0.3, 1.0, 1.0)}
+                 "kernel_overhead_s": (2.0, 0.0, 30.0, 1e-6), "attention_scale": (0.9, 0.3, 1.0, 1.0),
+                 "graph_kernel_overhead_s": (1.0, 0.0, 30.0, 1e-6)}
 FAMILY_PARAMS = {"compute_scale": (1.0, 0.2, 1.3, 1.0), "memory_scale": (0.9, 0.2, 1.0, 1.0),
                  "seq_overhead_s": (6.0, 0.0, 60.0, 1e-6), "kernel_overhead_s": (16.0, 0.0, 50.0, 1e-6)}
 #: Robust loss on the log error: soft-L1 is quadratic up to f_scale (log 1.25 ~ 0.22, i.e. inside the 25% band)

@@ -68,7 +68,8 @@ def test_flags_exist_and_round_trip(engine, system):
                 int(ns["--data-parallel-size"])) == (p.tp, p.pp, p.dp)
         assert (ns["--enable-expert-parallel"] is True) == (p.ep > 1)
         assert ns["--gpu-memory-utilization"] == "0.9"      # vLLM 0.33 defaults to 0.92: always written
-        assert int(ns["--max-num-seqs"]) == 256 and int(ns["--max-num-batched-tokens"]) == 8192
+        # vLLM's OpenAI-server defaults on >= 70 GiB GPUs that are not A100s (EngineArgs.get_batch_defaults)
+        assert int(ns["--max-num-seqs"]) == 1024 and int(ns["--max-num-batched-tokens"]) == 8192
     else:
         assert int(ns["--tp-size"]) == p.tp * p.dp and int(ns["--ep-size"]) == p.ep and int(ns["--pp-size"]) == p.pp
         assert float(ns["--mem-fraction-static"]) > 0 and int(ns["--chunked-prefill-size"]) > 0

@@ -93,7 +93,7 @@ class Catalog:
         from .engines import get_engine
 
         eng = get_engine(name, self.engines_file)
-        eng = eng.for_gpu(system.gpu.id) if system is not None else eng
+        eng = eng.for_gpu(system.gpu.id).for_device(system.gpu) if system is not None else eng
         return self.settings.apply(eng) if self.settings is not None else eng
 
 

@@ -44,6 +44,26 @@ result is written back to the YAML with the command that produced it:
   decode). False is vLLM's ``--enforce-eager`` (SGLang ``--disable-cuda-graph``, TensorRT-LLM without
   ``cuda_graph_config``): every kernel is then launched from the CPU, and the step model adds
   ``n_kernels x eager_launch_s`` to each step (perfmodel/step.py).
+- graph_kernel_overhead_s: time per kernel inside a replayed CUDA graph (a decode-only step of at most
+  ``cuda_graph_max_bs`` sequences per attention rank): the gap between graph nodes and the small kernels' minimum
+  duration, without the CPU launch. Other steps (prefill and mixed chunks, larger decode batches, run piecewise
+  or eagerly) pay ``kernel_overhead_s``. Fitted with the other constants; None in a YAML means the same as
+  ``kernel_overhead_s`` (one per-kernel cost for every step).
+- cuda_graph_max_bs: the largest decode batch (sequences per attention rank) the engine captures a CUDA graph for:
+  vLLM ``max_cudagraph_capture_size`` = min(2 x max_num_seqs, 512) by default (vllm/config/vllm.py,
+  _set_cudagraph_sizes); SGLang ``--cuda-graph-max-bs``, 256 at TP < 4 and 512 at TP >= 4 on 80-160 GB GPUs
+  (python/sglang/srt/server_args.py, the GPU-memory defaults); TensorRT-LLM ``cuda_graph_config.max_batch_size``,
+  128 when not given (tensorrt_llm.llmapi DecodeCudaGraphConfig docs, 1.3).
+- async_scheduling: the host prepares step n+1 while the GPU runs step n, so a step costs max(GPU, host) rather
+  than GPU + host. vLLM ``--async-scheduling`` (default on since vllm-project/vllm#27614, v0.12; off in v0.11 and
+  earlier unless passed), SGLang's overlap scheduler (default on since v0.4, lmsys.org/blog/2024-12-04-sglang-v0-4
+  "zero-overhead batch scheduler"; off with ``--disable-overlap-schedule``), TensorRT-LLM's overlap scheduler
+  (default on, docs features/overlap-scheduler; off with ``disable_overlap_scheduler``).
+- small_device: the serving settings an engine defaults to on smaller devices, applied by ``for_device`` before
+  the user's settings: {below_memory_gib, names, max_num_seqs, max_num_batched_tokens}. vLLM's OpenAI server
+  uses max_num_seqs 1024 / max_num_batched_tokens 8192 on devices with at least 70 GiB that are not A100s, and
+  256 / 2048 elsewhere (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults: "Setting large
+  max_num_batched_tokens for A100 reduces throughput, see PR #17885"). None: one default for every device.
 - eager_launch_s: CPU time to launch one kernel without CUDA graphs, 5 us. An assumption taken from the low end of
   the 5-20 us "launch time on the CPU side" of PyTorch kernels that Meta's Holistic Trace Analysis documents
   (facebookresearch/HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst); it is paid in
@@ -63,7 +83,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -98,30 +118,35 @@ class EngineSettings:
       device's memory for weights + KV), TensorRT-LLM ``kv_cache_free_gpu_mem_fraction`` (a fraction of the memory
       left free after weights and runtime, for KV); ``Engine.memory_mode`` says which.
     - enforce_eager: vLLM ``--enforce-eager`` (no CUDA graphs; ``Engine.cuda_graphs`` False).
+    - async_scheduling: vLLM ``--async-scheduling`` / ``--no-async-scheduling`` (SGLang: False is
+      ``--disable-overlap-schedule``; TensorRT-LLM: ``disable_overlap_scheduler``); ``Engine.async_scheduling``.
     """
 
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     gpu_memory_utilization: float | None = None
     enforce_eager: bool | None = None
+    async_scheduling: bool | None = None
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
+                                         "enforce_eager", "async_scheduling")
 
     def given(self) -> list[str]:
         """The names of the settings that are set (not None), in field order."""
-        return [k for k in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "enforce_eager")
-                if getattr(self, k) is not None]
+        return [k for k in self.FIELDS if getattr(self, k) is not None]
 
     def over(self, base: EngineSettings | None) -> EngineSettings:
         """These settings, with ``base``'s where these give none (a request's options over a scenario's)."""
         if base is None:
             return self
         return EngineSettings(*(getattr(self, k) if getattr(self, k) is not None else getattr(base, k)
-                                for k in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
-                                          "enforce_eager")))
+                                for k in self.FIELDS))
 
     def apply(self, engine: Engine) -> Engine:
         """``engine`` with these settings (Engine.with_settings)."""
         return engine.with_settings(self.gpu_memory_utilization, self.max_num_batched_tokens, self.max_num_seqs,
-                                    cuda_graphs=None if self.enforce_eager is None else not self.enforce_eager)
+                                    cuda_graphs=None if self.enforce_eager is None else not self.enforce_eager,
+                                    async_scheduling=self.async_scheduling)
 
 
 @dataclass(frozen=True)
@@ -150,6 +175,10 @@ class Engine:
     moe_dp_comm: str = "all_to_all"
     cuda_graphs: bool = True
     eager_launch_s: float = EAGER_LAUNCH_S
+    graph_kernel_overhead_s: float | None = None
+    cuda_graph_max_bs: int = 512
+    async_scheduling: bool = False
+    small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     by_gpu_family: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -159,8 +188,14 @@ class Engine:
             if value not in allowed:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be one of {', '.join(allowed)}, got {value!r}")
 
+    @property
+    def graph_kernel_s(self) -> float:
+        """Per-kernel time inside a replayed CUDA graph (``graph_kernel_overhead_s``, else ``kernel_overhead_s``)."""
+        return self.kernel_overhead_s if self.graph_kernel_overhead_s is None else self.graph_kernel_overhead_s
+
     def with_settings(self, gpu_memory_utilization: float | None = None, max_num_batched_tokens: int | None = None,
-                      max_num_seqs: int | None = None, cuda_graphs: bool | None = None) -> "Engine":
+                      max_num_seqs: int | None = None, cuda_graphs: bool | None = None,
+                      async_scheduling: bool | None = None) -> "Engine":
         """This engine with the user's overrides of its serving settings (None: keep the catalog value).
 
         Raises ClusterfitError naming the setting when a value is out of range: gpu_memory_utilization in
@@ -184,7 +219,22 @@ class Engine:
             changes[fname] = int(value)
         if cuda_graphs is not None:
             changes["cuda_graphs"] = bool(cuda_graphs)
+        if async_scheduling is not None:
+            changes["async_scheduling"] = bool(async_scheduling)
         return replace(self, **changes) if changes else self
+
+    def for_device(self, gpu: Any) -> "Engine":
+        """The engine's default serving settings on this GPU (``small_device``; a ``hardware.Gpu``): call before
+        the user's settings are applied, so that theirs win."""
+        sd = self.small_device
+        if not sd:
+            return self
+        memory_gib = float(gpu.visible_memory_bytes or gpu.memory_bytes) / 2**30
+        name = f"{gpu.id} {gpu.name}".lower()
+        if memory_gib >= float(sd["below_memory_gib"]) and not any(n in name for n in sd.get("names", ())):
+            return self
+        return replace(self, max_num_seqs=int(sd["max_num_seqs"]),
+                       max_num_batched_tokens=int(sd["max_num_batched_tokens"]))
 
     def for_gpu(self, gpu_id: str) -> "Engine":
         """The constants with the GPU family's override applied (``gpu_family``; an override may also be keyed

@@ -3,8 +3,9 @@
     iteration_s = sum over ops of max(flops / (peak * compute_eff), bytes / (bw * mem_eff))
                   + communication (not overlapped with compute; the engines we model serialise TP
                     all-reduces and EP all-to-alls with the layer they belong to)
-                  + n_kernels * kernel_overhead_s + step_overhead_s
-                  + seq_overhead_s * running sequences                          (engine constants)
+                  + n_kernels * (graph_kernel_overhead_s if the step replays a CUDA graph else kernel_overhead_s)
+                  + host, host = step_overhead_s + seq_overhead_s * running sequences   (engine constants)
+                    (with async scheduling / an overlap scheduler only max(host - the GPU time above, 0) is exposed)
                   + n_kernels * eager_launch_s          (only without CUDA graphs: Engine.cuda_graphs False,
                                                           vLLM --enforce-eager; each kernel's CPU launch, in series)
 
@@ -426,7 +427,12 @@ class StepModel:
         t_elem = self.elementwise_bytes_per_token * m / bw_copy
         t_samp = self.sampling_bytes_per_seq * m_logits / bw_copy
         t_comm = np.where(tokens > 0, self._comm_s(tokens, m), 0.0)
-        t_kern = np.where(tokens > 0, self.n_kernels * self.engine.kernel_overhead_s, 0.0)
+        # inside a replayed CUDA graph (decode-only steps up to the engine's capture size) a kernel costs its
+        # launch gap inside the graph; other steps (prefill / mixed chunks, batches past the capture size) pay
+        # the engine's per-kernel cost of piecewise / eager execution (Engine.graph_kernel_overhead_s)
+        per_kernel = np.where(self._graph_replayed(prefill_tokens, decode_seqs), self.engine.graph_kernel_s,
+                              self.engine.kernel_overhead_s)
+        t_kern = np.where(tokens > 0, self.n_kernels * per_kernel, 0.0)
         total = total + t_elem
         total = total + t_samp
         total = total + t_comm
@@ -444,6 +450,14 @@ class StepModel:
             if parts is not None:
                 parts.add("kernel_launch_eager", "overhead_s", t_launch)
         return total
+
+    def _graph_replayed(self, prefill_tokens: Num, decode_seqs: Num) -> Num:
+        """Whether a step (one microbatch: replica-wide prefill tokens and decode sequences) replays a captured
+        CUDA graph: decode only, at most ``Engine.cuda_graph_max_bs`` sequences per attention rank, graphs on."""
+        if not self.engine.cuda_graphs:
+            return np.zeros(np.broadcast_shapes(np.shape(prefill_tokens), np.shape(decode_seqs)), dtype=bool)
+        d = np.asarray(decode_seqs, dtype=float) / self.dp
+        return (np.asarray(prefill_tokens, dtype=float) <= 0) & (d <= self.engine.cuda_graph_max_bs)
 
     def _step(self, prefill_tokens: ArrayLike, prefill_attended: ArrayLike, decode_seqs: ArrayLike,
               decode_attended: ArrayLike, microbatches: int | None, parts: _Parts | None) -> Num:
@@ -465,6 +479,10 @@ class StepModel:
             if parts is not None:
                 parts.add("pipeline_send", "communication_s", t_pp)
         host_s = self.engine.step_overhead_s + self.engine.seq_overhead_s * (D + (P > 0))
+        if self.engine.async_scheduling:
+            # the host prepares step n+1 while the GPU runs step n (vLLM async scheduling, SGLang's overlap
+            # scheduler, TensorRT-LLM's overlap scheduler): only the host time beyond the GPU's is exposed
+            host_s = np.maximum(host_s - t, 0.0)
         t = t + host_s
         if parts is not None:
             parts.ops["engine_step_overhead"] = host_s

@@ -115,7 +115,8 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     evaluated = 0
     skipped: list[str] = []
     for system in space.systems:
-        eng = space.catalog.engine(space.engine, system) if space.catalog is not None else engine.for_gpu(system.gpu.id)
+        eng = (space.catalog.engine(space.engine, system) if space.catalog is not None
+               else engine.for_gpu(system.gpu.id).for_device(system.gpu))
         curves = space.catalog.curves(system.gpu) if space.catalog is not None else None  # a profile's, for its GPU
         up, out = links_for(system)
         kv_link = up if system.scale_up_domain_gpus > system.gpus_per_node else out

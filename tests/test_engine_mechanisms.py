@@ -1,0 +1,105 @@
+"""The engine mechanisms of the step model (issue 8/11 point 2, issue 9/12 point 3), each checked against values
+computed by hand from its definition in clusterfit/engines.py:
+
+- CUDA-graph replay: a decode-only step of at most ``cuda_graph_max_bs`` sequences per attention rank pays
+  ``graph_kernel_overhead_s`` per kernel; prefill / mixed steps and larger batches pay ``kernel_overhead_s``.
+- async scheduling / overlap schedulers: the host's work (step_overhead_s + seq_overhead_s x sequences) overlaps the
+  GPU's, so a step costs max(GPU, host) instead of GPU + host.
+- per-device serving defaults: vLLM's max_num_seqs / max_num_batched_tokens are 1024 / 8192 on devices of at least
+  70 GiB that are not A100s and 256 / 2048 elsewhere (EngineArgs.get_batch_defaults); the user's settings win.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from clusterfit.arch import load_model
+from clusterfit.compose import Catalog, compile_replica
+from clusterfit.engines import EngineSettings, get_engine
+from clusterfit.layout import Layout
+from clusterfit.precision import resolve_precision
+
+#: Kernels of one Llama-3.1-8B step in the step model, by hand: per layer 4 GEMMs (QKV, O, gate+up, down) + attention,
+#: 2 norms and the activation / rotary = 8, over 32 layers (tests/test_engine_settings.py N_KERNELS).
+N_KERNELS = 32 * (4 + 4)
+
+
+def _step(engine, system="h200"):
+    cat = Catalog.load()
+    sysm = cat.system(system)
+    model = load_model("meta-llama/Llama-3.1-8B")
+    prec = resolve_precision(model, "bf16")
+    return compile_replica(model, sysm, prec, Layout(tp=1), engine).step
+
+
+def _engine(**changes):
+    return dataclasses.replace(get_engine("vllm"), **changes)
+
+
+def test_graph_replayed_decode_steps_pay_the_graph_per_kernel_cost():
+    eng = _engine(kernel_overhead_s=20e-6, graph_kernel_overhead_s=2e-6, cuda_graph_max_bs=64,
+                  async_scheduling=False, step_overhead_s=0.0, seq_overhead_s=0.0)
+    graphs = _step(eng)
+    flat = _step(dataclasses.replace(eng, graph_kernel_overhead_s=20e-6))
+    # a decode-only batch of 64 (at the capture size) replays the graph: 256 kernels x (20 - 2) us cheaper
+    d64 = flat.decode_step_s(64, 1024) - graphs.decode_step_s(64, 1024)
+    assert d64 == pytest.approx(N_KERNELS * 18e-6, rel=1e-9)
+    # 65 sequences are past the capture size, and any step with prefill tokens runs without the graph
+    assert flat.decode_step_s(65, 1024) == pytest.approx(graphs.decode_step_s(65, 1024), rel=1e-12)
+    assert flat.step_s(512, 512 * 256, 8, 8 * 1024) == pytest.approx(graphs.step_s(512, 512 * 256, 8, 8 * 1024),
+                                                                      rel=1e-12)
+    # --enforce-eager: no step replays a graph
+    eager = dataclasses.replace(eng, cuda_graphs=False)
+    assert not np.any(_step(eager)._graph_replayed(0.0, 1.0))
+
+
+def test_unset_graph_cost_means_one_per_kernel_cost():
+    eng = _engine(kernel_overhead_s=7e-6, graph_kernel_overhead_s=None)
+    assert eng.graph_kernel_s == 7e-6
+
+
+def test_async_scheduling_hides_host_work_behind_the_gpu():
+    sync = _engine(async_scheduling=False, step_overhead_s=1e-3, seq_overhead_s=0.0)
+    gpu_only = _step(dataclasses.replace(sync, step_overhead_s=0.0)).decode_step_s(1, 1024)
+    assert gpu_only > 1e-3       # Llama-3.1-8B bf16 streams 16 GB per step: above 3.35 ms on an H200
+    # synchronous: GPU + host; async with host shorter than the GPU: the GPU alone
+    assert _step(sync).decode_step_s(1, 1024) == pytest.approx(gpu_only + 1e-3, rel=1e-12)
+    overlapped = dataclasses.replace(sync, async_scheduling=True)
+    assert _step(overlapped).decode_step_s(1, 1024) == pytest.approx(gpu_only, rel=1e-12)
+    # async with the host longer than the GPU: the host bounds the step
+    slow_host = dataclasses.replace(overlapped, step_overhead_s=0.5)
+    assert _step(slow_host).decode_step_s(1, 1024) == pytest.approx(0.5, rel=1e-12)
+
+
+def test_llama_8b_batch1_decode_step_on_one_h200_is_between_the_weight_floor_and_6_ms():
+    """Issue target: Llama-3.1-8B bf16, one H200, batch 1, context 1024, default engine (vLLM): decode step between
+    the weight-streaming floor and 6.0 ms. Floor by hand: 8.03e9 parameters x 2 bytes / 4.8e12 B/s = 3.35 ms."""
+    floor = 8.03e9 * 2 / 4.8e12
+    assert floor == pytest.approx(3.35e-3, abs=0.01e-3)
+    cat = Catalog.load()
+    sysm = cat.system("h200")
+    model = load_model("meta-llama/Llama-3.1-8B")
+    step = compile_replica(model, sysm, resolve_precision(model, "bf16"), Layout(tp=1),
+                           cat.engine("vllm", sysm)).step
+    assert floor < float(step.decode_step_s(1, 1024)) < 6.0e-3
+
+
+@pytest.mark.parametrize("system, seqs, tokens", [("h200", 1024, 8192), ("h100", 1024, 8192),
+                                                   ("b200", 1024, 8192), ("a100_sxm_80gb", 256, 2048),
+                                                   ("l40s", 256, 2048)])
+def test_vllm_serving_defaults_follow_the_device(system, seqs, tokens):
+    cat = Catalog.load()
+    eng = cat.engine("vllm", cat.system(system))
+    assert (eng.max_num_seqs, eng.max_num_batched_tokens) == (seqs, tokens)
+
+
+def test_the_users_settings_win_over_the_device_defaults():
+    cat = Catalog.load(settings=EngineSettings(max_num_seqs=64, max_num_batched_tokens=4096))
+    eng = cat.engine("vllm", cat.system("a100_sxm_80gb"))
+    assert (eng.max_num_seqs, eng.max_num_batched_tokens) == (64, 4096)
+    # and an async_scheduling setting reaches the engine
+    cat = Catalog.load(settings=EngineSettings(async_scheduling=False))
+    assert cat.engine("vllm", cat.system("h200")).async_scheduling is False
