@@ -103,3 +103,17 @@ def test_the_users_settings_win_over_the_device_defaults():
     # and an async_scheduling setting reaches the engine
     cat = Catalog.load(settings=EngineSettings(async_scheduling=False))
     assert cat.engine("vllm", cat.system("h200")).async_scheduling is False
+
+
+def test_no_async_scheduling_option_adds_the_host_time_back(run_json):
+    """perf --no-async-scheduling (vLLM releases up to v0.11): the batch-1 decode step pays GPU + host instead of
+    max(GPU, host); the difference is the host time, step_overhead_s + seq_overhead_s x 1 sequence, when the host
+    is the shorter of the two."""
+    args = ("perf", "meta-llama/Llama-3.1-8B", "--system", "h200", "--tp", "1", "--isl", "1024", "--osl", "128",
+            "--batch", "1", "--context", "1024")
+    on, off = run_json(*args), run_json(*args, "--no-async-scheduling")
+    eng = get_engine("vllm")
+    host = eng.step_overhead_s + eng.seq_overhead_s
+    assert on["engine_settings"]["async_scheduling"] is True and off["engine_settings"]["given"] == ["async_scheduling"]
+    assert host < on["decode_step_s"]
+    assert off["decode_step_s"] - on["decode_step_s"] == pytest.approx(host, rel=1e-9)

@@ -303,10 +303,11 @@ def _perf_intervals(out: dict[str, Any], engine: str, gpu_id: str, model: ModelA
 
 def serving_engine_settings(engine: Engine, given: list[str]) -> dict[str, Any]:
     """The settings ``engine`` runs with, as ``schema.ServingEngineSettings`` (fit's keys plus max_num_seqs,
-    enforce_eager and the names the user set)."""
+    enforce_eager, async_scheduling and the names the user set)."""
     return {"fraction": engine.gpu_memory_utilization, "mode": engine.memory_mode,
             "max_num_batched_tokens": engine.max_num_batched_tokens, "source": engine.memory_source,
-            "max_num_seqs": engine.max_num_seqs, "enforce_eager": not engine.cuda_graphs, "given": given}
+            "max_num_seqs": engine.max_num_seqs, "enforce_eager": not engine.cuda_graphs,
+            "async_scheduling": engine.async_scheduling, "given": given}
 
 
 def _check_batch_fits(step: StepModel, batch: int, context: float) -> None:

@@ -128,13 +128,16 @@ class EngineSettingsRequest(Schema):
         "TensorRT-LLM kv_cache_free_gpu_mem_fraction (fraction of the memory left free after weights, for KV)"))
     enforce_eager: bool | None = Field(None, description=(
         "vLLM --enforce-eager: no CUDA graphs, every kernel pays a CPU launch (None: the scenario's, else False)"))
+    async_scheduling: bool | None = Field(None, description=(
+        "vLLM --async-scheduling / --no-async-scheduling (SGLang: False is --disable-overlap-schedule): the host "
+        "prepares the next step while the GPU runs this one (None: the scenario's, else the engine's default)"))
 
     def engine_settings(self) -> Any:
         """These fields as an ``engines.EngineSettings``."""
         from .engines import EngineSettings as Settings
 
         return Settings(self.max_num_seqs, self.max_num_batched_tokens, self.gpu_memory_utilization,
-                        self.enforce_eager)
+                        self.enforce_eager, self.async_scheduling)
 
 
 class FitRequest(LayoutRequest):
@@ -444,10 +447,12 @@ class EngineSettings(Schema):
 class ServingEngineSettings(EngineSettings):
     """The engine settings in force (``fraction``, ``mode``, ``max_num_batched_tokens``, ``source`` as fit's), plus
     ``max_num_seqs`` (running sequences per engine instance, i.e. per attention-DP rank), ``enforce_eager`` (no
-    CUDA graphs) and ``given``: the settings the user set (options, keywords or the scenario's engine_settings)."""
+    CUDA graphs), ``async_scheduling`` (host work overlapped with the GPU's) and ``given``: the settings the user set
+    (options, keywords or the scenario's engine_settings)."""
 
     max_num_seqs: int
     enforce_eager: bool
+    async_scheduling: bool
     given: list[str]
 
 

@@ -43,27 +43,35 @@ MaxNodesOpt = Annotated[Optional[int], typer.Option("--max-nodes", help="Most no
 #: Engine settings with the engines' own names (engines.EngineSettings); perf, plan and simulate take them.
 MaxNumSeqsOpt = Annotated[Optional[int], typer.Option(
     "--max-num-seqs", help="Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, "
-    "SGLang max_running_requests, TensorRT-LLM max_batch_size [default: the engine's: 256, 1024, 4096]")]
+    "SGLang max_running_requests, TensorRT-LLM max_batch_size [default: the engine's: vLLM 1024 on GPUs of 70 GiB "
+    "or more that are not A100s, else 256; SGLang 1024; TensorRT-LLM 4096]")]
 MaxNumBatchedTokensOpt = Annotated[Optional[int], typer.Option(
     "--max-num-batched-tokens", help="Tokens per step, the prefill chunk budget: vLLM max_num_batched_tokens, "
-    "SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens [default: 8192]")]
+    "SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens [default: 8192; vLLM on A100s and GPUs under "
+    "70 GiB: 2048]")]
 GpuMemoryUtilizationOpt = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM gpu_memory_utilization (0.9) and SGLang mem_fraction_static (0.88): "
     "fraction of the device's memory for weights + KV; TensorRT-LLM kv_cache_free_gpu_mem_fraction (0.9): "
     "fraction of the memory left free after weights, for KV")]
 EnforceEagerOpt = Annotated[bool, typer.Option(
     "--enforce-eager", help="vLLM --enforce-eager: no CUDA graphs; each kernel pays a CPU launch (5 us, assumed)")]
+AsyncSchedulingOpt = Annotated[Optional[bool], typer.Option(
+    "--async-scheduling/--no-async-scheduling", help="Whether the host prepares the next step while the GPU runs "
+    "this one (vLLM --async-scheduling, default since v0.12; SGLang's overlap scheduler, off with "
+    "--disable-overlap-schedule) [default: on for vLLM and SGLang; TensorRT-LLM modelled without it]")]
 ProfileOpt = Annotated[Optional[Path], typer.Option(
     "--profile", metavar="FILE", help="Kernel profile from `clusterfit calibrate`: its measured curves replace the "
     "H200-derived ones for the GPU it was measured on")]
 
 
 def engine_settings(max_num_seqs: int | None, max_num_batched_tokens: int | None,
-                    gpu_memory_utilization: float | None, enforce_eager: bool) -> dict[str, object]:
+                    gpu_memory_utilization: float | None, enforce_eager: bool,
+                    async_scheduling: bool | None = None) -> dict[str, object]:
     """The engine-setting options the user gave, as API keyword arguments (a flag not given is left out, so that a
     scenario's engine_settings apply)."""
     return given(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                 gpu_memory_utilization=gpu_memory_utilization, enforce_eager=True if enforce_eager else None)
+                 gpu_memory_utilization=gpu_memory_utilization, enforce_eager=True if enforce_eager else None,
+                 async_scheduling=async_scheduling)
 
 
 def profile_kwargs(path: Path | None) -> dict[str, object]:

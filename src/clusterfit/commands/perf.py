@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .options import (CatalogOpt, DpOpt, EnforceEagerOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt,
+from .options import (AsyncSchedulingOpt, CatalogOpt, DpOpt, EnforceEagerOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt,
                       GpuMemoryUtilizationOpt, JsonOpt, KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt,
                       MaxNumSeqsOpt, PpOpt, PrecisionOpt, ProfileOpt, TpOpt, engine_settings, given,
                       profile_kwargs)
@@ -40,6 +40,7 @@ def perf_command(
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     enforce_eager: EnforceEagerOpt = False,
+    async_scheduling: AsyncSchedulingOpt = None,
     catalog: CatalogOpt = None,
     profile: ProfileOpt = None,
     allow_longer_context: LongerContextOpt = False,
@@ -52,7 +53,8 @@ def perf_command(
                               precision=precision, experts_precision=experts_precision, kv_dtype=kv_dtype,
                               concurrency=concurrency, max_throughput=max_throughput, batch=batch, context=context,
                               engine=engine, catalog=catalog, allow_longer_context=allow_longer_context),
-                      **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager),
+                      **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager,
+                                        async_scheduling),
                       **profile_kwargs(profile))
     emit(result, as_json, lambda c: render_perf(c, result))
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from .options import (
+    AsyncSchedulingOpt,
     CatalogOpt,
     ConcurrencyOpt,
     EnforceEagerOpt,
@@ -63,6 +64,7 @@ def plan_command(
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     enforce_eager: EnforceEagerOpt = False,
+    async_scheduling: AsyncSchedulingOpt = None,
     prefix_cache_hit: Optional[float] = typer.Option(None, "--prefix-cache-hit", help="Prefix-cache hit rate 0..1."),
     scenario: ScenarioOpt = None,
     failover: FailoverOpt = None,
@@ -101,7 +103,8 @@ def plan_command(
         prices=price, endpoint_price=endpoint_price, max_nodes=max_nodes, nodes=nodes, gpus=gpus,
         no_disagg=no_disagg, verify=verify, verify_requests=verify_requests, catalog=catalog, allow_longer_context=allow_longer_context,
         confidence=confidence),
-        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager),
+        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager,
+                                        async_scheduling),
         **profile_kwargs(profile))
     if plot is not None:
         from ..planning.plot import plot_pareto

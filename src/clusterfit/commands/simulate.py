@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .options import (CatalogOpt, DpOpt, EnforceEagerOpt, EpOpt, GpuMemoryUtilizationOpt, JsonOpt, KvDtypeOpt,
-                      LongerContextOpt, MaxNumBatchedTokensOpt, MaxNumSeqsOpt, PpOpt, PrecisionOpt, ProfileOpt, TpOpt,
+from .options import (AsyncSchedulingOpt, CatalogOpt, DpOpt, EnforceEagerOpt, EpOpt, GpuMemoryUtilizationOpt,
+                      JsonOpt, KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt, MaxNumSeqsOpt, PpOpt, PrecisionOpt, ProfileOpt, TpOpt,
                       engine_settings, given, profile_kwargs)
 from .output import check_outputs, emit
 
@@ -38,6 +38,7 @@ def simulate_command(
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     enforce_eager: EnforceEagerOpt = False,
+    async_scheduling: AsyncSchedulingOpt = None,
     isl: Annotated[Optional[int], typer.Option(help="Prompt tokens (mean of a lognormal with --length-cv)")] = None,
     osl: Annotated[Optional[int], typer.Option(help="Output tokens (mean of a lognormal with --length-cv)")] = None,
     length_cv: Annotated[float, typer.Option(help="Coefficient of variation of --isl/--osl (0: fixed)")] = 0.0,
@@ -83,7 +84,8 @@ def simulate_command(
         fail_replica=fail_replica, fail_node=fail_node, restart_after=restart_after, ttft_ms=ttft_ms,
         tpot_ms=tpot_ms, ttft_percentile=ttft_percentile, tpot_percentile=tpot_percentile, min_goodput=min_goodput,
         catalog=catalog, allow_longer_context=allow_longer_context),
-        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager),
+        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager,
+                                        async_scheduling),
         **profile_kwargs(profile))
     run = api.simulation_run(report)
     if csv is not None:
