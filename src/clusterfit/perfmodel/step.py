@@ -451,7 +451,7 @@ class StepModel:
                 parts.add("kernel_launch_eager", "overhead_s", t_launch)
         return total
 
-    def _graph_replayed(self, prefill_tokens: Num, decode_seqs: Num) -> Num:
+    def _graph_replayed(self, prefill_tokens: Num, decode_seqs: Num) -> npt.NDArray[np.bool_]:
         """Whether a step (one microbatch: replica-wide prefill tokens and decode sequences) replays a captured
         CUDA graph: decode only, at most ``Engine.cuda_graph_max_bs`` sequences per attention rank, graphs on."""
         if not self.engine.cuda_graphs:
