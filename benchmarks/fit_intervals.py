@@ -7,10 +7,10 @@ and report how often the intervals hold measured figures they were not fitted on
 Steps (clusterfit.intervals documents the table and how figures use it):
 1. For each CSV, benchmarks/accuracy.py's ``grouped_cv`` with the ``table`` grouping (leave one source table out;
    ``--max-folds`` merges tables into that many refits): every row is predicted with the engine constants of the
-   calibrated engine (``--engine``, TensorRT-LLM) refitted without its fold. Rows of engines whose constants are
-   not calibrated on the CSV (vLLM and SGLang at this writing: catalog/engines.yaml says their constants are
-   assumptions) are predicted with the shipped constants, which no row of the CSV has tuned, so they are held out
-   by construction.
+   calibrated engine (``--engine``, TensorRT-LLM) refitted without its fold. vLLM and SGLang rows, whose constants
+   benchmarks/fit_oss_engines.py fits on measured-oss2-dev.csv, are predicted with the constants of that fit's
+   grouped-CV fold that held their source page out (``--oss-fit`` names its results files); without ``--oss-fit``
+   they are predicted with the shipped constants, which is in-sample once those are fitted on the same rows.
 2. Each predicted row gives a residual in the time direction, r = log(measured time / predicted time) (for a rate
    metric log(predicted / measured)), and a family: engine x GPU family x dense/MoE x regime (row_family).
 3. Nested coverage: the rows of each CV fold (each source table, for rows no refit held out) are checked against a
@@ -188,14 +188,22 @@ def interval_coverage(results, table: IntervalTable | None = None) -> dict:
                     "benchmarks/fit_intervals.py"}
 
 
-def held_out_items(path: str, engine: str, max_folds: int | None, workers: int) -> tuple[list[dict], dict]:
+def held_out_items(path: str, engine: str, max_folds: int | None, workers: int,
+                   oss_fits: list[str] = ()) -> tuple[list[dict], dict]:
     """Every held-out row of one CSV as {id, family, r, unit} and what was left out (by reason)."""
+    from fit_oss_engines import held_out_errors
+
     cv = acc.grouped_cv(path, ("table",), engine=engine, max_folds=max_folds, workers=workers, keep_rows=True)
     rows = {r["id"]: r for r in csv.DictReader(open(path, newline=""))}
+    page_held = {}
+    for fit_file in oss_fits:
+        page_held.update({rid: v for rid, v in held_out_errors(fit_file, path).items() if rid in rows})
     items, left = [], {}
     name = Path(path).name
     for rid, (err, fold) in cv["table"]["held_out_rows"].items():
         row = rows[rid]
+        if rid in page_held:
+            err, fold = page_held[rid]
         pred = float(row["value"]) * (1.0 + err / 100.0)
         try:
             fam = row_family(row, pred)
@@ -210,7 +218,8 @@ def held_out_items(path: str, engine: str, max_folds: int | None, workers: int) 
         items.append({"id": rid, "family": fam, "r": residual(row, pred), "unit": unit})
     summary = {"calibration_rows": cv["calibration_rows"], "held_out_predicted": len(cv["table"]["held_out_rows"]),
                "folds": cv["table"]["folds"], "groups_refit": cv["table"]["groups_refit"],
-               "held_out": cv["table"]["held_out"]["all"], "left_out": left}
+               "held_out": cv["table"]["held_out"]["all"], "left_out": left,
+               "rows_held_out_by_source_page": len(page_held)}
     return items, summary
 
 
@@ -238,13 +247,16 @@ def main(argv=None) -> int:
     ap.add_argument("--max-folds", type=int, default=10, help="merge source tables into at most this many refits")
     ap.add_argument("--workers", type=int, default=2, help="refits run in this many processes")
     ap.add_argument("--out", default=str(INTERVALS_JSON), help="where to write the table")
+    ap.add_argument("--oss-fit", action="append", default=[], metavar="FILE",
+                    help="a fit_oss_engines.py results file (repeatable): its engine's rows are predicted with the "
+                         "constants of the grouped-CV fold that held their source page out")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     items: list[dict] = []
     per_csv = {}
     for path in a.csv:
-        got, summary = held_out_items(path, a.engine, a.max_folds, a.workers)
+        got, summary = held_out_items(path, a.engine, a.max_folds, a.workers, a.oss_fit)
         items += got
         per_csv[Path(path).name] = summary
     by_unit: dict[str, list] = {}
@@ -259,7 +271,7 @@ def main(argv=None) -> int:
     commit, dirty = model_commit()
     command = "python benchmarks/fit_intervals.py " + " ".join(
         [*a.csv, f"--max-folds {a.max_folds}", f"--workers {a.workers}"]
-        + ([f"--engine {a.engine}"] if a.engine != "trtllm" else []))
+        + ([f"--engine {a.engine}"] if a.engine != "trtllm" else []) + [f"--oss-fit {f}" for f in a.oss_fit])
     report = {
         "interval_coverage": {"confidence": DEFAULT_CONFIDENCE, "share": nested["80"]["share"],
                               "share_90": nested["90"]["share"], "rows": nested["80"]["n"],

@@ -16,13 +16,18 @@ COLUMNS = ("id,source_repo_or_site,source_path_or_title,source_date,model,total_
 ENGINE = "TensorRT-LLM v0.14.0 via Triton tensorrtllm_backend"
 
 
-@pytest.fixture(scope="module")
-def acc():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
-    spec = importlib.util.spec_from_file_location("accuracy_harness", path)
+def _benchmark_module(script: str, name: str):
+    """A script of benchmarks/ loaded as a module."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / script
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def acc():
+    return _benchmark_module("accuracy.py", "accuracy_harness")
 
 
 def _row(i, mode, metric, value, unit, isl=467, osl=16, notes="Online serving table (with 500 requests)"):
@@ -535,3 +540,35 @@ def test_oss2_excerpt_end_to_end(acc, oss2, tmp_path):
     # all-at-once: every request waits for the prompts ahead of it, so the mean TTFT exceeds one prefill
     pred = {r["id"]: p for r, p, *_ in results}
     assert pred["OSS2-1188"] > pred["OSS2-1189"] * 0.5 and pred["OSS2-1187"] > pred["OSS2-1186"]
+
+
+# ------------------------------------------------------------------ benchmarks/fit_oss_engines.py (vLLM / SGLang fit)
+@pytest.fixture(scope="module")
+def fit_oss():
+    return _benchmark_module("fit_oss_engines.py", "fit_oss_engines")
+
+
+def test_source_pages_are_dealt_into_folds_by_run_count(fit_oss):
+    """Pages A, B, C, D with 5, 3, 2 and 1 runs (two metrics per run: rows of one run count once), largest first,
+    each to the fold with fewer runs so far: A -> 0 (runs per fold 5/0), B -> 1 (5/3), C -> 1 (5/5), D -> 0 on the
+    tie, the lower fold (6/5)."""
+    rows = []
+    for page, runs in (("A", 5), ("B", 3), ("C", 2), ("D", 1)):
+        for k in range(runs):
+            for metric in ("ttft_ms_mean", "tpot_ms_mean"):
+                rows.append({**_row(len(rows), "max concurrency 1", metric, 1, "ms", isl=100 + k),
+                             "source_path_or_title": page})
+    folds = fit_oss.page_folds(rows, 2)
+    assert folds == {"test|A": 0, "test|B": 1, "test|C": 1, "test|D": 0}
+
+
+def test_the_fit_loss_is_run_weighted_soft_l1(fit_oss, acc):
+    """soft-L1 with f = F_SCALE: 2 f^2 (sqrt(1 + (z/f)^2) - 1); z = 0 costs 0, and a run of two rows at z = f weighs
+    as much as one row at z = f alone."""
+    import numpy as np
+
+    f = acc.F_SCALE
+    one = 2 * f * f * (np.sqrt(2.0) - 1.0)
+    assert fit_oss.loss(np.array([0.0]), np.array([1.0])) == 0.0
+    assert fit_oss.loss(np.array([f, f, 0.0]), np.array([0.5, 0.5, 1.0])) == pytest.approx(one / 2)
+    assert fit_oss.loss(np.array([f]), np.array([1.0])) == pytest.approx(one)
