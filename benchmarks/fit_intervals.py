@@ -203,7 +203,9 @@ def held_out_items(path: str, engine: str, max_folds: int | None, workers: int,
     for rid, (err, fold) in cv["table"]["held_out_rows"].items():
         row = rows[rid]
         if rid in page_held:
-            err, fold = page_held[rid]
+            # held out by source page for the constants; nested by source table for the interval table, like the
+            # other rows no refit held out
+            err, fold = page_held[rid], None
         pred = float(row["value"]) * (1.0 + err / 100.0)
         try:
             fam = row_family(row, pred)

@@ -228,10 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def held_out_errors(fit_file: str, csv_path: str) -> dict[str, tuple[float, str]]:
-    """Row id -> (error %, nesting unit) for the fit file's engine: each row predicted with the constants of the
-    grouped-CV fold that held its source page out (the file's grouped_cv.per_fold), so benchmarks/fit_intervals.py
-    can treat vLLM / SGLang rows as held out once their constants are fitted on the same CSV."""
+def held_out_errors(fit_file: str, csv_path: str) -> dict[str, float]:
+    """Row id -> error % for the fit file's engine: each row predicted with the constants of the grouped-CV fold
+    that held its source page out (the file's grouped_cv.per_fold), so benchmarks/fit_intervals.py can treat
+    vLLM / SGLang rows as held out once their constants are fitted on the same CSV."""
     res = json.loads(Path(fit_file).read_text())
     cv = res.get("grouped_cv") or {}
     if not cv.get("per_fold"):
@@ -240,14 +240,14 @@ def held_out_errors(fit_file: str, csv_path: str) -> dict[str, tuple[float, str]
         return {}   # the fit's folds are pages of another CSV
     engine = res["engine"]
     rows = engine_rows(csv_path, engine)
-    out: dict[str, tuple[float, str]] = {}
+    out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         ev = Evaluator(engine, tmp)
-        for k, fold in enumerate(cv["per_fold"]):
+        for fold in cv["per_fold"]:
             pages = set(fold["pages"])
             test = [r for r in rows if source_page(r) in pages]
             for r, z in zip(test, ev.log_errors(fold["params"], test)):
-                out[r["id"]] = (float(np.expm1(z) * 100.0), f"{engine} page fold {k}")
+                out[r["id"]] = float(np.expm1(z) * 100.0)
     return out
 
 
