@@ -171,3 +171,34 @@ def test_step_model_kv_capacity_matches_memory_fit(pp):
     r = fit(m, s, p, lay, nodes, get_engine("vllm"), context=32768)
     sm = compile_step(m, s, lay, p, get_engine("vllm"))
     assert float(sm.max_sequences(32768)) == pytest.approx(r.max_sequences, rel=0.02, abs=1)
+
+
+def test_w4a16_experts_stream_their_weights_at_small_batch_and_cap_at_large():
+    """gpt-oss-120b (mxfp4 experts) on one A100, which has no fp4 tensor cores: the experts run as W4A16 (4-bit
+    weights unpacked to bf16 in the GEMM's main loop). At batch 4 the 16 routed (token, expert) pairs of a layer hit
+    ~15.3 distinct experts and the layer time is their 4.25-bit weights streamed at the measured MoE bandwidth
+    (hand-computed below); the fp8 kernels' fill cost (m0 ~185 rows) once put a compute floor at 4x that. At 8,192
+    tokens (256 rows per expert) the layer is bound by the W4A16 cap: FLOPs / (bf16 peak x W4A16_MAX_EFF)."""
+    from clusterfit.perfmodel import step as st
+
+    system = load_hardware().system("a100")
+    m = load_model("openai/gpt-oss-120b")
+    sm = compile_step(m, system, Layout(tp=1), resolve_precision(m), get_engine("vllm"))
+    (g,) = sm.moe
+    assert g.eff_cap == st.W4A16_MAX_EFF and g.m0 == st.W4A16_M0 and g.compute_dtype == "bf16"
+    c, eng = sm.curves, sm.engine
+    hidden, inter, layers, experts, k = 2880, 2880, 36, 128, 4
+    elems = 3 * hidden * inter                                         # gate, up, down of one expert
+    distinct = experts * (1 - (1 - k / experts) ** 4)                  # each of 4 tokens picks 4 distinct experts
+    assert distinct == pytest.approx(15.27, abs=0.01)
+    wbytes = distinct * elems * 4.25 / 8
+    abytes = 4 * k * (hidden * 2 + 3 * inter) * 2.0                    # activations in and out, bf16
+    bw = system.gpu.mem_bw_bytes_per_s * c.moe_mem_eff * eng.memory_scale
+    got = sm.breakdown(0, 0, 4, 4 * 1024)["by_op_s"]["moe_experts"]
+    assert got == pytest.approx(layers * (wbytes + abytes) / bw, rel=1e-6)
+    # large M: bound by the dequantising main loop at W4A16_MAX_EFF of the bf16 peak
+    tokens = 8192
+    flops = 2.0 * tokens * k * elems
+    peak = system.gpu.peak_flops("bf16")
+    got = sm.breakdown(tokens, tokens * tokens / 2, 0, 0)["by_op_s"]["moe_experts"]
+    assert got == pytest.approx(layers * flops / (peak * st.W4A16_MAX_EFF), rel=1e-6)

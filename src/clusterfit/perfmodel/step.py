@@ -67,11 +67,24 @@ def effective_compute_dtype(gpu: Gpu, dtype: str) -> str:
 
 #: Highest fraction of the bf16 dense peak a W4A16 grouped GEMM reaches on GPUs without fp4 tensor cores.
 #: The 4-bit weights are unpacked and scaled on the CUDA cores in the GEMM main loop (Triton matmul_ogs
-#: mxfp4 on Hopper, TensorRT-LLM moe backend TRITON = W4A16_MXFP4), so at large M the kernel is bound by that
-#: dequantisation, not by the tensor cores: triton-lang/triton PR #11361 reports the native Hopper mxfp4 x bf16
-#: matmul losing to "weight cast + dense bf16 matmul" at large M. 0.30 (~300 TFLOP/s on H100/H200) is scanned
-#: on the development CSV (0.2..0.5; only gpt-oss-on-Hopper rows use W4A16 there), not a measured kernel figure.
-W4A16_MAX_EFF = 0.30
+#: mxfp4 on Hopper, Marlin MoE on Ampere, TensorRT-LLM moe backend TRITON = W4A16_MXFP4), so at large M the kernel
+#: is bound by that dequantisation, not by the tensor cores: triton-lang/triton PR #11361 reports the native Hopper
+#: mxfp4 x bf16 matmul losing to "weight cast + dense bf16 matmul" at large M. 0.20 (~200 TFLOP/s on H100/H200,
+#: ~62 on A100) is scanned, not a measured kernel figure: over 0.15..0.35 on the gpt-oss rows of GPUs without fp4
+#: (TensorRT-LLM and vLLM, both development CSVs, 248 rows, 58 runs) together with W4A16_M0; leaving each of the
+#: four source pages out in turn picks 0.20 three times and 0.25 once, held-out run-weighted median 18.9%, bias
+#: -2.4%, p90 49.5% (0.30, the value scanned with the fp8 m0 before, gives 24.2% / +6.2% / 54.8% in-sample).
+W4A16_MAX_EFF = 0.20
+
+#: Rows of fill cost of a W4A16 grouped GEMM (the ``m0`` of its efficiency eff_max / (1 + m0 / m)), in place of
+#: the shipped fit's fp8 grouped-GEMM m0 (~185 rows per expert, measured on H200: catalog/kernels/h200-fit.json).
+#: W4A16 kernels (Marlin MoE, Triton matmul_ogs mxfp4) tile M in 16-row steps of the mma.m16n8k16 instruction, and
+#: the Marlin paper (Frantar et al. 2024, arXiv:2408.11743, abstract) measures them staying weight-streaming bound,
+#: with close to the ideal 4x speedup over fp16, up to batch 16-32. With m0 = 16, eff_max from the shipped fit and
+#: the W4A16_MAX_EFF cap, the compute term of an A100 W4A16 expert crosses its 4.25-bit weight streaming at about
+#: 20 rows; the fp8 m0 put the compute floor at 4x the weight-read time at any batch (gpt-oss-120b on A100: decode
+#: at concurrency 4 predicted 30.7 ms per step against 11.7 ms measured, OSS2-1076).
+W4A16_M0 = 16.0
 
 
 def w4a16_cap(gpu: Gpu, fmt: WeightFormat) -> float:
@@ -152,7 +165,8 @@ class MoEGroup:
     """Identical routed-expert layers (``count`` of them) on one GPU of a layout.
 
     ep / moe_tp: expert-parallel ranks and the split of each expert; w_bytes_per_elem, peak_flops and
-    compute_dtype: the experts' format; eff_cap: the W4A16 cap on the compute efficiency (w4a16_cap).
+    compute_dtype: the experts' format; eff_cap: the W4A16 cap on the compute efficiency (w4a16_cap); m0: the
+    rows of fill cost of the grouped GEMM (the kernel fit's moe m0, W4A16_M0 for W4A16 kernels).
     """
 
     count: float
@@ -164,6 +178,7 @@ class MoEGroup:
     peak_flops: float
     compute_dtype: str
     eff_cap: float
+    m0: float
 
 
 @dataclass(frozen=True)
@@ -385,7 +400,7 @@ class StepModel:
             gc = c.gemm_curve(g.compute_dtype)
             # small expert matrices fill fewer tiles: the GEMM fit's n0/k0 terms on the expert's narrower side
             shape_pen = gc.n0 / max(inter / g.moe_tp, 1.0) + gc.k0 / max(width, 1.0)
-            eff = c.moe_eff_max * eng.compute_scale / (1.0 + c.moe_m0 / np.maximum(per_expert, 1e-9) + shape_pen)
+            eff = c.moe_eff_max * eng.compute_scale / (1.0 + g.m0 / np.maximum(per_expert, 1e-9) + shape_pen)
             eff = np.minimum(eff, g.eff_cap)
             t = g.count * np.maximum((wbytes + abytes) / (self.bw_bytes_per_s * c.moe_mem_eff * eng.memory_scale),
                                      flops / (g.peak_flops * eff))
@@ -769,8 +784,10 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     attn = tuple(AttentionGroup(cnt, *key) for key, cnt in tally.attn_counts.items())
     ef = precision.formats["routed_experts"]
     ecd = effective_compute_dtype(gpu, ef.compute_dtype)
+    cap = w4a16_cap(gpu, ef)
+    m0 = W4A16_M0 if np.isfinite(cap) else curves.moe_m0
     moe = tuple(MoEGroup(cnt, ffn, model.hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ecd), ecd,
-                         w4a16_cap(gpu, ef)) for ffn, cnt in tally.moe_counts.items())
+                         cap, m0) for ffn, cnt in tally.moe_counts.items())
     # weights per GPU from the memory model (exact formats, replicated and uneven shards); KV per token from the
     # attention op coefficients (the memory model agrees: tests/test_perf_model.py)
     kv_tok = sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * frac
