@@ -1082,12 +1082,21 @@ def closed_loop_sends(finish_s: np.ndarray, replica: np.ndarray, slots: int) -> 
     return send
 
 
+def client_sends(arrival_s: np.ndarray, finish_s: np.ndarray, replica: np.ndarray, slots: int | None) -> np.ndarray:
+    """When the client sends each request: at its arrival, or, with ``slots`` requests in flight per replica at most
+    (a closed loop, or a rate run with a concurrency cap), when closed_loop_sends frees a slot for it if later."""
+    if slots is None:
+        return arrival_s
+    return np.maximum(arrival_s, closed_loop_sends(finish_s, replica, slots))
+
+
 def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
     """Replay ``spec`` (published_rows.RunSpec) on ``replicas`` replicas of the step model ``sm``: the run's request
     count with lengths drawn from its LengthSpecs (seed = repetition index), arrivals all at t=0, Poisson or evenly
-    spaced at the rate, or a closed loop (replicas capped at their share of the client's concurrency, send times
-    from closed_loop_sends); pooled over repetitions (RUN_TARGET_REQUESTS): throughputs as tokens / total duration,
-    latencies as the mean of the runs' means / medians. Cached per (step model, spec, replicas)."""
+    spaced at the rate, or a closed loop; a client concurrency (closed loop, or a cap beside a rate) caps each
+    replica at its share of it and sends a request at its arrival or closed_loop_sends' slot time, the later;
+    pooled over repetitions (RUN_TARGET_REQUESTS): throughputs as tokens / total duration, latencies as the mean of
+    the runs' means / medians. Cached per (step model, spec, replicas)."""
     key = (id(sm), spec, replicas)
     hit = _RUN_CACHE.get(key)
     if hit is not None and hit[0] is sm:
@@ -1115,7 +1124,7 @@ def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
             arrival = np.zeros(n)
         cfg = SimulationConfig(replicas=replicas, seed=seed)
         slots = None
-        if spec.arrival == "closed":
+        if spec.concurrency:
             slots = max(1, -(-spec.concurrency // replicas))
             cfg = SimulationConfig(replicas=replicas, seed=seed,
                                    replica=ReplicaSpec(max_num_seqs=min(int(sm.max_num_seqs), slots)))
@@ -1124,7 +1133,7 @@ def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
             raise Skip("simulated requests rejected or failed (a request longer than the KV cache)")
         req = run.requests
         first, finish, o, i = req["first_token_s"], req["finish_s"], req["output_tokens"], req["input_tokens"]
-        send = req["arrival_s"] if slots is None else closed_loop_sends(finish, req["replica"], slots)
+        send = client_sends(req["arrival_s"], finish, req["replica"], slots)
         ttft, e2e = first - send, finish - send
         multi = o > 1
         tpot = (finish[multi] - first[multi]) / (o[multi] - 1)

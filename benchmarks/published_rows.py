@@ -125,6 +125,10 @@ SHAREGPT_DEFAULT_MEANS = {"sglang": (224.1, 191.5), "vllm": (229.7, 203.1)}
 #: --max-model-len of the GPUStack runs (32768).
 SHAREGPT_FILTER = {"min": 4, "max_prompt": 1024, "max_total": 2048}
 GUIDELLM_MAX_TOKENS = 32768
+#: guidellm keeps at most this many requests in flight whatever the profile (vllm-project/guidellm
+#: src/guidellm/settings.py @ 69ae2996, Settings.max_concurrency = 512, env GUIDELLM__MAX_CONCURRENCY); the GPUStack
+#: notes of the rate-1000/s runs report the same "observed max concurrency 512". A faster rate queues in the client.
+GUIDELLM_MAX_CONCURRENCY = 512
 #: A log-normal of mean 1 and CV SHAREGPT_CV at these quantiles stands for the distribution when solving for the
 #: scale that gives the clipped mean (deterministic, so the scale is the same for every seed).
 _LN_GRID = (np.arange(4000) + 0.5) / 4000
@@ -186,7 +190,8 @@ class LengthSpec:
 @dataclass(frozen=True)
 class RunSpec:
     """A benchmark run to replay. arrival: 'burst' (every request at t=0), 'poisson' / 'constant' at ``rate``
-    requests/s, or 'closed' (``concurrency`` requests in flight). ``max_total``: prompt + output cap of the client's
+    requests/s, or 'closed' (``concurrency`` requests in flight); a rate run with a ``concurrency`` sends each
+    request at its arrival or when one of the client's ``concurrency`` slots frees, whichever is later. ``max_total``: prompt + output cap of the client's
     dataset filter (ShareGPT), else None. ``random``: whether the lengths are drawn (a fixed-length run with a
     deterministic arrival replays identically, so one seed suffices)."""
 
@@ -207,7 +212,8 @@ class RunSpec:
 
     def describe(self) -> str:
         load = {"burst": "all at t=0", "closed": f"closed loop, {self.concurrency} in flight"}.get(
-            self.arrival) or f"{self.arrival} {self.rate:g}/s"
+            self.arrival) or f"{self.arrival} {self.rate:g}/s" + (
+            f", at most {self.concurrency} in flight" if self.concurrency else "")
         return (f"{self.client} {self.dataset}, {self.requests} requests ({self.requests_source}), {load}; input "
                 f"{self.input.dist} mean {self.input.mean:.1f} ({self.input.source}); output {self.output.dist} "
                 f"mean {self.output.mean:.1f} ({self.output.source})")
@@ -261,6 +267,7 @@ def request_count(row: dict, client: str, concurrency: int | None) -> tuple[int,
 
 _RATE = re.compile(r"request rate\s+(inf|[\d.]+)")
 _CONC = re.compile(r"(?:^|[\s(,])(?:max(?:imum)?\s+)?concurrency\s+(\d[\d,]*)")
+_OBSERVED = re.compile(r"observed (?:max(?:imum)?\s+)?concurrency\s+\d[\d,]*")
 #: Load wordings the run replay does not model: a sweep's peak point, batch-size (offline engine) runs, and halves of
 #: a disaggregated deployment.
 _NOT_A_RUN = ("batch size", "peak", "pareto", "sweep", "prefill", "decode side", "decode-only", "decode:",
@@ -274,9 +281,12 @@ def arrival_of(row: dict) -> tuple[str, float | None, int | None] | None:
         return None
     m = _RATE.search(mode)
     if m:
+        # a client cap beside the rate (vllm bench serve --max-concurrency), not the peak a source observed
+        c = _CONC.search(_OBSERVED.sub("", mode))
+        cap = int(_num(c.group(1))) if c else None
         if m.group(1) == "inf":
-            return "burst", None, None
-        return ("constant" if "constant" in mode else "poisson"), float(m.group(1)), None
+            return ("closed", None, cap) if cap else ("burst", None, None)
+        return ("constant" if "constant" in mode else "poisson"), float(m.group(1)), cap
     if "all at once" in mode or "offline" in mode:
         return "burst", None, None
     m = _CONC.search(mode)
@@ -327,6 +337,8 @@ def run_spec(row: dict) -> RunSpec | None:
         return None
     arrival, rate, conc = load
     client = client_of(row)
+    if client == "guidellm" and rate is not None and conc is None:
+        conc = GUIDELLM_MAX_CONCURRENCY
     mode = (row.get("concurrency_or_mode", "") or "").lower()
     notes = (row.get("notes", "") or "").lower()
     text = f"{mode} ; {notes}"

@@ -379,6 +379,12 @@ def test_closed_loop_send_times(acc):
     # per replica: replica 1 holds requests 1 and 3 (one slot each): 3 is sent when 1 finishes
     send = acc.closed_loop_sends(np.array([3.0, 1.0, 4.0, 6.0]), np.array([0, 1, 0, 1]), 1)
     assert send.tolist() == [0.0, 0.0, 3.0, 1.0]
+    # a rate run capped at two in flight: requests arriving every 0.5 s go out at their arrival until both slots are
+    # taken, then when a slot frees (request 3 arrives at 1.5 s but waits for the second finish at 3 s)
+    arrival = np.array([0.0, 0.5, 1.0, 1.5, 2.0])
+    finish = np.array([3.0, 1.0, 4.0, 6.0, 5.0])
+    assert acc.client_sends(arrival, finish, np.zeros(5, int), 2).tolist() == [0.0, 0.5, 1.0, 3.0, 4.0]
+    assert acc.client_sends(arrival, finish, np.zeros(5, int), None).tolist() == arrival.tolist()
 
 
 def test_skip_report_states_every_reason(acc, tmp_path):
@@ -497,6 +503,19 @@ def test_load_and_lengths_read_from_rows(acc, oss2):
     # guidellm constant 8/s: evenly spaced, ShareGPT measured 342.1 / 281.4
     s = spec(oss2["OSS2-1894"])
     assert (s.client, s.arrival, s.rate, s.requests, s.input.mean) == ("guidellm", "constant", 8.0, 1000, 342.1)
+    # guidellm holds at most 512 requests in flight (its max_concurrency default); the 31 the page observed at 8/s
+    # is a measurement, not a cap
+    assert s.concurrency == 512
+    # 1000/s for 1,000 requests: the client sends 512 at once and the rest as they finish
+    s = spec(oss2["OSS2-2048"])
+    assert (s.arrival, s.rate, s.concurrency, s.input.mean, s.output.mean) == ("constant", 1000.0, 512, 1034, 128)
+    assert "at most 512 in flight" in s.describe()
+    # a stated client cap beside a rate (vllm bench serve --request-rate with --max-concurrency)
+    arrival = acc.published_rows.arrival_of
+    assert arrival({"concurrency_or_mode": "request rate 8/s, max concurrency 64"}) == ("poisson", 8.0, 64)
+    assert arrival({"concurrency_or_mode": "request rate inf, max concurrency 64"}) == ("closed", None, 64)
+    assert arrival({"concurrency_or_mode": "request rate 8/s constant; observed max concurrency 31"}) == (
+        "constant", 8.0, None)
     # a batch-1 row is no replayed run (the closed-form performance model predicts it)
     assert spec(oss2["OSS2-0163"]) is None
 
