@@ -202,3 +202,25 @@ def test_w4a16_experts_stream_their_weights_at_small_batch_and_cap_at_large():
     peak = system.gpu.peak_flops("bf16")
     got = sm.breakdown(tokens, tokens * tokens / 2, 0, 0)["by_op_s"]["moe_experts"]
     assert got == pytest.approx(layers * flops / (peak * st.W4A16_MAX_EFF), rel=1e-6)
+
+
+def test_delta_rule_decode_streams_its_state_at_the_measured_kernel_bandwidth():
+    """Qwen3.5-9B on one H100: 24 of its 32 layers are Gated DeltaNet. Each decode step reads and writes every
+    sequence's recurrent state (kept in fp32: 32 value heads x 128 x 128, plus the convolution's last 3 inputs of
+    2 x 16 x 128 + 32 x 128 channels), i.e. 24 x 2 x 4 B x (524,288 + 24,576) = 105,381,888 B per sequence, moved at
+    DELTA_RULE_STATE_MEM_EFF (0.53, vLLM PR #31722's H200 kernel timings) of the 3.35 TB/s datasheet bandwidth."""
+    from clusterfit.perfmodel import step as st
+
+    system = load_hardware().system("h100")
+    m = load_model("Qwen/Qwen3.5-9B")
+    sm = compile_step(m, system, Layout(tp=1), resolve_precision(m), get_engine("vllm"))
+    per_seq = 24 * 2 * 4 * (32 * 128 * 128 + (2 * 16 * 128 + 32 * 128) * 3)
+    assert per_seq == 105_381_888
+    assert sm.linear.delta_state_bytes_per_seq == per_seq and sm.linear.state_bytes_per_seq == 0
+    got = sm.breakdown(0, 0, 512, 512 * 700)["by_op_s"]["linear_attention"]
+    bw = 3.35e12 * st.DELTA_RULE_STATE_MEM_EFF * sm.engine.memory_scale
+    assert got == pytest.approx(512 * per_seq / bw, rel=1e-9)
+    # Mamba-2 (Nemotron-H) state goes through the softmax-decode bandwidth, not the delta-rule kernel's
+    nem = load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    sn = compile_step(nem, system, Layout(tp=1), resolve_precision(nem), get_engine("vllm"))
+    assert sn.linear.delta_state_bytes_per_seq == 0 and sn.linear.state_bytes_per_seq > 0

@@ -154,10 +154,25 @@ class AttentionGroup:
 
 @dataclass(frozen=True)
 class LinearAttention:
-    """Linear-attention layers summed over the model: FLOPs per token and state bytes per decode sequence."""
+    """Linear-attention layers summed over the model: FLOPs per token and state bytes per decode sequence (read and
+    written), those of delta-rule layers (Gated DeltaNet, KDA) apart: their decode kernel streams the state at
+    DELTA_RULE_STATE_MEM_EFF of the datasheet bandwidth."""
 
     flops_per_token: float = 0.0
     state_bytes_per_seq: float = 0.0
+    delta_state_bytes_per_seq: float = 0.0
+
+
+#: Fraction of the datasheet HBM bandwidth at which a delta-rule decode step (vLLM / SGLang's Triton
+#: fused_recurrent_gated_delta_rule_fwd: read each sequence's recurrent state, update it, write it back) moves its
+#: state. vllm-project/vllm PR #31722 (merged 2026-01) times the kernel on one H200 at Qwen3-Next shapes (16 value
+#: heads of 128 x 128 per rank at TP2, bf16 state): 420.2 us at batch 1,024 and 212.7 us at batch 512, i.e.
+#: 2 x 1,024 x 16 x 128 x 128 x 2 B / 420.2 us = 2.56 TB/s = 0.53 of 4.8 TB/s (0.53 at 512; 0.52 at TP4, 8 heads).
+#: Before that PR the same kernel ran at 0.33. Softmax attention's decode kernels stream at the measured
+#: attn_decode_mem_eff (~0.99 on the H200).
+DELTA_RULE_STATE_MEM_EFF = 0.53
+#: Linear-attention kinds (attention.Attention.linear_kind) whose decode runs that delta-rule kernel.
+DELTA_RULE_KINDS = ("gated_deltanet", "kda")
 
 
 @dataclass(frozen=True)
@@ -377,9 +392,11 @@ class StepModel:
                 total = total + t_idx
                 if parts is not None:
                     parts.add("dsa_indexer", "compute_s", t_idx)
-        lf, lb = self.linear.flops_per_token, self.linear.state_bytes_per_seq
-        if lf or lb:
-            t_lin = np.maximum(lb * d / bw_state, lf * m / (self.attn_peak_flops * 0.3))
+        lin = self.linear
+        lf, lb, ldb = lin.flops_per_token, lin.state_bytes_per_seq, lin.delta_state_bytes_per_seq
+        if lf or lb or ldb:
+            bw_delta = self.bw_bytes_per_s * DELTA_RULE_STATE_MEM_EFF * eng.memory_scale
+            t_lin = np.maximum(lb * d / bw_state + ldb * d / bw_delta, lf * m / (self.attn_peak_flops * 0.3))
             total = total + t_lin
             if parts is not None:
                 parts.add("linear_attention", "memory_s", t_lin)
@@ -624,6 +641,7 @@ class _LayerTally:
     moe_counts: dict[FFN, float] = field(default_factory=lambda: defaultdict(float))
     lin_flops: float = 0.0
     lin_bytes: float = 0.0
+    lin_delta_bytes: float = 0.0
     elem_bytes: float = 0.0
     n_kernels: float = 0.0
     allreduce_per_step: float = 0.0
@@ -666,7 +684,10 @@ def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: E
         if not att.caches_kv:  # linear attention: a recurrent state
             f, b = att.state_cost(tp)
             tally.lin_flops += f
-            tally.lin_bytes += b
+            if att.linear_kind in DELTA_RULE_KINDS:
+                tally.lin_delta_bytes += b
+            else:
+                tally.lin_bytes += b
             tally.kv_state += b / 2.0
         if ffn.kind != "dense":
             tally.moe_counts[ffn] += 1
@@ -805,7 +826,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         max_num_seqs=int(eng.max_num_seqs) * dp, weight_bytes_per_gpu=float(w_bytes),
         kv_bytes_per_token_per_gpu=float(kv_tok), curves=curves,
         gemms=_gemm_groups(tally, model, gpu, precision, tp, curves, eng), attention=attn,
-        linear=LinearAttention(tally.lin_flops, tally.lin_bytes), moe=moe,
+        linear=LinearAttention(tally.lin_flops, tally.lin_bytes, tally.lin_delta_bytes), moe=moe,
         comm_plan=_comm_plan(model, system, tally, tp, dp, ep, pp, ef, eng, curves),
         elementwise_bytes_per_token=tally.elem_bytes,
         sampling_bytes_per_seq=ops.sampling_bytes_per_seq(model.vocab, tp), n_kernels=tally.n_kernels,
