@@ -15,8 +15,9 @@ Sources of the rules below (the benchmark clients the published rows name):
   lengths in [int(O x r), O]; --random-range-ratio defaults to 0.0 (so lengths are uniform up to the stated
   maxima), --num-prompts to 1000, --request-rate to inf (all requests at t=0; a finite rate draws Poisson gaps);
   ignore_eos is on unless --disable-ignore-eos, so the drawn output lengths are generated in full.
-- guidellm (the GPUStack 2026 pages): 'constant' profiles send requests at a fixed rate (evenly spaced); the
-  GPUStack notes give the measured average input / output lengths of every run.
+- guidellm (the GPUStack 2026 pages): 'constant' profiles send requests at a fixed rate (evenly spaced), never more
+  than GUIDELLM_MAX_CONCURRENCY (512) in flight; the GPUStack notes give the measured average input / output
+  lengths of every run.
 - A client with --max-concurrency C keeps at most C requests in flight: request j >= C is sent when the (j - C + 1)-th
   request finishes, and its TTFT / latency count from that send (vllm bench serve and sglang.bench_serving time each
   request from its own send).
