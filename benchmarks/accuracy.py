@@ -810,9 +810,11 @@ def layout_for(row, model_name, engine, st: RowSettings | None = None):
     if tp is not None and ep and dp and tp == ep == dp and tp > 1:
         return (1, pp or 1, ep, dp), n // (ep * (pp or 1))   # DEP: attention DP + EP
     is_moe = any(L.ffn.kind == "moe" for L in model_for(model_name).layers)
-    if tp is None and ep and dp and ep == dp and dp > 1 and is_moe:
-        # DP+EP with no TP column (vLLM / SGLang wide-EP): one attention-DP rank per expert-parallel GPU
-        return (1, pp or 1, ep, dp), max(1, n // (ep * (pp or 1)))
+    wide_ep = ep and ep > 1 and dp is None and n == ep * (pp or 1)
+    if tp is None and ep and is_moe and ((dp and ep == dp and dp > 1) or wide_ep):
+        # DP+EP with no TP column (vLLM / SGLang wide-EP): one attention-DP rank per expert-parallel GPU; with no DP
+        # column either, EP over all of a replica's GPUs leaves attention nothing but DP (TP1 x EPn is no layout)
+        return (1, pp or 1, ep, ep), max(1, n // (ep * (pp or 1)))
     v1_moe_command = row["source_date"].startswith("v1.0") and "TensorRT-LLM" in row["engine"]
     if tp and tp > 1 and not (dp and dp > tp) and is_moe and (st.attention_dp or v1_moe_command):
         # the row says attention DP (enable_attention_dp, DEPn, DP attention, --enable-dp-attention, ...): the

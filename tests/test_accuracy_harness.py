@@ -200,6 +200,10 @@ def test_attention_dp_sets_the_layout(acc):
     r = _moe_row("4 prefill instances (each with 2 GPUs), all utilizing DP and EP", tp="", ep="2", dp="2",
                  engine="vLLM")
     assert acc.layout_for(r, r["model"], "vllm") == ((1, 1, 2, 2), 4)
+    # EP over all of a replica's GPUs with neither TP nor DP column (SGLang's large-scale EP on 32 H200s): attention
+    # can only be data-parallel (TP1 x EP32 is no layout)
+    r = _moe_row("large-scale EP, DeepEP", tp="", ep="32", dp="", num_gpus="32", engine="SGLang")
+    assert acc.layout_for(r, r["model"], "sglang") == ((1, 1, 32, 32), 1)
     # a dense model under attention DP: independent replicas
     r = _moe_row("enable_attention_dp: true", model="Llama-3.1-8B", tp="1", dp="8")
     assert acc.layout_for(r, r["model"], "trtllm") == ((1, 1, 1, 1), 8)
