@@ -50,6 +50,38 @@ def test_step_tables_match_the_model():
     assert np.allclose(a + b * np.arange(exact.size), exact, rtol=1e-12)
 
 
+def test_step_tables_keep_the_host_time_apart():
+    """Under async scheduling a step is max(GPU, host), which no additive table follows: the tables hold the GPU
+    time and the host time (per step + per running sequence) is added at each lookup. A decode batch of 500 on
+    Qwen3-1.7B (one H200, 1,000-token contexts) is host-bound with vLLM's constants (1 ms + 500 x 40 us = 21 ms
+    against ~18 ms on the GPU): the tabled steps equal the model, flat at the host time."""
+    sm = build_replica(Catalog.load(), "Qwen/Qwen3-1.7B", "hgx_h200", gpus=1).step
+    timer = StepTimer(sm, 8192, sm.max_num_seqs, 40_000)
+    host = float(sm.host_s(0, 500))
+    assert host == pytest.approx(sm.engine.step_overhead_s + 500 * sm.engine.seq_overhead_s)
+    assert float(sm.gpu_step_s(0, 0, 500, 500 * 1040.0)) < host  # host-bound here
+    steps = timer.decode_steps_s(500, 500 * 1000.0, 40)
+    ctx = 500 * 1000.0 + 500 * np.arange(40)
+    assert np.allclose(steps, sm.step_s(0, 0, 500, ctx), rtol=1e-9)
+    assert np.allclose(steps, host)
+    a, b, n = timer.decode_linear(500, 500 * 1000.0)
+    assert (a, b) == (pytest.approx(host), 0.0) and n >= 1
+    # synchronous scheduling (vLLM before async scheduling): the host time adds
+    from clusterfit.arch import load_model
+    from clusterfit.engines import get_engine
+    from clusterfit.hardware import load_hardware
+    from clusterfit.layout import Layout
+    from clusterfit.perfmodel import compile_step
+    from clusterfit.precision import resolve_precision
+
+    m = load_model("Qwen/Qwen3-1.7B")
+    sync = compile_step(m, load_hardware().system("h200"), Layout(tp=1), resolve_precision(m),
+                        get_engine("vllm").with_settings(async_scheduling=False))
+    t = StepTimer(sync, 8192, sync.max_num_seqs, 40_000)
+    gpu = float(sync.gpu_step_s(0, 0, 500, 500 * 1000.0))
+    assert t.step_s(0, 0, 500, 500 * 1000.0) == pytest.approx(gpu + host, rel=1e-9)
+
+
 def test_exact_steps_agree_with_tables():
     sm = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "hgx_h200", gpus=1).step
     reqs = generate(400, ArrivalSpec(rate_rps=8), SampledLengthSpec(dist="lognormal", mean=1500),

@@ -4,6 +4,7 @@ prefill / decode pools with a KV transfer, and the SLO verdict at the percentile
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_sim_helpers import RooflineStep
 
 from clusterfit.planning.workload import Load, Workload
@@ -51,3 +52,24 @@ def test_verdict_judges_the_percentiles_asked():
     assert v["ttft_s"] == rep["ttft_s"]["p99"] and v["tpot_s"] == rep["tpot_s"]["p90"]
     tight = summarize(run, 10.0, float(rep["tpot_s"]["p50"]), tpot_percentile=90)
     assert tight["holds_slo"] is False and "TPOT p90" in tight["verdict"]["text"]
+
+
+def test_a_handoff_token_runs_as_a_decode_token():
+    """A request handed to the decode pool has its prompt's KV and one token left to compute: the engines run a
+    query-length-1 request with the decodes (vLLM's MLA through the absorbed decode kernel, not the prefill path
+    that up-projects 14k cached latents, ~8 ms per step on 8 B200s). One DeepSeek-V3 request of 14,000 + 5 tokens:
+    its 4 decode-side steps are decode steps of batch 1 at contexts 14,001..14,004, exactly (exact_steps)."""
+    from clusterfit import api
+    from clusterfit.compose import Catalog
+    from clusterfit.sim.requests import Requests
+
+    sm = api.build_replica(Catalog.load(), "deepseek-ai/DeepSeek-V3", "dgx_b200", tp=1, dp=8, ep=8).step
+    isl, osl = 14_000, 5
+    reqs = Requests.build([0.0], [isl], [osl])
+    run = run_disaggregated(reqs, sm, sm, SimulationConfig(exact_steps=True), 1, 1, lambda tok: 0.0 * np.asarray(tok))
+    req = run.requests
+    decode_side = float(req["finish_s"][0] - req["first_token_s"][0])
+    expected = sum(float(sm.decode_step_s(1, isl + j)) for j in range(1, osl))
+    assert decode_side == pytest.approx(expected, rel=1e-9)
+    # the prefill path would have charged the first of those steps its cached-latent up-projection
+    assert float(sm.step_s(1, isl + 1, 0, 0)) > 1.5 * float(sm.decode_step_s(1, isl + 1))

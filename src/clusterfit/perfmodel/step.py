@@ -492,7 +492,7 @@ class StepModel:
         return (np.asarray(prefill_tokens, dtype=float) <= 0) & (d <= self.engine.cuda_graph_max_bs)
 
     def _step(self, prefill_tokens: ArrayLike, prefill_attended: ArrayLike, decode_seqs: ArrayLike,
-              decode_attended: ArrayLike, microbatches: int | None, parts: _Parts | None) -> Num:
+              decode_attended: ArrayLike, microbatches: int | None, parts: _Parts | None, host: bool = True) -> Num:
         P = np.asarray(prefill_tokens, dtype=float)
         Ap = np.asarray(prefill_attended, dtype=float)
         D = np.asarray(decode_seqs, dtype=float)
@@ -510,7 +510,9 @@ class StepModel:
             t = t + t_pp
             if parts is not None:
                 parts.add("pipeline_send", "communication_s", t_pp)
-        host_s = self.engine.step_overhead_s + self.engine.seq_overhead_s * (D + (P > 0))
+        if not host:
+            return t
+        host_s = self.host_s(P, D)
         if self.engine.async_scheduling:
             # the host prepares step n+1 while the GPU runs step n (vLLM async scheduling, SGLang's overlap
             # scheduler, TensorRT-LLM's overlap scheduler): only the host time beyond the GPU's is exposed
@@ -533,6 +535,19 @@ class StepModel:
         token; decode_attended: sum of their context lengths. Broadcasts over numpy arrays.
         """
         return self._step(prefill_tokens, prefill_attended, decode_seqs, decode_attended, microbatches, None)
+
+    def gpu_step_s(self, prefill_tokens: ArrayLike, prefill_attended: ArrayLike, decode_seqs: ArrayLike,
+                   decode_attended: ArrayLike) -> Num:
+        """step_s without the engine's host time: the GPU's part of the step (the simulator's step tables hold
+        this and add ``host_s`` exactly, since under async scheduling a step is max(GPU, host), not a sum)."""
+        return self._step(prefill_tokens, prefill_attended, decode_seqs, decode_attended, None, None, host=False)
+
+    def host_s(self, prefill_tokens: ArrayLike, decode_seqs: ArrayLike) -> Num:
+        """Host seconds the engine spends preparing one step: per step, plus per running sequence (a prefilling
+        request counts once). step_s adds it to the GPU time, or takes the larger under ``Engine.async_scheduling``."""
+        P = np.asarray(prefill_tokens, dtype=float)
+        D = np.asarray(decode_seqs, dtype=float)
+        return self.engine.step_overhead_s + self.engine.seq_overhead_s * (D + (P > 0))
 
     def decode_step_s(self, batch: ArrayLike, context: ArrayLike) -> Num:
         """One decode iteration of ``batch`` sequences each with ``context`` cached tokens."""

@@ -298,28 +298,39 @@ class Replica:
             self.peak_batch = batch
 
     def _plan_mixed_step(self) -> float:
-        """One step carrying prefill chunks (FCFS under max_num_batched_tokens) and every decode token."""
+        """One step carrying prefill chunks (FCFS under max_num_batched_tokens) and every decode token.
+
+        A one-token chunk (a disaggregated handoff whose prompt KV arrived with it, a fully cached prompt, a prompt's
+        last token) is costed as a decode token attending its context: the engines batch query-length-1 requests
+        with the decodes (vLLM's attention backends split a batch at query length 1; its MLA runs them through the
+        absorbed decode kernel, not the prefill path that up-projects the cached latents)."""
         d, k = self.d, self.verify
         left = self.max_num_batched_tokens - d * (1 + k)
         p = 0
         pa = 0
+        d1 = 0  # one-token chunks, run as decode tokens
+        a1 = 0  # their contexts (keys attended, their own included)
         chunks = self.step_chunks
         chunks.clear()
         for entry in self.prefill:
             if left <= 0:
                 break
             c = entry[1] if entry[1] < left else left
-            pa += c * entry[2] + c * (c + 1) // 2
-            p += c
+            if c == 1:
+                d1 += 1
+                a1 += entry[2] + 1
+            else:
+                pa += c * entry[2] + c * (c + 1) // 2
+                p += c
             left -= c
             chunks.append(c)
         if d:
             extra = d * k
-            dt = self.timer.step_s(p + extra, pa + extra * (self.S / d), d, self.S)
+            dt = self.timer.step_s(p + extra, pa + extra * (self.S / d), d + d1, self.S + a1)
             if k:
                 dt *= self.draft_factor
         else:
-            dt = self.timer.step_s(p, pa, 0, 0)
+            dt = self.timer.step_s(p, pa, d1, a1)
         self.step_s_last = dt
         return self.clock + dt
 

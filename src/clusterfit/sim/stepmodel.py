@@ -13,6 +13,11 @@ of prefill attention and A_dec the extra time of decode attention (both linear-i
 attended). Pure prefill and pure decode steps are exact at the grid points; between points the error
 is that of linear interpolation on geometric grids (a test bounds it). ``exact=True`` calls the model
 directly instead.
+
+A model that also has ``gpu_step_s`` (the same arguments, without the engine's host time), ``host_s(prefill_tokens,
+decode_seqs)`` and ``engine.async_scheduling`` (clusterfit's StepModel) is tabled on its GPU time, and the host
+time is added exactly at each lookup: a sum, or under async scheduling max(GPU, host), which no additive table
+of the whole step can follow.
 """
 
 from __future__ import annotations
@@ -80,12 +85,26 @@ class StepTimer:
         self.max_num_batched_tokens = int(max_num_batched_tokens)
         self.max_num_seqs = int(max_num_seqs)
         self.max_context = int(max_context)
+        # (step, per sequence, overlapped) host seconds when the model separates them (see the module docstring)
+        self._host: tuple[float, float, bool] | None = None
+        if hasattr(model, "gpu_step_s") and hasattr(model, "host_s") and hasattr(model, "engine"):
+            h0 = float(np.asarray(model.host_s(0.0, 0.0)))
+            self._host = (h0, float(np.asarray(model.host_s(0.0, 1.0))) - h0, bool(model.engine.async_scheduling))
         if not exact:
             self._build_tables()
 
     # --- tables -----------------------------------------------------------------------------
+    def _with_host(self, gpu, prefill_tokens, decode_seqs):
+        """A step's time from its GPU time (scalar or array) and the host time of its shape."""
+        h0, hs, overlapped = self._host  # type: ignore[misc]
+        host = h0 + hs * (decode_seqs + (prefill_tokens > 0))
+        if overlapped:
+            return np.maximum(gpu, host) if isinstance(gpu, np.ndarray) else max(gpu, host)
+        return gpu + host
+
     def _call(self, p, pa, d, da) -> np.ndarray:
-        out = np.asarray(self.model.step_s(p, pa, d, da), dtype=float)
+        step = self.model.gpu_step_s if self._host is not None else self.model.step_s
+        out = np.asarray(step(p, pa, d, da), dtype=float)
         if not np.all(np.isfinite(out)) or np.any(out <= 0):
             raise ClusterfitError("the step model returned a non-positive or non-finite step time")
         return out
@@ -150,7 +169,8 @@ class StepTimer:
                decode_attended: float) -> float:
         """Time of one mixed step, seconds (scalar arguments as in :class:`StepCosts`)."""
         if self.exact:
-            return float(self._call(prefill_tokens, prefill_attended, decode_seqs, decode_attended))
+            return float(np.asarray(self.model.step_s(prefill_tokens, prefill_attended, decode_seqs,
+                                                      decode_attended), dtype=float))
         ip, wp = self._locate(self._p_list, float(prefill_tokens))
         idd, wd = self._d_index(decode_seqs)
         F = self._F_list
@@ -161,14 +181,32 @@ class StepTimer:
             t += self._bilerp(self._Apre_list, ip, wp, prefill_attended / prefill_tokens)
         if decode_seqs > 0:
             t += self._bilerp(self._Adec_list, idd, wd, decode_attended / decode_seqs)
+        if self._host is not None:
+            return self._with_host(t, prefill_tokens, decode_seqs)
         return t
 
     def decode_linear(self, decode_seqs: int, decode_attended0: float, tokens_per_step: float = 1.0,
                       verify_tokens: int = 0) -> tuple[float, float, int]:
         """Pure-decode step times as a line: step j (0-based) takes ``alpha + beta * j`` seconds for
         ``steps`` steps (>= 1), while the mean context stays inside one table cell (where the table's
-        interpolation is linear, so this is exactly what :meth:`decode_steps_s` returns).
-        Not available with ``exact=True``."""
+        interpolation is linear, so this is exactly what :meth:`decode_steps_s` returns) and, under async
+        scheduling, on one side of the host time (a step is max(GPU, host)). Not available with ``exact=True``."""
+        alpha, beta, steps = self._gpu_decode_linear(decode_seqs, decode_attended0, tokens_per_step, verify_tokens)
+        if self._host is None:
+            return alpha, beta, steps
+        h0, hs, overlapped = self._host
+        host = h0 + hs * (decode_seqs + (verify_tokens > 0))
+        if not overlapped:
+            return alpha + host, beta, steps
+        if alpha >= host:  # the GPU line only grows (beta >= 0): it stays above the host
+            return alpha, beta, steps
+        # host-bound until the GPU line crosses it: flat at the host time for those steps
+        cross = int((host - alpha) / beta) + 1 if beta > 0 else steps
+        return host, 0.0, max(1, min(steps, cross))
+
+    def _gpu_decode_linear(self, decode_seqs: int, decode_attended0: float, tokens_per_step: float,
+                           verify_tokens: int) -> tuple[float, float, int]:
+        """decode_linear of the tabled time alone (the GPU's, when the host time is kept apart)."""
         d = decode_seqs
         c0 = decode_attended0 / d
         cax = self._c_list
@@ -228,7 +266,7 @@ class StepTimer:
         extra = decode_seqs * verify_tokens
         if self.exact:
             c = ctx / decode_seqs
-            return self._call(extra, extra * c, decode_seqs, ctx) * np.ones(steps)
+            return np.asarray(self.model.step_s(extra, extra * c, decode_seqs, ctx), dtype=float) * np.ones(steps)
         idd, wd = self._d_index(decode_seqs)
         ip, wp = self._locate(self._p_list, float(extra))
         F = self.F
@@ -242,4 +280,6 @@ class StepTimer:
             over = c > self.c_axis[-1]
             slope = (row[-1] - row[-2]) / (self.c_axis[-1] - self.c_axis[-2])
             a[over] = row[-1] + slope * (c[over] - self.c_axis[-1])
+        if self._host is not None:
+            return self._with_host(f + a, float(extra), decode_seqs)
         return f + a
