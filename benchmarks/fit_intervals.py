@@ -8,10 +8,9 @@ Steps (clusterfit.intervals documents the table and how figures use it):
 1. For each CSV, benchmarks/accuracy.py's ``grouped_cv`` with the ``table`` grouping (leave one source table out;
    ``--max-folds`` merges tables into that many refits): every row is predicted with the engine constants of the
    calibrated engine (``--engine``, TensorRT-LLM) refitted without its fold. Rows of an engine whose shipped
-   constants benchmarks/fit_oss_engines.py fitted on the CSV (SGLang today; ``--oss-fit`` names its results file)
-   are predicted with the constants of that fit's grouped-CV fold that held their source page out. Rows of
-   engines whose constants no row tuned (vLLM's are assumptions) are predicted with the shipped ones, held out by
-   construction.
+   constants benchmarks/fit_oss_engines.py fitted on the CSV (vLLM and SGLang today; ``--oss-fit`` names each
+   results file) are predicted with the constants of that fit's grouped-CV fold that held their source page out.
+   Rows of engines whose constants no row tuned are predicted with the shipped ones, held out by construction.
 2. Each predicted row gives a residual in the time direction, r = log(measured time / predicted time) (for a rate
    metric log(predicted / measured)), and a family: engine x GPU family x dense/MoE x regime (row_family).
 3. Nested coverage: the rows of each CV fold (each source table, for rows no refit held out) are checked against a

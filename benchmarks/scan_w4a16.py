@@ -1,0 +1,98 @@
+"""Scan the W4A16 MoE ceiling (clusterfit.perfmodel.step.W4A16_MAX_EFF) with leave-one-source-page-out validation.
+
+    python benchmarks/scan_w4a16.py ../shared/reference/published/measured-dev.csv \\
+        ../shared/reference/published/measured-oss2-dev.csv --out benchmarks/results/scan-w4a16.json
+
+Rows: every gpt-oss row (the models whose experts ship in mxfp4) on a GPU without fp4 tensor cores (A100, H100,
+H200; Blackwell, MI300-class and RTX PRO rows are left out), TensorRT-LLM and vLLM (SGLang's gpt-oss rows on those
+GPUs run 3-15x below both other engines on the same pages, so they would only pull the ceiling down for the
+others). For each candidate ceiling every row is predicted once (W4A16_M0 = 16 rows of tile fill throughout); then
+each source page in turn is held out, the ceiling with the lowest run-weighted median error on the other pages is
+chosen, and the held-out page is scored with it. The report gives every candidate's in-sample figures, the choice
+per held-out page and the pooled held-out figures (run-weighted, benchmarks/published_rows.weighted_summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import accuracy as acc  # noqa: E402
+from fit_oss_engines import source_page  # noqa: E402
+from published_rows import run_weights, weighted_summary  # noqa: E402
+
+from clusterfit.perfmodel import step as st  # noqa: E402
+
+CAPS = (0.15, 0.2, 0.25, 0.3, 0.35)
+NO_W4A16 = ("B200", "B300", "GB200", "GB300", "MI3", "RTX")
+
+
+def w4a16_rows(paths: list[str]) -> list[dict]:
+    rows = []
+    for p in paths:
+        with open(p, newline="") as f:
+            rows += [r for r in csv.DictReader(f)
+                     if "gpt-oss" in r["model"] and not any(g in r["gpu"] for g in NO_W4A16)
+                     and acc.engine_for(r["engine"]) in ("trtllm", "vllm")]
+    return rows
+
+
+def errors_by_cap(rows: list[dict], caps=CAPS) -> dict[float, dict[str, float]]:
+    """Row id -> error % for each ceiling (rows a ceiling cannot predict are left out of it)."""
+    out: dict[float, dict[str, float]] = {}
+    saved = st.W4A16_MAX_EFF
+    try:
+        for cap in caps:
+            st.W4A16_MAX_EFF = cap
+            acc.step_for.cache_clear()
+            got = {}
+            for r in rows:
+                try:
+                    pred = acc.predict_row(r)
+                except (acc.Skip, acc.ClusterfitError):
+                    continue
+                got[r["id"]] = (pred - float(r["value"])) / float(r["value"]) * 100.0
+            out[cap] = got
+    finally:
+        st.W4A16_MAX_EFF = saved
+        acc.step_for.cache_clear()
+    return out
+
+
+def summary(rows: list[dict], errs: dict[str, float]) -> dict:
+    return weighted_summary([errs[r["id"]] for r in rows], run_weights(rows))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", nargs="+")
+    ap.add_argument("--out", help="write the JSON report here")
+    a = ap.parse_args(argv)
+    rows = w4a16_rows(a.csv)
+    errs = errors_by_cap(rows)
+    rows = [r for r in rows if all(r["id"] in e for e in errs.values())]
+    key = source_page
+    pages = sorted({key(r) for r in rows})
+    held, picks = {}, {}
+    for pg in pages:
+        train = [r for r in rows if key(r) != pg]
+        best = min(CAPS, key=lambda c: summary(train, errs[c])["median_ape"])
+        picks[pg] = best
+        held.update({r["id"]: errs[best][r["id"]] for r in rows if key(r) == pg})
+    report = {"rows": len(rows), "pages": len(pages), "w4a16_m0": st.W4A16_M0, "shipped_cap": st.W4A16_MAX_EFF,
+              "in_sample": {str(c): summary(rows, errs[c]) for c in CAPS},
+              "leave_one_page_out": {"picks": picks, "held_out": summary(rows, held)}}
+    text = json.dumps(report, indent=1)
+    print(text)
+    if a.out:
+        Path(a.out).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
