@@ -96,14 +96,16 @@ class StepTimer:
     # --- tables -----------------------------------------------------------------------------
     def _with_host(self, gpu, prefill_tokens, decode_seqs):
         """A step's time from its GPU time (scalar or array) and the host time of its shape."""
-        h0, hs, overlapped = self._host  # type: ignore[misc]
+        assert self._host is not None
+        h0, hs, overlapped = self._host
         host = h0 + hs * (decode_seqs + (prefill_tokens > 0))
         if overlapped:
             return np.maximum(gpu, host) if isinstance(gpu, np.ndarray) else max(gpu, host)
         return gpu + host
 
     def _call(self, p, pa, d, da) -> np.ndarray:
-        step = self.model.gpu_step_s if self._host is not None else self.model.step_s
+        # the GPU part when the host time is kept apart (a model with gpu_step_s / host_s, checked in __init__)
+        step = getattr(self.model, "gpu_step_s") if self._host is not None else self.model.step_s
         out = np.asarray(step(p, pa, d, da), dtype=float)
         if not np.all(np.isfinite(out)) or np.any(out <= 0):
             raise ClusterfitError("the step model returned a non-positive or non-finite step time")
