@@ -73,3 +73,24 @@ def test_a_handoff_token_runs_as_a_decode_token():
     assert decode_side == pytest.approx(expected, rel=1e-9)
     # the prefill path would have charged the first of those steps its cached-latent up-projection
     assert float(sm.step_s(1, isl + 1, 0, 0)) > 1.5 * float(sm.decode_step_s(1, isl + 1))
+
+
+def test_sglang_runs_prefill_and_decode_in_separate_steps():
+    """SGLang does not mix prefill chunks and decode tokens in one batch unless --enable-mixed-chunk (off by default,
+    Engine.mixed_batches False): a prefill step holds the running decodes back. 10 ms steps; A (10 + 20 tokens)
+    arrives at 0, B (100 + 2) at 0.105 s, during A's decode. Mixed (vLLM), A's 20 tokens take 20 steps whatever B
+    does: done at 0.20 s. Separate (SGLang), B's prefill step advances nobody else: A is done at 0.21 s. B's first
+    token comes at the end of its prefill step, 0.12 s, either way."""
+    from types import SimpleNamespace
+
+    from test_sim_helpers import ConstantStep
+
+    from clusterfit.sim.requests import Requests
+
+    for mixed, a_done in ((True, 0.20), (False, 0.21)):
+        model = ConstantStep(0.01, max_num_seqs=8)
+        model.engine = SimpleNamespace(mixed_batches=mixed)  # type: ignore[attr-defined]
+        run = run_simulation(Requests.build([0.0, 0.105], [10, 100], [20, 2]), model, SimulationConfig(exact_steps=True))
+        req = run.requests
+        assert req["finish_s"][0] == pytest.approx(a_done)
+        assert req["first_token_s"][1] == pytest.approx(0.12)

@@ -59,6 +59,13 @@ result is written back to the YAML with the command that produced it:
   earlier unless passed), SGLang's overlap scheduler (default on since v0.4, lmsys.org/blog/2024-12-04-sglang-v0-4
   "zero-overhead batch scheduler"; off with ``--disable-overlap-schedule``), TensorRT-LLM's overlap scheduler
   (default on, docs features/overlap-scheduler; off with ``disable_overlap_scheduler``).
+- mixed_batches: whether one engine step carries prefill chunks and the running decodes together (vLLM V1's
+  chunked-prefill scheduler and TensorRT-LLM's in-flight batching do; the simulator then fills the step's token
+  budget with decode tokens first, sim/replica.py). SGLang does so only with ``--enable-mixed-chunk``
+  (python/sglang/srt/server_args.py ``enable_mixed_chunk``, a store-true flag, off by default; it is in the 0.5.23
+  flag list shared/reference/deploy/sglang-0.5.23-server-flags.txt): by default a step is a prefill batch whenever
+  one can be formed, which holds every decode back, else a decode batch. The closed-form TTFT / TPOT of perf and
+  the planner keep the mixed-step approximation for every engine.
 - small_device: the serving settings an engine defaults to on smaller devices, applied by ``for_device`` before
   the user's settings: {below_memory_gib, names, max_num_seqs, max_num_batched_tokens}. vLLM's OpenAI server
   uses max_num_seqs 1024 / max_num_batched_tokens 8192 on devices with at least 70 GiB that are not A100s, and
@@ -178,6 +185,7 @@ class Engine:
     graph_kernel_overhead_s: float | None = None
     cuda_graph_max_bs: int = 512
     async_scheduling: bool = False
+    mixed_batches: bool = True
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     by_gpu_family: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
 

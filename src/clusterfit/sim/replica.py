@@ -1,7 +1,8 @@
 """One serving replica: an engine's scheduler at iteration level.
 
-Continuous batching with chunked prefill under ``max_num_batched_tokens`` per step, paged KV with admission
-control, preemption by recompute when KV runs out, a per-replica LRU prefix cache and optional
+Continuous batching with chunked prefill under ``max_num_batched_tokens`` per step (prefill chunks riding with the
+decodes, or, for an engine without ``mixed_batches`` such as SGLang, prefill steps that hold the decodes back), paged
+KV with admission control, preemption by recompute when KV runs out, a per-replica LRU prefix cache and optional
 speculative decoding. Step times come from a :class:`~clusterfit.sim.stepmodel.StepTimer`.
 
 Speed: the replica never does per-token Python work. While the batch composition is fixed (no
@@ -80,6 +81,9 @@ class Replica:
             self.draft_factor = 1.0 + sp.draft_cost * k
         self.alive = True
         self.accepting = True
+        engine = getattr(getattr(timer, "model", None), "engine", None)
+        self.mixed = bool(getattr(engine, "mixed_batches", True))
+        self.step_decodes = True  # whether the planned mixed step advances the decoding sequences
         rule = kv_rule(getattr(timer, "model", None))
         self.kv_rule: Any = rule
         self.ranks, self.rank_budget = 1, math.inf
@@ -305,6 +309,9 @@ class Replica:
         with the decodes (vLLM's attention backends split a batch at query length 1; its MLA runs them through the
         absorbed decode kernel, not the prefill path that up-projects the cached latents)."""
         d, k = self.d, self.verify
+        self.step_decodes = self.mixed or not self.prefill
+        if not self.step_decodes:
+            d = 0
         left = self.max_num_batched_tokens - d * (1 + k)
         p = 0
         pa = 0
@@ -338,7 +345,7 @@ class Replica:
         led = self.ledger
         self.busy_s += self.step_s_last
         self.steps += 1
-        if self.d:
+        if self.d and self.step_decodes:
             e = self.tokens_per_step
             self.G += e
             self.S += self.d * e
