@@ -229,10 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def held_out_errors(fit_file: str, csv_path: str) -> dict[str, float]:
+def held_out_errors(fit_file: str, csv_path: str, rows: list[dict] | None = None) -> dict[str, float]:
     """Row id -> error % for the fit file's engine: each row predicted with the constants of the grouped-CV fold
     that held its source page out (the file's grouped_cv.per_fold), so benchmarks/fit_intervals.py can treat
-    vLLM / SGLang rows as held out once their constants are fitted on the same CSV."""
+    vLLM / SGLang rows as held out once their constants are fitted on the same CSV. ``rows``: the engine's rows of
+    the CSV when the caller already has them (engine_rows)."""
     res = json.loads(Path(fit_file).read_text())
     cv = res.get("grouped_cv") or {}
     if not cv.get("per_fold"):
@@ -240,7 +241,7 @@ def held_out_errors(fit_file: str, csv_path: str) -> dict[str, float]:
     if res["csv"] != os.path.basename(csv_path):
         return {}   # the fit's folds are pages of another CSV
     engine = res["engine"]
-    rows = engine_rows(csv_path, engine)
+    rows = engine_rows(csv_path, engine) if rows is None else rows
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         ev = Evaluator(engine, tmp)
@@ -250,6 +251,14 @@ def held_out_errors(fit_file: str, csv_path: str) -> dict[str, float]:
             for r, z in zip(test, ev.log_errors(fold["params"], test)):
                 out[r["id"]] = float(np.expm1(z) * 100.0)
     return out
+
+
+def emit_report(report: dict, out: str | None) -> None:
+    """Print a JSON report and, with ``out``, write it there too (the analysis scripts beside this one)."""
+    text = json.dumps(report, indent=1)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")
 
 
 def write_constants(engine: str, params: dict) -> None:

@@ -12,18 +12,17 @@ not its stored figures).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-import dataclasses
-
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fit_oss_engines import GRID, Evaluator, engine_rows, held_out_errors  # noqa: E402
+from fit_oss_engines import GRID, Evaluator, emit_report, engine_rows, held_out_errors  # noqa: E402
 from published_rows import metric_group, run_weights, weighted_summary  # noqa: E402
 
 from clusterfit.engines import Engine  # noqa: E402
@@ -62,11 +61,8 @@ def main(argv=None) -> int:
             z = ev.log_errors(params, rows)
             report[name] = {"params": params,
                             "by_metric": by_group(rows, {r["id"]: float(np.expm1(v) * 100) for r, v in zip(rows, z)})}
-    report["held_out_by_page"] = {"by_metric": by_group(rows, held_out_errors(a.fit_file, a.csv))}
-    text = json.dumps(report, indent=1)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
+    report["held_out_by_page"] = {"by_metric": by_group(rows, held_out_errors(a.fit_file, a.csv, rows))}
+    emit_report(report, a.out)
     return 0
 
 

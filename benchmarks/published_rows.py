@@ -192,9 +192,9 @@ class LengthSpec:
 class RunSpec:
     """A benchmark run to replay. arrival: 'burst' (every request at t=0), 'poisson' / 'constant' at ``rate``
     requests/s, or 'closed' (``concurrency`` requests in flight); a rate run with a ``concurrency`` sends each
-    request at its arrival or when one of the client's ``concurrency`` slots frees, whichever is later. ``max_total``: prompt + output cap of the client's
-    dataset filter (ShareGPT), else None. ``random``: whether the lengths are drawn (a fixed-length run with a
-    deterministic arrival replays identically, so one seed suffices)."""
+    request at its arrival or when one of the client's ``concurrency`` slots frees, whichever is later.
+    ``max_total``: prompt + output cap of the client's dataset filter (ShareGPT), else None. ``random``: whether the
+    lengths are drawn (a fixed-length run with a deterministic arrival replays identically, so one seed suffices)."""
 
     client: str
     dataset: str

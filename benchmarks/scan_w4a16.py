@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import accuracy as acc  # noqa: E402
-from fit_oss_engines import source_page  # noqa: E402
+from fit_oss_engines import emit_report, source_page  # noqa: E402
 from published_rows import run_weights, weighted_summary  # noqa: E402
 
 from clusterfit.perfmodel import step as st  # noqa: E402
@@ -76,21 +75,17 @@ def main(argv=None) -> int:
     rows = w4a16_rows(a.csv)
     errs = errors_by_cap(rows)
     rows = [r for r in rows if all(r["id"] in e for e in errs.values())]
-    key = source_page
-    pages = sorted({key(r) for r in rows})
+    pages = sorted({source_page(r) for r in rows})
     held, picks = {}, {}
     for pg in pages:
-        train = [r for r in rows if key(r) != pg]
+        train = [r for r in rows if source_page(r) != pg]
         best = min(CAPS, key=lambda c: summary(train, errs[c])["median_ape"])
         picks[pg] = best
-        held.update({r["id"]: errs[best][r["id"]] for r in rows if key(r) == pg})
+        held.update({r["id"]: errs[best][r["id"]] for r in rows if source_page(r) == pg})
     report = {"rows": len(rows), "pages": len(pages), "w4a16_m0": st.W4A16_M0, "shipped_cap": st.W4A16_MAX_EFF,
               "in_sample": {str(c): summary(rows, errs[c]) for c in CAPS},
               "leave_one_page_out": {"picks": picks, "held_out": summary(rows, held)}}
-    text = json.dumps(report, indent=1)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
+    emit_report(report, a.out)
     return 0
 
 

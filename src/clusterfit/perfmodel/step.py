@@ -65,28 +65,29 @@ def effective_compute_dtype(gpu: Gpu, dtype: str) -> str:
     return dtype
 
 
-#: Highest fraction of the bf16 dense peak a W4A16 grouped GEMM reaches on GPUs without fp4 tensor cores.
-#: The 4-bit weights are unpacked and scaled on the CUDA cores in the GEMM main loop (Triton matmul_ogs
-#: mxfp4 on Hopper, Marlin MoE on Ampere, TensorRT-LLM moe backend TRITON = W4A16_MXFP4), so at large M the kernel
-#: is bound by that dequantisation, not by the tensor cores: triton-lang/triton PR #11361 reports the native Hopper
-#: mxfp4 x bf16 matmul losing to "weight cast + dense bf16 matmul" at large M. 0.20 (~200 TFLOP/s on H100/H200,
-#: ~62 on A100) is scanned, not a measured kernel figure: over 0.15..0.35 on the gpt-oss rows of GPUs without fp4
-#: (TensorRT-LLM and vLLM, both development CSVs, 248 rows, 58 runs) together with W4A16_M0; leaving each of the
-#: four source pages out in turn picked 0.20 three times and 0.25 once (held out 18.9% / -2.4% / 49.5%, a run whose
-#: output was not kept), and vLLM's constants were then fitted with 0.20. Rerun on those constants (benchmarks/scan_w4a16.py,
-#: benchmarks/results/scan-w4a16.json) the in-sample optimum is 0.25 (14.8% against 16.4% median) and the page
-#: folds split 0.20 / 0.25 two and two (held out 19.0% / +5.3% / 51.5%): 0.20 stays, the two constants being fitted
-#: one after the other. (0.30, scanned with the fp8 m0 before, gives 17.9% / +4.4% / 52.4% in-sample now.)
+#: Highest fraction of the bf16 dense peak a W4A16 grouped GEMM reaches on GPUs without fp4 tensor cores. The 4-bit
+#: weights are unpacked and scaled on the CUDA cores in the GEMM main loop (Triton matmul_ogs mxfp4 on Hopper, Marlin
+#: MoE on Ampere, TensorRT-LLM moe backend TRITON = W4A16_MXFP4), so at large M the kernel is bound by that
+#: dequantisation, not by the tensor cores: triton-lang/triton PR #11361 reports the native Hopper mxfp4 x bf16 matmul
+#: losing to "weight cast + dense bf16 matmul" at large M. 0.20 (~200 dense TFLOP/s on H100/H200, ~62 on A100) is
+#: scanned, not a measured kernel figure: over 0.15..0.35 on the gpt-oss rows of GPUs without fp4 (TensorRT-LLM and
+#: vLLM, both development CSVs, 248 rows, 58 runs) together with W4A16_M0; leaving each of the four source pages out in
+#: turn picked 0.20 three times and 0.25 once (held out 18.9% / -2.4% / 49.5%, a run whose output was not kept), and
+#: vLLM's constants were then fitted with 0.20. Rerun on those constants (benchmarks/scan_w4a16.py,
+#: benchmarks/results/scan-w4a16.json) the in-sample optimum is 0.25 (14.8% against 16.4% median) and the page folds
+#: split 0.20 / 0.25 two and two (held out 19.0% / +5.3% / 51.5%): 0.20 stays, the two constants being fitted one after
+#: the other. (0.30, scanned with the fp8 m0 before, gives 17.9% / +4.4% / 52.4% in-sample now.)
 W4A16_MAX_EFF = 0.20
 
-#: Rows of fill cost of a W4A16 grouped GEMM (the ``m0`` of its efficiency eff_max / (1 + m0 / m)), in place of
-#: the shipped fit's fp8 grouped-GEMM m0 (~185 rows per expert, measured on H200: catalog/kernels/h200-fit.json).
-#: W4A16 kernels (Marlin MoE, Triton matmul_ogs mxfp4) tile M in 16-row steps of the mma.m16n8k16 instruction, and
-#: the Marlin paper (Frantar et al. 2024, arXiv:2408.11743, abstract) measures them staying weight-streaming bound,
-#: with close to the ideal 4x speedup over fp16, up to batch 16-32. With m0 = 16, eff_max from the shipped fit and
-#: the W4A16_MAX_EFF cap, the compute term of an A100 W4A16 expert crosses its 4.25-bit weight streaming at about
-#: 20 rows; the fp8 m0 put the compute floor at 4x the weight-read time at any batch (gpt-oss-120b on A100: decode
-#: at concurrency 4 predicted 30.7 ms per step against 11.7 ms measured, OSS2-1076).
+#: Rows of fill cost of a W4A16 grouped GEMM (the ``m0`` of its efficiency eff_max / (1 + m0 / m)), in place of the
+#: shipped fit's fp8 grouped-GEMM m0 (~185 rows per expert, measured on H200: catalog/kernels/h200-fit.json). W4A16
+#: kernels (Marlin MoE, Triton matmul_ogs mxfp4) tile M in 16-row steps of the mma.m16n8k16 instruction, and the Marlin
+#: paper (Frantar et al. 2024, arXiv:2408.11743, abstract) measures them staying weight-streaming bound, with close to
+#: the ideal 4x speedup over fp16, up to batch 16-32. With m0 = 16, eff_max from the shipped fit and the W4A16_MAX_EFF
+#: cap (engine scales 1), the compute term of an A100 W4A16 expert crosses its 4.25-bit weight streaming at 14 rows (312
+#: dense bf16 TFLOP/s, 2.039 TB/s x the MoE fit's 0.591); the fp8 m0 put the compute floor at 3.8x the weight-read time
+#: at any batch (gpt-oss-120b on A100: decode at concurrency 4 predicted 30.7 ms per step against 11.7 ms measured,
+#: OSS2-1076).
 W4A16_M0 = 16.0
 
 
@@ -168,10 +169,10 @@ class LinearAttention:
 
 #: Fraction of the datasheet HBM bandwidth at which a delta-rule decode step (vLLM / SGLang's Triton
 #: fused_recurrent_gated_delta_rule_fwd: read each sequence's recurrent state, update it, write it back) moves its
-#: state. vllm-project/vllm PR #31722 (merged 2026-01) times the kernel on one H200 at Qwen3-Next shapes (16 value
-#: heads of 128 x 128 per rank at TP2, bf16 state): 420.2 us at batch 1,024 and 212.7 us at batch 512, i.e.
-#: 2 x 1,024 x 16 x 128 x 128 x 2 B / 420.2 us = 2.56 TB/s = 0.53 of 4.8 TB/s (0.53 at 512; 0.52 at TP4, 8 heads).
-#: Before that PR the same kernel ran at 0.33. Softmax attention's decode kernels stream at the measured
+#: state. vllm-project/vllm PR #31722 (merged 2026-01) times the kernel on one H200 at Qwen3-Next shapes (16 value heads
+#: of 128 x 128 per rank at TP2, bf16 state): 420.2 us at batch 1,024 and 212.7 us at batch 512, i.e. 2 x 1,024 x 16 x
+#: 128 x 128 x 2 B / 420.2 us = 2.56 TB/s = 0.53 of the datasheet 4.8 TB/s (decimal TB; 0.53 at 512, 0.52 at TP4,
+#: 8 heads). Before that PR the same kernel ran at 0.33. Softmax attention's decode kernels stream at the measured
 #: attn_decode_mem_eff (~0.99 on the H200).
 DELTA_RULE_STATE_MEM_EFF = 0.53
 #: Linear-attention kinds (attention.Attention.linear_kind) whose decode runs that delta-rule kernel.
@@ -516,7 +517,7 @@ class StepModel:
         if not host:
             return t
         host_s = self.host_s(P, D)
-        if self.engine.async_scheduling:
+        if self.host_terms[2]:
             # the host prepares step n+1 while the GPU runs step n (vLLM async scheduling, SGLang's overlap
             # scheduler, TensorRT-LLM's overlap scheduler): only the host time beyond the GPU's is exposed
             host_s = np.maximum(host_s - t, 0.0)
@@ -545,12 +546,19 @@ class StepModel:
         this and add ``host_s`` exactly, since under async scheduling a step is max(GPU, host), not a sum)."""
         return self._step(prefill_tokens, prefill_attended, decode_seqs, decode_attended, None, None, host=False)
 
+    @property
+    def host_terms(self) -> tuple[float, float, bool]:
+        """(seconds per step, seconds per running sequence, overlapped with the GPU): the law of ``host_s`` and of
+        how a step combines it with the GPU time, for callers that cost scalar steps themselves (sim.StepTimer)."""
+        e = self.engine
+        return e.step_overhead_s, e.seq_overhead_s, e.async_scheduling
+
     def host_s(self, prefill_tokens: ArrayLike, decode_seqs: ArrayLike) -> Num:
         """Host seconds the engine spends preparing one step: per step, plus per running sequence (a prefilling
         request counts once). step_s adds it to the GPU time, or takes the larger under ``Engine.async_scheduling``."""
+        per_step, per_seq, _ = self.host_terms
         P = np.asarray(prefill_tokens, dtype=float)
-        D = np.asarray(decode_seqs, dtype=float)
-        return self.engine.step_overhead_s + self.engine.seq_overhead_s * (D + (P > 0))
+        return per_step + per_seq * (np.asarray(decode_seqs, dtype=float) + (P > 0))
 
     def decode_step_s(self, batch: ArrayLike, context: ArrayLike) -> Num:
         """One decode iteration of ``batch`` sequences each with ``context`` cached tokens."""

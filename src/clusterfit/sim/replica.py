@@ -81,10 +81,10 @@ class Replica:
             self.draft_factor = 1.0 + sp.draft_cost * k
         self.alive = True
         self.accepting = True
-        engine = getattr(getattr(timer, "model", None), "engine", None)
-        self.mixed = bool(getattr(engine, "mixed_batches", True))
+        model = getattr(timer, "model", None)
+        self.mixed = bool(getattr(getattr(model, "engine", None), "mixed_batches", True))
         self.step_decodes = True  # whether the planned mixed step advances the decoding sequences
-        rule = kv_rule(getattr(timer, "model", None))
+        rule = kv_rule(model)
         self.kv_rule: Any = rule
         self.ranks, self.rank_budget = 1, math.inf
         if rule is not None:

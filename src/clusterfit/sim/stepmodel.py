@@ -14,16 +14,17 @@ attended). Pure prefill and pure decode steps are exact at the grid points; betw
 is that of linear interpolation on geometric grids (a test bounds it). ``exact=True`` calls the model
 directly instead.
 
-A model that also has ``gpu_step_s`` (the same arguments, without the engine's host time), ``host_s(prefill_tokens,
-decode_seqs)`` and ``engine.async_scheduling`` (clusterfit's StepModel) is tabled on its GPU time, and the host
-time is added exactly at each lookup: a sum, or under async scheduling max(GPU, host), which no additive table
-of the whole step can follow.
+A model that also has ``gpu_step_s`` (the same arguments, without the engine's host time) and ``host_terms``
+(clusterfit's StepModel: seconds per step, per running sequence, and whether the host overlaps the GPU) is tabled on
+its GPU time, and the host time is added exactly at each lookup: a sum, or under async scheduling max(GPU, host),
+which no additive table of the whole step can follow.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -85,11 +86,11 @@ class StepTimer:
         self.max_num_batched_tokens = int(max_num_batched_tokens)
         self.max_num_seqs = int(max_num_seqs)
         self.max_context = int(max_context)
-        # (step, per sequence, overlapped) host seconds when the model separates them (see the module docstring)
-        self._host: tuple[float, float, bool] | None = None
-        if hasattr(model, "gpu_step_s") and hasattr(model, "host_s") and hasattr(model, "engine"):
-            h0 = float(np.asarray(model.host_s(0.0, 0.0)))
-            self._host = (h0, float(np.asarray(model.host_s(0.0, 1.0))) - h0, bool(model.engine.async_scheduling))
+        # the model's host law when it keeps the host time apart (see the module docstring); the tables then hold
+        # its GPU time
+        gpu_step = getattr(model, "gpu_step_s", None)
+        self._host: tuple[float, float, bool] | None = getattr(model, "host_terms", None) if gpu_step else None
+        self._tabled: Callable[..., Any] = gpu_step if gpu_step is not None and self._host is not None else model.step_s
         if not exact:
             self._build_tables()
 
@@ -104,9 +105,7 @@ class StepTimer:
         return gpu + host
 
     def _call(self, p, pa, d, da) -> np.ndarray:
-        # the GPU part when the host time is kept apart (a model with gpu_step_s / host_s, checked in __init__)
-        step = getattr(self.model, "gpu_step_s") if self._host is not None else self.model.step_s
-        out = np.asarray(step(p, pa, d, da), dtype=float)
+        out = np.asarray(self._tabled(p, pa, d, da), dtype=float)
         if not np.all(np.isfinite(out)) or np.any(out <= 0):
             raise ClusterfitError("the step model returned a non-positive or non-finite step time")
         return out
