@@ -381,3 +381,12 @@ def test_cli_bad_catalog_exits_2(tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["hardware", "--catalog", str(f), "--json"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("gpu, cc", [("a100", 8.0), ("A100-PCIE-80GB", 8.0), ("l40s", 8.9), ("h100", 9.0),
+                                     ("h200", 9.0), ("gh200_144gb", 9.0), ("b200", 10.0), ("GB200", 10.0),
+                                     ("b300", 10.3), ("RTX-PRO-6000-Blackwell-Server", 12.0), ("mi300x", None)])
+def test_compute_capability_from_nvidias_table(cat, gpu, cc):
+    """developer.nvidia.com/cuda-gpus: 8.0 A100, 8.9 L40S, 9.0 H100 / H200 / GH200, 10.0 B200 / GB200, 10.3 B300,
+    12.0 RTX PRO 6000 Blackwell; AMD parts have none."""
+    assert cat.gpu(gpu).compute_capability == cc

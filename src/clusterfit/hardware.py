@@ -56,6 +56,7 @@ class Gpu:
     nvlink_bridge_gpus: int | None = None  # PCIe cards: how many cards one bridge joins
     sparse_flops: dict[str, float] = field(default_factory=dict, compare=False, hash=False)  # documentation only
     unverified: tuple[str, ...] = ()  # catalog fields not confirmed in the consulted sources
+    compute_capability: float | None = None  # NVIDIA CUDA compute capability (8.0 A100, 9.0 Hopper); None elsewhere
 
     @property
     def usable_memory_bytes(self) -> int:
@@ -173,6 +174,8 @@ class GpuEntry(_Entry):
     nvlink_bridge_gpus: int | None = Field(default=None, ge=2)
     pcie_gen: int | None = Field(default=None, ge=1, le=8)
     tdp_w: float | None = Field(default=None, gt=0, le=MAX_TDP_W)
+    compute_capability: float | None = Field(default=None, ge=1.0, le=20.0,
+                                             description="NVIDIA CUDA compute capability, e.g. 9.0")
     unverified: list[str] = Field(default_factory=list)
     src: dict[str, str] = Field(default_factory=dict)
     notes: str | None = None
@@ -499,6 +502,7 @@ def _gpu_record(gpu_id: str, e: GpuEntry) -> Gpu:
         sparse_flops={k: v * 1e12 for k, v in {"bf16": e.bf16_tflops_sparse, "fp8": e.fp8_tflops_sparse,
                                                "fp4": e.fp4_tflops_sparse}.items() if v},
         unverified=tuple(e.unverified),
+        compute_capability=e.compute_capability,
     )
 
 

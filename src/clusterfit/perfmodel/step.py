@@ -65,27 +65,35 @@ def effective_compute_dtype(gpu: Gpu, dtype: str) -> str:
     return dtype
 
 
-#: Highest fraction of the bf16 dense peak a W4A16 grouped GEMM reaches on GPUs without fp4 tensor cores. The 4-bit
-#: weights are unpacked and scaled on the CUDA cores in the GEMM main loop (Triton matmul_ogs mxfp4 on Hopper, Marlin
-#: MoE on Ampere, TensorRT-LLM moe backend TRITON = W4A16_MXFP4), so at large M the kernel is bound by that
-#: dequantisation, not by the tensor cores: triton-lang/triton PR #11361 reports the native Hopper mxfp4 x bf16 matmul
-#: losing to "weight cast + dense bf16 matmul" at large M. 0.20 (~200 dense TFLOP/s on H100/H200, ~62 on A100) is
-#: scanned, not a measured kernel figure: over 0.15..0.35 on the gpt-oss rows of GPUs without fp4 (TensorRT-LLM and
-#: vLLM, both development CSVs, 248 rows, 58 runs) together with W4A16_M0; leaving each of the four source pages out in
-#: turn picked 0.20 three times and 0.25 once (held out 18.9% / -2.4% / 49.5%, a run whose output was not kept), and
-#: vLLM's constants were then fitted with 0.20. Rerun on those constants (benchmarks/scan_w4a16.py,
-#: benchmarks/results/scan-w4a16.json) the in-sample optimum is 0.25 (14.8% against 16.4% median) and the page folds
-#: split 0.20 / 0.25 two and two (held out 19.0% / +5.3% / 51.5%): 0.20 stays, the two constants being fitted one after
-#: the other. (0.30, scanned with the fp8 m0 before, gives 17.9% / +4.4% / 52.4% in-sample now.)
+#: Highest fraction of the bf16 dense peak a W4A16 grouped GEMM reaches on Hopper and AMD GPUs (no fp4 tensor
+#: cores; compute capability 9.0 or not NVIDIA). The 4-bit weights are unpacked and scaled on the CUDA cores in the
+#: GEMM main loop of the Triton matmul_ogs mxfp4 kernel (vLLM's backend on compute capability 9.0,
+#: vllm/model_executor/layers/quantization/mxfp4.py get_mxfp4_backend; TensorRT-LLM moe backend TRITON =
+#: W4A16_MXFP4), so at large M the kernel is bound by that dequantisation, not by the tensor cores:
+#: triton-lang/triton PR #11361 reports the native Hopper mxfp4 x bf16 matmul losing to "weight cast + dense bf16
+#: matmul" at large M. 0.20 (~200 dense TFLOP/s on H100/H200) is scanned, not a measured kernel figure:
+#: benchmarks/scan_w4a16.py over the gpt-oss rows of these GPUs (TensorRT-LLM and vLLM, both development CSVs),
+#: leaving each source page out in turn (benchmarks/results/scan-w4a16.json); vLLM's constants were fitted with it.
 W4A16_MAX_EFF = 0.20
+
+#: The same ceiling for the Marlin MoE kernel, which vLLM runs for mxfp4 experts below compute capability 9.0
+#: (get_mxfp4_backend: ``get_device_capability()[0] < 9`` -> Marlin; A100, L40S). Marlin orders its dequantisation
+#: and tensor-core instructions so that both pipelines stay busy (IST-DASLab/marlin README, "Techniques"), so its
+#: large-M ceiling sits higher than the Triton kernel's: 0.30 of the dense bf16 peak (~94 TFLOP/s on an A100),
+#: scanned the same way on the A100 pages (benchmarks/scan_w4a16.py, results/scan-w4a16.json: 162 rows, 27 runs;
+#: in-sample 12.1% / -3.4% / 42.8% at 0.30 against 21.1% / +4.5% / 62.7% at 0.20; leaving each page out, the other
+#: picks 0.30 / 0.25, held out 16.0% / -1.8% / 42.1%). Under the 0.20 Triton ceiling vLLM's gpt-oss-20b on one A100
+#: ran its prefill-heavy rows up to 2x faster than predicted.
+W4A16_MARLIN_MAX_EFF = 0.30
 
 #: Rows of fill cost of a W4A16 grouped GEMM (the ``m0`` of its efficiency eff_max / (1 + m0 / m)), in place of the
 #: shipped fit's fp8 grouped-GEMM m0 (~185 rows per expert, measured on H200: catalog/kernels/h200-fit.json). W4A16
 #: kernels (Marlin MoE, Triton matmul_ogs mxfp4) tile M in 16-row steps of the mma.m16n8k16 instruction, and the Marlin
 #: paper (Frantar et al. 2024, arXiv:2408.11743, abstract) measures them staying weight-streaming bound, with close to
-#: the ideal 4x speedup over fp16, up to batch 16-32. With m0 = 16, eff_max from the shipped fit and the W4A16_MAX_EFF
-#: cap (engine scales 1), the compute term of an A100 W4A16 expert crosses its 4.25-bit weight streaming at 14 rows (312
-#: dense bf16 TFLOP/s, 2.039 TB/s x the MoE fit's 0.591); the fp8 m0 put the compute floor at 3.8x the weight-read time
+#: the ideal 4x speedup over fp16, up to batch 16-32. With m0 = 16, eff_max from the shipped fit and the Marlin cap
+#: (engine scales 1), the compute term of an A100 W4A16 expert crosses its 4.25-bit weight streaming at 21 rows (312
+#: dense bf16 TFLOP/s, 2.039 TB/s x the MoE fit's 0.591; 14 rows under the 0.20 Triton cap, which A100 had before
+#: W4A16_MARLIN_MAX_EFF); the fp8 m0 put the compute floor at 3.8x the weight-read time
 #: at any batch (gpt-oss-120b on A100: decode at concurrency 4 predicted 30.7 ms per step against 11.7 ms measured,
 #: OSS2-1076).
 W4A16_M0 = 16.0
@@ -97,8 +105,22 @@ def w4a16_cap(gpu: Gpu, fmt: WeightFormat) -> float:
     A cap, not a factor: at small M per expert the grouped GEMM is already far below it (tile fill, weight
     streaming), which is where W4A16's dequantisation hides behind the memory reads."""
     if fmt.bytes_per_param < 1.0 and effective_compute_dtype(gpu, fmt.compute_dtype) == "bf16":
-        return W4A16_MAX_EFF
+        return W4A16_MARLIN_MAX_EFF if w4a16_kernel(gpu, fmt) == "marlin" else W4A16_MAX_EFF
     return float("inf")
+
+
+def w4a16_kernel(gpu: Gpu, fmt: WeightFormat) -> str:
+    """The W4A16 MoE kernel family the engines run: 'marlin' or 'triton' (matmul_ogs).
+
+    mxfp4 experts follow vLLM's get_mxfp4_backend: Marlin on NVIDIA GPUs below compute capability 9.0, Triton on
+    Hopper and ROCm (and on GPUs with no stated compute capability). int4 experts (GPTQ / AWQ / compressed-tensors
+    W4A16) run vLLM's Marlin MoE on every NVIDIA GPU (gptq_marlin.py / awq_marlin.py MoE methods)."""
+    if gpu.vendor != "nvidia":
+        return "triton"
+    if fmt.name.startswith("int4"):
+        return "marlin"
+    cc = gpu.compute_capability
+    return "marlin" if cc is not None and cc < 9.0 else "triton"
 
 
 # ------------------------------------------------------------------------------------------ coefficients
