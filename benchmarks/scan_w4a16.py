@@ -1,5 +1,5 @@
-"""Scan the W4A16 MoE ceilings (clusterfit.perfmodel.step.W4A16_MAX_EFF for the Triton matmul_ogs kernel,
-W4A16_MARLIN_MAX_EFF for Marlin) with leave-one-source-page-out validation, one kernel family at a time.
+"""Scan the W4A16 MoE ceilings (clusterfit.perfmodel.step.WEIGHT_ONLY_MAX_EFF for the Triton matmul_ogs kernel,
+WEIGHT_ONLY_MARLIN_MAX_EFF for Marlin) with leave-one-source-page-out validation, one kernel family at a time.
 
     python benchmarks/scan_w4a16.py ../shared/reference/published/measured-dev.csv \\
         ../shared/reference/published/measured-oss2-dev.csv --out benchmarks/results/scan-w4a16.json
@@ -7,9 +7,9 @@ W4A16_MARLIN_MAX_EFF for Marlin) with leave-one-source-page-out validation, one 
 Rows: every gpt-oss row (the models whose experts ship in mxfp4) on a GPU without fp4 tensor cores (A100, H100,
 H200; Blackwell, MI300-class and RTX PRO rows are left out), TensorRT-LLM and vLLM (SGLang's gpt-oss rows on those
 GPUs run 3-15x below both other engines on the same pages, so they would only pull the ceiling down for the
-others). The rows split by the kernel vLLM runs on their GPU (step.w4a16_kernel: Marlin below compute capability
+others). The rows split by the kernel vLLM runs on their GPU (step.weight_only_kernel: Marlin below compute capability
 9.0, Triton on Hopper); each family's ceiling is scanned on its own rows, the other family's held at its shipped
-value. For each candidate ceiling every row is predicted once (W4A16_M0 = 16 rows of tile fill throughout); then
+value. For each candidate ceiling every row is predicted once (WEIGHT_ONLY_M0 = 16 rows of tile fill throughout); then
 each source page in turn is held out, the ceiling with the lowest run-weighted median error on the family's other
 pages is chosen, and the held-out page is scored with it. The report gives every candidate's in-sample figures, the
 choice per held-out page and the pooled held-out figures (run-weighted, benchmarks/published_rows.weighted_summary).
@@ -33,7 +33,7 @@ from clusterfit.precision import weight_format  # noqa: E402
 
 CAPS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 #: kernel family -> the step-module constant that holds its ceiling
-FAMILIES = {"triton": "W4A16_MAX_EFF", "marlin": "W4A16_MARLIN_MAX_EFF"}
+FAMILIES = {"triton": "WEIGHT_ONLY_MAX_EFF", "marlin": "WEIGHT_ONLY_MARLIN_MAX_EFF"}
 NO_W4A16 = ("B200", "B300", "GB200", "GB300", "MI3", "RTX")
 
 
@@ -50,12 +50,12 @@ def w4a16_rows(paths: list[str]) -> list[dict]:
 def kernel_family(row: dict) -> str | None:
     """The W4A16 kernel vLLM runs on the row's GPU; None where the harness cannot place the GPU."""
     try:
-        return st.w4a16_kernel(acc.system_for(row["gpu"]).gpu, weight_format("mxfp4"))
+        return st.weight_only_kernel(acc.system_for(row["gpu"]).gpu, weight_format("mxfp4"))
     except (acc.Skip, acc.ClusterfitError):
         return None
 
 
-def errors_by_cap(rows: list[dict], caps=CAPS, constant: str = "W4A16_MAX_EFF") -> dict[float, dict[str, float]]:
+def errors_by_cap(rows: list[dict], caps=CAPS, constant: str = "WEIGHT_ONLY_MAX_EFF") -> dict[float, dict[str, float]]:
     """Row id -> error % for each value of the step-module ceiling ``constant`` (rows a ceiling cannot predict are
     left out of it)."""
     out: dict[float, dict[str, float]] = {}
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the JSON report here")
     a = ap.parse_args(argv)
     rows = w4a16_rows(a.csv)
-    report = {"w4a16_m0": st.W4A16_M0,
+    report = {"w4a16_m0": st.WEIGHT_ONLY_M0,
               "families": {fam: scan_family([r for r in rows if kernel_family(r) == fam], const)
                            for fam, const in FAMILIES.items()}}
     emit_report(report, a.out)

@@ -179,14 +179,14 @@ def test_w4a16_experts_stream_their_weights_at_small_batch_and_cap_at_large():
     ~15.3 distinct experts and the layer time is their 4.25-bit weights streamed at the measured MoE bandwidth
     (hand-computed below); the fp8 kernels' fill cost (m0 ~185 rows) once put a compute floor at 4x that. At 8,192
     tokens (256 rows per expert) the layer is bound by the W4A16 cap of the kernel vLLM runs below compute capability
-    9.0 (Marlin): FLOPs / (bf16 peak x W4A16_MARLIN_MAX_EFF)."""
+    9.0 (Marlin): FLOPs / (bf16 peak x WEIGHT_ONLY_MARLIN_MAX_EFF)."""
     from clusterfit.perfmodel import step as st
 
     system = load_hardware().system("a100")
     m = load_model("openai/gpt-oss-120b")
     sm = compile_step(m, system, Layout(tp=1), resolve_precision(m), get_engine("vllm"))
     (g,) = sm.moe
-    assert g.eff_cap == st.W4A16_MARLIN_MAX_EFF and g.m0 == st.W4A16_M0 and g.compute_dtype == "bf16"
+    assert g.eff_cap == st.WEIGHT_ONLY_MARLIN_MAX_EFF and g.m0 == st.WEIGHT_ONLY_M0 and g.compute_dtype == "bf16"
     c, eng = sm.curves, sm.engine
     hidden, inter, layers, experts, k = 2880, 2880, 36, 128, 4
     elems = 3 * hidden * inter                                         # gate, up, down of one expert
@@ -197,32 +197,37 @@ def test_w4a16_experts_stream_their_weights_at_small_batch_and_cap_at_large():
     bw = system.gpu.mem_bw_bytes_per_s * c.moe_mem_eff * eng.memory_scale
     got = sm.breakdown(0, 0, 4, 4 * 1024)["by_op_s"]["moe_experts"]
     assert got == pytest.approx(layers * (wbytes + abytes) / bw, rel=1e-6)
-    # large M: bound by the dequantising main loop at W4A16_MARLIN_MAX_EFF of the bf16 peak
+    # large M: bound by the dequantising main loop at WEIGHT_ONLY_MARLIN_MAX_EFF of the bf16 peak
     tokens = 8192
     flops = 2.0 * tokens * k * elems
     peak = system.gpu.peak_flops("bf16")
     got = sm.breakdown(tokens, tokens * tokens / 2, 0, 0)["by_op_s"]["moe_experts"]
-    assert got == pytest.approx(layers * flops / (peak * st.W4A16_MARLIN_MAX_EFF), rel=1e-6)
+    assert got == pytest.approx(layers * flops / (peak * st.WEIGHT_ONLY_MARLIN_MAX_EFF), rel=1e-6)
 
 
 @pytest.mark.parametrize("gpu, kernel", [("a100", "marlin"), ("A100-PCIE-80GB", "marlin"), ("l40s", "marlin"),
                                          ("h100", "triton"), ("h200", "triton"), ("gh200_96gb", "triton"),
                                          ("mi300x", "triton")])
-def test_w4a16_kernel_follows_vllms_backend_choice(gpu, kernel):
+def test_weight_only_kernel_follows_vllms_backend_choice(gpu, kernel):
     """vLLM's get_mxfp4_backend runs mxfp4 experts through Marlin below compute capability 9.0 (A100 8.0, L40S 8.9
-    in NVIDIA's table) and through Triton matmul_ogs on Hopper (9.0) and ROCm; the ceiling follows the kernel."""
+    in NVIDIA's table) and through Triton matmul_ogs on Hopper (9.0) and ROCm; fp8 experts through Marlin where the
+    GPU lacks fp8 tensor cores (quantization/fp8.py); the ceiling follows the kernel."""
     from clusterfit.perfmodel import step as st
     from clusterfit.precision import weight_format
 
     g, mxfp4, int4 = load_hardware().gpu(gpu), weight_format("mxfp4"), weight_format("int4")
-    assert st.w4a16_kernel(g, mxfp4) == kernel
-    cap = st.w4a16_cap(g, mxfp4)
-    assert cap == (st.W4A16_MARLIN_MAX_EFF if kernel == "marlin" else st.W4A16_MAX_EFF)
+    assert st.weight_only_kernel(g, mxfp4) == kernel
+    cap = st.weight_only_cap(g, mxfp4)
+    assert cap == (st.WEIGHT_ONLY_MARLIN_MAX_EFF if kernel == "marlin" else st.WEIGHT_ONLY_MAX_EFF)
     # GPTQ / AWQ int4 experts: Marlin MoE on every NVIDIA GPU, Blackwell included (bf16 math, no fp4 involved)
-    assert st.w4a16_kernel(g, int4) == ("triton" if g.vendor != "nvidia" else "marlin")
+    assert st.weight_only_kernel(g, int4) == ("triton" if g.vendor != "nvidia" else "marlin")
+    # fp8 experts: weight-only Marlin (W8A16) where the GPU has no fp8 tensor cores (A100), native fp8 elsewhere
+    fp8 = weight_format("fp8")
+    assert st.weight_only_cap(g, fp8) == (st.WEIGHT_ONLY_MARLIN_MAX_EFF if not g.dense_flops.get("fp8")
+                                          else float("inf"))
     b200 = load_hardware().gpu("b200")
-    assert st.w4a16_cap(b200, mxfp4) == float("inf")  # fp4 tensor cores: no dequantisation
-    assert st.w4a16_cap(b200, int4) == st.W4A16_MARLIN_MAX_EFF
+    assert st.weight_only_cap(b200, mxfp4) == float("inf")  # fp4 tensor cores: no dequantisation
+    assert st.weight_only_cap(b200, int4) == st.WEIGHT_ONLY_MARLIN_MAX_EFF
 
 
 def test_delta_rule_decode_streams_its_state_at_the_measured_kernel_bandwidth():

@@ -65,59 +65,65 @@ def effective_compute_dtype(gpu: Gpu, dtype: str) -> str:
     return dtype
 
 
-#: Highest fraction of the bf16 dense peak a W4A16 grouped GEMM reaches on Hopper and AMD GPUs (no fp4 tensor
-#: cores; compute capability 9.0 or not NVIDIA). The 4-bit weights are unpacked and scaled on the CUDA cores in the
-#: GEMM main loop of the Triton matmul_ogs mxfp4 kernel (vLLM's backend on compute capability 9.0,
-#: vllm/model_executor/layers/quantization/mxfp4.py get_mxfp4_backend; TensorRT-LLM moe backend TRITON =
-#: W4A16_MXFP4), so at large M the kernel is bound by that dequantisation, not by the tensor cores:
+#: Highest fraction of the bf16 dense peak a weight-only MoE GEMM (W4A16: 4-bit weights, bf16 math) reaches on
+#: Hopper and AMD GPUs (no fp4 tensor cores; compute capability 9.0 or not NVIDIA). The 4-bit weights are unpacked
+#: and scaled on the CUDA cores in the GEMM main loop of the Triton matmul_ogs mxfp4 kernel (vLLM's backend on
+#: compute capability 9.0, vllm/model_executor/layers/quantization/mxfp4.py get_mxfp4_backend; TensorRT-LLM moe
+#: backend TRITON = W4A16_MXFP4), so at large M the kernel is bound by that dequantisation, not by the tensor cores:
 #: triton-lang/triton PR #11361 reports the native Hopper mxfp4 x bf16 matmul losing to "weight cast + dense bf16
 #: matmul" at large M. 0.20 (~200 dense TFLOP/s on H100/H200) is scanned, not a measured kernel figure:
 #: benchmarks/scan_w4a16.py over the gpt-oss rows of these GPUs (TensorRT-LLM and vLLM, both development CSVs),
-#: leaving each source page out in turn (benchmarks/results/scan-w4a16.json); vLLM's constants were fitted with it.
-W4A16_MAX_EFF = 0.20
+#: leaving each source page out in turn (results/scan-w4a16.json: both folds pick 0.20, held out 10.5% / +1.9% /
+#: 29.1% over 86 rows); vLLM's constants were fitted with it.
+WEIGHT_ONLY_MAX_EFF = 0.20
 
-#: The same ceiling for the Marlin MoE kernel, which vLLM runs for mxfp4 experts below compute capability 9.0
-#: (get_mxfp4_backend: ``get_device_capability()[0] < 9`` -> Marlin; A100, L40S). Marlin orders its dequantisation
-#: and tensor-core instructions so that both pipelines stay busy (IST-DASLab/marlin README, "Techniques"), so its
-#: large-M ceiling sits higher than the Triton kernel's: 0.30 of the dense bf16 peak (~94 TFLOP/s on an A100),
-#: scanned the same way on the A100 pages (benchmarks/scan_w4a16.py, results/scan-w4a16.json: 162 rows, 27 runs;
-#: in-sample 12.1% / -3.4% / 42.8% at 0.30 against 21.1% / +4.5% / 62.7% at 0.20; leaving each page out, the other
-#: picks 0.30 / 0.25, held out 16.0% / -1.8% / 42.1%). Under the 0.20 Triton ceiling vLLM's gpt-oss-20b on one A100
-#: ran its prefill-heavy rows up to 2x faster than predicted.
-W4A16_MARLIN_MAX_EFF = 0.30
+#: The same ceiling for vLLM's Marlin MoE kernel, which runs weight-only experts where the GPU lacks the tensor
+#: cores of their format: mxfp4 below compute capability 9.0 (get_mxfp4_backend: ``get_device_capability()[0] < 9``
+#: -> Marlin; A100, L40S), fp8 on GPUs without fp8 tensor cores (W8A16: quantization/fp8.py, "For GPUs that lack
+#: FP8 hardware support, we can leverage the Marlin kernel for fast weight-only FP8 quantization", use_marlin = not
+#: has_device_capability(89); A100), int4 GPTQ / AWQ everywhere. Marlin orders its dequantisation and
+#: tensor-core instructions so that both pipelines stay busy (IST-DASLab/marlin README, "Techniques"), so its large-M
+#: ceiling sits higher than the Triton kernel's: 0.30 of the dense bf16 peak (~94 TFLOP/s on an A100), scanned on the
+#: A100 gpt-oss pages (benchmarks/scan_w4a16.py, results/scan-w4a16.json: 162 rows, 27 runs; in-sample 12.1% / -3.4%
+#: / 42.8% at 0.30 against 21.1% / +4.5% / 62.7% at 0.20; leaving each page out, the other picks 0.30 / 0.25, held
+#: out 16.0% / -1.8% / 42.1%). Under the 0.20 Triton ceiling vLLM's gpt-oss-20b on one A100 ran its prefill-heavy
+#: rows up to 2x faster than predicted.
+WEIGHT_ONLY_MARLIN_MAX_EFF = 0.30
 
-#: Rows of fill cost of a W4A16 grouped GEMM (the ``m0`` of its efficiency eff_max / (1 + m0 / m)), in place of the
-#: shipped fit's fp8 grouped-GEMM m0 (~185 rows per expert, measured on H200: catalog/kernels/h200-fit.json). W4A16
-#: kernels (Marlin MoE, Triton matmul_ogs mxfp4) tile M in 16-row steps of the mma.m16n8k16 instruction, and the Marlin
-#: paper (Frantar et al. 2024, arXiv:2408.11743, abstract) measures them staying weight-streaming bound, with close to
-#: the ideal 4x speedup over fp16, up to batch 16-32. With m0 = 16, eff_max from the shipped fit and the Marlin cap
-#: (engine scales 1), the compute term of an A100 W4A16 expert crosses its 4.25-bit weight streaming at 21 rows (312
-#: dense bf16 TFLOP/s, 2.039 TB/s x the MoE fit's 0.591; 14 rows under the 0.20 Triton cap, which A100 had before
-#: W4A16_MARLIN_MAX_EFF); the fp8 m0 put the compute floor at 3.8x the weight-read time
-#: at any batch (gpt-oss-120b on A100: decode at concurrency 4 predicted 30.7 ms per step against 11.7 ms measured,
-#: OSS2-1076).
-W4A16_M0 = 16.0
+#: Rows of fill cost of a weight-only grouped GEMM (the ``m0`` of its efficiency eff_max / (1 + m0 / m)), in place
+#: of the shipped fit's fp8 grouped-GEMM m0 (~185 rows per expert, measured on H200: catalog/kernels/h200-fit.json).
+#: These kernels (Marlin MoE, Triton matmul_ogs mxfp4) tile M in 16-row steps of the mma.m16n8k16 instruction, and
+#: the Marlin paper (Frantar et al. 2024, arXiv:2408.11743, abstract) measures them staying weight-streaming bound,
+#: with close to the ideal 4x speedup over fp16, up to batch 16-32. With m0 = 16, eff_max from the shipped fit and
+#: the Marlin cap (engine scales 1), the compute term of an A100 mxfp4 expert crosses its 4.25-bit weight streaming
+#: at 21 rows (312 dense bf16 TFLOP/s, 2.039 TB/s x the MoE fit's 0.591; 14 rows under the 0.20 Triton cap, which A100
+#: had before WEIGHT_ONLY_MARLIN_MAX_EFF); the fp8 m0 put the compute floor at 3.8x the weight-read time at any batch
+#: (gpt-oss-120b on A100: decode at concurrency 4 predicted 30.7 ms per step against 11.7 ms measured, OSS2-1076).
+WEIGHT_ONLY_M0 = 16.0
 
 
-def w4a16_cap(gpu: Gpu, fmt: WeightFormat) -> float:
-    """Cap on the compute efficiency of a MoE GEMM whose 4-bit weights are dequantised in its main loop (W4A16).
+def weight_only_cap(gpu: Gpu, fmt: WeightFormat) -> float:
+    """Cap on the compute efficiency of a MoE GEMM whose weights are dequantised in its main loop (weight-only:
+    4-bit weights on a GPU without fp4 tensor cores, fp8 weights on one without fp8 tensor cores); inf otherwise.
 
     A cap, not a factor: at small M per expert the grouped GEMM is already far below it (tile fill, weight
-    streaming), which is where W4A16's dequantisation hides behind the memory reads."""
-    if fmt.bytes_per_param < 1.0 and effective_compute_dtype(gpu, fmt.compute_dtype) == "bf16":
-        return W4A16_MARLIN_MAX_EFF if w4a16_kernel(gpu, fmt) == "marlin" else W4A16_MAX_EFF
+    streaming), which is where the dequantisation hides behind the memory reads."""
+    four_bit = fmt.bytes_per_param < 1.0 and effective_compute_dtype(gpu, fmt.compute_dtype) == "bf16"
+    w8a16 = fmt.compute_dtype == "fp8" and not gpu.dense_flops.get("fp8")
+    if four_bit or w8a16:
+        return WEIGHT_ONLY_MARLIN_MAX_EFF if weight_only_kernel(gpu, fmt) == "marlin" else WEIGHT_ONLY_MAX_EFF
     return float("inf")
 
 
-def w4a16_kernel(gpu: Gpu, fmt: WeightFormat) -> str:
-    """The W4A16 MoE kernel family the engines run: 'marlin' or 'triton' (matmul_ogs).
+def weight_only_kernel(gpu: Gpu, fmt: WeightFormat) -> str:
+    """The weight-only MoE kernel family the engines run: 'marlin' or 'triton' (matmul_ogs).
 
     mxfp4 experts follow vLLM's get_mxfp4_backend: Marlin on NVIDIA GPUs below compute capability 9.0, Triton on
     Hopper and ROCm (and on GPUs with no stated compute capability). int4 experts (GPTQ / AWQ / compressed-tensors
-    W4A16) run vLLM's Marlin MoE on every NVIDIA GPU (gptq_marlin.py / awq_marlin.py MoE methods)."""
+    W4A16) and fp8 experts on GPUs without fp8 tensor cores run vLLM's Marlin MoE on NVIDIA GPUs."""
     if gpu.vendor != "nvidia":
         return "triton"
-    if fmt.name.startswith("int4"):
+    if fmt.name.startswith("int4") or fmt.compute_dtype == "fp8":
         return "marlin"
     cc = gpu.compute_capability
     return "marlin" if cc is not None and cc < 9.0 else "triton"
@@ -206,8 +212,8 @@ class MoEGroup:
     """Identical routed-expert layers (``count`` of them) on one GPU of a layout.
 
     ep / moe_tp: expert-parallel ranks and the split of each expert; w_bytes_per_elem, peak_flops and
-    compute_dtype: the experts' format; eff_cap: the W4A16 cap on the compute efficiency (w4a16_cap); m0: the
-    rows of fill cost of the grouped GEMM (the kernel fit's moe m0, W4A16_M0 for W4A16 kernels).
+    compute_dtype: the experts' format; eff_cap: the weight-only cap on the compute efficiency (weight_only_cap); m0:
+    the rows of fill cost of the grouped GEMM (the kernel fit's moe m0, WEIGHT_ONLY_M0 for weight-only kernels).
     """
 
     count: float
@@ -853,8 +859,8 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     attn = tuple(AttentionGroup(cnt, *key) for key, cnt in tally.attn_counts.items())
     ef = precision.formats["routed_experts"]
     ecd = effective_compute_dtype(gpu, ef.compute_dtype)
-    cap = w4a16_cap(gpu, ef)
-    m0 = W4A16_M0 if np.isfinite(cap) else curves.moe_m0
+    cap = weight_only_cap(gpu, ef)
+    m0 = WEIGHT_ONLY_M0 if np.isfinite(cap) else curves.moe_m0
     moe = tuple(MoEGroup(cnt, ffn, model.hidden, max(ep, 1), moe_tp, ef.bytes_per_param, gpu.peak_flops(ecd), ecd,
                          cap, m0) for ffn, cnt in tally.moe_counts.items())
     # weights per GPU from the memory model (exact formats, replicated and uneven shards); KV per token from the
