@@ -1063,7 +1063,7 @@ RUN_METRICS = {
     "output_tokens_per_s_per_gpu": ("output_tps_per_gpu", 1.0), "total_tokens_per_s_per_gpu": ("total_tps_per_gpu", 1.0),
     "ttft_ms_mean": ("ttft_mean", 1e3), "ttft_ms_p50": ("ttft_p50", 1e3), "ttft_ms": ("ttft_mean", 1e3),
     "ttft_s": ("ttft_mean", 1.0), "tpot_ms_mean": ("tpot_mean", 1e3), "tpot_ms_p50": ("tpot_p50", 1e3),
-    "tpot_ms": ("tpot_mean", 1e3), "itl_ms_mean": ("itl_mean", 1e3), "itl_ms_p50": ("tpot_p50", 1e3),
+    "tpot_ms": ("tpot_mean", 1e3), "itl_ms_mean": ("itl_mean", 1e3), "itl_ms_p50": ("itl_p50", 1e3),
     "e2e_latency_ms_mean": ("e2e_mean", 1e3), "e2e_latency_ms_p50": ("e2e_p50", 1e3),
     "e2e_latency_s_mean": ("e2e_mean", 1.0)}
 #: Requests simulated per run: the run's own count, repeated with seeds 0, 1, ... (fresh length draws and Poisson
@@ -1144,7 +1144,8 @@ def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
                         ("tpot_mean", tpot.mean() if tpot.size else np.nan),
                         ("tpot_p50", np.median(tpot) if tpot.size else np.nan),
                         ("itl_mean", (finish[multi] - first[multi]).sum() / (o[multi] - 1).sum()
-                         if tpot.size else np.nan)):
+                         if tpot.size else np.nan),
+                        ("itl_p50", run.token_gaps.quantile(0.5) if tpot.size else np.nan)):
             stats.setdefault(name, []).append(float(v))
         tokens_in += float(i.sum())
         tokens_out += float(o.sum())

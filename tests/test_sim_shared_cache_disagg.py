@@ -80,17 +80,23 @@ def test_sglang_runs_prefill_and_decode_in_separate_steps():
     Engine.mixed_batches False): a prefill step holds the running decodes back. 10 ms steps; A (10 + 20 tokens)
     arrives at 0, B (100 + 2) at 0.105 s, during A's decode. Mixed (vLLM), A's 20 tokens take 20 steps whatever B
     does: done at 0.20 s. Separate (SGLang), B's prefill step advances nobody else: A is done at 0.21 s. B's first
-    token comes at the end of its prefill step, 0.12 s, either way."""
+    token comes at the end of its prefill step, 0.12 s, either way. Inter-token gaps (ITL): A's 19 and B's 1, all
+    10 ms when mixed; separate, A's gap across B's prefill step is 20 ms (B's own first gap stays 10 ms), so the
+    mean is (18 x 10 + 20 + 10) / 20 = 10.5 ms and the median 10 ms."""
     from types import SimpleNamespace
 
     from test_sim_helpers import ConstantStep
 
     from clusterfit.sim.requests import Requests
 
-    for mixed, a_done in ((True, 0.20), (False, 0.21)):
+    for mixed, a_done, itl_mean in ((True, 0.20, 0.010), (False, 0.21, 0.0105)):
         model = ConstantStep(0.01, max_num_seqs=8)
         model.engine = SimpleNamespace(mixed_batches=mixed)  # type: ignore[attr-defined]
         run = run_simulation(Requests.build([0.0, 0.105], [10, 100], [20, 2]), model, SimulationConfig(exact_steps=True))
         req = run.requests
         assert req["finish_s"][0] == pytest.approx(a_done)
         assert req["first_token_s"][1] == pytest.approx(0.12)
+        gaps = run.token_gaps
+        assert gaps.weight == 20 and gaps.total_s / gaps.weight == pytest.approx(itl_mean)
+        assert gaps.summary((50, 99)) == {"p50": pytest.approx(0.010, rel=0.003), "mean": pytest.approx(itl_mean),
+                                          "p99": pytest.approx(0.020 if not mixed else 0.010, rel=0.003)}

@@ -664,6 +664,8 @@ class SimReport(Schema):
     preemptions: int
     ttft_s: Percentiles
     tpot_s: Percentiles
+    itl_s: Percentiles = Field(description="inter-token latency: every gap between two streamed tokens of a request, "
+                                           "pooled over requests (what bench clients report as ITL)")
     e2e_s: Percentiles
     goodput: float
     goodput_rps: float

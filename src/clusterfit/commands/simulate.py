@@ -117,6 +117,7 @@ def render_simulation(console: Console, report: SimResult) -> None:
         t.add_column(c, justify="right")
     for name, pct, iv in (("TTFT, ms", report.ttft_s, report.ttft_s_interval),
                           ("TPOT, ms", report.tpot_s, report.tpot_s_interval),
+                          ("ITL (token gaps), ms", report.itl_s, None),
                           ("end-to-end, ms", report.e2e_s, report.e2e_s_interval)):
         cells = []
         for key in ("p50", "p90", "p99", "mean"):

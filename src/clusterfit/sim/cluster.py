@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ClusterfitError
 from .balancer import Balancer
 from .config import SimulationConfig
+from .gaps import TokenGaps
 from .ledger import FAILED, PENDING, REJECTED, Ledger
 from .replica import Replica, kv_rule
 from .stepmodel import StepCosts, StepTimer
@@ -56,6 +57,7 @@ class SimRun:
     sim_wall_s: float
     config: SimulationConfig
     extra: dict[str, Any] = field(default_factory=dict)
+    token_gaps: TokenGaps = field(default_factory=TokenGaps)  # inter-token gaps of every replica (sim/gaps.py)
 
 
 def replicas_on_node(node: int, replicas: int, gpus_per_replica: int, gpus_per_node: int) -> list[int]:
@@ -363,6 +365,9 @@ class Cluster:
         arrivals = led.arrival_s
         finished = [f for f in led.finish_s if f == f]  # not nan
         end_s = max(arrivals[-1], max(finished) if finished else arrivals[-1])
+        gaps = TokenGaps()
+        for r in self.replicas:
+            gaps.merge(r.gaps)
         return SimRun(
             requests=led.arrays(),
             replicas=[{"replica": r.index, "completed": r.completed, "preemptions": r.preemptions,
@@ -378,6 +383,7 @@ class Cluster:
             config=self.config,
             extra={"window_s": window_s, "kv_capacity_tokens": self.kv_capacity, "max_num_seqs": self.max_num_seqs,
                    "max_num_batched_tokens": self.max_num_batched_tokens},
+            token_gaps=gaps,
         )
 
     def _sample(self, t: float) -> None:

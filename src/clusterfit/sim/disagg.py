@@ -96,6 +96,7 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
         replica_seconds=gpu_s / g_d, gpus_per_replica=g_d, end_s=end_s,
         sim_wall_s=time.perf_counter() - wall0,
         config=config.model_copy(update={"replicas": prefill_replicas + decode_replicas}),
+        token_gaps=run_d.token_gaps if run_d is not None else run_p.token_gaps,
         extra={**run_p.extra, "window_s": max(r.extra["window_s"] for r in runs),
                "pools": {"prefill_replicas": prefill_replicas, "decode_replicas": decode_replicas,
                          "prefill_gpus_per_replica": g_p, "decode_gpus_per_replica": g_d,

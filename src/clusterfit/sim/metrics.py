@@ -88,6 +88,7 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
         "preemptions": int(req["preemptions"].sum()),
         "ttft_s": percentiles(ttft),
         "tpot_s": percentiles(tpot),
+        "itl_s": run.token_gaps.summary(PERCENTILES),
         "e2e_s": percentiles(e2e),
         "goodput": float(good.sum() / n),
         "goodput_rps": float(good.sum() / duration),

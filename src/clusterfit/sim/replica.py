@@ -45,6 +45,7 @@ import numpy as np
 
 from .config import ReplicaSpec
 from .ledger import COMPLETED, Ledger
+from .gaps import TokenGaps
 from .stepmodel import StepTimer
 
 SEGMENT_CAP_STEPS = 512  # most decode steps planned at once with the exact step model (array work)
@@ -99,6 +100,7 @@ class Replica:
         self.busy_s = 0.0
         self.steps = 0
         self.tokens_out = 0.0
+        self.gaps = TokenGaps()  # inter-token gaps of the decoding sequences over the run (sim/gaps.py)
         self.samples = 0  # state samples taken while alive (queue length and KV utilisation sums)
         self.waiting_sum = 0.0
         self.kv_util_sum = 0.0
@@ -126,6 +128,8 @@ class Replica:
         self.seg_n = 0
         self.step_chunks: list[int] = []
         self.step_s_last = 0.0
+        self.pending_gap_s = 0.0  # steps since the decodes last advanced (prefill-only steps hold them back)
+        self.held = 0  # sequences that have waited through those steps
         self.rank_reserved = [0.0] * self.ranks  # KV bytes reserved per attention-DP rank (admission ledger)
         self.reserved: dict[int, tuple[int, float]] = {}  # req -> (rank, reserved bytes)
 
@@ -345,6 +349,13 @@ class Replica:
         led = self.ledger
         self.busy_s += self.step_s_last
         self.steps += 1
+        if not self.d:
+            self.pending_gap_s = 0.0
+        elif self.step_decodes:
+            self._emit_gap(self.step_s_last)
+        else:  # a prefill-only step: the running sequences wait through it
+            self.pending_gap_s += self.step_s_last
+            self.held = self.d
         if self.d and self.step_decodes:
             e = self.tokens_per_step
             self.G += e
@@ -446,9 +457,27 @@ class Replica:
             k += 1
         return k
 
+    def _emit_gap(self, step_s: float) -> None:
+        """The decodes advance at the end of a ``step_s`` step: the ``held`` sequences that waited through
+        prefill-only steps since their last token see those too."""
+        held = self.held if self.held < self.d else self.d
+        if held:
+            self.gaps.add(self.pending_gap_s + step_s, held)
+        if self.d > held:
+            self.gaps.add(step_s, self.d - held)
+        self.pending_gap_s = 0.0
+        self.held = 0
+
     def _advance_decode(self, steps: int, t: float) -> None:
         """Apply ``steps`` pure-decode steps of the current segment, ending at ``t``."""
         e = self.tokens_per_step
+        if self.d:
+            if self.seg_cum is not None:
+                gaps = np.diff(self.seg_cum[:steps], prepend=0.0)
+            else:
+                gaps = self.seg_alpha + self.seg_beta * np.arange(steps)
+            self._emit_gap(float(gaps[0]))
+            self.gaps.add_many(gaps[1:], self.d)
         self.busy_s += self._seg_elapsed(steps)
         self.steps += steps
         self.G += steps * e
