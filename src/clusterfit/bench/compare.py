@@ -78,7 +78,7 @@ def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
                                             if v is not None}, **_prediction_options(cfg))
     out: list[ComparedMetric] = []
     for name, measured, predicted in (("TTFT", result.ttft_s, sim.ttft_s), ("TPOT", result.tpot_s, sim.tpot_s),
-                                      ("E2E latency", result.e2e_s, sim.e2e_s)):
+                                      ("ITL", result.itl_s, sim.itl_s), ("E2E latency", result.e2e_s, sim.e2e_s)):
         out += _percentile_rows(name, measured, predicted)
     out.append(_row("request throughput", "requests/s", result.throughput.requests_per_s,
                     sim.throughput.requests_per_s))
