@@ -4,8 +4,8 @@ source pages it never saw.
     python benchmarks/fit_oss_engines.py ../shared/reference/published/measured-oss2-dev.csv --engine vllm \
         --out benchmarks/results/fit-oss-vllm.json [--write]
 
-What is fitted: the engine's six global time constants (engine.yaml: step_overhead_s, seq_overhead_s,
-kernel_overhead_s, graph_kernel_overhead_s, compute_scale, memory_scale), the same values for every model, GPU and
+What is fitted: the engine's seven global time constants (engine.yaml: step_overhead_s, seq_overhead_s,
+kernel_overhead_s, graph_kernel_overhead_s, compute_scale, memory_scale, request_latency_s), the same values for every model, GPU and
 source: no per-row, per-model, per-source or per-GPU-family factor (the vLLM / SGLang rows are too few per GPU
 family to fit one apart). The search is a coordinate descent over the physical grids in GRID (each pass tries every
 value of one constant with the others held, keeps the best, and stops when a pass changes nothing), because every
@@ -63,7 +63,8 @@ from clusterfit.errors import ClusterfitError  # noqa: E402
 #: the step model does not have, and it made the decode steps above the capture size (no graph) so much slower than
 #: the planner's operating point that the shipped examples' plans missed their TPOT in simulation
 #: (tests/test_plan_sim_agreement.py). graph_kernel_overhead_s <= kernel_overhead_s's grid (a replayed kernel
-#: costs no more than a launched one).
+#: costs no more than a launched one). request_latency_s (the front end's per-request latency, engines.py) <= 50 ms:
+#: the light-load TTFT rows of the development pages sit 0-75 ms above their engine steps.
 GRID = {
     "step_overhead_s": [0.5e-3, 1e-3, 2e-3, 3e-3, 4e-3],
     "seq_overhead_s": [0.0, 20e-6, 40e-6, 60e-6, 80e-6],
@@ -71,6 +72,7 @@ GRID = {
     "graph_kernel_overhead_s": [1e-6, 2e-6, 5e-6],
     "compute_scale": [0.7, 0.85, 1.0, 1.15, 1.3],
     "memory_scale": [0.9, 0.95, 1.0],
+    "request_latency_s": [0.0, 5e-3, 10e-3, 20e-3, 30e-3, 50e-3],
 }
 #: A prediction that fails under a candidate (it should not: the constants are times, not sizes) counts as a 3x miss.
 FAILED_LOG_ERROR = math.log(3.0)

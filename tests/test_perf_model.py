@@ -250,3 +250,23 @@ def test_delta_rule_decode_streams_its_state_at_the_measured_kernel_bandwidth():
     nem = load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
     sn = compile_step(nem, system, Layout(tp=1), resolve_precision(nem), get_engine("vllm"))
     assert sn.linear.delta_state_bytes_per_seq == 0 and sn.linear.state_bytes_per_seq > 0
+
+
+def test_front_end_latency_adds_to_ttft_only():
+    """request_latency_s (the engine's front end: HTTP, tokenisation, the hand-over to the engine process) is added
+    to perf's TTFT once; the steps, TPOT and throughput do not change."""
+    from dataclasses import replace
+
+    m = load_model("meta-llama/Llama-3.1-8B")
+    system = load_hardware().system("h200")
+    base = get_engine("vllm")
+    out = []
+    for front in (0.0, 0.03):
+        eng = replace(base, request_latency_s=front)
+        sm = compile_step(m, system, Layout(tp=1), resolve_precision(m), eng)
+        out.append(predict(None, None, None, None, isl=1000, osl=200, concurrency=8, step_model=sm))
+    assert out[1]["ttft_s"] - out[0]["ttft_s"] == pytest.approx(0.03, rel=1e-9)
+    for key in ("tpot_s", "output_tokens_per_s", "decode_step_s"):
+        assert out[1][key] == out[0][key]
+    with pytest.raises(Exception, match="request_latency_s"):
+        replace(base, request_latency_s=-0.001)

@@ -120,3 +120,34 @@ def test_token_gaps_histogram_reads_quantiles_within_half_a_bin():
     same.add_many(np.full(5, 0.01), 3.0)    # one bin: the fast path
     assert same.weight == 15 and same.quantile(0.5) == pytest.approx(0.01, rel=0.0025)
     assert TokenGaps().summary((50,)) == {"p50": None, "mean": None}
+
+
+def test_front_end_latency_shifts_first_token_and_finish_once():
+    """An engine's request_latency_s (HTTP, tokenisation, hand-over to the engine process and the stream back) adds
+    to every request's TTFT and end-to-end latency, once, and to nothing else: the same requests on 10 ms steps
+    finish exactly 25 ms later with it; TPOT and the token gaps do not move. Disaggregated, the prefill pool's
+    first token and the decode pool's finish carry it once each (TTFT + 25 ms, E2E + 25 ms)."""
+    from types import SimpleNamespace
+
+    from test_sim_helpers import ConstantStep
+
+    from clusterfit.sim.requests import Requests
+
+    reqs = Requests.build([0.0, 0.003, 0.05], [10, 100, 30], [20, 5, 8])
+    runs = []
+    for front in (0.0, 0.025):
+        model = ConstantStep(0.01, max_num_seqs=8)
+        model.engine = SimpleNamespace(mixed_batches=True, request_latency_s=front)  # type: ignore[attr-defined]
+        runs.append(run_simulation(reqs, model, SimulationConfig(exact_steps=True)))
+    a, b = (r.requests for r in runs)
+    assert np.allclose(b["first_token_s"] - a["first_token_s"], 0.025)
+    assert np.allclose(b["finish_s"] - a["finish_s"], 0.025)
+    assert runs[1].token_gaps.total_s == pytest.approx(runs[0].token_gaps.total_s)
+    out = []
+    for front in (0.0, 0.025):
+        model = ConstantStep(0.01, max_num_seqs=8)
+        model.engine = SimpleNamespace(mixed_batches=True, request_latency_s=front)  # type: ignore[attr-defined]
+        out.append(run_disaggregated(reqs, model, model, SimulationConfig(exact_steps=True), 1, 1,
+                                     lambda tok: 1e-4 * np.asarray(tok) + 3.7e-4).requests)
+    assert np.allclose(out[1]["first_token_s"] - out[0]["first_token_s"], 0.025)
+    assert np.allclose(out[1]["finish_s"] - out[0]["finish_s"], 0.025)

@@ -71,6 +71,12 @@ result is written back to the YAML with the command that produced it:
   uses max_num_seqs 1024 / max_num_batched_tokens 8192 on devices with at least 70 GiB that are not A100s, and
   256 / 2048 elsewhere (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults: "Setting large
   max_num_batched_tokens for A100 reduces throughput, see PR #17885"). None: one default for every device.
+- request_latency_s: seconds each request spends outside the engine's steps on its way to the first token and
+  out with its last one: the HTTP server, tokenisation and the hand-over to the engine process (vLLM's API server
+  -> EngineCore over ZMQ, SGLang's tokenizer manager -> scheduler -> detokenizer processes) and the streaming of
+  the tokens back. It adds to TTFT and end-to-end latency (perf, the planner's TTFT, the simulator's per-request
+  times), not to the GPU's steps or throughput. Fitted with the other constants (benchmarks/fit_oss_engines.py);
+  0 for TensorRT-LLM, whose development rows are mostly offline trtllm-bench runs.
 - eager_launch_s: CPU time to launch one kernel without CUDA graphs, 5 us. An assumption taken from the low end of
   the 5-20 us "launch time on the CPU side" of PyTorch kernels that Meta's Holistic Trace Analysis documents
   (facebookresearch/HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst); it is paid in
@@ -186,6 +192,7 @@ class Engine:
     cuda_graph_max_bs: int = 512
     async_scheduling: bool = False
     mixed_batches: bool = True
+    request_latency_s: float = 0.0
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     by_gpu_family: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
 
@@ -195,6 +202,9 @@ class Engine:
             value = getattr(self, fname)
             if value not in allowed:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be one of {', '.join(allowed)}, got {value!r}")
+        if not 0.0 <= self.request_latency_s <= 1.0:
+            raise ClusterfitError(f"engine {self.name}: request_latency_s must be in 0..1 s, got "
+                                  f"{self.request_latency_s!r}")
 
     @property
     def graph_kernel_s(self) -> float:

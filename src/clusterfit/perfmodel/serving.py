@@ -146,6 +146,7 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         tpot = cyc / osl
         out_tps = b * osl / cyc
         ttft = first_token_s(sm, isl, b - 1.0, ctx)
+    ttft += sm.engine.request_latency_s  # the request's way through the engine's front end (engines.py)
     bd = sm.breakdown(0.0, 0.0, b, b * ctx)
     return {
         "ttft_s": ttft,

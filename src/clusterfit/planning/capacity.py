@@ -170,13 +170,14 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     rate = B / (osl * tpot)
     occupancy = u / bud * step_full
     q = slo.ttft_percentile / 100.0
-    ttft = ttft_quantile_s(q, rate, occupancy, w, own)
+    front = float(sm.engine.request_latency_s)  # every request's way through the front end (engines.py)
+    ttft = ttft_quantile_s(q, rate, occupancy, w, own) + front
     ttft = np.where(budget > 0, ttft, np.inf)
-    ttft_mean = own @ w + mean_wait_s(rate, occupancy, w)
+    ttft_mean = own @ w + mean_wait_s(rate, occupancy, w) + front
     kv_ok = B <= kv_batch_bound(sm, wl)
     tpot_ok = tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
     ttft_ok = np.isfinite(ttft) & (ttft <= (slo.ttft_s if slo.ttft_s is not None else np.inf))
-    p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s, rate, occupancy, w, own), 0.0)
+    p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s - front, rate, occupancy, w, own), 0.0)
               if slo.ttft_s is not None else np.ones(nB))
     with np.errstate(divide="ignore", invalid="ignore"):
         p_tpot = _normal_cdf((slo.tpot_s - tpot) / tpot_sd) if slo.tpot_s is not None else np.ones(nB)
@@ -239,7 +240,7 @@ def _prefill_from_steps(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, u: n
     lam = sat * _load_fractions(PREFILL_LOAD_POINTS)
     q = max(slo.ttft_percentile / 100.0, min(slo.min_goodput, 0.999))
     ttft = ttft_quantile_s(q, lam, np.broadcast_to(occupancy, (lam.size, occupancy.size)), w,
-                           np.broadcast_to(total_own, (lam.size, total_own.size)))
+                           np.broadcast_to(total_own, (lam.size, total_own.size))) + float(sm.engine.request_latency_s)
     limit = slo.ttft_s if slo.ttft_s is not None else np.inf
     ok = ttft <= limit
     # the replica must hold the longest prompt's KV (with the engine's 1% watermark and a block to spare)

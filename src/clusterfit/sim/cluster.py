@@ -21,7 +21,7 @@ from ..errors import ClusterfitError
 from .balancer import Balancer
 from .config import SimulationConfig
 from .gaps import TokenGaps
-from .ledger import FAILED, PENDING, REJECTED, Ledger
+from .ledger import COMPLETED, FAILED, PENDING, REJECTED, Ledger
 from .replica import Replica, kv_rule
 from .stepmodel import StepCosts, StepTimer
 from .requests import Requests
@@ -99,6 +99,9 @@ class Cluster:
         self.config = config
         self.ledger = ledger
         rspec = config.replica
+        # every request's way through the engine's front end (engines.py request_latency_s): a fixed shift of its
+        # first token and its finish, outside the engine's steps (applied to the outcome, _result)
+        self.front_s = float(getattr(getattr(step_model, "engine", None), "request_latency_s", 0.0) or 0.0)
         self.max_num_seqs = int(rspec.max_num_seqs or step_model.max_num_seqs)
         kv = int(step_model.kv_capacity_tokens)
         if kv <= rspec.block_size:
@@ -363,13 +366,17 @@ class Cluster:
         """The run's outcome; it ends at the last arrival or the last finish, whichever is later."""
         led = self.ledger
         arrivals = led.arrival_s
-        finished = [f for f in led.finish_s if f == f]  # not nan
-        end_s = max(arrivals[-1], max(finished) if finished else arrivals[-1])
+        requests = led.arrays()
+        if self.front_s:
+            requests["first_token_s"] += self.front_s
+            requests["finish_s"][requests["status"] == COMPLETED] += self.front_s
+        finished = requests["finish_s"][np.isfinite(requests["finish_s"])]
+        end_s = max(arrivals[-1], float(finished.max()) if finished.size else arrivals[-1])
         gaps = TokenGaps()
         for r in self.replicas:
             gaps.merge(r.gaps)
         return SimRun(
-            requests=led.arrays(),
+            requests=requests,
             replicas=[{"replica": r.index, "completed": r.completed, "preemptions": r.preemptions,
                        "busy_s": r.busy_s, "steps": r.steps, "output_tokens": r.tokens_out,
                        "mean_waiting": r.waiting_sum / max(r.samples, 1),
