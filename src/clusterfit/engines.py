@@ -267,6 +267,12 @@ class Engine:
         return self
 
 
+def front_end_s(step_model: Any) -> float:
+    """The front-end latency of the engine a step model runs (Engine.request_latency_s), 0 for step models without
+    an engine (the simulator's and planner's test doubles)."""
+    return float(getattr(getattr(step_model, "engine", None), "request_latency_s", 0.0) or 0.0)
+
+
 #: GPU families that get their own fitted constants (everything else, i.e. Hopper, uses the global ones). A family
 #: is a GPU and the system it comes in, since the constants cover both the GPU's kernels and the host that runs
 #: the engine's per-sequence and per-kernel work:

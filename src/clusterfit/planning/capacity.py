@@ -49,6 +49,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..engines import front_end_s
 from ..intervals import StepMargins
 from .queueing import mean_wait_s, ttft_cdf, ttft_quantile_s
 from .workload import SLO, Workload
@@ -170,7 +171,7 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     rate = B / (osl * tpot)
     occupancy = u / bud * step_full
     q = slo.ttft_percentile / 100.0
-    front = float(sm.engine.request_latency_s)  # every request's way through the front end (engines.py)
+    front = front_end_s(sm)
     ttft = ttft_quantile_s(q, rate, occupancy, w, own) + front
     ttft = np.where(budget > 0, ttft, np.inf)
     ttft_mean = own @ w + mean_wait_s(rate, occupancy, w) + front
@@ -240,7 +241,7 @@ def _prefill_from_steps(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, u: n
     lam = sat * _load_fractions(PREFILL_LOAD_POINTS)
     q = max(slo.ttft_percentile / 100.0, min(slo.min_goodput, 0.999))
     ttft = ttft_quantile_s(q, lam, np.broadcast_to(occupancy, (lam.size, occupancy.size)), w,
-                           np.broadcast_to(total_own, (lam.size, total_own.size))) + float(sm.engine.request_latency_s)
+                           np.broadcast_to(total_own, (lam.size, total_own.size))) + front_end_s(sm)
     limit = slo.ttft_s if slo.ttft_s is not None else np.inf
     ok = ttft <= limit
     # the replica must hold the longest prompt's KV (with the engine's 1% watermark and a block to spare)

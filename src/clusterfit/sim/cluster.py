@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engines import front_end_s
 from ..errors import ClusterfitError
 from .balancer import Balancer
 from .config import SimulationConfig
@@ -101,7 +102,7 @@ class Cluster:
         rspec = config.replica
         # every request's way through the engine's front end (engines.py request_latency_s): a fixed shift of its
         # first token and its finish, outside the engine's steps (applied to the outcome, _result)
-        self.front_s = float(getattr(getattr(step_model, "engine", None), "request_latency_s", 0.0) or 0.0)
+        self.front_s = front_end_s(step_model)
         self.max_num_seqs = int(rspec.max_num_seqs or step_model.max_num_seqs)
         kv = int(step_model.kv_capacity_tokens)
         if kv <= rspec.block_size:
