@@ -151,3 +151,17 @@ def test_front_end_latency_shifts_first_token_and_finish_once():
                                      lambda tok: 1e-4 * np.asarray(tok) + 3.7e-4).requests)
     assert np.allclose(out[1]["first_token_s"] - out[0]["first_token_s"], 0.025)
     assert np.allclose(out[1]["finish_s"] - out[0]["finish_s"], 0.025)
+
+
+def test_token_gaps_of_a_linear_segment_match_the_gaps_one_by_one():
+    """A decode segment's gaps alpha + beta x j, added at once (TokenGaps.add_linear, which counts the gaps per bin
+    without listing them), give the same histogram as adding each gap: within one bin and across several."""
+    from clusterfit.sim.gaps import TokenGaps
+
+    for alpha, beta, n in ((0.010, 1e-7, 50), (0.010, 2e-5, 400), (0.002, 0.0, 30), (0.5, 1e-3, 7)):
+        fast, slow = TokenGaps(), TokenGaps()
+        fast.add_linear(alpha, beta, n, 3.0)
+        for j in range(n):
+            slow.add(alpha + beta * j, 3.0)
+        assert fast.counts == pytest.approx(slow.counts)
+        assert fast.total_s == pytest.approx(slow.total_s) and fast.weight == slow.weight == 3.0 * n

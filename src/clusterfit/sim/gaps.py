@@ -22,46 +22,70 @@ _LOG_RATIO = math.log(GAP_RATIO)
 _BINS = int(math.ceil(math.log(MAX_GAP_S / MIN_GAP_S) / _LOG_RATIO))
 
 
+#: upper edge of each bin (bin i holds gaps in [MIN_GAP_S x GAP_RATIO^i, MIN_GAP_S x GAP_RATIO^(i+1)))
+_UPPER = [MIN_GAP_S * GAP_RATIO ** (i + 1) for i in range(_BINS)]
+
+
+def _bin(gap_s: float) -> int:
+    if gap_s <= MIN_GAP_S:
+        return 0
+    i = int(math.log(gap_s / MIN_GAP_S) / _LOG_RATIO)
+    return i if i < _BINS else _BINS - 1
+
+
 class TokenGaps:
-    """Weighted histogram of inter-token gaps (seconds), with their exact weighted sum."""
+    """Weighted histogram of inter-token gaps (seconds), with their exact weighted sum. The counts are a plain list:
+    the simulator adds to them once per step or decode segment, where numpy's per-element overhead would dominate."""
 
     __slots__ = ("counts", "total_s", "weight")
 
     def __init__(self) -> None:
-        self.counts = np.zeros(_BINS)
+        self.counts = [0.0] * _BINS
         self.total_s = 0.0
         self.weight = 0.0
 
-    @staticmethod
-    def _bin(gap_s: float) -> int:
-        if gap_s <= MIN_GAP_S:
-            return 0
-        i = int(math.log(gap_s / MIN_GAP_S) / _LOG_RATIO)
-        return i if i < _BINS else _BINS - 1
-
     def add(self, gap_s: float, weight: float) -> None:
         """``weight`` tokens each arrived ``gap_s`` after their sequence's previous one."""
-        self.counts[self._bin(gap_s)] += weight
+        self.counts[_bin(gap_s)] += weight
         self.total_s += gap_s * weight
         self.weight += weight
 
+    def add_linear(self, first_s: float, slope_s: float, n: int, weight: float) -> None:
+        """``n`` gaps first_s + slope_s x j (j = 0 .. n-1; a decode segment on the simulator's linear step tables),
+        each seen by ``weight`` tokens: one bin update when they all fall in one bin, as they usually do."""
+        if n <= 0:
+            return
+        last = first_s + slope_s * (n - 1)
+        lo = _bin(first_s)
+        counts = self.counts
+        if last < _UPPER[lo] or lo == _BINS - 1 or slope_s <= 0.0:
+            counts[lo] += n * weight
+        else:  # the gaps grow across a few bins: count the j that fall in each (gaps below an edge: j < its k)
+            hi = _bin(last)
+            done = 0
+            for b in range(lo, hi):
+                k = min(n, max(done, math.ceil((_UPPER[b] - first_s) / slope_s)))
+                counts[b] += (k - done) * weight
+                done = k
+            counts[hi] += (n - done) * weight
+        self.total_s += (n * first_s + slope_s * (n * (n - 1) // 2)) * weight
+        self.weight += n * weight
+
     def add_many(self, gaps_s: np.ndarray, weight: float) -> None:
         """Every gap in ``gaps_s`` seen by ``weight`` tokens (a decode segment: one gap per step)."""
-        n = gaps_s.size
-        if n == 0:
+        if gaps_s.size == 0:
             return
-        lo, hi = self._bin(float(gaps_s.min())), self._bin(float(gaps_s.max()))
-        if lo == hi:  # the usual decode segment: every step within one 0.5% bin
-            self.counts[lo] += n * weight
-        else:
-            g = np.maximum(gaps_s, MIN_GAP_S)
-            idx = np.minimum((np.log(g / MIN_GAP_S) / _LOG_RATIO).astype(np.int64), _BINS - 1)
-            np.add.at(self.counts, idx, weight)
+        g = np.maximum(gaps_s, MIN_GAP_S)
+        idx = np.minimum((np.log(g / MIN_GAP_S) / _LOG_RATIO).astype(np.int64), _BINS - 1)
+        bins, n = np.unique(idx, return_counts=True)
+        counts = self.counts
+        for b, k in zip(bins.tolist(), n.tolist()):
+            counts[b] += k * weight
         self.total_s += float(gaps_s.sum()) * weight
         self.weight += gaps_s.size * weight
 
     def merge(self, other: TokenGaps) -> None:
-        self.counts += other.counts
+        self.counts = [a + b for a, b in zip(self.counts, other.counts)]
         self.total_s += other.total_s
         self.weight += other.weight
 

@@ -474,10 +474,11 @@ class Replica:
         if self.d:
             if self.seg_cum is not None:
                 gaps = np.diff(self.seg_cum[:steps], prepend=0.0)
-            else:
-                gaps = self.seg_alpha + self.seg_beta * np.arange(steps)
-            self._emit_gap(float(gaps[0]))
-            self.gaps.add_many(gaps[1:], self.d)
+                self._emit_gap(float(gaps[0]))
+                self.gaps.add_many(gaps[1:], self.d)
+            else:  # step j of the segment takes seg_alpha + seg_beta * j
+                self._emit_gap(self.seg_alpha)
+                self.gaps.add_linear(self.seg_alpha + self.seg_beta, self.seg_beta, steps - 1, self.d)
         self.busy_s += self._seg_elapsed(steps)
         self.steps += steps
         self.G += steps * e
