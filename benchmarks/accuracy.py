@@ -84,7 +84,7 @@ from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
 from clusterfit.memory import fit
 from clusterfit.compose import Catalog, compile_replica
-from clusterfit.engines import gpu_family
+from clusterfit.engines import front_end_s, gpu_family
 from clusterfit.perfmodel.serving import cycle_s, first_token_s, max_throughput_batch, static_batch_s
 from clusterfit.precision import resolve_precision
 
@@ -1135,7 +1135,9 @@ def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
             raise Skip("simulated requests rejected or failed (a request longer than the KV cache)")
         req = run.requests
         first, finish, o, i = req["first_token_s"], req["finish_s"], req["output_tokens"], req["input_tokens"]
-        send = client_sends(req["arrival_s"], finish, req["replica"], slots)
+        # a closed loop's client sends the next request when the engine finishes one; the front end's latency
+        # (in the simulator's first token and finish) then adds to each request's TTFT and E2E, not to the slot
+        send = client_sends(req["arrival_s"], finish - front_end_s(sm), req["replica"], slots)
         ttft, e2e = first - send, finish - send
         multi = o > 1
         tpot = (finish[multi] - first[multi]) / (o[multi] - 1)

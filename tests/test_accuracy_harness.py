@@ -348,14 +348,15 @@ def test_serving_command_flags(acc):
 
 def test_latency_and_total_token_metrics(acc):
     """A closed loop of one request at a time with fixed lengths (vllm bench serve --ignore-eos, range ratio 0):
-    every request runs alone, so TTFT is the prefill of its 1024 tokens, E2E that plus 255 batch-1 decode steps, and
-    the throughputs are tokens / E2E (hand-derived from the step model's costs). vLLM v0.11.0 predates async
-    scheduling by default, so the host's step time adds to every step (settings' fourth entry False)."""
+    every request runs alone, so TTFT is the prefill of its 1024 tokens plus the engine's front-end latency
+    (request_latency_s), E2E that plus 255 batch-1 decode steps, and the throughputs are tokens / E2E (hand-derived
+    from the step model's costs). vLLM v0.11.0 predates async scheduling by default, so the host's step time adds to
+    every step (settings' fourth entry False)."""
     notes = ("vllm serve Qwen/Qwen3-8B -tp 1; vllm bench serve --dataset-name random --random-input-len 1024 "
              "--random-output-len 256 --ignore-eos --max-concurrency 1 --num-prompts 20")
     base = _oss_row(1, notes, model="Qwen3-8B", num_gpus="1", concurrency_or_mode="max concurrency 1, 20 prompts")
     sm = acc.step_for("Qwen3-8B", "H200-SXM-141GB", "bf16", "", "vllm", 1, 1, 1, 1, (None, None, None, False))
-    prefill = float(sm.prefill_s(1024))
+    prefill = float(sm.prefill_s(1024)) + sm.engine.request_latency_s
     decode = sum(float(sm.decode_step_s(1, 1024 + k)) for k in range(1, 256))
     e2e = prefill + decode
     got = {m: acc.predict_row(dict(base, metric=m)) for m in acc.RUN_METRICS}
