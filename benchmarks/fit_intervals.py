@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime
 import json
 import math
@@ -253,14 +254,25 @@ def main(argv=None) -> int:
                     help="a fit_oss_engines.py results file (repeatable): its engine's rows are predicted with the "
                          "constants of the grouped-CV fold that held their source page out")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
+    ap.add_argument("--items", metavar="FILE",
+                    help="keep the held-out residuals in FILE: written after predicting them, read instead of "
+                         "predicting when it exists (to study the table's fitting without the ~8 min of refits)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     items: list[dict] = []
     per_csv = {}
-    for path in a.csv:
-        got, summary = held_out_items(path, a.engine, a.max_folds, a.workers, a.oss_fit)
-        items += got
-        per_csv[Path(path).name] = summary
+    if a.items and Path(a.items).exists():
+        saved = json.loads(Path(a.items).read_text())
+        items = [dict(x, family=Family(**x["family"])) for x in saved["items"]]
+        per_csv = saved["per_csv"]
+    else:
+        for path in a.csv:
+            got, summary = held_out_items(path, a.engine, a.max_folds, a.workers, a.oss_fit)
+            items += got
+            per_csv[Path(path).name] = summary
+        if a.items:
+            Path(a.items).write_text(json.dumps({"per_csv": per_csv, "items": [
+                dict(x, family=dataclasses.asdict(x["family"])) for x in items]}) + "\n")
     by_unit: dict[str, list] = {}
     for it in items:
         by_unit.setdefault(it["unit"], []).append(it)
