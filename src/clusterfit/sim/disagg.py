@@ -69,8 +69,8 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
         isl = requests.input_tokens[idx]
         # the KV lands at the engine's first token + the transfer: the prefill run's first_token_s carries the
         # front end's latency (Cluster.front_s), which the decode run's finish adds once more at the end
-        dec = Requests(handed[idx] - front_end_s(prefill_model), isl + 1, requests.output_tokens[idx] - 1, np.full(idx.size, -1, np.int64),
-                       np.zeros(idx.size, np.int64), isl.copy())
+        dec = Requests(handed[idx] - front_end_s(prefill_model), isl + 1, requests.output_tokens[idx] - 1,
+                       np.full(idx.size, -1, np.int64), np.zeros(idx.size, np.int64), isl.copy())
         dcfg = config.model_copy(update={"replicas": decode_replicas})
         run_d = run_simulation(dec, decode_model, dcfg, gpus_per_node)
         rd = run_d.requests

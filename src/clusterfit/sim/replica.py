@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 
 from .config import ReplicaSpec
-from .ledger import COMPLETED, Ledger
 from .gaps import TokenGaps
+from .ledger import COMPLETED, Ledger
 from .stepmodel import StepTimer
 
 SEGMENT_CAP_STEPS = 512  # most decode steps planned at once with the exact step model (array work)
