@@ -544,7 +544,8 @@ def resolve_systems(names: list[str] | None, catalog: Catalog | None = None) -> 
 
 
 QUEUEING_MODEL = ("M/G/1 per replica prefill (Pollaczek-Khinchine mean wait, exponential tail "
-                  "P(W>x)=rho*exp(-rho*x/W)); TTFT percentile of wait + own prefill")
+                  "P(W>x)=rho*exp(-rho*x/W)); TTFT percentile of wait + own prefill, plus the engine's "
+                  "front-end latency")
 
 
 def _best_per_system(req: PlanQuestion, result: SearchResult, need: float) -> list[_Sized]:
