@@ -351,11 +351,13 @@ class Replica:
         self.steps += 1
         if not self.d:
             self.pending_gap_s = 0.0
-        elif self.step_decodes:
-            self._emit_gap(self.step_s_last)
-        else:  # a prefill-only step: the running sequences wait through it
+        elif not self.step_decodes:  # a prefill-only step: the running sequences wait through it
             self.pending_gap_s += self.step_s_last
             self.held = self.d
+        elif self.held:
+            self._emit_gap(self.step_s_last)
+        else:
+            self.gaps.add(self.step_s_last, self.d)
         if self.d and self.step_decodes:
             e = self.tokens_per_step
             self.G += e
@@ -476,9 +478,11 @@ class Replica:
                 gaps = np.diff(self.seg_cum[:steps], prepend=0.0)
                 self._emit_gap(float(gaps[0]))
                 self.gaps.add_many(gaps[1:], self.d)
-            else:  # step j of the segment takes seg_alpha + seg_beta * j
+            elif self.held:  # step j of the segment takes seg_alpha + seg_beta * j
                 self._emit_gap(self.seg_alpha)
                 self.gaps.add_linear(self.seg_alpha + self.seg_beta, self.seg_beta, steps - 1, self.d)
+            else:
+                self.gaps.add_linear(self.seg_alpha, self.seg_beta, steps, self.d)
         self.busy_s += self._seg_elapsed(steps)
         self.steps += steps
         self.G += steps * e
