@@ -12,7 +12,7 @@ import heapq
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -100,9 +100,6 @@ class Cluster:
         self.config = config
         self.ledger = ledger
         rspec = config.replica
-        # every request's way through the engine's front end (engines.py request_latency_s): a fixed shift of its
-        # first token and its finish, outside the engine's steps (applied to the outcome, _result)
-        self.front_s = front_end_s(step_model)
         self.max_num_seqs = int(rspec.max_num_seqs or step_model.max_num_seqs)
         kv = int(step_model.kv_capacity_tokens)
         if kv <= rspec.block_size:
@@ -368,11 +365,7 @@ class Cluster:
         led = self.ledger
         arrivals = led.arrival_s
         requests = led.arrays()
-        if self.front_s:
-            requests["first_token_s"] += self.front_s
-            requests["finish_s"][requests["status"] == COMPLETED] += self.front_s
-        finished = requests["finish_s"][np.isfinite(requests["finish_s"])]
-        end_s = max(arrivals[-1], float(finished.max()) if finished.size else arrivals[-1])
+        end_s = _end_s(requests)
         gaps = TokenGaps()
         for r in self.replicas:
             gaps.merge(r.gaps)
@@ -423,7 +416,28 @@ def nice_window(span_s: float) -> float:
     return float(10 ** (exp + 1))
 
 
+def _end_s(requests: dict[str, np.ndarray]) -> float:
+    """A run ends at its last arrival or its last finish, whichever is later."""
+    finish = requests["finish_s"][np.isfinite(requests["finish_s"])]
+    last = float(requests["arrival_s"][-1])
+    return max(last, float(finish.max())) if finish.size else last
+
+
+def with_front_end(run: SimRun, front_s: float) -> SimRun:
+    """``run`` as the clients see it: every request's first token and (completed) finish ``front_s`` later, the
+    engine's front-end latency (engines.Engine.request_latency_s), outside its steps. Applied once to a run's
+    outcome, after the engine-side simulation (so a disaggregated run's internal KV hand-off does not carry it)."""
+    if not front_s:
+        return run
+    req = dict(run.requests)
+    req["first_token_s"] = req["first_token_s"] + front_s
+    req["finish_s"] = np.where(req["status"] == COMPLETED, req["finish_s"] + front_s, req["finish_s"])
+    return replace(run, requests=req, end_s=max(run.end_s, _end_s(req)))
+
+
 def run_simulation(requests: Requests, step_model: StepCosts, config: SimulationConfig,
-                   gpus_per_node: int | None = None) -> SimRun:
-    """Simulate ``requests`` on ``config.replicas`` replicas whose steps take ``step_model`` times."""
-    return Cluster(requests, step_model, config, gpus_per_node).run()
+                   gpus_per_node: int | None = None, front_end: bool = True) -> SimRun:
+    """Simulate ``requests`` on ``config.replicas`` replicas whose steps take ``step_model`` times; ``front_end``:
+    add the engine's front-end latency to every request's first token and finish (with_front_end)."""
+    run = Cluster(requests, step_model, config, gpus_per_node).run()
+    return with_front_end(run, front_end_s(step_model)) if front_end else run

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..engines import front_end_s
 from ..errors import ClusterfitError
-from .cluster import SimRun, run_simulation
+from .cluster import SimRun, run_simulation, with_front_end
 from .config import SimulationConfig
 from .ledger import COMPLETED, PENDING
 from .requests import Requests
@@ -49,7 +49,7 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
     pre_reqs = Requests(requests.arrival_s, requests.input_tokens, np.ones(n, np.int64), requests.prefix_key,
                         requests.shared_tokens, requests.cached_tokens)
     pcfg = config.model_copy(update={"replicas": prefill_replicas})
-    run_p = run_simulation(pre_reqs, prefill_model, pcfg, gpus_per_node)
+    run_p = run_simulation(pre_reqs, prefill_model, pcfg, gpus_per_node, front_end=False)
     rp = run_p.requests
     first = rp["first_token_s"]
     done_p = rp["status"] == COMPLETED
@@ -67,12 +67,10 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
         order = np.argsort(handed[go], kind="stable")
         idx = go[order]
         isl = requests.input_tokens[idx]
-        # the KV lands at the engine's first token + the transfer: the prefill run's first_token_s carries the
-        # front end's latency (Cluster.front_s), which the decode run's finish adds once more at the end
-        dec = Requests(handed[idx] - front_end_s(prefill_model), isl + 1, requests.output_tokens[idx] - 1,
+        dec = Requests(handed[idx], isl + 1, requests.output_tokens[idx] - 1,
                        np.full(idx.size, -1, np.int64), np.zeros(idx.size, np.int64), isl.copy())
         dcfg = config.model_copy(update={"replicas": decode_replicas})
-        run_d = run_simulation(dec, decode_model, dcfg, gpus_per_node)
+        run_d = run_simulation(dec, decode_model, dcfg, gpus_per_node, front_end=False)
         rd = run_d.requests
         status[idx] = rd["status"]
         finish[idx] = rd["finish_s"]
@@ -94,7 +92,7 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
     samples = sorted((s for r in runs for s in r.samples), key=lambda s: s.t_s)
     fin = finish[np.isfinite(finish)]
     end_s = max(float(requests.arrival_s[-1]), float(fin.max()) if fin.size else 0.0)
-    return SimRun(
+    run = SimRun(
         requests=merged, replicas=replicas, samples=samples, events=events,
         replica_seconds=gpu_s / g_d, gpus_per_replica=g_d, end_s=end_s,
         sim_wall_s=time.perf_counter() - wall0,
@@ -106,3 +104,5 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
                          "kv_transfer_mean_s": float(np.mean(transfer)),
                          "prefill_ttft_p90_s": float(np.nanpercentile(first - rp["arrival_s"], 90))
                          if done_p.any() else None}})
+    # the clients' view: the request's way through the front end once, at its first token and at its finish
+    return with_front_end(run, front_end_s(prefill_model))
