@@ -31,6 +31,12 @@ _UPPER = [MIN_GAP_S * GAP_RATIO ** (i + 1) for i in range(_BINS - 1)] + [math.in
 _UPPER_NP = np.array(_UPPER)
 
 
+def _bins(gaps_s: np.ndarray) -> np.ndarray:
+    """The bin of each gap (_bin, vectorised)."""
+    i = (np.log(np.maximum(gaps_s, MIN_GAP_S)) - _LOG_MIN) * _INV_LOG_RATIO
+    return np.minimum(i, _BINS - 1).astype(np.int64)
+
+
 def _bin(gap_s: float, _log=math.log) -> int:
     if gap_s <= MIN_GAP_S:
         return 0
@@ -83,8 +89,7 @@ class TokenGaps:
         self._bin_into(np.asarray(gaps_s, float), np.full(gaps_s.size, float(weight)))
 
     def _bin_into(self, gaps: np.ndarray, weights: np.ndarray) -> None:
-        idx = np.minimum((np.log(np.maximum(gaps, MIN_GAP_S)) - _LOG_MIN) * _INV_LOG_RATIO, _BINS - 1).astype(np.int64)
-        self._counts += np.bincount(idx, weights=weights, minlength=_BINS)
+        self._counts += np.bincount(_bins(gaps), weights=weights, minlength=_BINS)
         self._total_s += float(gaps @ weights)
         self._weight += float(weights.sum())
 
@@ -98,8 +103,7 @@ class TokenGaps:
             self._linear = array("d")
             first, slope, n, w = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
             last = first + slope * (n - 1.0)
-            lo = np.minimum((np.log(np.maximum(first, MIN_GAP_S)) - _LOG_MIN) * _INV_LOG_RATIO, _BINS - 1)
-            lo = lo.astype(np.int64)
+            lo = _bins(first)
             one = (last < _UPPER_NP[lo]) | (slope <= 0.0)
             self._counts += np.bincount(lo[one], weights=(n * w)[one], minlength=_BINS)
             for f, sl, k, wt, b in zip(first[~one], slope[~one], n[~one], w[~one], lo[~one]):

@@ -95,12 +95,18 @@ class StepTimer:
             self._build_tables()
 
     # --- tables -----------------------------------------------------------------------------
+    def _host_time(self, prefill_tokens, decode_seqs):
+        """The host time of a step's shape (StepModel.host_s's law from host_terms, without numpy for scalars: this
+        runs on the simulator's hot path)."""
+        assert self._host is not None
+        h0, hs, _ = self._host
+        return h0 + hs * (decode_seqs + (prefill_tokens > 0))
+
     def _with_host(self, gpu, prefill_tokens, decode_seqs):
         """A step's time from its GPU time (scalar or array) and the host time of its shape."""
         assert self._host is not None
-        h0, hs, overlapped = self._host
-        host = h0 + hs * (decode_seqs + (prefill_tokens > 0))
-        if overlapped:
+        host = self._host_time(prefill_tokens, decode_seqs)
+        if self._host[2]:  # overlapped with the GPU (async scheduling)
             return np.maximum(gpu, host) if isinstance(gpu, np.ndarray) else max(gpu, host)
         return gpu + host
 
@@ -195,9 +201,8 @@ class StepTimer:
         alpha, beta, steps = self._gpu_decode_linear(decode_seqs, decode_attended0, tokens_per_step, verify_tokens)
         if self._host is None:
             return alpha, beta, steps
-        h0, hs, overlapped = self._host
-        host = h0 + hs * (decode_seqs + (verify_tokens > 0))
-        if not overlapped:
+        host = self._host_time(verify_tokens, decode_seqs)
+        if not self._host[2]:
             return alpha + host, beta, steps
         if alpha >= host:  # the GPU line only grows (beta >= 0): it stays above the host
             return alpha, beta, steps
