@@ -13,10 +13,13 @@ Steps (clusterfit.intervals documents the table and how figures use it):
    Rows of engines whose constants no row tuned are predicted with the shipped ones, held out by construction.
 2. Each predicted row gives a residual in the time direction, r = log(measured time / predicted time) (for a rate
    metric log(predicted / measured)), and a family: engine x GPU family x dense/MoE x regime (row_family).
-3. Nested coverage: the rows of each CV fold (each source table, for rows no refit held out) are checked against a
-   table fitted on the residuals of every other fold only; ``interval_coverage`` is the share of rows whose
-   measured value lies inside its 80% interval (and 90%), overall and by engine, regime and fallback level.
-4. The table fitted on every residual is written to ``--out`` with this command, the date, the model commit (and
+3. The conformal widening by regime (clusterfit.intervals): each fold's residuals are scored against a table
+   fitted on the other folds, and the widening is the finite-sample 80% (90%) quantile of those scores.
+4. Nested coverage: the rows of each CV fold (each source table, for rows no refit held out) are checked against a
+   table fitted on the residuals of every other fold only, with a widening fitted without that fold too;
+   ``interval_coverage`` is the share of rows whose measured value lies inside its 80% interval (and 90%), overall
+   and by engine, regime and fallback level.
+5. The table fitted on every residual is written to ``--out`` with this command, the date, the model commit (and
    the model files that differed from it) and the coverage; the report also goes to
    benchmarks/results/fit_intervals.json.
 
@@ -45,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import accuracy as acc  # noqa: E402  (benchmarks/accuracy.py: the harness that predicts the rows)
 
 from clusterfit.intervals import (DEFAULT_CONFIDENCE, INTERVALS_JSON, MIN_RESIDUALS, QUANTILES,  # noqa: E402
-                                  Family, IntervalTable, decode_regime, fit_table, hw_family, is_moe, load_table)
+                                  Family, IntervalTable, conformal_widening, conformity, decode_regime, fit_table,
+                                  hw_family, is_moe, load_table)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "fit_intervals.json"
@@ -140,6 +144,22 @@ def inside(fam: Family, r: float, table: IntervalTable, confidence: int = DEFAUL
     band = table.band(fam)
     lo, hi = band.time_factors(confidence)
     return math.log(lo) - 1e-12 <= r <= math.log(hi) + 1e-12, band.level
+
+
+def fit_widening(by_unit: dict[str, list[dict]], without: str | None = None) -> dict[str, dict[str, float]]:
+    """The conformal widening by confidence level and regime (intervals.conformal_widening) of the items of every
+    unit but ``without``: each unit's items are scored against a table fitted on the other units' residuals
+    (``without``'s left out too, so a nested coverage check never sees its own rows)."""
+    units = [u for u in by_unit if u != without]
+    scores: dict[int, dict[str, list[float]]] = {80: {}, 90: {}}
+    for unit in units:
+        table = IntervalTable({"families": fit_table((x["family"], x["r"]) for u in units if u != unit
+                                                     for x in by_unit[u])})
+        for conf, out in scores.items():
+            for x in by_unit[unit]:
+                out.setdefault(x["family"].regime, []).append(conformity(table.band(x["family"]), x["r"], conf))
+    return {str(conf): {regime: round(conformal_widening(v, conf), 4) for regime, v in sorted(per.items())}
+            for conf, per in scores.items()}
 
 
 def _share(flags: list[bool]) -> dict:
@@ -277,10 +297,10 @@ def main(argv=None) -> int:
     for it in items:
         by_unit.setdefault(it["unit"], []).append(it)
 
-    def table_without(unit: str) -> IntervalTable:
-        return IntervalTable({"families": fit_table((x["family"], x["r"]) for x in items if x["unit"] != unit)})
-
-    nested = coverage(items, table_without)
+    widening = fit_widening(by_unit)
+    nested = coverage(items, lambda unit: IntervalTable({
+        "families": fit_table((x["family"], x["r"]) for x in items if x["unit"] != unit),
+        "widening": fit_widening(by_unit, without=unit)}))
     families = fit_table((x["family"], x["r"]) for x in items)
     commit, dirty = model_commit()
     command = "python benchmarks/fit_intervals.py " + " ".join(
@@ -292,7 +312,7 @@ def main(argv=None) -> int:
                               "definition": "share of held-out rows whose measured value lies inside the interval "
                                             "of a table fitted without the row's CV fold (nested)",
                               "detail": nested},
-        "residuals": len(items), "units": len(by_unit), "per_csv": per_csv,
+        "widening": widening, "residuals": len(items), "units": len(by_unit), "per_csv": per_csv,
         "seconds": round(time.perf_counter() - t0, 1)}
     table = {
         "about": "Prediction-interval table of clusterfit (clusterfit/intervals.py): per family key "
@@ -300,7 +320,7 @@ def main(argv=None) -> int:
                  "r = log(measured time / predicted time) and their quantiles q at 'quantiles'.",
         "command": command, "date": datetime.date.today().isoformat(), "model_commit": commit,
         "model_uncommitted_changes": dirty, "csvs": [Path(p).name for p in a.csv],
-        "quantiles": list(QUANTILES), "min_residuals": MIN_RESIDUALS,
+        "quantiles": list(QUANTILES), "min_residuals": MIN_RESIDUALS, "widening": widening,
         "interval_coverage": {k: report["interval_coverage"][k] for k in ("confidence", "share", "share_90", "rows")},
         "families": families}
     Path(a.out).write_text(json.dumps(table, indent=1) + "\n")
@@ -312,6 +332,7 @@ def main(argv=None) -> int:
     cov = report["interval_coverage"]
     print(f"{len(items)} residuals in {len(by_unit)} nesting units; {report['seconds']} s")
     print(f"interval_coverage (nested): 80% -> {cov['share']}, 90% -> {cov['share_90']} over {cov['rows']} rows")
+    print(f" conformal widening (log units) by confidence and regime: {widening}")
     for key in ("by_engine", "by_regime", "by_level"):
         print(f" {key}: " + ", ".join(f"{k} {v['share']} (n={v['n']})" for k, v in nested["80"][key].items()))
     for name, s in per_csv.items():

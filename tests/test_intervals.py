@@ -68,6 +68,42 @@ def test_time_and_rate_factors_are_asymmetric_and_contain_the_point():
     assert biased.rate_factors(80) == pytest.approx((math.exp(-0.4), 1.0))
 
 
+def test_conformal_widening_by_hand():
+    # 9 scores 0.01 .. 0.09 at 80%: the ceil((9 + 1) x 0.8) = 8th smallest, 0.08; at 90%: ceil(9) = 9th, 0.09
+    scores = [i / 100 for i in range(1, 10)]
+    assert iv.conformal_widening(scores, 80) == 0.08
+    assert iv.conformal_widening(scores, 90) == 0.09
+    # 4 scores at 90%: ceil(5 x 0.9) = 5 > 4, the largest
+    assert iv.conformal_widening([-0.1, 0.0, 0.2, 0.1], 90) == 0.2
+    with pytest.raises(iv.ClusterfitError, match="no conformity scores"):
+        iv.conformal_widening([float("nan")], 80)
+
+
+def test_conformity_is_the_distance_outside_the_interval():
+    band = iv.Band("k", "family", 20, (-0.2, -0.1, 0.0, 0.2, 0.3))      # 80%: [-0.1, 0.2] in log units
+    assert iv.conformity(band, 0.5, 80) == pytest.approx(0.3)            # 0.3 above the top
+    assert iv.conformity(band, -0.4, 80) == pytest.approx(0.3)           # 0.3 below the bottom
+    assert iv.conformity(band, 0.0, 80) == pytest.approx(-0.1)           # inside, 0.1 from the lower end
+
+
+def test_widening_moves_both_quantiles_out():
+    # the decode regime's widening 0.05 at 80% and 0.1 at 90%: [-0.1 - 0.05, 0.2 + 0.05] and [-0.2 - 0.1, 0.3 + 0.1]
+    q = [-0.2, -0.1, 0.0, 0.2, 0.3]
+    table = IntervalTable({"families": {"*|*|*|*": {"n": 20, "q": q}},
+                           "widening": {"80": {"decode": 0.05, "prefill": 0.4}, "90": {"decode": 0.1}}})
+    band = table.band(F_DEC)
+    assert band.time_factors(80) == pytest.approx((math.exp(-0.15), math.exp(0.25)))
+    assert band.time_factors(90) == pytest.approx((math.exp(-0.3), math.exp(0.4)))
+    # the prefill regime's own widening; a regime the table does not widen keeps its quantiles
+    assert table.band(F_B200).time_factors(80) == pytest.approx((math.exp(-0.5), math.exp(0.6)))
+    assert table.band(F_THR).time_factors(80) == pytest.approx((math.exp(-0.1), math.exp(0.2)))
+    # a negative widening narrows, but the interval still holds the point prediction
+    narrow = IntervalTable({"families": {"*|*|*|*": {"n": 20, "q": q}}, "widening": {"80": {"decode": -0.15}}})
+    assert narrow.band(F_DEC).time_factors(80) == pytest.approx((1.0, math.exp(0.05)))
+    with pytest.raises(iv.ClusterfitError, match="malformed"):
+        IntervalTable({"families": {}, "widening": {"80": 0.05}})
+
+
 def test_step_margins_pick_the_regime_of_each_step():
     m = iv.StepMargins(prefill=3.0, decode=2.0, throughput=1.5)
     got = m.step([8000.0, 0.0, 0.0, 10.0], [8.0, 4.0, 200.0, 64.0])

@@ -25,6 +25,17 @@ A family is engine x GPU family (``engines.gpu_family``; GPUs without their own 
 A family with fewer than ``MIN_RESIDUALS`` residuals falls back, in this order: drop the regime, then the GPU
 family, then dense/MoE (the engine's own residuals), then every engine; the level used is reported with the
 figures (``schema.IntervalBasis``).
+
+Quantiles of a family's past residuals under-cover a new source table: a table's rows share its offset (one
+model, GPU and software version), so a family's residuals hold fewer independent draws than rows, and the families
+that fall back are the unusual ones. The table therefore carries a conformal widening per confidence level and
+regime (``widening``, log units), added below the lower and above the upper quantile of every band of that regime:
+conformalized quantile regression (Romano, Patterson and Candes, "Conformalized Quantile Regression", NeurIPS 2019)
+with grouped calibration. ``conformal_widening`` computes it from held-out conformity scores, each residual scored
+against a table fitted without its own CV fold: the (1 - alpha)(1 + 1/n) empirical quantile of
+``max(q_lo - r, r - q_hi)`` over the regime's residuals of every engine and GPU. Three constants per level, one per
+regime: a TTFT carries the queueing and chunking of its run, a light-load step its host costs, a max-throughput run
+neither, so the regimes miss by different amounts (one constant for all would leave prefill figures under-covered).
 """
 
 from __future__ import annotations
@@ -121,6 +132,23 @@ def fit_table(residuals: Iterable[tuple[Family, float]], digits: int = 4) -> dic
     return {k: {"n": len(v), "q": [round(x, digits) for x in quantiles(v)]} for k, v in sorted(groups.items())}
 
 
+def conformity(band: Band, r: float, confidence: int) -> float:
+    """How far residual ``r`` lies outside ``band``'s interval of ``confidence`` (the interval figures carry, widened
+    to the point prediction; negative: inside, by that much from the nearer end)."""
+    lo, hi = band.time_factors(confidence)
+    return max(math.log(lo) - r, r - math.log(hi))
+
+
+def conformal_widening(scores: Iterable[float], confidence: int) -> float:
+    """The widening that makes ``confidence`` percent of held-out conformity ``scores`` fall inside: their
+    ceil((n + 1) c) / n empirical quantile (CQR's finite-sample level), the largest score where that exceeds 1."""
+    s = np.sort(np.asarray([x for x in scores if math.isfinite(x)], dtype=float))
+    if s.size == 0:
+        raise ClusterfitError("no conformity scores to fit a widening on")
+    k = math.ceil((s.size + 1) * confidence / 100.0)
+    return float(s[min(k, s.size) - 1])
+
+
 # ------------------------------------------------------------------------------------------- lookup
 @dataclass(frozen=True)
 class Band:
@@ -130,13 +158,17 @@ class Band:
     level: str
     n: int
     q: tuple[float, ...]          # QUANTILES order
+    #: Conformal widening (log units) of the band's regime by confidence level, from the table (none: 0).
+    widening: tuple[tuple[int, float], ...] = ()
 
     def quantile_pair(self, confidence: int) -> tuple[float, float]:
+        """The (lower, upper) residual quantiles of ``confidence``, each moved out by the table's widening."""
         if confidence not in CONFIDENCE_QUANTILES:
             raise ClusterfitError(f"confidence must be one of {', '.join(map(str, CONFIDENCE_QUANTILES))}, "
                                   f"got {confidence}")
         lo_q, hi_q = CONFIDENCE_QUANTILES[confidence]
-        return self.q[QUANTILES.index(lo_q)], self.q[QUANTILES.index(hi_q)]
+        w = dict(self.widening).get(confidence, 0.0)
+        return self.q[QUANTILES.index(lo_q)] - w, self.q[QUANTILES.index(hi_q)] + w
 
     def time_factors(self, confidence: int = DEFAULT_CONFIDENCE) -> tuple[float, float]:
         """(lo, hi) multipliers of a predicted time, widened to contain 1 (the point prediction)."""
@@ -157,7 +189,12 @@ class IntervalTable:
             self.families: dict[str, dict[str, Any]] = dict(data["families"])
             self.min_residuals = int(data.get("min_residuals", MIN_RESIDUALS))
             stored = tuple(float(x) for x in data.get("quantiles", QUANTILES))
-        except (KeyError, TypeError, ValueError) as exc:
+            by_regime: dict[str, list[tuple[int, float]]] = {}
+            for conf, per_regime in data.get("widening", {}).items():
+                for regime, w in per_regime.items():
+                    by_regime.setdefault(str(regime), []).append((int(conf), float(w)))
+            self.widening = {r: tuple(sorted(v)) for r, v in by_regime.items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ClusterfitError(f"interval table: malformed ({exc})") from None
         if stored != QUANTILES:
             raise ClusterfitError(f"interval table: quantiles {stored} differ from {QUANTILES}; refit it with "
@@ -169,7 +206,8 @@ class IntervalTable:
         for level, key in family.keys():
             e = self.families.get(key)
             if e is not None and int(e["n"]) >= self.min_residuals:
-                return Band(key, level, int(e["n"]), tuple(float(x) for x in e["q"]))
+                return Band(key, level, int(e["n"]), tuple(float(x) for x in e["q"]),
+                            self.widening.get(family.regime, ()))
         raise ClusterfitError(f"interval table: no level of {family} holds {self.min_residuals} residuals")
 
     def describe(self) -> str:
