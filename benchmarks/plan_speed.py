@@ -5,7 +5,8 @@
 Runs ``clusterfit plan deepseek-ai/DeepSeek-V3 --isl 4096 --osl 1024 --rate 5 --ttft-ms 2000 --tpot-ms 50
 --json`` as a fresh process pinned to one CPU core (``taskset -c 0`` where available), ``--repeat`` times,
 and reports the median wall time of the whole process (interpreter start, imports, catalogs, search,
-JSON) and the configurations evaluated. It also times the command line's start-up the same way: a fresh
+JSON) and the configurations evaluated: with every module's bytecode cached (as after ``pip install``), and
+compiling the modules that have none on every run (an editable checkout under PYTHONDONTWRITEBYTECODE). It also times the command line's start-up the same way: a fresh
 ``python -c "import clusterfit.cli"`` and ``clusterfit --help``. Writes benchmarks/results/plan_speed.json.
 To time another checkout, run it with ``PYTHONPATH=OTHER/src`` and ``--out``.
 
@@ -25,6 +26,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,22 +49,31 @@ def _loadavg() -> float | None:
         return None
 
 
-def _no_bytecode() -> bool:
-    """True when PYTHONDONTWRITEBYTECODE is set: no __pycache__ is written, so each run compiles every module."""
-    return bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+def bytecode_env(cache: Path | None) -> dict[str, str]:
+    """The child's environment: with ``cache``, bytecode is written to and read from that folder
+    (PYTHONPYCACHEPREFIX; as after ``pip install``, which compiles every module); without, no bytecode is written
+    (PYTHONDONTWRITEBYTECODE), so every run compiles the modules that have none (an editable checkout's)."""
+    env = dict(os.environ)
+    if cache is None:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+    else:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(cache)
+    return env
 
 
-def run_clusterfit(pin: bool) -> tuple[float, dict]:
+def run_clusterfit(pin: bool, env: dict[str, str] | None = None) -> tuple[float, dict]:
     cmd = (_pin() if pin else []) + [sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", *QUESTION]
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"clusterfit plan failed ({out.returncode}): {out.stderr.strip()}")
     return wall, json.loads(out.stdout)
 
 
-def time_startup(pin: bool, repeat: int) -> dict[str, float]:
+def time_startup(pin: bool, repeat: int, env: dict[str, str] | None = None) -> dict[str, float]:
     """Median wall time of a fresh interpreter importing the CLI, and of ``clusterfit --help``."""
     out = {}
     for name, code, args in (("import_cli_s", "import clusterfit.cli", []),
@@ -71,7 +82,7 @@ def time_startup(pin: bool, repeat: int) -> dict[str, float]:
         for _ in range(max(3, repeat)):
             t0 = time.perf_counter()
             subprocess.run((_pin() if pin else []) + [sys.executable, "-c", code, *args], capture_output=True,
-                           cwd=ROOT, check=False)
+                           cwd=ROOT, check=False, env=env)
             walls.append(time.perf_counter() - t0)
         out[name] = statistics.median(walls)
     t0 = time.perf_counter()
@@ -110,19 +121,23 @@ def main() -> None:
     args = ap.parse_args()
     pin = not args.no_pin
     load_before = _loadavg()
-    walls, data = [], {}
-    for _ in range(max(1, args.repeat)):
-        wall, data = run_clusterfit(pin)
-        walls.append(wall)
+    walls, compiling, data = [], [], {}
+    with tempfile.TemporaryDirectory(prefix="clusterfit-pycache-") as cache:
+        run_clusterfit(pin, bytecode_env(Path(cache)))          # writes the bytecode; not timed
+        for _ in range(max(1, args.repeat)):
+            wall, data = run_clusterfit(pin, bytecode_env(Path(cache)))
+            walls.append(wall)
+            compiling.append(run_clusterfit(pin, bytecode_env(None))[0])
+        startup = time_startup(pin, args.repeat, bytecode_env(Path(cache)))
     median = statistics.median(walls)
     load_after = _loadavg()
-    startup = time_startup(pin, args.repeat)
     rec = data.get("recommended") or {}
     print(f"clusterfit plan {' '.join(QUESTION[:-1])}")
     print(f"  whole process, one core{' (taskset -c 0)' if pin and _pin() else ''}: median {median:.3f} s "
           f"over {len(walls)} runs (min {min(walls):.3f}, max {max(walls):.3f})")
-    print(f"  machine load (1-min average) {load_before} before, {load_after} after; bytecode cache "
-          f"{'off (PYTHONDONTWRITEBYTECODE: every run compiles the package)' if _no_bytecode() else 'on'}")
+    print(f"  (bytecode cached, as installed; compiling the package's modules every run, as an editable checkout "
+          f"under PYTHONDONTWRITEBYTECODE: median {statistics.median(compiling):.3f} s)")
+    print(f"  machine load (1-min average) {load_before} before, {load_after} after")
     print(f"  configurations evaluated: {data['configurations_evaluated']:,} "
           f"({data['candidates_compiled']} replica layouts compiled, "
           f"{len(data['per_system'])} systems with a plan)")
@@ -146,7 +161,9 @@ def main() -> None:
         "wall_s_median": median, "wall_s_runs": walls, "configurations_evaluated": data["configurations_evaluated"],
         "candidates_compiled": data["candidates_compiled"], "systems_with_plan": len(data["per_system"]),
         "startup": startup, "loadavg_1m_before_after": [load_before, load_after],
-        "bytecode_cache_disabled": _no_bytecode(),
+        "bytecode": "wall_s_* with the bytecode of every module cached (PYTHONPYCACHEPREFIX, written by an untimed "
+                    "first run), as after pip install; wall_s_compiling_* under PYTHONDONTWRITEBYTECODE",
+        "wall_s_compiling_median": statistics.median(compiling), "wall_s_compiling_runs": compiling,
         "recommended": {k: rec.get(k) for k in ("system", "layout", "replicas", "total_gpus", "cost_per_hour")},
         "aiconfigurator": aic, "python": platform.python_version(), "machine": platform.machine(),
         "date": time.strftime("%Y-%m-%d"),
