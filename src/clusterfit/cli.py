@@ -9,6 +9,8 @@ pydantic only when they run.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
@@ -18,13 +20,22 @@ from .commands import twin
 from .commands.output import fail, parameter_flag
 from .errors import ClusterfitError
 
-app = typer.Typer(
-    name="clusterfit",
-    help="Size, plan and simulate LLM serving clusters: memory fit, performance, planning, simulation.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+#: Every command: name -> (function, hidden from --help).
+COMMANDS: dict[str, tuple[Callable[..., Any], bool]] = {
+    "fit": (fit.fit_command, False),
+    "models": (fit.models_command, False),
+    "model": (fit.model_command, False),
+    "hardware": (hardware.hardware_command, False),
+    "systems": (hardware.systems_command, True),
+    "perf": (perf.perf_command, False),
+    "plan": (plan.plan_command, False),
+    "simulate": (simulate.simulate_command, False),
+    "deploy": (deploy.deploy_command, False),
+    "serve": (serve.serve_command, False),
+    "calibrate": (calibrate.calibrate_command, False),
+    "bench": (bench.bench_command, False),
+    "twin": (twin.twin_command, False),
+}
 
 
 def _version(value: bool) -> None:
@@ -35,25 +46,28 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """Size, plan and simulate LLM serving clusters: memory fit, performance, planning, simulation."""
 
 
-app.command("fit")(fit.fit_command)
-app.command("models")(fit.models_command)
-app.command("model")(fit.model_command)
-app.command("hardware")(hardware.hardware_command)
-app.command("systems", hidden=True)(hardware.systems_command)
-app.command("perf")(perf.perf_command)
-app.command("plan")(plan.plan_command)
-app.command("simulate")(simulate.simulate_command)
-app.command("deploy")(deploy.deploy_command)
-app.command("serve")(serve.serve_command)
-app.command("calibrate")(calibrate.calibrate_command)
-app.command("bench")(bench.bench_command)
-app.command("twin")(twin.twin_command)
+def build_app(names: list[str] | None = None) -> typer.Typer:
+    """The command line with the commands ``names`` (default: every command, in COMMANDS order)."""
+    cli = typer.Typer(
+        name="clusterfit",
+        help="Size, plan and simulate LLM serving clusters: memory fit, performance, planning, simulation.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    cli.callback()(_root)
+    for name in COMMANDS if names is None else names:
+        function, hidden = COMMANDS[name]
+        cli.command(name, hidden=hidden)(function)
+    return cli
+
+
+app = build_app()
 
 
 def _usage_error_type() -> type[Exception]:
@@ -69,8 +83,13 @@ def _usage_error_type() -> type[Exception]:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app; user and usage errors become one ``error:`` line and exit 2."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    # typer turns every registered command's signature into parameters on each call (~50 ms for all of them):
+    # a call that names its command first gets a command line holding that command only (same options, help and
+    # errors); anything else (--help, --version, a typo that needs the list of commands) gets the whole one.
+    cli = build_app([args[0]]) if args and args[0] in COMMANDS else app
     try:
-        app(args=argv, standalone_mode=False)
+        cli(args=args, standalone_mode=False)
     except ClusterfitError as exc:
         fail(parameter_flag(exc))
     except typer.Exit as exc:
