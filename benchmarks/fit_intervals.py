@@ -111,11 +111,22 @@ def row_batch(row, pred: float) -> float | None:
     return None
 
 
+def all_at_once(row) -> bool:
+    """Whether the row's requests are all sent at once (request rate inf, max-throughput and offline runs)."""
+    mode = row["concurrency_or_mode"].lower()
+    qps = acc.online_qps(row)
+    return (qps is not None and not np.isfinite(qps)) or any(
+        w in mode for w in ("max throughput", "rate inf", "all at once", "offline"))
+
+
 def row_regime(row, pred: float) -> str | None:
-    """prefill (TTFT, prefill throughput), decode (at most DECODE_BATCH_MAX sequences per replica, batch-1
-    metrics) or throughput; None for an online throughput row that measures the offered load."""
+    """prefill (TTFT, prefill throughput), queued (TTFT of a run whose requests are all sent at once), decode (at
+    most DECODE_BATCH_MAX sequences per replica, batch-1 metrics) or throughput; None for an online throughput
+    row that measures the offered load."""
     metric = row["metric"]
-    if metric in PREFILL_TIME_METRICS or metric in acc.PREFILL_METRICS:
+    if metric in PREFILL_TIME_METRICS:
+        return "queued" if all_at_once(row) else "prefill"
+    if metric in acc.PREFILL_METRICS:
         return "prefill"
     if metric in BATCH1_METRICS:
         return "decode"

@@ -147,6 +147,19 @@ def test_row_families(fitmod):
     assert fitmod.row_family(_row("output_tokens_per_s_total", 9e3, "static batch size 64"), 9e3).regime == "throughput"
     moe = dict(_row("output_tokens_per_s_total", 1000), model="Qwen3-30B-A3B", gpu="B200-SXM-180GB")
     assert fitmod.row_family(moe, 1000.0) == Family("trtllm", "blackwell", True, "throughput")
+    # a TTFT of requests sent all at once waits for a backlog to drain: queued, not prefill
+    assert fitmod.row_family(_row("ttft_ms", 900), 800.0).regime == "queued"
+    assert fitmod.row_family(_row("ttft_ms_mean", 900, "ShareGPT, 1000 prompts, request rate inf (all at once)"),
+                             800.0).regime == "queued"
+    assert fitmod.row_family(_row("ttft_ms_p50", 90, "request rate 4/s (Poisson), 1000 prompts"), 80.0).regime \
+        == "prefill"
+
+
+def test_ttft_regime_by_hand():
+    # queued from a mean wait of half the mean TTFT on: 0.5 s of 1.0 s waited -> queued; 0.4 s -> prefill
+    assert iv.ttft_regime(0.5, 1.0) == "queued"
+    assert iv.ttft_regime(0.4, 1.0) == "prefill"
+    assert iv.ttft_regime(0.0, 0.0) == "prefill"
 
 
 # ---------------------------------------------------------------------------------- the shipped table
@@ -217,6 +230,19 @@ def test_simulate_json_carries_intervals(run_json):
             got = out[f"{metric}_interval"][pct]
             assert got["value"] == pytest.approx(out[metric][pct])
             assert got["lo"] <= got["value"] <= got["hi"]
+    assert "prefill" in out["intervals"]["by_regime"]          # 20 req/s on two H200s: served as they come
+
+
+def test_an_overloaded_simulation_takes_the_queued_ttft_band(run_json):
+    # 2,000 requests at 50 req/s on one H200 that serves ~27: the backlog's wait is most of every TTFT
+    out = run_json("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "1000", "--osl", "200",
+                   "--rate", "50", "--requests", "2000")
+    wait = out["queue"]["mean_waiting"] / out["throughput"]["requests_per_s"]       # Little's law
+    assert wait >= 0.5 * out["ttft_s"]["mean"]
+    assert "queued" in out["intervals"]["by_regime"] and "prefill" not in out["intervals"]["by_regime"]
+    band = iv.load_table().band(Family("vllm", "hopper", False, "queued"))
+    mean = out["ttft_s_interval"]["mean"]
+    assert mean["hi"] == pytest.approx(mean["value"] * band.time_factors()[1])
 
 
 # -------------------------------------------------------------------------------------------- tables

@@ -453,13 +453,14 @@ def simulate(request: SimulateRequest | None = None, /, **kwargs: Any) -> SimRes
 
 
 def _sim_intervals(req: SimulateRequest, report: dict[str, Any]) -> dict[str, Any]:
-    """The ``*_interval`` keys of a simulation (clusterfit.intervals): each TTFT percentile in the prefill regime;
-    each TPOT percentile in the decode or throughput regime of the mean running batch per replica (Little's law:
-    output tokens/s x mean TPOT / replicas); end-to-end latency with the prefill and decode factors weighted by
-    the mean TTFT's and the mean decode time's shares of the mean end-to-end latency. The intervals scale the
-    simulated latencies by the step-time residuals of their family: queueing that a slower step would add at high
-    load is not re-simulated."""
-    from .intervals import bands_for, decode_regime
+    """The ``*_interval`` keys of a simulation (clusterfit.intervals): each TTFT percentile in the prefill regime,
+    or the queued one when the mean wait in the queue (Little's law: mean waiting requests / requests per second)
+    is at least half the mean TTFT (intervals.ttft_regime); each TPOT percentile in the decode or throughput regime
+    of the mean running batch per replica (Little's law: output tokens/s x mean TPOT / replicas); end-to-end
+    latency with the TTFT and decode factors weighted by the mean TTFT's and the mean decode time's shares of the
+    mean end-to-end latency. The intervals scale the simulated latencies by the residuals of their family:
+    queueing that a slower step would add at high load is not re-simulated."""
+    from .intervals import bands_for, decode_regime, ttft_regime
 
     engine = req.engine
     if engine is None and req.scenario is not None:
@@ -472,7 +473,10 @@ def _sim_intervals(req: SimulateRequest, report: dict[str, Any]) -> dict[str, An
     ttft, tpot, e2e = report["ttft_s"], report["tpot_s"], report["e2e_s"]
     batch = report["throughput"]["output_tokens_per_s"] * (tpot["mean"] or 0.0) / max(report["replicas"], 1)
     dec = decode_regime(batch)
-    pre_lo, pre_hi = bands.band("prefill").time_factors()
+    served = report["throughput"]["requests_per_s"]
+    wait_s = (report["queue"]["mean_waiting"] or 0.0) / served if served else 0.0
+    pre = ttft_regime(wait_s, ttft["mean"] or 0.0)
+    pre_lo, pre_hi = bands.band(pre).time_factors()
     dec_lo, dec_hi = bands.band(dec).time_factors()
     share = min(1.0, (ttft["mean"] or 0.0) / e2e["mean"]) if e2e["mean"] else 1.0
     e2e_f = (share * pre_lo + (1 - share) * dec_lo, share * pre_hi + (1 - share) * dec_hi)
@@ -481,7 +485,7 @@ def _sim_intervals(req: SimulateRequest, report: dict[str, Any]) -> dict[str, An
         return {k: None if v is None else {"value": v, "lo": v * f[0], "hi": v * f[1]} for k, v in pct.items()}
 
     return {"ttft_s_interval": scaled(ttft, (pre_lo, pre_hi)), "tpot_s_interval": scaled(tpot, (dec_lo, dec_hi)),
-            "e2e_s_interval": scaled(e2e, e2e_f), "intervals": bands.basis(["prefill", dec])}
+            "e2e_s_interval": scaled(e2e, e2e_f), "intervals": bands.basis([pre, dec])}
 
 
 def simulation_run(result: SimResult) -> SimRun:

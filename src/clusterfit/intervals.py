@@ -16,11 +16,16 @@ to the point (``lo <= value <= hi``), which keeps or raises its coverage.
 A family is engine x GPU family (``engines.gpu_family``; GPUs without their own constants, Hopper among them, are
 "hopper") x dense/MoE x regime:
 
-- ``prefill``: TTFT and prefill time / prefill throughput;
+- ``prefill``: TTFT and prefill time / prefill throughput, requests served as they come;
 - ``decode``: decode figures (TPOT, ITL, decode step, tokens/s) at a batch of at most ``DECODE_BATCH_MAX``
   sequences per replica: weight streaming and per-step host and launch costs dominate;
 - ``throughput``: the same figures at larger batches (max-throughput runs): GEMM efficiency, attention over the KV
-  cache and per-sequence host work dominate.
+  cache and per-sequence host work dominate;
+- ``queued``: TTFT of a run whose requests mostly wait for admission (all sent at once, request rate inf, or a
+  simulated run whose mean wait in the queue is at least ``QUEUED_WAIT_SHARE`` of its mean TTFT): the time to drain
+  a backlog, which the engine's admission order and the client's pacing decide as much as the step times. Its
+  residuals are several times wider than a light-load TTFT's, so they get their own family instead of widening
+  every TTFT interval (``perf``'s and ``plan``'s TTFTs are light-load figures: ``prefill``).
 
 A family with fewer than ``MIN_RESIDUALS`` residuals falls back, in this order: drop the regime, then the GPU
 family, then dense/MoE (the engine's own residuals), then every engine; the level used is reported with the
@@ -33,9 +38,10 @@ regime (``widening``, log units), added below the lower and above the upper quan
 conformalized quantile regression (Romano, Patterson and Candes, "Conformalized Quantile Regression", NeurIPS 2019)
 with grouped calibration. ``conformal_widening`` computes it from held-out conformity scores, each residual scored
 against a table fitted without its own CV fold: the (1 - alpha)(1 + 1/n) empirical quantile of
-``max(q_lo - r, r - q_hi)`` over the regime's residuals of every engine and GPU. Three constants per level, one per
-regime: a TTFT carries the queueing and chunking of its run, a light-load step its host costs, a max-throughput run
-neither, so the regimes miss by different amounts (one constant for all would leave prefill figures under-covered).
+``max(q_lo - r, r - q_hi)`` over the regime's residuals of every engine and GPU. One constant per level and regime:
+a TTFT carries the front end and chunking of its run, a backlog's TTFT the admission order, a light-load step its
+host costs, a max-throughput run none of these, so the regimes miss by different amounts (one constant for all
+left prefill figures under-covered).
 """
 
 from __future__ import annotations
@@ -56,13 +62,16 @@ from .errors import ClusterfitError
 INTERVALS_JSON = Path(__file__).resolve().parent / "catalog" / "intervals.json"
 
 #: Regimes of a predicted figure (see the module docstring).
-REGIMES = ("prefill", "decode", "throughput")
-Regime = Literal["prefill", "decode", "throughput"]
+REGIMES = ("prefill", "decode", "throughput", "queued")
+Regime = Literal["prefill", "decode", "throughput", "queued"]
 #: Largest batch (running sequences per replica) of the ``decode`` regime. A choice, not a fit: at up to 32
 #: sequences a dense decode step on an H200 still streams its weights (bf16 GEMMs reach ~2-4 TFLOP/s at M=1 and
 #: turn compute-bound only at M of a few hundred; ../shared/notes/architecture.md), so the step is weights + host
 #: costs, the regime the light-load rows of the development CSVs measure.
 DECODE_BATCH_MAX = 32
+#: Share of a run's mean TTFT that its mean queue wait must reach for the TTFT to be in the ``queued`` regime. A
+#: choice, not a fit: from there on the wait, not the prefill, is most of the figure.
+QUEUED_WAIT_SHARE = 0.5
 #: Fewest residuals a family needs before its own quantiles are used (else it falls back a level).
 MIN_RESIDUALS = 15
 #: Quantiles fitted and stored (5th/95th for the 90% interval, 10th/90th for 80%, the median for reference).
@@ -103,6 +112,12 @@ def hw_family(gpu_id: str) -> str:
 def decode_regime(batch: float) -> str:
     """``decode`` at up to DECODE_BATCH_MAX running sequences per replica, else ``throughput``."""
     return "decode" if batch <= DECODE_BATCH_MAX else "throughput"
+
+
+def ttft_regime(mean_wait_s: float, mean_ttft_s: float) -> str:
+    """``queued`` when the mean wait in the queue is at least QUEUED_WAIT_SHARE of the mean TTFT, else
+    ``prefill``."""
+    return "queued" if mean_ttft_s > 0 and mean_wait_s >= QUEUED_WAIT_SHARE * mean_ttft_s else "prefill"
 
 
 def is_moe(model: Any) -> bool:
