@@ -1374,7 +1374,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sharegpt-cv", type=float, default=None,
                     help="coefficient of variation of the assumed log-normal ShareGPT lengths (default "
                          f"{published_rows.SHAREGPT_CV:g}); to measure how much the ShareGPT rows depend on it")
+    ap.add_argument("--sharegpt-shape", choices=published_rows.SHAREGPT_SHAPES, default=None,
+                    help=f"family of the assumed ShareGPT lengths (default {published_rows.SHAREGPT_SHAPE})")
     a = ap.parse_args(argv)
+    if a.sharegpt_shape is not None:
+        published_rows.SHAREGPT_SHAPE = a.sharegpt_shape
     if a.sharegpt_cv is not None:
         if not a.sharegpt_cv >= 0:
             print("error: --sharegpt-cv must be >= 0", file=sys.stderr)

@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import accuracy as acc  # noqa: E402
+import published_rows  # noqa: E402
 from published_rows import Skip, run_key, run_weights, weighted_summary  # noqa: E402
 
 from clusterfit.errors import ClusterfitError  # noqa: E402
@@ -188,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="store the full-data fit in catalog/engines.yaml")
     ap.add_argument("--fit", default=",".join(GRID), metavar="NAMES",
                     help="comma-separated constants to fit (the others stay as shipped); default: all of GRID")
+    ap.add_argument("--sharegpt-shape", choices=published_rows.SHAREGPT_SHAPES,
+                    default=published_rows.SHAREGPT_SHAPE, help="family of the assumed ShareGPT lengths")
     args = ap.parse_args(argv)
+    published_rows.SHAREGPT_SHAPE = args.sharegpt_shape
     names = [n.strip() for n in args.fit.split(",") if n.strip()]
     unknown = [n for n in names if n not in GRID]
     if unknown or not names:
@@ -223,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"held out: {cv['held_out']['run_weighted']}", flush=True)
     out = {"engine": args.engine, "csv": os.path.basename(args.csv), "grid": grid, "loss": "run-weighted soft-L1 "
            f"of log error, f_scale {acc.F_SCALE}", "shipped_constants": shipped, "before": before,
-           "fitted": full, "in_sample": after, "grouped_cv": cv, "evaluations": ev.calls,
+           "sharegpt_shape": args.sharegpt_shape, "fitted": full, "in_sample": after, "grouped_cv": cv,
+           "evaluations": ev.calls,
            "seconds": round(time.time() - t0, 1)}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     if args.write:
@@ -235,7 +240,8 @@ def held_out_errors(fit_file: str, csv_path: str, rows: list[dict] | None = None
     """Row id -> error % for the fit file's engine: each row predicted with the constants of the grouped-CV fold
     that held its source page out (the file's grouped_cv.per_fold), so benchmarks/fit_intervals.py can treat
     vLLM / SGLang rows as held out once their constants are fitted on the same CSV. ``rows``: the engine's rows of
-    the CSV when the caller already has them (engine_rows)."""
+    the CSV when the caller already has them (engine_rows). ShareGPT runs are replayed with the length family the
+    fit used (its ``sharegpt_shape``; log-normal for files from before it was recorded)."""
     res = json.loads(Path(fit_file).read_text())
     cv = res.get("grouped_cv") or {}
     if not cv.get("per_fold"):
@@ -245,7 +251,7 @@ def held_out_errors(fit_file: str, csv_path: str, rows: list[dict] | None = None
     engine = res["engine"]
     rows = engine_rows(csv_path, engine) if rows is None else rows
     out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, published_rows.sharegpt_shape(res.get("sharegpt_shape", "lognormal")):
         ev = Evaluator(engine, tmp)
         for fold in cv["per_fold"]:
             pages = set(fold["pages"])

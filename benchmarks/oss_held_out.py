@@ -22,6 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import published_rows  # noqa: E402
 from fit_oss_engines import GRID, Evaluator, emit_report, engine_rows, held_out_errors  # noqa: E402
 from published_rows import metric_group, run_weights, weighted_summary  # noqa: E402
 
@@ -54,7 +55,9 @@ def main(argv=None) -> int:
     engine = res["engine"]
     rows = engine_rows(a.csv, engine)
     report = {"engine": engine, "fit_file": Path(a.fit_file).name}
-    with tempfile.TemporaryDirectory() as tmp:
+    shape = res.get("sharegpt_shape", "lognormal")
+    report["sharegpt_shape"] = shape
+    with tempfile.TemporaryDirectory() as tmp, published_rows.sharegpt_shape(shape):
         ev = Evaluator(engine, tmp)
         for name, params in (("shipped_before_the_fit", {**DEFAULTS, **res["shipped_constants"]}),
                              ("fitted_in_sample", res["fitted"]["params"])):

@@ -494,6 +494,14 @@ def test_load_and_lengths_read_from_rows(acc, oss2):
     # GPUStack vLLM: ShareGPT 1,000 prompts all at once, measured 215.3 / 194.0
     s = spec(oss2["OSS2-1186"])
     assert (s.client, s.arrival, s.requests, s.input.mean, s.output.mean) == ("vllm", "burst", 1000, 215.3, 194.0)
+    assert (s.input.dist, s.output.dist) == ("lognormal", "lognormal")
+    # the length family a fit file records (fit_oss_engines.py --sharegpt-shape) applies inside the block only
+    with acc.published_rows.sharegpt_shape("exponential"):
+        assert spec(oss2["OSS2-1186"]).output.dist == "exponential"
+    assert spec(oss2["OSS2-1186"]).output.dist == "lognormal"
+    with pytest.raises(ValueError, match="choose from lognormal, exponential"):
+        with acc.published_rows.sharegpt_shape("gamma"):
+            pass
     s = spec(oss2["OSS2-1072"])
     assert (s.arrival, s.concurrency, s.requests, s.input.mean) == ("closed", 4, 100, 229.5)
     # random 32000/100 without --ignore-eos: input as measured (32000.0), outputs stopped early at 95.3 on average
@@ -534,6 +542,16 @@ def test_sharegpt_draws_keep_the_measured_mean(acc):
     assert x.mean() == pytest.approx(215.3, rel=0.01)
     u = acc.published_rows.LengthSpec.uniform(1, 1024, "")
     assert u.draw(200_000, np.random.default_rng(1)).mean() == pytest.approx(512.5, rel=0.01)
+    # exponential: the same clipped mean; unclipped (bounds far away), P(x < mean / 20) = 1 - e^-0.05 = 4.88%, a
+    # log-normal of CV 1 puts Phi((ln 0.05 + ln 2 / 2) / sqrt(ln 2)) = 0.07% there
+    ex = acc.published_rows.LengthSpec("exponential", 215.3, 4, 1024, 1.0, "")
+    y = ex.draw(200_000, np.random.default_rng(1))
+    assert y.min() >= 4 and y.max() <= 1024
+    assert y.mean() == pytest.approx(215.3, rel=0.01)
+    wide = acc.published_rows.LengthSpec("exponential", 20_000.0, 1, 10**9, 1.0, "")
+    z = wide.draw(200_000, np.random.default_rng(2))
+    assert np.mean(z < 1000) == pytest.approx(1 - np.exp(-0.05), abs=0.002)
+    assert np.mean(x < 215.3 / 20) < 0.002
 
 
 def test_speculative_rows_are_marked(acc, oss2):
