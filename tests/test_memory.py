@@ -191,7 +191,8 @@ def test_engines_documented():
     (("fit", "--params", "lots", "--precision", "fp8"), "cannot read parameter count 'lots'"),
     (("fit", "--params", "1e20", "--precision", "fp8"), "--params must be between"),
     (("fit", "--params", "70B"), "--params needs --precision"),
-    (("fit",), "give a MODEL or --params"),
+    (("fit",), "give a MODEL or --params, one of them"),
+    (("fit", "llama-3.1-8b", "--params", "8B", "--precision", "bf16"), "give a MODEL or --params, not both"),
 ])
 def test_errors_exit_2(run_cli, args, msg):
     code, out, err = run_cli(*args)

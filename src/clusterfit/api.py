@@ -131,7 +131,8 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
 
     req = _request(FitRequest, request, kwargs)
     if (req.model is None) == (req.params is None):
-        raise ClusterfitError("give a MODEL or --params, not both (e.g. `clusterfit fit glm-5.3` or "
+        which = "not both" if req.model is not None else "one of them"
+        raise ClusterfitError(f"give a MODEL or --params, {which} (e.g. `clusterfit fit glm-5.3` or "
                               "`clusterfit fit --params 744B --precision fp8`)")
     if req.params is not None and req.precision is None:
         raise ParameterError("precision", "--params needs --precision (bf16, fp8, int4, ...)")
