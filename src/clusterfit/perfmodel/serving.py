@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arch import ModelArch
-from ..engines import Engine
+from ..engines import Engine, front_end_s
 from ..errors import ClusterfitError
 from ..hardware import System
 from ..layout import Layout
@@ -146,7 +146,7 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         tpot = cyc / osl
         out_tps = b * osl / cyc
         ttft = first_token_s(sm, isl, b - 1.0, ctx)
-    ttft += sm.engine.request_latency_s  # the request's way through the engine's front end (engines.py)
+    ttft += front_end_s(sm)  # the request's way through the engine's front end (Engine.request_latency_s)
     bd = sm.breakdown(0.0, 0.0, b, b * ctx)
     return {
         "ttft_s": ttft,

@@ -362,10 +362,7 @@ class Cluster:
 
     def _result(self, window_s: float, wall0: float) -> SimRun:
         """The run's outcome; it ends at the last arrival or the last finish, whichever is later."""
-        led = self.ledger
-        arrivals = led.arrival_s
-        requests = led.arrays()
-        end_s = _end_s(requests)
+        requests = self.ledger.arrays()
         gaps = TokenGaps()
         for r in self.replicas:
             gaps.merge(r.gaps)
@@ -379,7 +376,7 @@ class Cluster:
             events=self.events,
             replica_seconds=self.replica_seconds,
             gpus_per_replica=self.gpus_per_replica,
-            end_s=end_s,
+            end_s=run_end_s(requests),
             sim_wall_s=time.perf_counter() - wall0,
             config=self.config,
             extra={"window_s": window_s, "kv_capacity_tokens": self.kv_capacity, "max_num_seqs": self.max_num_seqs,
@@ -416,7 +413,7 @@ def nice_window(span_s: float) -> float:
     return float(10 ** (exp + 1))
 
 
-def _end_s(requests: dict[str, np.ndarray]) -> float:
+def run_end_s(requests: dict[str, np.ndarray]) -> float:
     """A run ends at its last arrival or its last finish, whichever is later."""
     finish = requests["finish_s"][np.isfinite(requests["finish_s"])]
     last = float(requests["arrival_s"][-1])
@@ -432,7 +429,7 @@ def with_front_end(run: SimRun, front_s: float) -> SimRun:
     req = dict(run.requests)
     req["first_token_s"] = req["first_token_s"] + front_s
     req["finish_s"] = np.where(req["status"] == COMPLETED, req["finish_s"] + front_s, req["finish_s"])
-    return replace(run, requests=req, end_s=max(run.end_s, _end_s(req)))
+    return replace(run, requests=req, end_s=max(run.end_s, run_end_s(req)))
 
 
 def run_simulation(requests: Requests, step_model: StepCosts, config: SimulationConfig,

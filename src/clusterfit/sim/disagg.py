@@ -28,7 +28,7 @@ import numpy as np
 
 from ..engines import front_end_s
 from ..errors import ClusterfitError
-from .cluster import SimRun, run_simulation, with_front_end
+from .cluster import SimRun, run_end_s, run_simulation, with_front_end
 from .config import SimulationConfig
 from .ledger import COMPLETED, PENDING
 from .requests import Requests
@@ -67,8 +67,8 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
         order = np.argsort(handed[go], kind="stable")
         idx = go[order]
         isl = requests.input_tokens[idx]
-        dec = Requests(handed[idx], isl + 1, requests.output_tokens[idx] - 1,
-                       np.full(idx.size, -1, np.int64), np.zeros(idx.size, np.int64), isl.copy())
+        dec = Requests(handed[idx], isl + 1, requests.output_tokens[idx] - 1, np.full(idx.size, -1, np.int64),
+                       np.zeros(idx.size, np.int64), isl.copy())
         dcfg = config.model_copy(update={"replicas": decode_replicas})
         run_d = run_simulation(dec, decode_model, dcfg, gpus_per_node, front_end=False)
         rd = run_d.requests
@@ -90,11 +90,9 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
         replicas += [{**r, "replica": r["replica"] + prefill_replicas} for r in run_d.replicas]
         events += [{**e, "replica": e["replica"] + prefill_replicas} for e in run_d.events]
     samples = sorted((s for r in runs for s in r.samples), key=lambda s: s.t_s)
-    fin = finish[np.isfinite(finish)]
-    end_s = max(float(requests.arrival_s[-1]), float(fin.max()) if fin.size else 0.0)
     run = SimRun(
         requests=merged, replicas=replicas, samples=samples, events=events,
-        replica_seconds=gpu_s / g_d, gpus_per_replica=g_d, end_s=end_s,
+        replica_seconds=gpu_s / g_d, gpus_per_replica=g_d, end_s=run_end_s(merged),
         sim_wall_s=time.perf_counter() - wall0,
         config=config.model_copy(update={"replicas": prefill_replicas + decode_replicas}),
         token_gaps=run_d.token_gaps if run_d is not None else run_p.token_gaps,
