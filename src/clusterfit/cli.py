@@ -20,23 +20,16 @@ from .commands import twin
 from .commands.output import fail, parameter_flag
 from .errors import ClusterfitError
 
-#: Every command: name -> (function, hidden from --help).
-COMMANDS: dict[str, tuple[Callable[..., Any], bool]] = {
-    "fit": (fit.fit_command, False),
-    "models": (fit.models_command, False),
-    "model": (fit.model_command, False),
-    "hardware": (hardware.hardware_command, False),
-    "systems": (hardware.systems_command, True),
-    "perf": (perf.perf_command, False),
-    "plan": (plan.plan_command, False),
-    "simulate": (simulate.simulate_command, False),
-    "deploy": (deploy.deploy_command, False),
-    "serve": (serve.serve_command, False),
-    "calibrate": (calibrate.calibrate_command, False),
-    "bench": (bench.bench_command, False),
-    "twin": (twin.twin_command, False),
+#: Every command, in --help order: name -> function.
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "fit": fit.fit_command, "models": fit.models_command, "model": fit.model_command,
+    "hardware": hardware.hardware_command, "systems": hardware.systems_command, "perf": perf.perf_command,
+    "plan": plan.plan_command, "simulate": simulate.simulate_command, "deploy": deploy.deploy_command,
+    "serve": serve.serve_command, "calibrate": calibrate.calibrate_command, "bench": bench.bench_command,
+    "twin": twin.twin_command,
 }
-
+#: Commands kept out of --help (``systems``: an alias of ``hardware`` that error messages point to).
+HIDDEN = frozenset({"systems"})
 
 def _version(value: bool) -> None:
     if value:
@@ -62,8 +55,7 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
     )
     cli.callback()(_root)
     for name in COMMANDS if names is None else names:
-        function, hidden = COMMANDS[name]
-        cli.command(name, hidden=hidden)(function)
+        cli.command(name, hidden=name in HIDDEN)(COMMANDS[name])
     return cli
 
 
