@@ -181,14 +181,11 @@ def coverage(items: list[dict], table_for) -> dict:
     """Share of ``items`` (dicts with family, r, unit, engine) inside their 80% / 90% interval, overall and by
     engine, regime and fallback level; ``table_for(unit)`` gives the table an item is checked against."""
     out: dict = {}
+    tables = {u: table_for(u) for u in dict.fromkeys(it["unit"] for it in items)}  # once for both levels
     for conf in (80, 90):
         flags, by_engine, by_regime, by_level = [], {}, {}, {}
-        tables: dict = {}
         for it in items:
-            u = it["unit"]
-            if u not in tables:
-                tables[u] = table_for(u)
-            ok, level = inside(it["family"], it["r"], tables[u], conf)
+            ok, level = inside(it["family"], it["r"], tables[it["unit"]], conf)
             flags.append(ok)
             by_engine.setdefault(it["family"].engine, []).append(ok)
             by_regime.setdefault(it["family"].regime, []).append(ok)
