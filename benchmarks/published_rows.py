@@ -40,6 +40,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -171,6 +172,20 @@ def _unit(dist: str, cv: float, u: np.ndarray) -> np.ndarray:
     return -np.log1p(-np.asarray(u, float)) if dist == "exponential" else _lognormal_unit(cv, u)
 
 
+@lru_cache(maxsize=None)
+def _clipped_scale(dist: str, cv: float, mean: float, low: int, high: int) -> float:
+    """Bisection for LengthSpec.scale, once per shape: every seed of every replayed run draws from the same few."""
+    x = _unit(dist, cv, _LN_GRID)
+    lo, hi = 1e-3 * mean, 1e3 * mean
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        if float(np.mean(np.clip(mid * x, low, high))) < mean:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
 @dataclass(frozen=True)
 class LengthSpec:
     """Token lengths of a run's requests. fixed: always round(mean). uniform: integers in [low, high]. lognormal:
@@ -197,17 +212,8 @@ class LengthSpec:
         return LengthSpec("uniform", (low + high) / 2.0, low, high, 0.0, source)
 
     def scale(self) -> float:
-        """lognormal / exponential: the multiplier of the mean-1 shape whose clipped draws average ``mean``
-        (bisection)."""
-        x = _unit(self.dist, self.cv, _LN_GRID)
-        lo, hi = 1e-3 * self.mean, 1e3 * self.mean
-        for _ in range(80):
-            mid = math.sqrt(lo * hi)
-            if float(np.mean(np.clip(mid * x, self.low, self.high))) < self.mean:
-                lo = mid
-            else:
-                hi = mid
-        return math.sqrt(lo * hi)
+        """lognormal / exponential: the multiplier of the mean-1 shape whose clipped draws average ``mean``."""
+        return _clipped_scale(self.dist, self.cv, self.mean, self.low, self.high)
 
     def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.dist == "fixed":
