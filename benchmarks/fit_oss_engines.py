@@ -65,7 +65,8 @@ from clusterfit.errors import ClusterfitError  # noqa: E402
 #: the planner's operating point that the shipped examples' plans missed their TPOT in simulation
 #: (tests/test_plan_sim_agreement.py). graph_kernel_overhead_s <= kernel_overhead_s's grid (a replayed kernel
 #: costs no more than a launched one). request_latency_s (the front end's per-request latency, engines.py) <= 50 ms:
-#: the light-load TTFT rows of the development pages sit 0-75 ms above their engine steps.
+#: the light-load vLLM TTFT rows of the development pages sat -3 to 75 ms above their engine steps before it existed
+#: (README, "front-end latency").
 GRID = {
     "step_overhead_s": [0.5e-3, 1e-3, 2e-3, 3e-3, 4e-3],
     "seq_overhead_s": [0.0, 20e-6, 40e-6, 60e-6, 80e-6],
