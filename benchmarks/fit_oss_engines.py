@@ -5,8 +5,8 @@ source pages it never saw.
         --out benchmarks/results/fit-oss-vllm.json [--write]
 
 What is fitted: the engine's seven global time constants (engine.yaml: step_overhead_s, seq_overhead_s,
-kernel_overhead_s, graph_kernel_overhead_s, compute_scale, memory_scale, request_latency_s), the same values for every model, GPU and
-source: no per-row, per-model, per-source or per-GPU-family factor (the vLLM / SGLang rows are too few per GPU
+kernel_overhead_s, graph_kernel_overhead_s, compute_scale, memory_scale, request_latency_s), the same values for
+every model, GPU and source: no per-row, per-model, per-source or per-GPU-family factor (the vLLM / SGLang rows are too few per GPU
 family to fit one apart). The search is a coordinate descent over the physical grids in GRID (each pass tries every
 value of one constant with the others held, keeps the best, and stops when a pass changes nothing), because every
 evaluation replays ~100 benchmark runs through the simulator (benchmarks/accuracy.py predict_row) and a gradient
