@@ -6,8 +6,9 @@ Runs ``clusterfit plan deepseek-ai/DeepSeek-V3 --isl 4096 --osl 1024 --rate 5 --
 --json`` as a fresh process pinned to one CPU core (``taskset -c 0`` where available), ``--repeat`` times,
 and reports the median wall time of the whole process (interpreter start, imports, catalogs, search,
 JSON) and the configurations evaluated: with every module's bytecode cached (as after ``pip install``), and
-compiling the modules that have none on every run (an editable checkout under PYTHONDONTWRITEBYTECODE). It also times the command line's start-up the same way: a fresh
-``python -c "import clusterfit.cli"`` and ``clusterfit --help``. Writes benchmarks/results/plan_speed.json.
+compiling the modules that have none on every run (an editable checkout under PYTHONDONTWRITEBYTECODE). It also
+times the command line's start-up the same way (bytecode cached): a fresh ``python -c "import clusterfit.cli"`` and
+``clusterfit --help``. Writes benchmarks/results/plan_speed.json.
 To time another checkout, run it with ``PYTHONPATH=OTHER/src`` and ``--out``.
 
 If the pip package ``aiconfigurator`` is importable, the same question (DeepSeek-V3, ISL 4000 / OSL 500,
@@ -123,12 +124,13 @@ def main() -> None:
     load_before = _loadavg()
     walls, compiling, data = [], [], {}
     with tempfile.TemporaryDirectory(prefix="clusterfit-pycache-") as cache:
-        run_clusterfit(pin, bytecode_env(Path(cache)))          # writes the bytecode; not timed
+        cached, uncached = bytecode_env(Path(cache)), bytecode_env(None)
+        run_clusterfit(pin, cached)          # writes the bytecode; not timed
         for _ in range(max(1, args.repeat)):
-            wall, data = run_clusterfit(pin, bytecode_env(Path(cache)))
+            wall, data = run_clusterfit(pin, cached)
             walls.append(wall)
-            compiling.append(run_clusterfit(pin, bytecode_env(None))[0])
-        startup = time_startup(pin, args.repeat, bytecode_env(Path(cache)))
+            compiling.append(run_clusterfit(pin, uncached)[0])
+        startup = time_startup(pin, args.repeat, cached)
     median = statistics.median(walls)
     load_after = _loadavg()
     rec = data.get("recommended") or {}
