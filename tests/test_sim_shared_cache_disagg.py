@@ -133,22 +133,19 @@ def test_front_end_latency_shifts_first_token_and_finish_once():
 
     from clusterfit.sim.requests import Requests
 
-    reqs = Requests.build([0.0, 0.003, 0.05], [10, 100, 30], [20, 5, 8])
-    runs = []
-    for front in (0.0, 0.025):
+    def steps(front: float) -> ConstantStep:
         model = ConstantStep(0.01, max_num_seqs=8)
         model.engine = SimpleNamespace(mixed_batches=True, request_latency_s=front)  # type: ignore[attr-defined]
-        runs.append(run_simulation(reqs, model, SimulationConfig(exact_steps=True)))
+        return model
+
+    reqs = Requests.build([0.0, 0.003, 0.05], [10, 100, 30], [20, 5, 8])
+    runs = [run_simulation(reqs, steps(front), SimulationConfig(exact_steps=True)) for front in (0.0, 0.025)]
     a, b = (r.requests for r in runs)
     assert np.allclose(b["first_token_s"] - a["first_token_s"], 0.025)
     assert np.allclose(b["finish_s"] - a["finish_s"], 0.025)
     assert runs[1].token_gaps.total_s == pytest.approx(runs[0].token_gaps.total_s)
-    out = []
-    for front in (0.0, 0.025):
-        model = ConstantStep(0.01, max_num_seqs=8)
-        model.engine = SimpleNamespace(mixed_batches=True, request_latency_s=front)  # type: ignore[attr-defined]
-        out.append(run_disaggregated(reqs, model, model, SimulationConfig(exact_steps=True), 1, 1,
-                                     lambda tok: 1e-4 * np.asarray(tok) + 3.7e-4).requests)
+    out = [run_disaggregated(reqs, steps(front), steps(front), SimulationConfig(exact_steps=True), 1, 1,
+                             lambda tok: 1e-4 * np.asarray(tok) + 3.7e-4).requests for front in (0.0, 0.025)]
     assert np.allclose(out[1]["first_token_s"] - out[0]["first_token_s"], 0.025)
     assert np.allclose(out[1]["finish_s"] - out[0]["finish_s"], 0.025)
 
