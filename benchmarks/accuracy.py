@@ -860,6 +860,12 @@ def is_speculative(row, engine: str) -> bool:
             or bool(re.search(r"\+\s*(?:mtp|eagle|dspark|speculative)", row["engine"], re.I)))
 
 
+def all_at_once(mode: str) -> bool:
+    """Whether a load column (lower case) sends every request at once: max-throughput, offline and request-rate-inf
+    runs (the load regime of the closed-form max-throughput prediction, and fit_intervals.py's queued TTFTs)."""
+    return "max throughput" in mode or "inf" in mode or "all at once" in mode or "offline" in mode
+
+
 def predict_row(row) -> float:
     mode = row["concurrency_or_mode"].lower()
     metric = row["metric"]
@@ -910,8 +916,7 @@ def predict_row(row) -> float:
         t = float(sm.step_s(chunk, chunk * (isl + 1) / 2, 0, 0))
         per_gpu = chunk / t / sm.gpus
         return per_gpu * (8 if metric.endswith("per_node") else 1)
-    if metric in CLOSED_LOOP_LATENCY and st.concurrency is not None and not (
-            "max throughput" in mode or "inf" in mode or "all at once" in mode or "offline" in mode):
+    if metric in CLOSED_LOOP_LATENCY and st.concurrency is not None and not all_at_once(mode):
         b = float(max_throughput_batch(sm, isl, osl))
         if b < 1:
             raise Skip("KV cache holds no request")
@@ -928,8 +933,7 @@ def predict_row(row) -> float:
         b = float(m.group(1))
         b_rep = b / replicas if "out_tps=output_seqlen*batch_size/total_latency/tp" not in row["notes"] else b
         total = replicas * b_rep * osl / float(static_batch_s(sm, b_rep, isl, osl))
-    elif "max throughput" in mode or "inf" in mode or "all at once" in mode or "offline" in mode \
-            or st.concurrency is not None:
+    elif all_at_once(mode) or st.concurrency is not None:
         b = float(max_throughput_batch(sm, isl, osl))
         if b < 1:
             raise Skip("KV cache holds no request")

@@ -103,20 +103,12 @@ def row_batch(row, pred: float) -> float | None:
         if row["metric"].startswith(("tpot", "itl")):
             return qps * osl * pred / 1e3 / reps
         return None
-    if "max throughput" in mode or "inf" in mode or "all at once" in mode or "offline" in mode:
+    if acc.all_at_once(mode):
         return None
     st = acc.row_settings(row)
     if st.concurrency is not None:
         return st.concurrency / reps
     return None
-
-
-def all_at_once(row) -> bool:
-    """Whether the row's requests are all sent at once (request rate inf, max-throughput and offline runs)."""
-    mode = row["concurrency_or_mode"].lower()
-    qps = acc.online_qps(row)
-    return (qps is not None and not np.isfinite(qps)) or any(
-        w in mode for w in ("max throughput", "rate inf", "all at once", "offline"))
 
 
 def row_regime(row, pred: float) -> str | None:
@@ -125,7 +117,7 @@ def row_regime(row, pred: float) -> str | None:
     row that measures the offered load."""
     metric = row["metric"]
     if metric in PREFILL_TIME_METRICS:
-        return "queued" if all_at_once(row) else "prefill"
+        return "queued" if acc.all_at_once(row["concurrency_or_mode"].lower()) else "prefill"
     if metric in acc.PREFILL_METRICS:
         return "prefill"
     if metric in BATCH1_METRICS:
