@@ -354,10 +354,8 @@ class Replica:
         elif not self.step_decodes:  # a prefill-only step: the running sequences wait through it
             self.pending_gap_s += self.step_s_last
             self.held = self.d
-        elif self.held:
-            self._emit_gap(self.step_s_last)
         else:
-            self.gaps.add(self.step_s_last, self.d)
+            self._emit_gap(self.step_s_last)
         if self.d and self.step_decodes:
             e = self.tokens_per_step
             self.G += e
@@ -460,8 +458,8 @@ class Replica:
         return k
 
     def _emit_gap(self, step_s: float) -> None:
-        """The decodes advance at the end of a ``step_s`` step: the ``held`` sequences that waited through
-        prefill-only steps since their last token see those too."""
+        """The decodes advance at the end of a ``step_s`` step: one gap of ``step_s`` per decoding sequence, except
+        that the ``held`` sequences that waited through prefill-only steps since their last token see those too."""
         held = self.held if self.held < self.d else self.d
         if held:
             self.gaps.add(self.pending_gap_s + step_s, held)
