@@ -40,7 +40,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -172,7 +172,7 @@ def _unit(dist: str, cv: float, u: np.ndarray) -> np.ndarray:
     return -np.log1p(-np.asarray(u, float)) if dist == "exponential" else _lognormal_unit(cv, u)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _clipped_scale(dist: str, cv: float, mean: float, low: int, high: int) -> float:
     """Bisection for LengthSpec.scale, once per shape: every seed of every replayed run draws from the same few."""
     x = _unit(dist, cv, _LN_GRID)
