@@ -72,7 +72,16 @@ def test_flags_exist_and_round_trip(engine, system):
         assert int(ns["--max-num-seqs"]) == 1024 and int(ns["--max-num-batched-tokens"]) == 8192
     else:
         assert int(ns["--tp-size"]) == p.tp * p.dp and int(ns["--ep-size"]) == p.ep and int(ns["--pp-size"]) == p.pp
-        assert float(ns["--mem-fraction-static"]) > 0 and int(ns["--chunked-prefill-size"]) > 0
+        # SGLang's own defaults on this GPU and layout, written explicitly (server_args.py
+        # _handle_gpu_memory_settings, by hand): 8192 tokens per step on 80-160 GiB GPUs (the flag is the whole
+        # replica's: SGLang divides it among attention-DP ranks), CUDA graphs to 512 at --tp-size >= 4, and
+        # fraction = (MiB - reserved) / MiB with reserved = 512 + 1.5 x 8192 + 2 x 512 + 1024 x tp_size x pp / 8
+        # (+ 512 x dp x 4.5 under attention DP), at least 10 GiB
+        assert int(ns["--chunked-prefill-size"]) == 8192
+        tp_size = p.tp * p.dp
+        reserved = 512 + 1.5 * 8192 + 2 * 512 + 1024 * tp_size * p.pp / 8 + (512 * p.dp * 4.5 if p.dp > 1 else 0)
+        mib = {"h100": 81_210.08, "h200": 143_155.94}[system]          # hardware.yaml visible bytes / 2**20
+        assert float(ns["--mem-fraction-static"]) == round((mib - max(reserved, 10240)) / mib, 3)
     if p.nodes_per_replica > 1:
         key = "--nnodes" if engine == "sglang" else "--data-parallel-size-local"
         assert ns[key] is not None

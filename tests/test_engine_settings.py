@@ -244,3 +244,79 @@ def test_api_keywords_mirror_the_options():
     with pytest.raises(ParameterError) as exc:
         cf.perf(model=MODEL, system="h200", tp=1, isl=1024, osl=128, max_throughput=True, gpu_memory_utilization=2)
     assert exc.value.parameter == "gpu_memory_utilization"
+
+
+# ------------------------------------------------------------------------ SGLang's defaults by GPU memory and TP
+#: python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings, by hand: reserved MiB = 512 + 1.5 x
+#: max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + 1024 x tp_size x pp / 8 (+ 3 x and, above 300,
+#: 1.5 x cuda_graph_max_bs x dp under attention DP), at least 10 GiB above 60 GiB; fraction = (MiB - reserved) / MiB
+#: rounded to 3 decimals. Device MiB: the bytes PyTorch sees (hardware.yaml) / 2**20.
+H200_MIB = H200_DEVICE_BYTES / 2**20                # 143,155.9
+SGLANG_CASES = [
+    # system, tp, dp, chunked_prefill_size (per rank), cuda_graph_max_bs, fraction
+    # one H200: 8192 / 256; reserved 512 + 12,288 + 512 + 128 = 13,440 -> (143,155.9 - 13,440) / 143,155.9 = 0.906
+    ("h200", 1, 1, 8192, 256, 0.906),
+    # TP8: graphs to 512; reserved 512 + 12,288 + 1,024 + 1,024 = 14,848 -> 0.896
+    ("h200", 8, 1, 8192, 512, 0.896),
+    # DP8 attention (--tp-size 8 --dp-size 8): + 512 x 8 x 3 + 512 x 8 x 1.5 = 33,280 -> 0.768; 8192 / 8 per rank
+    ("h200", 1, 8, 1024, 512, 0.768),
+    # one H100 (81,210.1 MiB): 13,440 reserved -> 0.835
+    ("h100", 1, 1, 8192, 256, 0.835),
+    # a B200 (182,574.6 MiB, above 160 GiB): 16384 / 512; 512 + 24,576 + 1,024 + 128 = 26,240 -> 0.856
+    ("b200", 1, 1, 16384, 512, 0.856),
+    # an L40S (45,870.9 MiB, below 60 GiB: no 10 GiB floor): 4096 / 32; 512 + 6,144 + 64 + 128 = 6,848 -> 0.851
+    ("l40s", 1, 1, 4096, 32, 0.851),
+]
+
+
+@pytest.mark.parametrize("system, tp, dp, chunk, graphs, fraction", SGLANG_CASES)
+def test_sglang_defaults_follow_the_gpu_memory_and_tp(system, tp, dp, chunk, graphs, fraction):
+    from clusterfit.compose import Catalog
+
+    catalog = Catalog.load()
+    sysm = catalog.system(system)
+    eng = catalog.engine("sglang", sysm).for_layout(sysm.gpu, tp, 1, dp)
+    assert (eng.max_num_batched_tokens, eng.cuda_graph_max_bs, eng.gpu_memory_utilization) == (chunk, graphs, fraction)
+    assert eng.for_layout(sysm.gpu, tp, 1, dp) is eng                        # resolved once
+    # another layout is resolved from the engine before: the same GPUs without attention DP get the whole chunk
+    assert eng.for_layout(sysm.gpu, tp * dp, 1, 1).max_num_batched_tokens == chunk * dp
+
+
+def test_sglang_user_settings_win_over_its_defaults():
+    from clusterfit.compose import Catalog
+
+    catalog = Catalog.load()
+    sysm = catalog.system("h200")
+    eng = catalog.engine("sglang", sysm).with_settings(gpu_memory_utilization=0.8, max_num_batched_tokens=4096)
+    one = eng.for_layout(sysm.gpu, 8, 1, 1)
+    assert (one.gpu_memory_utilization, one.max_num_batched_tokens, one.cuda_graph_max_bs) == (0.8, 4096, 512)
+    # SGLang divides the chunk it is given among attention-DP ranks too
+    assert eng.for_layout(sysm.gpu, 1, 1, 8).max_num_batched_tokens == 512
+    # only the chunk given: the fraction's reserve uses it (512 + 1.5 x 4096 + 1,024 + 1,024 = 8,704, under the
+    # 10 GiB floor -> (143,155.9 - 10,240) / 143,155.9 = 0.928)
+    chunk_only = catalog.engine("sglang", sysm).with_settings(max_num_batched_tokens=4096)
+    assert chunk_only.for_layout(sysm.gpu, 8, 1, 1).gpu_memory_utilization == 0.928
+    # vLLM has no such defaults: the same engine back
+    vllm = catalog.engine("vllm", sysm)
+    assert vllm.for_layout(sysm.gpu, 8, 1, 1) is vllm
+
+
+def test_sglang_fit_uses_the_fraction_of_its_layout(run_json):
+    one = run_json("fit", MODEL, "--system", "h200", "--tp", "1", "--engine", "sglang")["results"][0]
+    eight = run_json("fit", MODEL, "--system", "h200", "--tp", "8", "--engine", "sglang")["results"][0]
+    assert (one["memory_fraction"], eight["memory_fraction"]) == (0.906, 0.896)
+    # SGLang: KV = fraction x device - weights while the runtime reserve fits in the rest (memory.kv_budget_bytes_per_gpu)
+    for r, f in ((one, 0.906), (eight, 0.896)):
+        assert r["kv_budget_bytes_per_gpu"] == int(f * H200_DEVICE_BYTES - r["weight_bytes_per_gpu"])
+        assert any("memory fraction" in n and "sglang" in n for n in r["notes"])
+    given = run_json("fit", MODEL, "--system", "h200", "--tp", "8", "--engine", "sglang",
+                     "--gpu-memory-utilization", "0.8")["results"][0]
+    assert given["memory_fraction"] == 0.8
+    assert run_json("fit", MODEL, "--system", "h200", "--tp", "8")["results"][0]["memory_fraction"] == 0.9  # vLLM
+
+
+def test_sglang_perf_reports_its_defaults_on_the_layout(run_json):
+    out = run_json("perf", MODEL, "--system", "b200", "--tp", "1", "--engine", "sglang", "--isl", "1024",
+                   "--osl", "128", "--max-throughput")
+    es = out["engine_settings"]
+    assert (es["fraction"], es["max_num_batched_tokens"], es["given"]) == (0.856, 16384, [])

@@ -420,13 +420,14 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                f"{row.requests_per_s:.3g} requests/s",
                "cost: " + (f"${row.cost_per_hour:,.2f}/h ({row.price_source})" if row.cost_per_hour is not None
                            else "no catalog price")]
+    eng = _row_engine(catalog, engine, system, settings, row)
     spec = DeploySpec(
         model_id=model.hf_id or model.name, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
         ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
         gpus_per_node=system.gpus_per_node, replicas=row.replicas, max_model_len=int(max_len),
-        memory_fraction=settings.fraction, max_num_seqs=settings.max_num_seqs,
-        max_num_batched_tokens=settings.max_num_batched_tokens, kv_dtype=row.kv_dtype, quantization=quant,
-        enforce_eager=settings.enforce_eager, summary=summary)
+        memory_fraction=eng.gpu_memory_utilization, max_num_seqs=eng.max_num_seqs,
+        max_num_batched_tokens=eng.max_num_batched_tokens, kv_dtype=row.kv_dtype, quantization=quant,
+        enforce_eager=not eng.cuda_graphs, summary=summary)
     files = render(spec, req.target)
     if req.out is not None:
         inputs = [p for p in [req.plan_file, req.scenario, *req.catalog] if p is not None]
@@ -434,6 +435,20 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     return DeployResult(out=None if req.out is None else str(req.out), engine=engine,
                         engine_version=ENGINE_VERSIONS[engine], target=req.target, plan=row,
                         files=[DeployFile(path=f.path, role=f.role, text=f.text) for f in files])
+
+
+def _row_engine(catalog: Catalog, engine: str, system: Any, settings: ServingEngineSettings, row: Any) -> Engine:
+    """The engine a plan row runs: the engine's defaults on the row's GPU and layout (Engine.for_device,
+    Engine.for_layout: vLLM's smaller-device batch, SGLang's memory fraction and chunk by GPU memory and TP), under
+    the settings the user gave when planning (``settings.given``), which win."""
+    from .engines import EngineSettings
+
+    values: dict[str, Any] = {
+        "gpu_memory_utilization": settings.fraction, "max_num_seqs": settings.max_num_seqs,
+        "max_num_batched_tokens": settings.max_num_batched_tokens, "enforce_eager": settings.enforce_eager,
+        "async_scheduling": settings.async_scheduling}
+    given = EngineSettings(**{k: v for k, v in values.items() if k in settings.given})
+    return given.apply(catalog.engine(engine, system)).for_layout(system.gpu, row.tp, row.pp, row.dp)
 
 
 # ============================================================================================ simulate

@@ -131,7 +131,7 @@ def compile_replica(model: ModelArch, system: System, precision: Precision, layo
     curves (None: the shipped ones; ``Catalog.curves`` gives a profile's)."""
     from .perfmodel import compile_step
 
-    eng = engine.for_gpu(system.gpu.id)
+    eng = engine.for_gpu(system.gpu.id).for_layout(system.gpu, layout.tp, layout.pp, layout.dp)
     step = compile_step(model, system, layout, precision, eng, kv_budget_bytes_per_gpu=kv_budget_bytes_per_gpu,
                         curves=curves)
     return CompiledReplica(model, system, precision, layout, eng, step)

@@ -66,6 +66,18 @@ result is written back to the YAML with the command that produced it:
   flag list shared/reference/deploy/sglang-0.5.23-server-flags.txt): by default a step is a prefill batch whenever
   one can be formed, which holds every decode back, else a decode batch. The closed-form TTFT / TPOT of perf and
   the planner keep the mixed-step approximation for every engine.
+- gpu_memory_defaults: serving settings an engine derives from the device's memory and the layout, applied by
+  ``for_layout`` once the layout is known (the user's settings win): SGLang's ServerArgs._handle_gpu_memory_settings
+  (python/sglang/srt/server_args.py; the same heuristic in the 0.5 releases and on main) sets
+  ``chunked_prefill_size`` and ``cuda_graph_max_bs`` by the GPU's memory in MiB and its ``--tp-size`` (TP x
+  attention DP here; ``tiers``: rows of [below MiB or None, chunked_prefill_size, cuda_graph_max_bs at
+  --tp-size < 4, at >= 4]), then
+  ``mem_fraction_static`` = round((memory - reserved) / memory, 3) with reserved = 512 + 1.5 x
+  max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + 1024 x tp_size x PP / 8 MiB, plus 3 x cuda_graph_max_bs x
+  DP (and 1.5 x cuda_graph_max_bs x DP more above 300) under attention DP, at least 10 GiB on GPUs above 60 GiB
+  (``sglang_mem_fraction_static``). Under attention DP SGLang divides ``chunked_prefill_size`` among the DP ranks
+  (ServerArgs._handle_data_parallelism); ``max_num_batched_tokens`` here is per rank, so it becomes the quotient.
+  None: no such defaults (vLLM, TensorRT-LLM).
 - small_device: the serving settings an engine defaults to on smaller devices, applied by ``for_device`` before
   the user's settings: {below_memory_gib, names, max_num_seqs, max_num_batched_tokens}. vLLM's OpenAI server
   uses max_num_seqs 1024 / max_num_batched_tokens 8192 on devices with at least 70 GiB that are not A100s, and
@@ -194,6 +206,12 @@ class Engine:
     mixed_batches: bool = True
     request_latency_s: float = 0.0
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    gpu_memory_defaults: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    #: the serving settings the user gave (with_settings): ``for_layout`` keeps them
+    user_set: frozenset[str] = field(default=frozenset(), compare=False, hash=False)
+    #: (device MiB, tp, pp, dp) ``for_layout`` resolved this engine for, and the engine before it; None before
+    layout_resolved: tuple[tuple[float, int, int, int], "Engine"] | None = field(default=None, compare=False,
+                                                                              hash=False, repr=False)
     by_gpu_family: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -239,7 +257,35 @@ class Engine:
             changes["cuda_graphs"] = bool(cuda_graphs)
         if async_scheduling is not None:
             changes["async_scheduling"] = bool(async_scheduling)
-        return replace(self, **changes) if changes else self
+        if not changes:
+            return self
+        if self.layout_resolved is not None:  # the settings go on the engine before for_layout, to resolve again
+            return replace(self.layout_resolved[1], **changes, user_set=self.user_set | set(changes))
+        return replace(self, **changes, user_set=self.user_set | set(changes))
+
+    def for_layout(self, gpu: Any, tp: int, pp: int = 1, dp: int = 1) -> "Engine":
+        """The engine's defaults that follow from the device's memory and the layout (``gpu_memory_defaults``; a
+        ``hardware.Gpu``), keeping the settings the user gave. An engine already resolved for this device and
+        layout is returned as is; one resolved for another is resolved again from the engine before it."""
+        rule = self.gpu_memory_defaults
+        if not rule:
+            return self
+        mib = float(gpu.usable_memory_bytes) / 2**20
+        key = (mib, int(tp), int(pp), int(dp))
+        if self.layout_resolved is not None:
+            done, base = self.layout_resolved
+            return self if done == key else base.for_layout(gpu, tp, pp, dp)
+        _below, chunk, graphs_small_tp, graphs_large_tp = next(
+            row for row in rule["tiers"] if row[0] is None or mib < float(row[0]))
+        tp_size = int(tp) * int(dp)  # SGLang's --tp-size spans the attention-DP ranks (--dp-size divides it)
+        graphs = int(graphs_small_tp if tp_size < 4 else graphs_large_tp)
+        if "max_num_batched_tokens" in self.user_set:
+            chunk = self.max_num_batched_tokens
+        fraction = (self.gpu_memory_utilization if "gpu_memory_utilization" in self.user_set
+                    else sglang_mem_fraction_static(mib, int(chunk), graphs, tp_size, pp, dp))
+        per_rank = max(1, int(chunk) // dp) if dp > 1 else int(chunk)
+        return replace(self, max_num_batched_tokens=per_rank, cuda_graph_max_bs=graphs,
+                       gpu_memory_utilization=fraction, layout_resolved=(key, self))
 
     def for_device(self, gpu: Any) -> "Engine":
         """The engine's default serving settings on this GPU (``small_device``; a ``hardware.Gpu``): call before
@@ -265,6 +311,23 @@ class Engine:
             if key in gid:
                 return replace(self, **over)
         return self
+
+
+def sglang_mem_fraction_static(memory_mib: float, chunked_prefill_size: int, cuda_graph_max_bs: int, tp_size: int,
+                               pp: int = 1, dp: int = 1) -> float:
+    """SGLang's default ``mem_fraction_static`` (python/sglang/srt/server_args.py,
+    ServerArgs._handle_gpu_memory_settings): the share of the device's memory left once ``reserved`` MiB are kept
+    for activations, CUDA graphs and runtime, rounded to 3 decimals (see ``Engine.gpu_memory_defaults``).
+    ``tp_size``: SGLang's ``--tp-size`` (all GPUs of a pipeline stage, attention-DP ranks included); ``dp``: its
+    ``--dp-size`` under attention DP."""
+    reserved = 512.0 + max(chunked_prefill_size, 2048) * 1.5 + cuda_graph_max_bs * 2.0 + tp_size * pp / 8 * 1024
+    if dp > 1:  # attention data parallelism
+        reserved += cuda_graph_max_bs * dp * 3.0
+        if cuda_graph_max_bs > 300:
+            reserved += cuda_graph_max_bs * dp * 1.5
+    if memory_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024.0)
+    return round((memory_mib - reserved) / memory_mib, 3)
 
 
 def front_end_s(step_model: Any) -> float:

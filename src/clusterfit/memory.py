@@ -311,6 +311,7 @@ class ReplicaMemoryFit:
     nodes_needed: int | None = None
     naive: Naive | None = None
     notes: tuple[str, ...] = field(default=())
+    memory_fraction: float | None = None  # the engine's fraction on this GPU and layout (Engine.for_layout)
 
     def as_dict(self) -> dict:
         d = {
@@ -326,6 +327,7 @@ class ReplicaMemoryFit:
             "kv_bytes_per_sequence_per_gpu": self.kv_bytes_per_sequence_per_gpu,
             "max_kv_tokens": self.max_kv_tokens, "max_sequences": self.max_sequences,
             "naive": self.naive.as_dict() if self.naive else None, "notes": list(self.notes),
+            "memory_fraction": self.memory_fraction,
         }
         return d
 
@@ -342,9 +344,9 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
         raise ClusterfitError(f"nodes must be in 1..4096, got {nodes}")
     if context < 1 or context > 100_000_000:
         raise ClusterfitError(f"context must be in 1..100,000,000 tokens, got {context}")
-    eng = engine
     gpus = nodes * system.gpus_per_node
     lay = layout or default_layout(model, system, gpus)
+    eng = engine.for_layout(system.gpu, lay.tp, lay.pp, lay.dp)  # the engine's defaults for this GPU and layout
     problem = layout_problem(model, lay)
     if problem:
         raise ClusterfitError(f"impossible layout {lay.label()} for {model.name}: {problem}")
@@ -357,11 +359,16 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     reserve = runtime_reserve(model, lay, eng)
     budget = kv_budget_bytes_per_gpu(device, w, reserve, eng)
     notes: list[str] = []
+    if eng.layout_resolved is not None and eng.layout_resolved[1] is not eng:
+        notes.append(f"{eng.name}'s defaults on this GPU and layout: memory fraction {eng.gpu_memory_utilization:g}, "
+                     f"{eng.max_num_batched_tokens} batched tokens per step per attention-DP rank, CUDA graphs up to "
+                     f"batch {eng.cuda_graph_max_bs} (the settings you give win)")
     if not model.layers:
         fits = budget > 0
         return ReplicaMemoryFit(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, 0.0,
                          0.0, 0.0, 0, 0, fits, "weights fit (no architecture: KV cache unknown)" if fits else
-                         "weights and runtime reserve exceed the engine's memory budget", notes=tuple(notes))
+                         "weights and runtime reserve exceed the engine's memory budget", notes=tuple(notes),
+                         memory_fraction=eng.gpu_memory_utilization)
     per_tok = kv_bytes_per_token(model, precision)
     per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay)
     per_seq = kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_context_only)
@@ -382,7 +389,8 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     else:
         reason = f"{max_seqs} sequences of {context} tokens"
     return ReplicaMemoryFit(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, per_tok,
-                     per_tok_gpu, per_seq, max_tokens, max_seqs, fits, reason, notes=tuple(notes))
+                     per_tok_gpu, per_seq, max_tokens, max_seqs, fits, reason, notes=tuple(notes),
+                     memory_fraction=eng.gpu_memory_utilization)
 
 
 def _weight_bytes_total(model: ModelArch, precision: Precision, include_mtp: bool) -> int:

@@ -425,6 +425,8 @@ class SystemFit(Schema):
     max_sequences: int
     naive: NaiveFit
     notes: list[str]
+    #: the engine's memory fraction on this GPU and layout (SGLang's default follows both; see the notes)
+    memory_fraction: float
     system_name: str
     gpu: str
     gpus_per_node: int

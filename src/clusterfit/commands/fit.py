@@ -63,8 +63,8 @@ def render_fit(console: Console, result: FitResult) -> None:
     if m.layers:
         title += (f", {m.active_params / 1e9:,.1f}B active, KV {m.kv_bytes_per_token or 0:,} B/token "
                   f"({m.kv_dtype})")
-    t = Table(title=title, caption=f"precision {result.precision}; engine {result.engine} (memory fraction "
-              f"{result.engine_settings.fraction}); context {result.context:,} tokens; GB = 1e9 bytes")
+    t = Table(title=title, caption=f"precision {result.precision}; engine {result.engine}; context "
+              f"{result.context:,} tokens; GB = 1e9 bytes")
     t.add_column("")
     for r in result.results:
         t.add_column(r.system, justify="right")
@@ -85,6 +85,7 @@ def render_fit(console: Console, result: FitResult) -> None:
     row("[b]realistic[/]: nodes needed", lambda r: str(r.nodes_needed or ">64"))
     row("nodes, layout shown", lambda r: f"{r.nodes} ({lay(r)})")
     row("device GB/GPU (exposed)", lambda r: f"{r.device_bytes_per_gpu / GB:,.1f}")
+    row("engine memory fraction", lambda r: f"{r.memory_fraction:g}")
     row("weights GB/GPU", lambda r: f"{r.weight_bytes_per_gpu / GB:,.1f}")
     row("runtime reserve GB/GPU", lambda r: f"{r.reserve_bytes_per_gpu.total / GB:,.2f}")
     row("KV budget GB/GPU", lambda r: f"{r.kv_budget_bytes_per_gpu / GB:,.1f}")
@@ -105,6 +106,8 @@ def render_fit(console: Console, result: FitResult) -> None:
             console.print(f"[red]{r.system}[/]: {r.reason}")
         if r.most_sessions:
             console.print(f"{r.system}: {r.most_sessions.explanation}")
+        for note in r.notes:
+            console.print(f"[dim]{r.system}: {note}[/]")
     for note in m.notes:
         console.print(f"[dim]note: {note}[/]")
 

@@ -136,7 +136,10 @@ def engine_command(spec: DeploySpec) -> list[str]:
             cmd += ["--ep-size", str(s.ep)]
         cmd += ["--context-length", str(s.max_model_len), "--mem-fraction-static", f"{s.memory_fraction:g}",
                 "--max-running-requests", str(s.max_num_seqs * s.dp),
-                "--chunked-prefill-size", str(s.max_num_batched_tokens), "--kv-cache-dtype", _kv("sglang", s.kv_dtype)]
+                # SGLang divides --chunked-prefill-size among the attention-DP ranks (server_args.py
+                # _handle_data_parallelism); max_num_batched_tokens is per rank
+                "--chunked-prefill-size", str(s.max_num_batched_tokens * s.dp), "--kv-cache-dtype",
+                _kv("sglang", s.kv_dtype)]
         if s.quantization:
             cmd += ["--quantization", s.quantization]
         if s.enforce_eager:

@@ -843,15 +843,16 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     """Compile the per-step coefficients of a model on one replica (``layout``) of ``system``.
 
     engine: a clusterfit.engines.Engine (get_engine(name[, path]), optionally .with_settings(...)); its GPU-family
-    constants are applied here (Engine.for_gpu). kv_budget_bytes_per_gpu: the KV budget per GPU (default: the
+    constants and its defaults for this device and layout are applied here (Engine.for_gpu, Engine.for_layout).
+    kv_budget_bytes_per_gpu: the KV budget per GPU (default: the
     memory model's, memory.fit with this engine). curves: the kernel curves (default: the shipped H200 fit; a
     measured profile's for its GPU, compose.Catalog.curves).
     """
-    eng = engine.for_gpu(system.gpu.id)
     gpu = system.gpu
     curves = load_curves() if curves is None else curves
     tp, pp = int(layout.tp), int(layout.pp)
     ep, dp = int(getattr(layout, "ep", 1) or 1), int(getattr(layout, "dp", 1) or 1)
+    eng = engine.for_gpu(gpu.id).for_layout(gpu, tp, pp, dp)
     gpus = tp * dp * pp
     moe_tp = max(1, (tp * dp) // max(ep, 1))
     frac = 1.0 / pp  # layers per GPU as a fraction of all layers (for weights / KV per GPU)
