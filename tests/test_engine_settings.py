@@ -320,3 +320,14 @@ def test_sglang_perf_reports_its_defaults_on_the_layout(run_json):
                    "--osl", "128", "--max-throughput")
     es = out["engine_settings"]
     assert (es["fraction"], es["max_num_batched_tokens"], es["given"]) == (0.856, 16384, [])
+
+
+def test_plan_reports_the_settings_of_the_recommended_replica(run_json):
+    args = ("plan", MODEL, "--rate", "5", "--isl", "1024", "--osl", "256", "--system")
+    sglang = run_json(*args, "h200", "--engine", "sglang")
+    rec = sglang["recommended"]
+    assert (rec["system"], rec["tp"], rec["dp"]) == ("hgx_h200", 1, 1)
+    assert sglang["engine_settings"]["fraction"] == 0.906          # SGLang's default on one H200 (hand value above)
+    # vLLM on an A100: its smaller-device defaults (EngineArgs.get_batch_defaults), not the H100-class 1024 / 8192
+    vllm = run_json(*args, "a100_sxm_80gb")
+    assert (vllm["engine_settings"]["max_num_seqs"], vllm["engine_settings"]["max_num_batched_tokens"]) == (256, 2048)

@@ -352,10 +352,16 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
     check_context(load_model(question.model), wl.isl_mean_tokens + wl.osl_mean_tokens, req.allow_longer_context,
                   "the mean request (isl + osl)", "isl")
     result = plan_cluster(question, verify=req.verify, verify_requests=req.verify_requests)
-    assert question.catalog is not None
-    settings = question.catalog.settings
+    catalog = question.catalog
+    assert catalog is not None
+    settings = catalog.settings
+    engine = catalog.engine(question.engine)
+    row = result.recommended
+    if row is not None:  # the settings the recommended replica runs with (its GPU's and layout's defaults)
+        system = catalog.system(row.system)
+        engine = catalog.engine(question.engine, system).for_layout(system.gpu, row.tp, row.pp, row.dp)
     result.engine_settings = ServingEngineSettings.model_validate(serving_engine_settings(
-        question.catalog.engine(question.engine), settings.given() if settings is not None else []))
+        engine, settings.given() if settings is not None else []))
     return result
 
 

@@ -973,6 +973,8 @@ class PlanResult(Schema):
     explanation: str | None = None
     verify: Verification | None = None
     plot: str | None = None
+    #: the settings the recommended replica runs with (the engine's defaults on its GPU and layout, yours over
+    #: them); the catalog's defaults when nothing is recommended
     engine_settings: ServingEngineSettings | None = None
     capacity: CapacityAnswer | None = None
     confidence: int | None = None
