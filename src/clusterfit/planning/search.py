@@ -126,7 +126,9 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
         for prec_name in space.precisions:
             for kv in space.kv_dtypes:
                 prec = resolve_precision(model, prec_name, kv_dtype=kv)
-                min_gpus = weights_lower_bound_gpus(model, system, prec, eng.gpu_memory_utilization)
+                # the largest fraction any layout gets (SGLang's default shrinks as TP, PP and DP grow)
+                min_gpus = weights_lower_bound_gpus(model, system, prec,
+                                                    eng.for_layout(system.gpu, 1).gpu_memory_utilization)
                 top = min(max_gpus, max(system.gpus_per_node, space.max_replica_factor * min_gpus))
                 layouts = candidate_layouts(model, system, top, min_gpus)
                 found = 0
