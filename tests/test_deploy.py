@@ -198,3 +198,17 @@ def test_golden_files(system, target):
     for f in res.files:
         assert (folder / f.path).read_text() == f.text, f.path
     assert sorted(p.name for p in folder.iterdir()) == sorted(f.path for f in res.files)
+
+
+def test_sglang_attention_dp_gets_the_whole_replicas_chunk():
+    """SGLang divides --chunked-prefill-size among the attention-DP ranks (server_args.py _handle_data_parallelism),
+    so a replica whose ranks each take 1024 tokens a step is launched with 8 x 1024 = 8192."""
+    from clusterfit.deploy.render import DeploySpec
+
+    spec = DeploySpec(model_id="deepseek-ai/DeepSeek-R1-0528", served_name="DeepSeek-R1-0528", engine="sglang", tp=1,
+                      pp=1, ep=8, dp=8, nodes_per_replica=1, gpus_per_replica=8, gpus_per_node=8, replicas=1,
+                      max_model_len=32768, memory_fraction=0.768, max_num_seqs=128, max_num_batched_tokens=1024,
+                      kv_dtype="fp8")
+    ns = vars(_parser("sglang").parse_args(engine_command(spec)[3:]))
+    assert (int(ns["--chunked-prefill-size"]), int(ns["--max-running-requests"])) == (8192, 8 * 128)
+    assert (int(ns["--tp-size"]), int(ns["--dp-size"])) == (8, 8)
