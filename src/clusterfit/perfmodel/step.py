@@ -844,9 +844,9 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
 
     engine: a clusterfit.engines.Engine (get_engine(name[, path]), optionally .with_settings(...)); its GPU-family
     constants and its defaults for this device and layout are applied here (Engine.for_gpu, Engine.for_layout).
-    kv_budget_bytes_per_gpu: the KV budget per GPU (default: the
-    memory model's, memory.fit with this engine). curves: the kernel curves (default: the shipped H200 fit; a
-    measured profile's for its GPU, compose.Catalog.curves).
+    kv_budget_bytes_per_gpu: the KV budget per GPU (default: the memory model's, memory.fit with this engine).
+    curves: the kernel curves (default: the shipped H200 fit; a measured profile's for its GPU,
+    compose.Catalog.curves).
     """
     gpu = system.gpu
     curves = load_curves() if curves is None else curves
