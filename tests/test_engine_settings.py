@@ -331,3 +331,30 @@ def test_plan_reports_the_settings_of_the_recommended_replica(run_json):
     # vLLM on an A100: its smaller-device defaults (EngineArgs.get_batch_defaults), not the H100-class 1024 / 8192
     vllm = run_json(*args, "a100_sxm_80gb")
     assert (vllm["engine_settings"]["max_num_seqs"], vllm["engine_settings"]["max_num_batched_tokens"]) == (256, 2048)
+
+
+@pytest.mark.parametrize("kv_tokens, context_len, cap", [
+    (915_062, 131_072, 3574),      # int(915,062 / 131,072 x 512) = 3,574 < 915,062 // 2
+    (100_000, 131_072, 2048),      # int(390.6) -> the pool's floor 2,048
+    (3_000, 4_096, 1500),          # half the KV tokens binds: 3,000 // 2
+    (10_000_000, 8_192, 4096),     # 625,000 -> the pool's ceiling 4,096
+    (5_000, None, 2048),           # context unknown: the floor
+])
+def test_sglang_max_running_requests_by_hand(kv_tokens, context_len, cap):
+    from clusterfit.engines import sglang_max_running_requests
+
+    assert sglang_max_running_requests(kv_tokens, context_len) == cap
+
+
+def test_sglang_running_cap_follows_its_kv_pool(run_json):
+    """SGLang's max_running_requests default (scheduler.py, model_runner.py): Llama-3.1-8B on one H200 holds
+    0.906 x 150,109,880,320 B - weights = 119,939,029,073 B of KV / 131,072 B per token = 915,062 tokens, so the cap
+    is int(915,062 / 131,072 x 512) = 3,574 (not 1,024); what the user sets wins."""
+    fit = run_json("fit", MODEL, "--system", "h200", "--tp", "1", "--engine", "sglang")["results"][0]
+    assert (fit["kv_budget_bytes_per_gpu"], fit["max_kv_tokens"]) == (119_939_029_073, 915_062)
+    base = ("perf", MODEL, "--system", "h200", "--tp", "1", "--engine", "sglang", "--isl", "128", "--osl", "128",
+            "--max-throughput")
+    out = run_json(*base)
+    assert out["engine_settings"]["max_num_seqs"] == 3574 and out["batch"] == 3574
+    given = run_json(*base, "--max-num-seqs", "512")
+    assert given["engine_settings"]["max_num_seqs"] == 512 and given["batch"] == 512

@@ -426,7 +426,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                f"{row.requests_per_s:.3g} requests/s",
                "cost: " + (f"${row.cost_per_hour:,.2f}/h ({row.price_source})" if row.cost_per_hour is not None
                            else "no catalog price")]
-    eng = _row_engine(catalog, engine, system, settings, row)
+    eng = _row_engine(req.catalog, engine, model, settings, row)
     spec = DeploySpec(
         model_id=model.hf_id or model.name, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
         ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
@@ -443,10 +443,10 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                         files=[DeployFile(path=f.path, role=f.role, text=f.text) for f in files])
 
 
-def _row_engine(catalog: Catalog, engine: str, system: Any, settings: ServingEngineSettings, row: Any) -> Engine:
-    """The engine a plan row runs: the engine's defaults on the row's GPU and layout (Engine.for_device,
-    Engine.for_layout: vLLM's smaller-device batch, SGLang's memory fraction and chunk by GPU memory and TP), under
-    the settings the user gave when planning (``settings.given``), which win."""
+def _row_engine(catalog_files: Any, engine: str, model: ModelArch, settings: ServingEngineSettings, row: Any) -> Engine:
+    """The engine a plan row runs, as the plan compiled it: the engine's defaults on the row's GPU, layout and KV
+    pool (Engine.for_device, Engine.for_layout, and SGLang's running-request cap from its pool) under the settings
+    the user gave when planning (``settings.given``), which win."""
     from .engines import EngineSettings
 
     values: dict[str, Any] = {
@@ -454,7 +454,10 @@ def _row_engine(catalog: Catalog, engine: str, system: Any, settings: ServingEng
         "max_num_batched_tokens": settings.max_num_batched_tokens, "enforce_eager": settings.enforce_eager,
         "async_scheduling": settings.async_scheduling}
     given = EngineSettings(**{k: v for k, v in values.items() if k in settings.given})
-    return given.apply(catalog.engine(engine, system)).for_layout(system.gpu, row.tp, row.pp, row.dp)
+    catalog = Catalog.load(catalog_files, settings=given)
+    precision = None if row.precision == "checkpoint" else row.precision
+    return build_replica(catalog, model, row.system, precision=precision, kv_dtype=row.kv_dtype, tp=row.tp,
+                         pp=row.pp, ep=row.ep, dp=row.dp, engine=engine, require_kv=False).engine
 
 
 # ============================================================================================ simulate

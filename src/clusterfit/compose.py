@@ -134,7 +134,7 @@ def compile_replica(model: ModelArch, system: System, precision: Precision, layo
     eng = engine.for_gpu(system.gpu.id).for_layout(system.gpu, layout.tp, layout.pp, layout.dp)
     step = compile_step(model, system, layout, precision, eng, kv_budget_bytes_per_gpu=kv_budget_bytes_per_gpu,
                         curves=curves)
-    return CompiledReplica(model, system, precision, layout, eng, step)
+    return CompiledReplica(model, system, precision, layout, step.engine, step)  # as resolved for its KV pool
 
 
 def build_replica(catalog: Catalog, model: str | ModelArch, system: str | System, *, precision: str | None = None,

@@ -24,7 +24,10 @@ result is written back to the YAML with the command that produced it:
   ``gpu_memory_utilization``, SGLang ``mem_fraction_static``, TensorRT-LLM ``free_gpu_memory_fraction``, whose
   meaning ``memory_mode`` gives).
 - batch_cap_rule: how the running-sequence cap is set when the user gives none: 'static' (max_num_seqs as is:
-  vLLM, SGLang) or 'trtllm_bench' (trtllm-bench's max-throughput heuristic, tensorrt_llm/bench/build/tuning.py
+  vLLM), 'sglang_pool' (SGLang's max_running_requests default, from its KV pool: min(pool tokens // 2,
+  req_to_token_pool size), the pool size being max(KV tokens / context length x 512, 2048) capped at 4096, per
+  attention-DP rank; python/sglang/srt/managers/scheduler.py and model_executor/model_runner.py,
+  ``sglang_max_running_requests``) or 'trtllm_bench' (trtllm-bench's max-throughput heuristic, tensorrt_llm/bench/build/tuning.py
   calc_engine_setting + finetune_setting: its own KV estimate over the sequence length, capped at max_num_seqs
   and divided by pp; perf.step.trtllm_bench_batch).
 - moe_dp_comm: the collectives of a MoE layer under attention data parallelism (dp > 1 and ep > 1):
@@ -121,7 +124,7 @@ ALIASES = {"trt-llm": "trtllm", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtll
 #: Accepted values of the enumerated fields (checked when the YAML is loaded).
 KV_RESERVATIONS = ("full", "average")
 MEMORY_MODES = ("total_fraction", "free_fraction")
-BATCH_CAP_RULES = ("static", "trtllm_bench")
+BATCH_CAP_RULES = ("static", "sglang_pool", "trtllm_bench")
 MOE_DP_COMMS = ("all_to_all", "allgather_reducescatter")
 #: Ranges of the settings a user may override (Engine.with_settings; schema.py validates the same ranges).
 GPU_MEMORY_UTILIZATION_RANGE = (0.05, 1.0)
@@ -328,6 +331,15 @@ def sglang_mem_fraction_static(memory_mib: float, chunked_prefill_size: int, cud
     if memory_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024.0)
     return round((memory_mib - reserved) / memory_mib, 3)
+
+
+def sglang_max_running_requests(kv_tokens: float, context_len: int | None) -> int:
+    """SGLang's default ``max_running_requests`` of one attention-DP rank holding ``kv_tokens`` KV token slots
+    (``Engine.batch_cap_rule`` 'sglang_pool'): the smaller of half the pool's tokens (scheduler.py) and the request
+    pool, max(int(kv_tokens / context_len x 512), 2048) capped at 4096 (model_runner.py); 2048 for a model whose
+    context length is unknown."""
+    pool = 2048 if not context_len else min(max(int(kv_tokens / context_len * 512), 2048), 4096)
+    return max(1, min(int(kv_tokens) // 2, pool))
 
 
 def front_end_s(step_model: Any) -> float:

@@ -44,7 +44,8 @@ MaxNodesOpt = Annotated[Optional[int], typer.Option("--max-nodes", help="Most no
 MaxNumSeqsOpt = Annotated[Optional[int], typer.Option(
     "--max-num-seqs", help="Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, "
     "SGLang max_running_requests, TensorRT-LLM max_batch_size [default: the engine's: vLLM 1024 on GPUs of 70 GiB "
-    "or more that are not A100s, else 256; SGLang 1024; TensorRT-LLM 4096]")]
+    "or more that are not A100s, else 256; SGLang from its KV pool (2048-4096 unless the pool is small); "
+    "TensorRT-LLM 4096]")]
 MaxNumBatchedTokensOpt = Annotated[Optional[int], typer.Option(
     "--max-num-batched-tokens", help="Tokens per step, the prefill chunk budget: vLLM max_num_batched_tokens, "
     "SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens [default: 8192; vLLM on A100s and GPUs under "

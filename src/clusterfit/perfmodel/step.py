@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Union
 
@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arch import FFN, Attention, ModelArch, model_memo
-from ..engines import Engine
+from ..engines import Engine, sglang_max_running_requests
 from ..hardware import Gpu, System
 from ..layout import Layout
 from ..memory import fit, weight_bytes_per_gpu
@@ -874,10 +874,13 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         w_bytes = mem.weight_bytes_per_gpu  # the same weight_bytes_per_gpu(model, precision, layout)
     else:
         w_bytes = weight_bytes_per_gpu(model, precision, layout)
+    kv_tokens_per_rank = max(0.0, kv_budget_bytes_per_gpu) / max(kv_tok, 1e-9)
+    if eng.batch_cap_rule == "sglang_pool" and "max_num_seqs" not in eng.user_set:
+        eng = replace(eng, max_num_seqs=sglang_max_running_requests(kv_tokens_per_rank, model.max_context))
     return StepModel(
         name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
         bw_bytes_per_s=gpu.mem_bw_bytes_per_s,
-        kv_capacity_tokens=max(0.0, kv_budget_bytes_per_gpu) / max(kv_tok, 1e-9) * dp,
+        kv_capacity_tokens=kv_tokens_per_rank * dp,
         max_num_seqs=int(eng.max_num_seqs) * dp, weight_bytes_per_gpu=float(w_bytes),
         kv_bytes_per_token_per_gpu=float(kv_tok), curves=curves,
         gemms=_gemm_groups(tally, model, gpu, precision, tp, curves, eng), attention=attn,
