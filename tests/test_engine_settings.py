@@ -328,6 +328,7 @@ def test_plan_reports_the_settings_of_the_recommended_replica(run_json):
     rec = sglang["recommended"]
     assert (rec["system"], rec["tp"], rec["dp"]) == ("hgx_h200", 1, 1)
     assert sglang["engine_settings"]["fraction"] == 0.906          # SGLang's default on one H200 (hand value above)
+    assert rec["precision"] == "checkpoint" and sglang["engine_settings"]["max_num_seqs"] == 3574  # its pool's cap
     # vLLM on an A100: its smaller-device defaults (EngineArgs.get_batch_defaults), not the H100-class 1024 / 8192
     vllm = run_json(*args, "a100_sxm_80gb")
     assert (vllm["engine_settings"]["max_num_seqs"], vllm["engine_settings"]["max_num_batched_tokens"]) == (256, 2048)

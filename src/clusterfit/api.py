@@ -27,7 +27,7 @@ from .schema import (DeployFile, DeployRequest, DeployResult, FitRequest, FitRes
 if TYPE_CHECKING:
     from .arch import ModelArch
     from .perfmodel.step import StepModel
-    from .engines import Engine
+    from .engines import Engine, EngineSettings
     from .hardware import System
     from .precision import Precision
     from .sim.cluster import SimRun
@@ -356,10 +356,8 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
     assert catalog is not None
     settings = catalog.settings
     engine = catalog.engine(question.engine)
-    row = result.recommended
-    if row is not None:  # the settings the recommended replica runs with (its GPU's and layout's defaults)
-        system = catalog.system(row.system)
-        engine = catalog.engine(question.engine, system).for_layout(system.gpu, row.tp, row.pp, row.dp)
+    if result.recommended is not None:  # the settings the recommended replica runs with
+        engine = _row_engine(catalog, question.engine, load_model(question.model), result.recommended)
     result.engine_settings = ServingEngineSettings.model_validate(serving_engine_settings(
         engine, settings.given() if settings is not None else []))
     return result
@@ -426,7 +424,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                f"{row.requests_per_s:.3g} requests/s",
                "cost: " + (f"${row.cost_per_hour:,.2f}/h ({row.price_source})" if row.cost_per_hour is not None
                            else "no catalog price")]
-    eng = _row_engine(req.catalog, engine, model, settings, row)
+    eng = _row_engine(Catalog.load(req.catalog, settings=_given_settings(settings)), engine, model, row)
     spec = DeploySpec(
         model_id=model.hf_id or model.name, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
         ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
@@ -443,18 +441,21 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                         files=[DeployFile(path=f.path, role=f.role, text=f.text) for f in files])
 
 
-def _row_engine(catalog_files: Any, engine: str, model: ModelArch, settings: ServingEngineSettings, row: Any) -> Engine:
-    """The engine a plan row runs, as the plan compiled it: the engine's defaults on the row's GPU, layout and KV
-    pool (Engine.for_device, Engine.for_layout, and SGLang's running-request cap from its pool) under the settings
-    the user gave when planning (``settings.given``), which win."""
+def _given_settings(settings: ServingEngineSettings) -> EngineSettings:
+    """The settings of a plan's ``engine_settings`` that the user gave (``settings.given``)."""
     from .engines import EngineSettings
 
     values: dict[str, Any] = {
         "gpu_memory_utilization": settings.fraction, "max_num_seqs": settings.max_num_seqs,
         "max_num_batched_tokens": settings.max_num_batched_tokens, "enforce_eager": settings.enforce_eager,
         "async_scheduling": settings.async_scheduling}
-    given = EngineSettings(**{k: v for k, v in values.items() if k in settings.given})
-    catalog = Catalog.load(catalog_files, settings=given)
+    return EngineSettings(**{k: v for k, v in values.items() if k in settings.given})
+
+
+def _row_engine(catalog: Catalog, engine: str, model: ModelArch, row: Any) -> Engine:
+    """The engine a plan row runs, as the planner compiled it: the engine's defaults on the row's GPU, layout and
+    KV pool (Engine.for_device, Engine.for_layout, SGLang's running-request cap from its pool) under the catalog's
+    settings (the user's), which win."""
     precision = None if row.precision == "checkpoint" else row.precision
     return build_replica(catalog, model, row.system, precision=precision, kv_dtype=row.kv_dtype, tp=row.tp,
                          pp=row.pp, ep=row.ep, dp=row.dp, engine=engine, require_kv=False).engine
