@@ -456,9 +456,15 @@ def _row_engine(catalog: Catalog, engine: str, model: ModelArch, row: Any) -> En
     """The engine a plan row runs, as the planner compiled it: the engine's defaults on the row's GPU, layout and
     KV pool (Engine.for_device, Engine.for_layout, SGLang's running-request cap from its pool) under the catalog's
     settings (the user's), which win."""
-    precision = None if row.precision == "checkpoint" else row.precision
-    return build_replica(catalog, model, row.system, precision=precision, kv_dtype=row.kv_dtype, tp=row.tp,
-                         pp=row.pp, ep=row.ep, dp=row.dp, engine=engine, require_kv=False).engine
+    from .compose import compile_replica
+    from .layout import Layout
+
+    system = catalog.system(row.system)
+    precision = resolve_precision(model, None if row.precision == "checkpoint" else row.precision, None, row.kv_dtype)
+    layout = Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp)
+    # the row's GPU's kernel curves, as the planner used them (a profile measured on another GPU does not apply)
+    return compile_replica(model, system, precision, layout, catalog.engine(engine, system),
+                           curves=catalog.curves(system.gpu)).engine
 
 
 # ============================================================================================ simulate
