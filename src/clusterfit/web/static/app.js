@@ -146,7 +146,8 @@ function memoryBar(r) {
   }
   const legend = el("div", { class: "legend",
     text: `per GPU of ${fmtGB(total)}: weights ${fmtGB(r.weight_bytes_per_gpu)}, reserve ${fmtGB(reserve)}, ` +
-          `KV ${fmtGB(Math.max(0, r.kv_budget_bytes_per_gpu))}, free ${fmtGB(Math.max(0, total - used))}` });
+          `KV ${fmtGB(Math.max(0, r.kv_budget_bytes_per_gpu))}, free ${fmtGB(Math.max(0, total - used))}` +
+          ` (engine memory fraction ${r.memory_fraction})` });
   return [bar, legend];
 }
 
