@@ -359,3 +359,17 @@ def test_sglang_running_cap_follows_its_kv_pool(run_json):
     assert out["engine_settings"]["max_num_seqs"] == 3574 and out["batch"] == 3574
     given = run_json(*base, "--max-num-seqs", "512")
     assert given["engine_settings"]["max_num_seqs"] == 512 and given["batch"] == 512
+
+
+def test_sglang_defaults_that_leave_no_memory_say_so(run_json):
+    """DeepSeek-V3 at DP32 attention on H100s: SGLang's default reserve is 512 + 1.5 x 8192 + 2 x 512 + 1024 x 32 / 8
+    + 512 x 32 x 4.5 = 91,648 MiB, above the device's 81,210 MiB, so its default fraction is
+    round((81,210.1 - 91,648) / 81,210.1, 3) = -0.129: nothing fits until the user gives a fraction."""
+    args = ("fit", "deepseek-ai/DeepSeek-V3", "--engine", "sglang", "--system", "h100", "--tp", "1", "--dp", "32",
+            "--ep", "32")
+    r = run_json(*args)["results"][0]
+    assert (r["fits"], r["memory_fraction"]) == (False, -0.129)
+    assert "default memory fraction" in r["reason"] and "--gpu-memory-utilization" in r["reason"]
+    given = run_json(*args, "--gpu-memory-utilization", "0.85")["results"][0]
+    assert given["fits"] and given["memory_fraction"] == 0.85
+    assert any("0.85 (yours)" in n for n in given["notes"])

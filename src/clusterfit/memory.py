@@ -359,10 +359,14 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     reserve = runtime_reserve(model, lay, eng)
     budget = kv_budget_bytes_per_gpu(device, w, reserve, eng)
     notes: list[str] = []
-    if eng.layout_resolved is not None and eng.layout_resolved[1] is not eng:
-        notes.append(f"{eng.name}'s defaults on this GPU and layout: memory fraction {eng.gpu_memory_utilization:g}, "
-                     f"{eng.max_num_batched_tokens} batched tokens per step per attention-DP rank, CUDA graphs up to "
-                     f"batch {eng.cuda_graph_max_bs} (the settings you give win)")
+    if eng.layout_resolved is not None:
+        def mine(name: str) -> str:
+            return " (yours)" if name in eng.user_set else ""
+
+        notes.append(f"{eng.name}'s settings on this GPU and layout: memory fraction {eng.gpu_memory_utilization:g}"
+                     f"{mine('gpu_memory_utilization')}, {eng.max_num_batched_tokens} batched tokens per step per "
+                     f"attention-DP rank{mine('max_num_batched_tokens')}, CUDA graphs up to batch "
+                     f"{eng.cuda_graph_max_bs} (its defaults by GPU memory and TP where you set none)")
     if not model.layers:
         fits = budget > 0
         return ReplicaMemoryFit(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, 0.0,
@@ -381,7 +385,11 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
         if per_tok_gpu == 0:
             max_tokens = max_seqs * context
     fits = max_seqs >= 1
-    if budget <= 0:
+    if budget <= 0 and eng.gpu_memory_utilization <= 0:
+        reason = (f"{eng.name}'s default memory fraction on this GPU and layout is {eng.gpu_memory_utilization:g}: "
+                  "the reserve it keeps for activations and CUDA graphs exceeds the device; give "
+                  "--gpu-memory-utilization")
+    elif budget <= 0:
         reason = (f"weights {w / 1e9:.1f} GB + reserve {reserve.total / 1e9:.1f} GB per GPU exceed the "
                   f"{eng.name} budget of {eng.gpu_memory_utilization:.2f} x {device / 1e9:.1f} GB")
     elif not fits:
