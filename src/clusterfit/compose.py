@@ -131,10 +131,10 @@ def compile_replica(model: ModelArch, system: System, precision: Precision, layo
     curves (None: the shipped ones; ``Catalog.curves`` gives a profile's)."""
     from .perfmodel import compile_step
 
-    eng = engine.for_gpu(system.gpu.id).for_layout(system.gpu, layout.tp, layout.pp, layout.dp)
-    step = compile_step(model, system, layout, precision, eng, kv_budget_bytes_per_gpu=kv_budget_bytes_per_gpu,
+    step = compile_step(model, system, layout, precision, engine, kv_budget_bytes_per_gpu=kv_budget_bytes_per_gpu,
                         curves=curves)
-    return CompiledReplica(model, system, precision, layout, step.engine, step)  # as resolved for its KV pool
+    # compile_step resolves the engine for the GPU, the layout and its KV pool: the replica runs that engine
+    return CompiledReplica(model, system, precision, layout, step.engine, step)
 
 
 def build_replica(catalog: Catalog, model: str | ModelArch, system: str | System, *, precision: str | None = None,

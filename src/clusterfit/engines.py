@@ -27,8 +27,8 @@ result is written back to the YAML with the command that produced it:
   vLLM), 'sglang_pool' (SGLang's max_running_requests default, from its KV pool: min(pool tokens // 2,
   req_to_token_pool size), the pool size being max(KV tokens / context length x 512, 2048) capped at 4096, per
   attention-DP rank; python/sglang/srt/managers/scheduler.py and model_executor/model_runner.py,
-  ``sglang_max_running_requests``) or 'trtllm_bench' (trtllm-bench's max-throughput heuristic, tensorrt_llm/bench/build/tuning.py
-  calc_engine_setting + finetune_setting: its own KV estimate over the sequence length, capped at max_num_seqs
+  ``Engine.for_kv_pool``) or 'trtllm_bench' (trtllm-bench's max-throughput heuristic,
+  tensorrt_llm/bench/build/tuning.py calc_engine_setting + finetune_setting: its own KV estimate over the sequence length, capped at max_num_seqs
   and divided by pp; perf.step.trtllm_bench_batch).
 - moe_dp_comm: the collectives of a MoE layer under attention data parallelism (dp > 1 and ep > 1):
   'all_to_all' (token dispatch / combine to the experts' ranks: each rank sends its tokens' top-k copies; vLLM
@@ -76,8 +76,9 @@ result is written back to the YAML with the command that produced it:
   attention DP here; ``tiers``: rows of [below MiB or None, chunked_prefill_size, cuda_graph_max_bs at
   --tp-size < 4, at >= 4]), then
   ``mem_fraction_static`` = round((memory - reserved) / memory, 3) with reserved = 512 + 1.5 x
-  max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + 1024 x tp_size x PP / 8 MiB, plus 3 x cuda_graph_max_bs x
-  DP (and 1.5 x cuda_graph_max_bs x DP more above 300) under attention DP, at least 10 GiB on GPUs above 60 GiB
+  max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + 1024 x tp_size x PP / 8 MiB, plus 3 x
+  cuda_graph_max_bs x DP (and 1.5 x cuda_graph_max_bs x DP more above 300) under attention DP, at least 10 GiB
+  (10,240 MiB) on GPUs above 60 GiB
   (``sglang_mem_fraction_static``). Under attention DP SGLang divides ``chunked_prefill_size`` among the DP ranks
   (ServerArgs._handle_data_parallelism); ``max_num_batched_tokens`` here is per rank, so it becomes the quotient.
   None: no such defaults (vLLM, TensorRT-LLM).
@@ -286,9 +287,16 @@ class Engine:
             chunk = self.max_num_batched_tokens
         fraction = (self.gpu_memory_utilization if "gpu_memory_utilization" in self.user_set
                     else sglang_mem_fraction_static(mib, int(chunk), graphs, tp_size, pp, dp))
-        per_rank = max(1, int(chunk) // dp) if dp > 1 else int(chunk)
+        per_rank = max(1, int(chunk) // dp)
         return replace(self, max_num_batched_tokens=per_rank, cuda_graph_max_bs=graphs,
                        gpu_memory_utilization=fraction, layout_resolved=(key, self))
+
+    def for_kv_pool(self, kv_tokens_per_rank: float, context_len: int | None) -> "Engine":
+        """The running-sequence cap that follows from the KV pool (``batch_cap_rule`` 'sglang_pool':
+        ``sglang_max_running_requests``), unless the user set ``max_num_seqs``; other rules: this engine."""
+        if self.batch_cap_rule != "sglang_pool" or "max_num_seqs" in self.user_set:
+            return self
+        return replace(self, max_num_seqs=sglang_max_running_requests(kv_tokens_per_rank, context_len))
 
     def for_device(self, gpu: Any) -> "Engine":
         """The engine's default serving settings on this GPU (``small_device``; a ``hardware.Gpu``): call before

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Union
 
@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arch import FFN, Attention, ModelArch, model_memo
-from ..engines import Engine, sglang_max_running_requests
+from ..engines import Engine
 from ..hardware import Gpu, System
 from ..layout import Layout
 from ..memory import fit, weight_bytes_per_gpu
@@ -875,8 +875,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     else:
         w_bytes = weight_bytes_per_gpu(model, precision, layout)
     kv_tokens_per_rank = max(0.0, kv_budget_bytes_per_gpu) / max(kv_tok, 1e-9)
-    if eng.batch_cap_rule == "sglang_pool" and "max_num_seqs" not in eng.user_set:
-        eng = replace(eng, max_num_seqs=sglang_max_running_requests(kv_tokens_per_rank, model.max_context))
+    eng = eng.for_kv_pool(kv_tokens_per_rank, model.max_context)
     return StepModel(
         name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
         bw_bytes_per_s=gpu.mem_bw_bytes_per_s,

@@ -120,15 +120,15 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
         curves = space.catalog.curves(system.gpu) if space.catalog is not None else None  # a profile's, for its GPU
         up, out = links_for(system)
         kv_link = up if system.scale_up_domain_gpus > system.gpus_per_node else out
+        # the largest memory fraction any layout gets (SGLang's default shrinks as TP, PP and DP grow)
+        largest_fraction = eng.for_layout(system.gpu, 1).gpu_memory_utilization
         margins = (step_margins(bands_for(eng.name, system.gpu.id, model), space.confidence)
                    if space.confidence not in (None, 50) else None)
         max_gpus = max_replica_gpus(system, space.max_nodes_per_replica)
         for prec_name in space.precisions:
             for kv in space.kv_dtypes:
                 prec = resolve_precision(model, prec_name, kv_dtype=kv)
-                # the largest fraction any layout gets (SGLang's default shrinks as TP, PP and DP grow)
-                min_gpus = weights_lower_bound_gpus(model, system, prec,
-                                                    eng.for_layout(system.gpu, 1).gpu_memory_utilization)
+                min_gpus = weights_lower_bound_gpus(model, system, prec, largest_fraction)
                 top = min(max_gpus, max(system.gpus_per_node, space.max_replica_factor * min_gpus))
                 layouts = candidate_layouts(model, system, top, min_gpus)
                 found = 0
