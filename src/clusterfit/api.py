@@ -281,7 +281,7 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
         "model": rep.model.name, "system": rep.system.id, "engine": req.engine, "precision": rep.precision.name,
         "kv_dtype": rep.precision.kv_dtype, "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp},
         "isl": req.isl, "osl": req.osl, **out, "notes": notes,
-        "engine_settings": serving_engine_settings(rep.engine, settings.given()),
+        "engine_settings": ServingEngineSettings.of(rep.engine, settings.given()),
         **_perf_intervals(out, rep.engine.name, rep.system.gpu.id, rep.model)})
 
 
@@ -300,15 +300,6 @@ def _perf_intervals(out: dict[str, Any], engine: str, gpu_id: str, model: ModelA
             "output_tokens_per_s_per_gpu_interval": bands.rate(out["output_tokens_per_s_per_gpu"], dec),
             "tokens_per_s_per_user_interval": bands.rate(out["tokens_per_s_per_user"], dec),
             "intervals": bands.basis(["prefill", dec])}
-
-
-def serving_engine_settings(engine: Engine, given: list[str]) -> dict[str, Any]:
-    """The settings ``engine`` runs with, as ``schema.ServingEngineSettings`` (fit's keys plus max_num_seqs,
-    enforce_eager, async_scheduling and the names the user set)."""
-    return {"fraction": engine.gpu_memory_utilization, "mode": engine.memory_mode,
-            "max_num_batched_tokens": engine.max_num_batched_tokens, "source": engine.memory_source,
-            "max_num_seqs": engine.max_num_seqs, "enforce_eager": not engine.cuda_graphs,
-            "async_scheduling": engine.async_scheduling, "given": given}
 
 
 def _check_batch_fits(step: StepModel, batch: int, context: float) -> None:
@@ -354,12 +345,10 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
     result = plan_cluster(question, verify=req.verify, verify_requests=req.verify_requests)
     catalog = question.catalog
     assert catalog is not None
-    settings = catalog.settings
-    engine = catalog.engine(question.engine)
-    if result.recommended is not None:  # the settings the recommended replica runs with
-        engine = _row_engine(catalog, question.engine, load_model(question.model), result.recommended)
-    result.engine_settings = ServingEngineSettings.model_validate(serving_engine_settings(
-        engine, settings.given() if settings is not None else []))
+    if result.engine_settings is None:  # nothing recommended (plan_cluster sets the recommended replica's)
+        settings = catalog.settings
+        result.engine_settings = ServingEngineSettings.of(catalog.engine(question.engine),
+                                                          settings.given() if settings is not None else [])
     return result
 
 

@@ -457,6 +457,14 @@ class ServingEngineSettings(EngineSettings):
     async_scheduling: bool
     given: list[str]
 
+    @classmethod
+    def of(cls, engine: Any, given: list[str]) -> ServingEngineSettings:
+        """The settings an ``engines.Engine`` runs with; ``given``: the names the user set."""
+        return cls(fraction=engine.gpu_memory_utilization, mode=engine.memory_mode,
+                   max_num_batched_tokens=engine.max_num_batched_tokens, source=engine.memory_source,
+                   max_num_seqs=engine.max_num_seqs, enforce_eager=not engine.cuda_graphs,
+                   async_scheduling=engine.async_scheduling, given=given)
+
 
 class FitResult(Schema):
     model: ModelSummary

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ClusterfitError
 from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PerMtok, PlanOption, PlanResult, PrefillPool,
-                      ReplicaPlacement, SkippedVerification)
+                      ReplicaPlacement, ServingEngineSettings, SkippedVerification)
 from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, no_public_price_notes,
                    resolve_price, usd_per_mtok, verdict)
 from .capacity import AggregatedCurve
@@ -668,6 +668,11 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
         top = priced[0] if priced else rows[0]
         rec = top.model_copy(update={"explanation": _recommendation_text(top, priced or rows, wl, slo, bool(priced))})
         out.recommended = rec
+        # the settings the recommended replica was compiled with (its GPU's, layout's and KV pool's defaults under
+        # the user's settings)
+        settings = req.catalog.settings if req.catalog is not None else None
+        out.engine_settings = ServingEngineSettings.of(ranked[rows.index(top)].main.step.engine,
+                                                       settings.given() if settings is not None else [])
         if req.endpoint is not None and rec.cost_per_hour is not None:
             out.endpoint = _endpoint(rec, ranked[0], req, wl)  # priced plans sort first
         if verify:
