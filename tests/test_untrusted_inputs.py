@@ -77,6 +77,16 @@ def test_traces(run_cli, tmp_path, rows, raw):
     assert _digest(f) == before
 
 
+@pytest.mark.parametrize("tokens", ["1e300", "1e19", "100000001"])
+def test_a_trace_token_count_beyond_the_bound_is_one_error_line(run_cli, tmp_path, tokens):
+    """A count past schema.MAX_TOKENS (100,000,000) once overflowed int64 into a traceback (found by test_traces)."""
+    f = tmp_path / "t.csv"
+    f.write_text(f"arrival_s,input_tokens,output_tokens\n0,10,{tokens}\n")
+    code, out, err = run_cli("simulate", "llama-3.1-8b", "--system", "h200", "--trace", str(f), "--replicas", "1")
+    _check(code, out, err)
+    assert code == 2 and "output tokens must be at most 100,000,000 tokens" in err
+
+
 @SETTINGS
 @given(flag=st.sampled_from(["--tp", "--pp", "--ep", "--dp", "--isl", "--osl", "--batch", "--context",
                              "--concurrency", "--gpus"]),

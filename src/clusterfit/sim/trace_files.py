@@ -95,13 +95,18 @@ def _datetime_s(text: str, where: str) -> float:
 
 
 def _tokens(value: Any, what: str, where: str) -> int:
-    """A token count from a CSV cell or JSON value (0 -> 1 token); anything else non-numeric or < 0 is an error."""
+    """A token count from a CSV cell or JSON value (0 -> 1 token); anything non-numeric, < 0 or above the token
+    bound every request field has (schema.MAX_TOKENS) is an error."""
+    from ..schema import MAX_TOKENS
+
     try:
         x = float(value)
     except (TypeError, ValueError):
         raise ClusterfitError(f"{where}: {what} {value!r} is not a number") from None
     if not math.isfinite(x) or x < 0:
         raise ClusterfitError(f"{where}: {what} must be >= 0 tokens, got {value!r}")
+    if x > MAX_TOKENS:
+        raise ClusterfitError(f"{where}: {what} must be at most {MAX_TOKENS:,} tokens, got {value!r}")
     return max(1, int(round(x)))
 
 
