@@ -376,7 +376,7 @@ def test_stopping_ends_open_streams_with_an_error_event():
 
 def test_light_load_timing_follows_the_step_model(twin):
     """One request alone: TTFT is one prefill step of the prompt and TPOT the mean decode step at batch 1, from the
-    compiled replica's step model (perf's), within 10% as the client measures them. Hand check: a decode step at
+    compiled replica's step model (perf's), within 10% as the client measures them (the median of three requests). Hand check: a decode step at
     batch 1 reads the 16.06 GB of bf16 weights, >= 16.06e9 / 4.8e12 B/s = 3.35 ms on an H200 (datasheet
     bandwidth)."""
     from clusterfit.compose import Catalog, build_replica
@@ -386,19 +386,25 @@ def test_light_load_timing_follows_the_step_model(twin):
     ttft_model = float(step.prefill_s(isl))
     tpot_model = float(np.mean([step.decode_step_s(1, isl + j) for j in range(1, osl)]))
     assert tpot_model > 16.06e9 / 4.8e12
-    first = last = None
+    ttfts, tpots = [], []
     with httpx.Client(base_url=twin.url, timeout=60, trust_env=False) as client:  # made (and connected) untimed
         client.post("/v1/completions", json={"prompt": "abcd", "max_tokens": 1})
-        t0 = time.perf_counter()
-        with client.stream("POST", "/v1/completions", json={"prompt": "abcd" * isl, "max_tokens": osl,
-                                                            "stream": True}) as r:
-            for line in r.iter_lines():
-                if line.startswith("data: {"):
-                    last = time.perf_counter() - t0
-                    first = first or last
-    assert first is not None and last is not None
-    assert first == pytest.approx(ttft_model, rel=0.10)
-    assert (last - first) / (osl - 1) == pytest.approx(tpot_model, rel=0.10)
+        # three requests one after another, the median of each figure: one request held up by a busy 2-core host
+        # (tens of ms, a 10-25% shift of a 0.2 s TTFT or of a 5.7 ms TPOT) does not decide the result
+        for _ in range(3):
+            first = last = None
+            t0 = time.perf_counter()
+            with client.stream("POST", "/v1/completions", json={"prompt": "abcd" * isl, "max_tokens": osl,
+                                                                "stream": True}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: {"):
+                        last = time.perf_counter() - t0
+                        first = first or last
+            assert first is not None and last is not None
+            ttfts.append(first)
+            tpots.append((last - first) / (osl - 1))
+    assert float(np.median(ttfts)) == pytest.approx(ttft_model, rel=0.10)
+    assert float(np.median(tpots)) == pytest.approx(tpot_model, rel=0.10)
 
 
 # ------------------------------------------------------------------------------------------------- the CLI
