@@ -376,9 +376,9 @@ def test_stopping_ends_open_streams_with_an_error_event():
 
 def test_light_load_timing_follows_the_step_model(twin):
     """One request alone: TTFT is one prefill step of the prompt and TPOT the mean decode step at batch 1, from the
-    compiled replica's step model (perf's), within 10% as the client measures them (the median of three requests). Hand check: a decode step at
-    batch 1 reads the 16.06 GB of bf16 weights, >= 16.06e9 / 4.8e12 B/s = 3.35 ms on an H200 (datasheet
-    bandwidth)."""
+    compiled replica's step model (perf's), within 10% as the client measures them (the median of three requests).
+    Hand check: a decode step at batch 1 reads the 16.06 GB of bf16 weights, >= 16.06e9 / 4.8e12 B/s = 3.35 ms on
+    an H200 (datasheet bandwidth)."""
     from clusterfit.compose import Catalog, build_replica
 
     step = build_replica(Catalog.load(), MODEL, "h200").step
