@@ -323,6 +323,8 @@ _SETTING_PATTERNS = {
 #: 'batch size 1 (max concurrency 1)' in the load column, or the benchmark's `--max-concurrency N` in the notes.
 _CONC_MODE = re.compile(r"(?:^|\bmax(?:imum)? )concurrency\s+(\d[\d,]*)", re.I)
 _CONC_NOTES = re.compile(r"--max-concurrency[\s=]+(\d[\d,]*)", re.I)
+#: vLLM V0 multi-step scheduling as the engine column or the notes state it ('vLLM v0.6.0 --num-scheduler-steps 10')
+_SCHED_STEPS = re.compile(r"--num[_-]scheduler[_-]steps[\s=]+(\d+)", re.I)
 
 
 class RowSettings(NamedTuple):
@@ -330,7 +332,8 @@ class RowSettings(NamedTuple):
     data-parallel (with ``adp_size`` ranks when a number is given with the wording); the engine settings map onto
     Engine.with_settings (TensorRT-LLM max_batch_size / max_num_tokens / kv_cache_free_gpu_mem_fraction, vLLM
     max_num_seqs / max_num_batched_tokens / gpu_memory_utilization, SGLang max_running_requests /
-    chunked_prefill_size / mem_fraction_static); ``concurrency``: the client's cap on requests in flight."""
+    chunked_prefill_size / mem_fraction_static, vLLM V0 num_scheduler_steps); ``concurrency``: the client's cap on
+    requests in flight."""
 
     attention_dp: bool = False
     adp_size: int | None = None
@@ -339,11 +342,13 @@ class RowSettings(NamedTuple):
     gpu_memory_utilization: float | None = None
     concurrency: int | None = None
     async_scheduling: bool | None = None
+    num_scheduler_steps: int | None = None
 
     def engine_settings(self) -> tuple:
-        """(gpu_memory_utilization, max_num_batched_tokens, max_num_seqs, async_scheduling): the hashable key
-        step_for takes."""
-        return (self.gpu_memory_utilization, self.max_num_batched_tokens, self.max_num_seqs, self.async_scheduling)
+        """(gpu_memory_utilization, max_num_batched_tokens, max_num_seqs, async_scheduling, num_scheduler_steps):
+        the hashable key step_for takes."""
+        return (self.gpu_memory_utilization, self.max_num_batched_tokens, self.max_num_seqs, self.async_scheduling,
+                self.num_scheduler_steps)
 
 
 def row_settings(row) -> RowSettings:
@@ -363,7 +368,10 @@ def row_settings(row) -> RowSettings:
     conc = int(m.group(1).replace(",", "")) if m else None
     asy = async_scheduling_of(engine_for(row.get("engine", "") or ""), row.get("engine", "") or "",
                               row.get("notes", "") or "")
-    return RowSettings(attention_dp=adp, adp_size=size, concurrency=conc, async_scheduling=asy, **found)
+    m = _SCHED_STEPS.search(text)
+    steps = int(m.group(1)) if m else None
+    return RowSettings(attention_dp=adp, adp_size=size, concurrency=conc, async_scheduling=asy,
+                       num_scheduler_steps=steps, **found)
 
 
 # ------------------------------------------------------------------------ the row's serving command
@@ -459,16 +467,17 @@ def checkpoint_precision(row) -> str | None:
 @lru_cache(maxsize=None)
 def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(None, None, None, None)):
     """The compiled step model of a row; ``settings``: (gpu_memory_utilization, max_num_batched_tokens,
-    max_num_seqs, async_scheduling) the row states (RowSettings.engine_settings), None for the engine's default
-    (the engine's defaults on the row's GPU: Catalog.engine with the system, Engine.for_device)."""
+    max_num_seqs, async_scheduling, num_scheduler_steps) the row states (RowSettings.engine_settings), None for the
+    engine's default (the engine's defaults on the row's GPU: Catalog.engine with the system, Engine.for_device)."""
     model = model_for(model_name)
     system = system_for(gpu)
     prec = precision_for(model, weights, kv, engine)
     layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
     budget = None
-    mem, mnt, mns, asy = tuple(settings) + (None,) * (4 - len(settings))
+    mem, mnt, mns, asy, steps = tuple(settings) + (None,) * (5 - len(settings))
     eng = Catalog(system_catalog(), engines_file=ENGINES_PATH).engine(engine, system)
-    eng = eng.with_settings(max_num_batched_tokens=mnt, max_num_seqs=mns, async_scheduling=asy)
+    eng = eng.with_settings(max_num_batched_tokens=mnt, max_num_seqs=mns, async_scheduling=asy,
+                            num_scheduler_steps=steps)
     if mns is not None:
         # a stated max_batch_size is the cap itself, not trtllm-bench's estimate of it
         eng = replace(eng, batch_cap_rule="static")
@@ -1171,12 +1180,14 @@ def predict_run(row, spec: RunSpec, model_name, weights, kv, engine, layout, rep
                 settings=(None, None, None)) -> float:
     """A vLLM / SGLang benchmark run's metric (RUN_METRICS) from its replay (simulate_run)."""
     metric = row["metric"]
-    if metric.startswith("itl") and "multi-step" in row["engine"].lower():
-        raise Skip("ITL under vLLM multi-step scheduling (tokens streamed in bursts; the README says use TPOT)")
     stat, scale = RUN_METRICS[metric]
     if stat.startswith(("tpot", "itl")) and spec.output.mean < 2:
         raise Skip("ITL of one-token answers is undefined")
     sm = step_for(model_name, row["gpu"], weights, kv, engine, *layout, settings)
+    if stat.startswith("itl"):
+        # vLLM V0 multi-step scheduling streams each scheduler call's N tokens as one chunk: the client's gaps are
+        # N decode steps long (the source's ITL ~ 10 x TPOT at --num-scheduler-steps 10)
+        scale *= sm.engine.num_scheduler_steps
     return simulate_run(sm, spec, replicas)[stat] * scale
 
 

@@ -339,7 +339,10 @@ def test_serving_command_flags(acc):
     assert cmd == {"tp": 8, "dp": 4, "ep": 8, "gpu_memory_utilization": 0.8, "max_num_batched_tokens": 4096,
                    "max_num_seqs": 128, "enable_dp_attention": True}
     st = acc.row_settings(s)
-    assert st.attention_dp and st.adp_size == 4 and st.engine_settings() == (0.8, 4096, 128, True)   # SGLang 0.5 overlaps
+    assert st.attention_dp and st.adp_size == 4 and st.engine_settings() == (0.8, 4096, 128, True, None)  # overlap
+    # vLLM V0 multi-step scheduling as the engine column states it: ten decode steps per scheduler call
+    v0 = _oss_row(3, "client vllm benchmark_serving", engine="vLLM v0.6.0 --num-scheduler-steps 10")
+    assert acc.row_settings(v0).num_scheduler_steps == 10 and acc.row_settings(s).num_scheduler_steps is None
     # the columns as stated win; other engines' rows are left alone
     assert acc.with_command(dict(s, tp="2"), "sglang")["tp"] == "2"
     assert acc.with_command(s, "trtllm") is s
@@ -571,7 +574,7 @@ def test_oss2_excerpt_end_to_end(acc, oss2, tmp_path):
     out = acc.report(rows, results, skipped)
     got = {r["id"] for r, *_ in results}
     assert skipped["speculative decoding (MTP / EAGLE) is not modelled"] == 1
-    # every row of a bundled model on a catalog GPU is predicted, except vLLM v0.6.0's multi-step ITL (none here)
+    # every row of a bundled model on a catalog GPU is predicted
     bundled = {"OSS2-0009", "OSS2-0038", "OSS2-0039", "OSS2-0040", "OSS2-0041", "OSS2-0046", "OSS2-0163",
                *(f"OSS2-{i:04d}" for i in (*range(238, 243), *range(273, 278), *range(1072, 1078),
                                            *range(1186, 1192))), "OSS2-1138", "OSS2-1210"}

@@ -373,3 +373,19 @@ def test_sglang_defaults_that_leave_no_memory_say_so(run_json):
     given = run_json(*args, "--gpu-memory-utilization", "0.85")["results"][0]
     assert given["fits"] and given["memory_fraction"] == 0.85
     assert any("0.85 (yours)" in n for n in given["notes"])
+
+
+def test_num_scheduler_steps_is_a_setting_with_a_range():
+    """vLLM V0's --num-scheduler-steps (Engine.num_scheduler_steps, 1 = every step, the V1 behaviour): with_settings
+    takes 1..1,024 and names the flag otherwise; the catalog's engines default to 1."""
+    from clusterfit.compose import Catalog
+    from clusterfit.errors import ClusterfitError
+
+    catalog = Catalog.load()
+    vllm = catalog.engine("vllm", catalog.system("h200"))
+    assert vllm.num_scheduler_steps == 1
+    assert vllm.with_settings(num_scheduler_steps=10).num_scheduler_steps == 10
+    for bad in (0, 1025, 2.5):
+        with pytest.raises(ClusterfitError, match=r"num_scheduler_steps \(--num-scheduler-steps\) must be an integer "
+                                                  r"in 1\.\.1,024"):
+            vllm.with_settings(num_scheduler_steps=bad)

@@ -102,6 +102,31 @@ def test_sglang_runs_prefill_and_decode_in_separate_steps():
                                           "p99": pytest.approx(0.020 if not mixed else 0.010, rel=0.003)}
 
 
+def test_multi_step_scheduling_admits_new_requests_between_step_groups():
+    """vLLM V0 multi-step scheduling (--num-scheduler-steps N, Engine.num_scheduler_steps) calls the scheduler once
+    per group of N decode steps, so an arrival waits for its group's end before its prefill (vllm-project/vllm#6854).
+    10 ms steps; A (10 + 40 tokens) arrives at 0 and its prefill step ends at 0.01 s, when its decode segment starts;
+    B (100 + 2) arrives at 0.035 s, in the segment's 3rd step (0.03-0.04 s). One step per call: B's prefill step
+    runs 0.04-0.05 s, its first token at 0.05 s. Ten steps per call: the group of steps 1-10 ends at 0.11 s, B's
+    prefill runs 0.11-0.12 s, first token at 0.12 s; A loses nothing (mixed steps: its first token at 0.01 s, the
+    other 39 one per step, done at 0.40 s). B's second token comes one step after its first either way."""
+    from types import SimpleNamespace
+
+    from test_sim_helpers import ConstantStep
+
+    from clusterfit.sim.requests import Requests
+
+    for steps, b_first in ((1, 0.05), (10, 0.12)):
+        model = ConstantStep(0.01, max_num_seqs=8)
+        model.engine = SimpleNamespace(mixed_batches=True, num_scheduler_steps=steps)  # type: ignore[attr-defined]
+        run = run_simulation(Requests.build([0.0, 0.035], [10, 100], [40, 2]), model, SimulationConfig(exact_steps=True))
+        req = run.requests
+        assert req["first_token_s"][0] == pytest.approx(0.01)
+        assert req["first_token_s"][1] == pytest.approx(b_first)
+        assert req["finish_s"][1] == pytest.approx(b_first + 0.01)
+        assert req["finish_s"][0] == pytest.approx(0.40)
+
+
 def test_token_gaps_histogram_reads_quantiles_within_half_a_bin():
     """TokenGaps keeps gaps in 0.5%-wide geometric bins: a quantile comes back within 0.25% (+ one bin edge) of the
     exact one, the mean exactly, whether gaps arrive one by one or as a decode segment's array."""

@@ -69,6 +69,13 @@ result is written back to the YAML with the command that produced it:
   flag list shared/reference/deploy/sglang-0.5.23-server-flags.txt): by default a step is a prefill batch whenever
   one can be formed, which holds every decode back, else a decode batch. The closed-form TTFT / TPOT of perf and
   the planner keep the mixed-step approximation for every engine.
+- num_scheduler_steps: decode steps the engine runs per scheduler call. vLLM V0's ``--num-scheduler-steps``
+  (multi-step scheduling, vllm-project/vllm#7000, v0.6.0; default 1; gone in V1, whose scheduler runs every step):
+  the scheduler is called once per group of N decode steps, so a request that arrives during a group waits for the
+  group to end before its prefill is scheduled (the RFC, vllm-project/vllm#6854: "new prefill requests will only
+  start at every 8 steps"), and its tokens stream in bursts of N. The simulator cuts a decode segment for an
+  arrival at the end of the group (counted from the segment's start), not at the next step. 1 for every engine by
+  default; the harness sets it from a row's engine string (the vLLM v0.6.0 rows of the SGLang team's benchmark page).
 - gpu_memory_defaults: serving settings an engine derives from the device's memory and the layout, applied by
   ``for_layout`` once the layout is known (the user's settings win): SGLang's ServerArgs._handle_gpu_memory_settings
   (python/sglang/srt/server_args.py; the same heuristic in the 0.5 releases and on main) sets
@@ -131,6 +138,8 @@ MOE_DP_COMMS = ("all_to_all", "allgather_reducescatter")
 GPU_MEMORY_UTILIZATION_RANGE = (0.05, 1.0)
 MAX_NUM_BATCHED_TOKENS_RANGE = (1, 1_048_576)
 MAX_NUM_SEQS_RANGE = (1, 1_048_576)
+#: vLLM V0's --num-scheduler-steps (decode steps per scheduler call; 1 = every step, the V1 behaviour)
+NUM_SCHEDULER_STEPS_RANGE = (1, 1024)
 #: CPU launch time of one kernel without CUDA graphs (Engine.eager_launch_s; see the module docstring).
 EAGER_LAUNCH_S = 5e-6
 
@@ -208,6 +217,7 @@ class Engine:
     cuda_graph_max_bs: int = 512
     async_scheduling: bool = False
     mixed_batches: bool = True
+    num_scheduler_steps: int = 1
     request_latency_s: float = 0.0
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     gpu_memory_defaults: dict[str, Any] | None = field(default=None, compare=False, hash=False)
@@ -227,6 +237,10 @@ class Engine:
         if not 0.0 <= self.request_latency_s <= 1.0:
             raise ClusterfitError(f"engine {self.name}: request_latency_s must be in 0..1 s, got "
                                   f"{self.request_latency_s!r}")
+        lo, hi = NUM_SCHEDULER_STEPS_RANGE
+        if int(self.num_scheduler_steps) != self.num_scheduler_steps or not lo <= self.num_scheduler_steps <= hi:
+            raise ClusterfitError(f"engine {self.name}: num_scheduler_steps (--num-scheduler-steps) must be an "
+                                  f"integer in {lo}..{hi}, got {self.num_scheduler_steps!r}")
 
     @property
     def graph_kernel_s(self) -> float:
@@ -235,11 +249,11 @@ class Engine:
 
     def with_settings(self, gpu_memory_utilization: float | None = None, max_num_batched_tokens: int | None = None,
                       max_num_seqs: int | None = None, cuda_graphs: bool | None = None,
-                      async_scheduling: bool | None = None) -> "Engine":
+                      async_scheduling: bool | None = None, num_scheduler_steps: int | None = None) -> "Engine":
         """This engine with the user's overrides of its serving settings (None: keep the catalog value).
 
         Raises ClusterfitError naming the setting when a value is out of range: gpu_memory_utilization in
-        0.05..1.0, max_num_batched_tokens and max_num_seqs in 1..1,048,576.
+        0.05..1.0, max_num_batched_tokens and max_num_seqs in 1..1,048,576, num_scheduler_steps in 1..1,024.
         """
         changes: dict[str, Any] = {}
         if gpu_memory_utilization is not None:
@@ -250,7 +264,8 @@ class Engine:
             changes["gpu_memory_utilization"] = float(gpu_memory_utilization)
         for fname, value, (lo_i, hi_i) in (
                 ("max_num_batched_tokens", max_num_batched_tokens, MAX_NUM_BATCHED_TOKENS_RANGE),
-                ("max_num_seqs", max_num_seqs, MAX_NUM_SEQS_RANGE)):
+                ("max_num_seqs", max_num_seqs, MAX_NUM_SEQS_RANGE),
+                ("num_scheduler_steps", num_scheduler_steps, NUM_SCHEDULER_STEPS_RANGE)):
             if value is None:
                 continue
             if int(value) != value or not lo_i <= value <= hi_i:

@@ -84,6 +84,8 @@ class Replica:
         self.accepting = True
         model = getattr(timer, "model", None)
         self.mixed = bool(getattr(getattr(model, "engine", None), "mixed_batches", True))
+        # decode steps per scheduler call (vLLM V0 multi-step, engines.Engine.num_scheduler_steps)
+        self.group = max(1, int(getattr(getattr(model, "engine", None), "num_scheduler_steps", 1) or 1))
         self.step_decodes = True  # whether the planned mixed step advances the decoding sequences
         rule = kv_rule(model)
         self.kv_rule: Any = rule
@@ -163,9 +165,12 @@ class Replica:
     def cut_segment(self, now_s: float) -> bool:
         """End a running decode segment at the first step boundary at or after ``now_s`` (the state jumps to that
         boundary; ``next_event_s`` becomes inf and the cluster must call :meth:`plan`). False if there is no segment
-        or that boundary is the segment's own end."""
+        or that boundary is the segment's own end. Under multi-step scheduling (``group`` > 1) the boundary is the
+        end of the group of ``group`` steps, counted from the segment's start, that ``now_s`` falls in."""
         if self.in_segment and self.next_event_s > now_s:
             k = self._steps_until(now_s - self.seg_t0)
+            if self.group > 1:
+                k = -(-k // self.group) * self.group
             if k < self.seg_n:
                 self._advance_decode(k, self.seg_t0 + self._seg_elapsed(k))
                 self.in_segment = False
