@@ -5,7 +5,8 @@ each row predicted with the grouped-CV fold's constants that held its source pag
         benchmarks/results/fit-oss-vllm.json [--out benchmarks/results/fit-oss-vllm-by-metric.json]
 
 Statistics are run-weighted (benchmarks/published_rows.weighted_summary), split by metric group (throughput, TTFT,
-TPOT / ITL, E2E; published_rows.metric_group), on the model as it is now (the fit file's constants are replayed,
+TPOT / ITL, E2E; published_rows.metric_group) and, within each, by load regime (``by_load``: request rate, all at
+once, closed loop; published_rows.load_regime), on the model as it is now (the fit file's constants are replayed,
 not its stored figures).
 """
 
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import published_rows  # noqa: E402
 from fit_oss_engines import GRID, Evaluator, emit_report, engine_rows, held_out_errors  # noqa: E402
-from published_rows import metric_group, run_weights, weighted_summary  # noqa: E402
+from published_rows import LOAD_REGIMES, load_regime, metric_group, run_weights, weighted_summary  # noqa: E402
 
 from clusterfit.engines import Engine  # noqa: E402
 
@@ -62,9 +63,10 @@ def main(argv=None) -> int:
         for name, params in (("shipped_before_the_fit", {**DEFAULTS, **res["shipped_constants"]}),
                              ("fitted_in_sample", res["fitted"]["params"])):
             z = ev.log_errors(params, rows)
-            report[name] = {"params": params,
-                            "by_metric": by_group(rows, {r["id"]: float(np.expm1(v) * 100) for r, v in zip(rows, z)})}
-    report["held_out_by_page"] = {"by_metric": by_group(rows, held_out_errors(a.fit_file, a.csv, rows))}
+            errs = {r["id"]: float(np.expm1(v) * 100) for r, v in zip(rows, z)}
+            report[name] = {"params": params, "by_metric": by_group(rows, errs), "by_load": by_load(rows, errs)}
+    held = held_out_errors(a.fit_file, a.csv, rows)
+    report["held_out_by_page"] = {"by_metric": by_group(rows, held), "by_load": by_load(rows, held)}
     emit_report(report, a.out)
     return 0
 

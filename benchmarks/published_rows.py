@@ -88,6 +88,26 @@ def metric_group(metric: str) -> str:
     return "other"
 
 
+#: Load regimes of the error tables, from the load column as the source words it: every request at once ("request
+#: rate inf", "all at once", including a rate the source calls "effectively all at once"), a finite request rate, a
+#: closed loop ("concurrency N", "batch size N"), else other. The issue's TTFT / TPOT targets are on request-rate rows.
+LOAD_REGIMES = ("request_rate", "all_at_once", "closed_loop", "other")
+_ALL_AT_ONCE = re.compile(r"all at once|rate inf\b|\binf\)", re.I)
+_RATE = re.compile(r"request rate\s+\d|\bqps\b|\d\s*(?:req(?:uest)?s?/s|rps)\b", re.I)
+_CLOSED = re.compile(r"concurrency|batch(?: size)?\s+\d", re.I)
+
+
+def load_regime(row: dict) -> str:
+    mode = row.get("concurrency_or_mode", "") or ""
+    if _ALL_AT_ONCE.search(mode):
+        return "all_at_once"
+    if _RATE.search(mode):
+        return "request_rate"
+    if _CLOSED.search(mode):
+        return "closed_loop"
+    return "other"
+
+
 def run_weights(rows: list[dict]) -> list[float]:
     """1 / (rows of the same run among ``rows``): every run weighs 1 in total."""
     keys = [run_key(r) for r in rows]

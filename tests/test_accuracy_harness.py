@@ -465,6 +465,17 @@ def test_metric_groups(acc):
         "e2e"]
 
 
+def test_load_regimes_as_the_sources_word_them(acc):
+    lr = acc.published_rows.load_regime
+    modes = ("ShareGPT, 1000 prompts, request rate inf (all at once)",
+             "request rate 1000/s constant (guidellm; effectively all at once), 1000 requests",
+             "request rate 8/s (Poisson), ShareGPT, 2400 prompts", "request rate 4 QPS", "max concurrency 4, ShareGPT",
+             "concurrency 1", "batch size 1", "prefill instance under load (P/D disaggregated)")
+    assert [lr({"concurrency_or_mode": m}) for m in modes] == [
+        "all_at_once", "all_at_once", "request_rate", "request_rate", "closed_loop", "closed_loop", "closed_loop",
+        "other"]
+
+
 def test_length_rules_of_the_clients(acc):
     """vllm bench serve (vllm/benchmarks/datasets.py): uniform [floor(L(1-r)), ceil(L(1+r))]; legacy
     benchmark_serving.py: [int(L r), L]; sglang.bench_serving: [max(int(L r), 1), L]."""
