@@ -46,6 +46,18 @@ def by_group(rows: list[dict], errs: dict[str, float]) -> dict[str, dict]:
     return out
 
 
+def by_load(rows: list[dict], errs: dict[str, float]) -> dict[str, dict]:
+    """Metric group -> load regime (published_rows.load_regime: request rate, all at once, closed loop) -> summary;
+    the issue's TTFT / TPOT targets are on the request-rate rows."""
+    out: dict[str, dict] = {}
+    for g in GROUPS[1:]:
+        for regime in LOAD_REGIMES:
+            sel = [r for r in rows if r["id"] in errs and metric_group(r["metric"]) == g and load_regime(r) == regime]
+            if sel:
+                out.setdefault(g, {})[regime] = weighted_summary([errs[r["id"]] for r in sel], run_weights(sel))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv")
