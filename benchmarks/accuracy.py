@@ -47,9 +47,10 @@ same for every row):
   prediction above. Reported (with the replayed vLLM / SGLang runs) under `online_serving`; `throughput_rows`
   leaves them out.
 - Statistics: row-weighted summaries as before, and run-weighted ones (`headline`, `run_weighted`,
-  `by_engine_metric_group`): a run (published_rows.run_key: one result block of one page) weighs 1 however many
-  metrics it reports. `coverage`: predicted / rows by skip reason, per engine and for the rows whose GPU is in the
-  catalog.
+  `by_engine_metric_group`, and `by_engine_metric_load`: the same split by load regime, published_rows.load_regime:
+  request rate, all at once, closed loop): a run (published_rows.run_key: one result block of one page) weighs 1
+  however many metrics it reports. `coverage`: predicted / rows by skip reason, per engine and for the rows whose
+  GPU is in the catalog.
 - Skipped (with the reason): MLPerf rows (the README gives no input-length average for their datasets;
   Server/Interactive are SLO-bound), metrics a load regime does not define, speculative decoding (MTP / EAGLE),
   disaggregated decode-only rows, engines other than TensorRT-LLM / vLLM / SGLang, models/GPUs missing from the
@@ -75,8 +76,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # the row reader beside this script
 from engine_versions import async_scheduling_of  # noqa: E402
 import published_rows  # noqa: E402
-from published_rows import (RunSpec, Skip, metric_group, run_key, run_spec, run_weights,  # noqa: E402
-                            weighted_summary)
+from published_rows import (RunSpec, Skip, by_metric_and_load, metric_group, run_key, run_spec,  # noqa: E402
+                            run_weights, weighted_summary)
 
 from clusterfit.arch import load_model, parse_config
 from clusterfit.errors import ClusterfitError
@@ -1306,6 +1307,9 @@ def report(rows, results, skipped) -> dict:
     out["by_engine_metric_group"] = {
         eng: {g: {"rows": summarise([e for *_, e in v]), "runs": run_weighted(v)}
               for g, v in sorted(_by_group(items).items())} for eng, items in sorted(by_eng.items())}
+    out["by_engine_metric_load"] = {
+        eng: by_metric_and_load([x[0] for x in items], {x[0]["id"]: x[3] for x in items})
+        for eng, items in sorted(by_eng.items())}
     out["worst_rows"] = [
         {"id": r["id"], "engine": engine_for(r["engine"]), "model": r["model"], "gpu": r["gpu"],
          "load": r["concurrency_or_mode"], "metric": r["metric"], "predicted": round(p, 4), "measured": m,
@@ -1467,6 +1471,12 @@ def main(argv=None) -> int:
             print(f"  {eng:<7} {g:<10} runs={w['runs']:<6g} rows={r['n']:<4} median {w['median_ape']:>6}%  bias "
                   f"{w['median_signed_error']:>+7}%  p90 {w['p90_ape']:>7}% | median {r['median_ape']:>6}%  bias "
                   f"{r['median_signed_error']:>+7}%")
+    print("\nengine x metric group x load regime (run-weighted; the TTFT / TPOT targets are on request-rate rows):")
+    for eng, groups in out["by_engine_metric_load"].items():
+        for g, regimes in groups.items():
+            for reg, w in regimes.items():
+                print(f"  {eng:<7} {g:<10} {reg:<13} runs={w['runs']:<6g} rows={w['n']:<4} median "
+                      f"{w['median_ape']:>6}%  bias {w['median_signed_error']:>+7}%  p90 {w['p90_ape']:>7}%")
     print(f"throughput rows: {out['throughput_rows']}")
     if out["online_serving"]:
         print("\nonline serving (request-rate rows, simulated):")

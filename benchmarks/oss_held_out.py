@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import published_rows  # noqa: E402
 from fit_oss_engines import GRID, Evaluator, emit_report, engine_rows, held_out_errors  # noqa: E402
-from published_rows import LOAD_REGIMES, load_regime, metric_group, run_weights, weighted_summary  # noqa: E402
+from published_rows import by_metric_and_load, metric_group, run_weights, weighted_summary  # noqa: E402
 
 from clusterfit.engines import Engine  # noqa: E402
 
@@ -43,18 +43,6 @@ def by_group(rows: list[dict], errs: dict[str, float]) -> dict[str, dict]:
         sel = [r for r in rows if r["id"] in errs and (g == "all" or metric_group(r["metric"]) == g)]
         if sel:
             out[g] = weighted_summary([errs[r["id"]] for r in sel], run_weights(sel))
-    return out
-
-
-def by_load(rows: list[dict], errs: dict[str, float]) -> dict[str, dict]:
-    """Metric group -> load regime (published_rows.load_regime: request rate, all at once, closed loop) -> summary;
-    the issue's TTFT / TPOT targets are on the request-rate rows."""
-    out: dict[str, dict] = {}
-    for g in GROUPS[1:]:
-        for regime in LOAD_REGIMES:
-            sel = [r for r in rows if r["id"] in errs and metric_group(r["metric"]) == g and load_regime(r) == regime]
-            if sel:
-                out.setdefault(g, {})[regime] = weighted_summary([errs[r["id"]] for r in sel], run_weights(sel))
     return out
 
 
@@ -76,9 +64,10 @@ def main(argv=None) -> int:
                              ("fitted_in_sample", res["fitted"]["params"])):
             z = ev.log_errors(params, rows)
             errs = {r["id"]: float(np.expm1(v) * 100) for r, v in zip(rows, z)}
-            report[name] = {"params": params, "by_metric": by_group(rows, errs), "by_load": by_load(rows, errs)}
+            report[name] = {"params": params, "by_metric": by_group(rows, errs),
+                            "by_load": by_metric_and_load(rows, errs)}
     held = held_out_errors(a.fit_file, a.csv, rows)
-    report["held_out_by_page"] = {"by_metric": by_group(rows, held), "by_load": by_load(rows, held)}
+    report["held_out_by_page"] = {"by_metric": by_group(rows, held), "by_load": by_metric_and_load(rows, held)}
     emit_report(report, a.out)
     return 0
 

@@ -108,6 +108,16 @@ def load_regime(row: dict) -> str:
     return "other"
 
 
+def by_metric_and_load(rows: list[dict], errs: dict[str, float]) -> dict[str, dict[str, dict]]:
+    """Metric group -> load regime -> the run-weighted summary of the errors (% by row id) of ``rows``."""
+    cells: dict[str, dict[str, list[dict]]] = {}
+    for r in rows:
+        if r["id"] in errs:
+            cells.setdefault(metric_group(r["metric"]), {}).setdefault(load_regime(r), []).append(r)
+    return {g: {reg: weighted_summary([errs[r["id"]] for r in by[reg]], run_weights(by[reg]))
+                for reg in LOAD_REGIMES if reg in by} for g, by in sorted(cells.items())}
+
+
 def run_weights(rows: list[dict]) -> list[float]:
     """1 / (rows of the same run among ``rows``): every run weighs 1 in total."""
     keys = [run_key(r) for r in rows]

@@ -592,6 +592,9 @@ def test_oss2_excerpt_end_to_end(acc, oss2, tmp_path):
     assert bundled <= got
     assert out["headline"]["runs"] == len({acc.published_rows.run_key(r) for r, *_ in results})
     assert set(out["by_engine_metric_group"]["sglang"]) == {"throughput", "ttft", "tpot_itl", "e2e"}
+    # the same cells by load regime: each regime's runs add up to the metric group's
+    for g, regimes in out["by_engine_metric_load"]["sglang"].items():
+        assert sum(v["n"] for v in regimes.values()) == out["by_engine_metric_group"]["sglang"][g]["rows"]["n"]
     assert out["coverage"]["by_engine"]["sglang"]["runs"] == 6
     # all-at-once: every request waits for the prompts ahead of it, so the mean TTFT exceeds one prefill
     pred = {r["id"]: p for r, p, *_ in results}
