@@ -11,6 +11,8 @@ Each rule below is a documented default change, never a fitted per-row factor:
   scheduler call, which hides the host work the same way and is read as async scheduling.
 - SGLang: the overlap ("zero-overhead") batch scheduler is on by default since v0.4
   (lmsys.org/blog/2024-12-04-sglang-v0-4); v0.3 and earlier, or ``--disable-overlap-schedule``, run without it.
+  From v0.4 the row states nothing (None): the engine's default, which SGLang itself turns off for hybrid
+  linear-attention models (clusterfit.engines, async_scheduling_with_linear_attention).
 - TensorRT-LLM: the overlap scheduler is on by default in the PyTorch backend (docs features/overlap-scheduler);
   ``disable_overlap_scheduler: true`` turns it off.
 """
@@ -43,7 +45,9 @@ def async_scheduling_of(engine: str, engine_text: str, notes: str = "") -> bool 
         if "--disable-overlap-schedule" in low:
             return False
         v = _version(engine_text)
-        return None if v is None else v >= (0, 4, 0)
+        # from v0.4 the default: None, so the engine's own rules apply (it stops overlapping for hybrid
+        # linear-attention models, Engine.async_scheduling_with_linear_attention)
+        return False if v is not None and v < (0, 4, 0) else None
     if engine == "trtllm":
         return False if re.search(r"disable_overlap_scheduler\s*[:=]\s*true", low) else None
     return None

@@ -339,7 +339,8 @@ def test_serving_command_flags(acc):
     assert cmd == {"tp": 8, "dp": 4, "ep": 8, "gpu_memory_utilization": 0.8, "max_num_batched_tokens": 4096,
                    "max_num_seqs": 128, "enable_dp_attention": True}
     st = acc.row_settings(s)
-    assert st.attention_dp and st.adp_size == 4 and st.engine_settings() == (0.8, 4096, 128, True, None)  # overlap
+    # SGLang 0.5 states no overlap setting (None): the engine's default, overlap on
+    assert st.attention_dp and st.adp_size == 4 and st.engine_settings() == (0.8, 4096, 128, None, None)
     # vLLM V0 multi-step scheduling as the engine column states it: ten decode steps per scheduler call
     v0 = _oss_row(3, "client vllm benchmark_serving", engine="vLLM v0.6.0 --num-scheduler-steps 10")
     assert acc.row_settings(v0).num_scheduler_steps == 10 and acc.row_settings(s).num_scheduler_steps is None

@@ -389,3 +389,26 @@ def test_num_scheduler_steps_is_a_setting_with_a_range():
         with pytest.raises(ClusterfitError, match=r"num_scheduler_steps \(--num-scheduler-steps\) must be an integer "
                                                   r"in 1\.\.1,024"):
             vllm.with_settings(num_scheduler_steps=bad)
+
+
+def test_sglang_runs_hybrid_linear_attention_models_without_overlap(run_json):
+    """SGLang turns its overlap scheduler off for models with linear-attention / Mamba layers (its default
+    MambaRadixCache strategy, no_buffer: sgl-project/sglang docs/basic_usage/qwen3.md), so the compiled step of
+    Qwen3.5-9B (Gated DeltaNet layers) runs synchronously under SGLang; --async-scheduling given wins; a model
+    without such layers, or vLLM, keeps the overlap."""
+    from clusterfit.compose import Catalog, build_replica
+
+    args = ("perf", "--system", "h100", "--tp", "1", "--isl", "1024", "--osl", "128", "--max-throughput")
+    hybrid = run_json(*args[:1], "Qwen/Qwen3.5-9B", *args[1:], "--engine", "sglang")["engine_settings"]
+    assert hybrid["async_scheduling"] is False and hybrid["given"] == []
+    given = run_json(*args[:1], "Qwen/Qwen3.5-9B", *args[1:], "--engine", "sglang", "--async-scheduling")
+    assert given["engine_settings"]["async_scheduling"] is True
+    assert run_json(*args[:1], MODEL, *args[1:], "--engine", "sglang")["engine_settings"]["async_scheduling"] is True
+    catalog = Catalog.load()
+    assert build_replica(catalog, "Qwen/Qwen3.5-9B", "h100", tp=1).step.engine.async_scheduling is True  # vLLM
+    # synchronous, a decode step is its GPU time plus the host's (0.5 ms + 64 x 80 us at the shipped constants),
+    # not the larger of the two
+    sync = build_replica(catalog, "Qwen/Qwen3.5-9B", "h100", tp=1, engine="sglang").step
+    gpu, host = float(sync.gpu_step_s(0, 0, 64, 64 * 600)), float(sync.host_s(0, 64))
+    assert host == pytest.approx(sync.engine.step_overhead_s + 64 * sync.engine.seq_overhead_s)
+    assert float(sync.decode_step_s(64, 600)) == pytest.approx(gpu + host, rel=1e-9)

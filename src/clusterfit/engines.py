@@ -69,6 +69,12 @@ result is written back to the YAML with the command that produced it:
   flag list shared/reference/deploy/sglang-0.5.23-server-flags.txt): by default a step is a prefill batch whenever
   one can be formed, which holds every decode back, else a decode batch. The closed-form TTFT / TPOT of perf and
   the planner keep the mixed-step approximation for every engine.
+- async_scheduling_with_linear_attention: whether the engine keeps its async (overlap) scheduling for models with
+  linear-attention or Mamba layers. SGLang does not by default: for such hybrid models its default prefix-cache
+  strategy (MambaRadixCache ``no_buffer``) "will automatically close overlap schedule for compatibility reasons"
+  (sgl-project/sglang docs/basic_usage/qwen3.md, "Mamba Radix Cache"; ``--mamba-radix-cache-strategy
+  extra_buffer`` keeps it, at two extra Mamba states per request). ``for_linear_attention`` applies it once the
+  model is known (perfmodel/step.py); a user's ``async_scheduling`` wins. True for vLLM and TensorRT-LLM.
 - num_scheduler_steps: decode steps the engine runs per scheduler call. vLLM V0's ``--num-scheduler-steps``
   (multi-step scheduling, vllm-project/vllm#7000, v0.6.0; default 1; gone in V1, whose scheduler runs every step):
   the scheduler is called once per group of N decode steps, so a request that arrives during a group waits for the
@@ -218,6 +224,7 @@ class Engine:
     async_scheduling: bool = False
     mixed_batches: bool = True
     num_scheduler_steps: int = 1
+    async_scheduling_with_linear_attention: bool = True
     request_latency_s: float = 0.0
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     gpu_memory_defaults: dict[str, Any] | None = field(default=None, compare=False, hash=False)
@@ -305,6 +312,15 @@ class Engine:
         per_rank = max(1, int(chunk) // dp)
         return replace(self, max_num_batched_tokens=per_rank, cuda_graph_max_bs=graphs,
                        gpu_memory_utilization=fraction, layout_resolved=(key, self))
+
+    def for_linear_attention(self, has_recurrent_state: bool) -> "Engine":
+        """The engine's scheduling for a model with linear-attention / Mamba layers (a recurrent state per sequence):
+        without ``async_scheduling_with_linear_attention`` it runs such models synchronously, unless the user set
+        ``async_scheduling``; other models, or engines that keep overlapping: this engine."""
+        if (not has_recurrent_state or self.async_scheduling_with_linear_attention or not self.async_scheduling
+                or "async_scheduling" in self.user_set):
+            return self
+        return replace(self, async_scheduling=False)
 
     def for_kv_pool(self, kv_tokens_per_rank: float, context_len: int | None) -> "Engine":
         """The running-sequence cap that follows from the KV pool (``batch_cap_rule`` 'sglang_pool':

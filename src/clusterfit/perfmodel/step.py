@@ -875,7 +875,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     else:
         w_bytes = weight_bytes_per_gpu(model, precision, layout)
     kv_tokens_per_rank = max(0.0, kv_budget_bytes_per_gpu) / max(kv_tok, 1e-9)
-    eng = eng.for_kv_pool(kv_tokens_per_rank, model.max_context)
+    eng = eng.for_kv_pool(kv_tokens_per_rank, model.max_context).for_linear_attention(tally.kv_state > 0)
     return StepModel(
         name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
         bw_bytes_per_s=gpu.mem_bw_bytes_per_s,
