@@ -507,6 +507,19 @@ GLOBAL_PARAMS = {"step_overhead_s": (1.0, 0.1, 20.0, 1e-3), "compute_scale": (1.
                  "graph_kernel_overhead_s": (1.0, 0.0, 30.0, 1e-6)}
 FAMILY_PARAMS = {"compute_scale": (1.0, 0.2, 1.3, 1.0), "memory_scale": (0.9, 0.2, 1.0, 1.0),
                  "seq_overhead_s": (6.0, 0.0, 60.0, 1e-6), "kernel_overhead_s": (16.0, 0.0, 50.0, 1e-6)}
+#: GPU families with fp4 tensor cores (Blackwell) also fit how far grouped fp4 MoE GEMMs fall below the bf16
+#: grouped-GEMM curve fitted on the H200 (an efficiency multiplier, at most 1).
+FP4_FAMILY_PARAMS = {"moe_fp4_compute_scale": (1.0, 0.2, 1.0, 1.0)}
+
+
+def has_fp4_math(gpu: str) -> bool:
+    """Whether the row's GPU has fp4 tensor cores (a dense fp4 peak in the hardware catalog)."""
+    try:
+        return bool(system_for(gpu).gpu.dense_flops.get("fp4"))
+    except Skip:
+        return False
+
+
 #: Robust loss on the log error: soft-L1 is quadratic up to f_scale (log 1.25 ~ 0.22, i.e. inside the 25% band)
 #: and linear beyond, so the tables' version-to-version disagreements (up to 2x for one configuration,
 #: shared/reference/published/README.md) pull the constants less than a squared loss would while the tail still
@@ -583,7 +596,8 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
             sub = [r for r in rows if gpu_family(r["gpu"]) == fam]
             if len(sub) >= 10:
                 e["by_gpu_family"][fam] = {}
-                fit(e["by_gpu_family"][fam], FAMILY_PARAMS, sub, e)
+                params = dict(FAMILY_PARAMS, **(FP4_FAMILY_PARAMS if any(has_fp4_math(r["gpu"]) for r in sub) else {}))
+                fit(e["by_gpu_family"][fam], params, sub, e)
         use_engines(None)
     return base
 

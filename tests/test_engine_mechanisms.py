@@ -117,3 +117,25 @@ def test_no_async_scheduling_option_adds_the_host_time_back(run_json):
     assert on["engine_settings"]["async_scheduling"] is True and off["engine_settings"]["given"] == ["async_scheduling"]
     assert host < on["decode_step_s"]
     assert off["decode_step_s"] - on["decode_step_s"] == pytest.approx(host, rel=1e-9)
+
+
+def test_fp4_expert_gemms_run_at_the_fitted_share_of_the_bf16_curve():
+    """moe_fp4_compute_scale (TensorRT-LLM, fitted per GPU family with fp4 tensor cores) multiplies the efficiency
+    of the MoE expert GEMMs that run in fp4: on a B200, Qwen3-30B-A3B nvfp4, a 16,384-token prefill step's experts
+    are compute-bound, so their time is the scale-1 time divided by the scale; the H200 (no fp4 math) and bf16
+    experts are untouched."""
+    from clusterfit.compose import build_replica
+
+    catalog = Catalog.load()
+    sm = build_replica(catalog, "Qwen/Qwen3-30B-A3B", "b200", precision="nvfp4", engine="trtllm", tp=1).step
+    scale = sm.engine.moe_fp4_compute_scale
+    assert 0.2 <= scale < 1.0 and [g.compute_dtype for g in sm.moe] == ["fp4"]
+    one = dataclasses.replace(sm, engine=dataclasses.replace(sm.engine, moe_fp4_compute_scale=1.0))
+    p = 16384.0
+
+    def experts(m):
+        return m.breakdown(p, p * p / 2, 0, 0)["by_op_s"]["moe_experts"]
+
+    assert experts(sm) == pytest.approx(experts(one) / scale, rel=1e-9)
+    h200 = build_replica(catalog, "Qwen/Qwen3-30B-A3B", "h200", precision="nvfp4", engine="trtllm", tp=1).step
+    assert h200.engine.moe_fp4_compute_scale == 1.0 and "fp4" not in [g.compute_dtype for g in h200.moe]

@@ -75,6 +75,12 @@ result is written back to the YAML with the command that produced it:
   (sgl-project/sglang docs/basic_usage/qwen3.md, "Mamba Radix Cache"; ``--mamba-radix-cache-strategy
   extra_buffer`` keeps it, at two extra Mamba states per request). ``for_linear_attention`` applies it once the
   model is known (perfmodel/step.py); a user's ``async_scheduling`` wins. True for vLLM and TensorRT-LLM.
+- moe_fp4_compute_scale: a multiplier (at most 1) on the compute efficiency of MoE expert GEMMs that run in fp4
+  (Blackwell's block-scaled fp4 tensor cores). The grouped-GEMM curve (catalog/kernels) was fitted on bf16 grouped
+  GEMMs on an H200; an fp4 grouped GEMM reaches a smaller share of its (2x higher) peak. Fitted per GPU family with
+  fp4 tensor cores on the TensorRT-LLM tables (benchmarks/accuracy.py --calibrate, FP4_FAMILY_PARAMS; issue 11 named
+  the mechanism: prefill-heavy fp4 MoE rows on B200 up to +74% too fast while decode-heavy ones were too slow);
+  1 where nothing was fitted (vLLM, SGLang: too few fp4 MoE rows on Blackwell).
 - num_scheduler_steps: decode steps the engine runs per scheduler call. vLLM V0's ``--num-scheduler-steps``
   (multi-step scheduling, vllm-project/vllm#7000, v0.6.0; default 1; gone in V1, whose scheduler runs every step):
   the scheduler is called once per group of N decode steps, so a request that arrives during a group waits for the
@@ -225,6 +231,7 @@ class Engine:
     mixed_batches: bool = True
     num_scheduler_steps: int = 1
     async_scheduling_with_linear_attention: bool = True
+    moe_fp4_compute_scale: float = 1.0
     request_latency_s: float = 0.0
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     gpu_memory_defaults: dict[str, Any] | None = field(default=None, compare=False, hash=False)
@@ -244,6 +251,9 @@ class Engine:
         if not 0.0 <= self.request_latency_s <= 1.0:
             raise ClusterfitError(f"engine {self.name}: request_latency_s must be in 0..1 s, got "
                                   f"{self.request_latency_s!r}")
+        if not 0.0 < self.moe_fp4_compute_scale <= 1.0:
+            raise ClusterfitError(f"engine {self.name}: moe_fp4_compute_scale must be in (0, 1], got "
+                                  f"{self.moe_fp4_compute_scale!r}")
         lo, hi = NUM_SCHEDULER_STEPS_RANGE
         if int(self.num_scheduler_steps) != self.num_scheduler_steps or not lo <= self.num_scheduler_steps <= hi:
             raise ClusterfitError(f"engine {self.name}: num_scheduler_steps (--num-scheduler-steps) must be an "

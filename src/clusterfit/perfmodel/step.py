@@ -450,6 +450,8 @@ class StepModel:
             # small expert matrices fill fewer tiles: the GEMM fit's n0/k0 terms on the expert's narrower side
             shape_pen = gc.n0 / max(inter / g.moe_tp, 1.0) + gc.k0 / max(width, 1.0)
             eff = c.moe_eff_max * eng.compute_scale / (1.0 + g.m0 / np.maximum(per_expert, 1e-9) + shape_pen)
+            if g.compute_dtype == "fp4":
+                eff = eff * eng.moe_fp4_compute_scale
             eff = np.minimum(eff, g.eff_cap)
             t = g.count * np.maximum((wbytes + abytes) / (self.bw_bytes_per_s * c.moe_mem_eff * eng.memory_scale),
                                      flops / (g.peak_flops * eff))
