@@ -79,8 +79,9 @@ result is written back to the YAML with the command that produced it:
   (Blackwell's block-scaled fp4 tensor cores). The grouped-GEMM curve (catalog/kernels) was fitted on bf16 grouped
   GEMMs on an H200; an fp4 grouped GEMM reaches a smaller share of its (2x higher) peak. Fitted per GPU family with
   fp4 tensor cores on the TensorRT-LLM tables (benchmarks/accuracy.py --calibrate, FP4_FAMILY_PARAMS; issue 11 named
-  the mechanism: prefill-heavy fp4 MoE rows on B200 up to +74% too fast while decode-heavy ones were too slow);
-  1 where nothing was fitted (vLLM, SGLang: too few fp4 MoE rows on Blackwell).
+  the mechanism: prefill-heavy fp4 MoE rows on B200 up to +74% too fast while decode-heavy ones were too slow).
+  vLLM and SGLang take the TensorRT-LLM values: on Blackwell they run the same FlashInfer TensorRT-LLM / CUTLASS fp4
+  MoE kernels (catalog/engines.yaml header); 1 on GPUs without fp4 tensor cores.
 - num_scheduler_steps: decode steps the engine runs per scheduler call. vLLM V0's ``--num-scheduler-steps``
   (multi-step scheduling, vllm-project/vllm#7000, v0.6.0; default 1; gone in V1, whose scheduler runs every step):
   the scheduler is called once per group of N decode steps, so a request that arrives during a group waits for the
