@@ -76,8 +76,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # the row reader beside this script
 from engine_versions import async_scheduling_of  # noqa: E402
 import published_rows  # noqa: E402
-from published_rows import (RunSpec, Skip, by_metric_and_load, metric_group, run_key, run_spec,  # noqa: E402
-                            run_weights, weighted_summary)
+from published_rows import (RunSpec, Skip, all_at_once, by_metric_and_load, metric_group, run_key,  # noqa: E402
+                            run_spec, run_weights, weighted_summary)
 
 from clusterfit.arch import load_model, parse_config
 from clusterfit.errors import ClusterfitError
@@ -882,12 +882,6 @@ def is_speculative(row, engine: str) -> bool:
         return "mtp" in mode or "speculative" in row["notes"].lower() and "no speculative" not in mode
     return ("SPECULATIVE DECODING" in row["notes"] or "mtp" in mode
             or bool(re.search(r"\+\s*(?:mtp|eagle|dspark|speculative)", row["engine"], re.I)))
-
-
-def all_at_once(mode: str) -> bool:
-    """Whether a load column (lower case) sends every request at once: max-throughput, offline and request-rate-inf
-    runs (the load regime of the closed-form max-throughput prediction, and fit_intervals.py's queued TTFTs)."""
-    return "max throughput" in mode or "inf" in mode or "all at once" in mode or "offline" in mode
 
 
 def predict_row(row) -> float:

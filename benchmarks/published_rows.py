@@ -88,22 +88,28 @@ def metric_group(metric: str) -> str:
     return "other"
 
 
-#: Load regimes of the error tables, from the load column as the source words it: every request at once ("request
-#: rate inf", "all at once", including a rate the source calls "effectively all at once"), a finite request rate, a
-#: closed loop ("concurrency N", "batch size N"), else other. The issue's TTFT / TPOT targets are on request-rate rows.
+#: Load regimes of the error tables. The issue's TTFT / TPOT targets are on request-rate rows.
 LOAD_REGIMES = ("request_rate", "all_at_once", "closed_loop", "other")
-_ALL_AT_ONCE = re.compile(r"all at once|rate inf\b|\binf\)", re.I)
-_RATE = re.compile(r"request rate\s+\d|\bqps\b|\d\s*(?:req(?:uest)?s?/s|rps)\b", re.I)
-_CLOSED = re.compile(r"concurrency|batch(?: size)?\s+\d", re.I)
+
+
+def all_at_once(mode: str) -> bool:
+    """Whether a load column (lower case) sends every request at once: max-throughput, offline and request-rate-inf
+    runs (the load regime of the closed-form max-throughput prediction, and fit_intervals.py's queued TTFTs)."""
+    return "max throughput" in mode or "inf" in mode or "all at once" in mode or "offline" in mode
 
 
 def load_regime(row: dict) -> str:
-    mode = row.get("concurrency_or_mode", "") or ""
-    if _ALL_AT_ONCE.search(mode):
+    """The row's load regime (LOAD_REGIMES) from its load column, as arrival_of reads it: every request at once (a
+    burst, or a rate the source itself calls "effectively all at once", or a max-throughput / offline table), a
+    finite request rate, a closed loop at a concurrency (or a batch size), else other."""
+    mode = (row.get("concurrency_or_mode", "") or "").lower()
+    arrival = arrival_of(row)
+    kind = arrival[0] if arrival is not None else None
+    if kind == "burst" or "all at once" in mode or (kind is None and all_at_once(mode)):
         return "all_at_once"
-    if _RATE.search(mode):
+    if kind in ("poisson", "constant"):
         return "request_rate"
-    if _CLOSED.search(mode):
+    if kind == "closed" or "concurrency" in mode or "batch size" in mode or mode.startswith("batch "):
         return "closed_loop"
     return "other"
 
