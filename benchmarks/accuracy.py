@@ -466,7 +466,7 @@ def checkpoint_precision(row) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(None, None, None, None)):
+def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(None,) * 5):
     """The compiled step model of a row; ``settings``: (gpu_memory_utilization, max_num_batched_tokens,
     max_num_seqs, async_scheduling, num_scheduler_steps) the row states (RowSettings.engine_settings), None for the
     engine's default (the engine's defaults on the row's GPU: Catalog.engine with the system, Engine.for_device)."""
@@ -512,10 +512,18 @@ FAMILY_PARAMS = {"compute_scale": (1.0, 0.2, 1.3, 1.0), "memory_scale": (0.9, 0.
 FP4_FAMILY_PARAMS = {"moe_fp4_compute_scale": (1.0, 0.2, 1.0, 1.0)}
 
 
+#: Engines that take the TensorRT-LLM fit's moe_fp4_compute_scale, rounded to two decimals (--calibrate writes it
+#: into their by_gpu_family): on Blackwell they run the same FlashInfer TensorRT-LLM / CUTLASS fp4 MoE kernels and
+#: have too few fp4 MoE rows of their own to fit it.
+FP4_SHARED_WITH = ("vllm", "sglang")
+
+
 def has_fp4_math(gpu: str) -> bool:
-    """Whether the row's GPU has fp4 tensor cores (a dense fp4 peak in the hardware catalog)."""
+    """Whether the row's GPU runs fp4 weights in fp4 tensor-core math (perfmodel.step.effective_compute_dtype)."""
+    from clusterfit.perfmodel.step import effective_compute_dtype
+
     try:
-        return bool(system_for(gpu).gpu.dense_flops.get("fp4"))
+        return effective_compute_dtype(system_for(gpu).gpu, "fp4") == "fp4"
     except Skip:
         return False
 
@@ -596,8 +604,12 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
             sub = [r for r in rows if gpu_family(r["gpu"]) == fam]
             if len(sub) >= 10:
                 e["by_gpu_family"][fam] = {}
-                params = dict(FAMILY_PARAMS, **(FP4_FAMILY_PARAMS if any(has_fp4_math(r["gpu"]) for r in sub) else {}))
-                fit(e["by_gpu_family"][fam], params, sub, e)
+                fp4 = any(has_fp4_math(r["gpu"]) for r in sub)
+                fit(e["by_gpu_family"][fam], {**FAMILY_PARAMS, **(FP4_FAMILY_PARAMS if fp4 else {})}, sub, e)
+                for other in FP4_SHARED_WITH if fp4 and engine == "trtllm" else ():
+                    scale = round(e["by_gpu_family"][fam]["moe_fp4_compute_scale"], 2)
+                    base["engines"][other].setdefault("by_gpu_family", {}).setdefault(fam, {})[
+                        "moe_fp4_compute_scale"] = scale
         use_engines(None)
     return base
 
@@ -1022,7 +1034,7 @@ def online_requests(row) -> int:
 
 @lru_cache(maxsize=None)
 def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl, osl, qps, n, reps,
-                    settings=(None, None, None)) -> dict:
+                    settings=(None,) * 5) -> dict:
     """Simulate ``reps`` runs of ``n`` requests of fixed ISL/OSL (Poisson arrivals at ``qps``, seed = run
     index; qps inf: all at t=0) on ``replicas`` replicas of ``layout``; pooled mean TTFT (ms), mean TPOT (ms)
     and completed output tokens / makespan (first arrival to last completion, summed over runs)."""
@@ -1055,7 +1067,7 @@ def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl,
 
 
 def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, osl,
-                   settings=(None, None, None)) -> float:
+                   settings=(None,) * 5) -> float:
     """A request-rate row: the simulator on the row's replicas (one, where the row's GPUs hold one replica),
     Poisson arrivals at the row's QPS (INF: all requests at t=0), the row's fixed ISL/OSL, the source's
     request count; ttft_ms_mean = mean TTFT, itl_ms_mean = mean TPOT, output tokens/s = completed output
@@ -1186,7 +1198,7 @@ def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
 
 
 def predict_run(row, spec: RunSpec, model_name, weights, kv, engine, layout, replicas,
-                settings=(None, None, None)) -> float:
+                settings=(None,) * 5) -> float:
     """A vLLM / SGLang benchmark run's metric (RUN_METRICS) from its replay (simulate_run)."""
     metric = row["metric"]
     stat, scale = RUN_METRICS[metric]

@@ -389,8 +389,9 @@ def test_light_load_timing_follows_the_step_model(twin):
     ttfts, tpots = [], []
     with httpx.Client(base_url=twin.url, timeout=60, trust_env=False) as client:  # made (and connected) untimed
         client.post("/v1/completions", json={"prompt": "abcd", "max_tokens": 1})
-        # three requests one after another, the median of each figure: one request held up by a busy 2-core host
-        # (tens of ms, a 10-25% shift of a 0.2 s TTFT or of a 5.7 ms TPOT) does not decide the result
+        # three requests one after another, the median of each figure: one request held up by a busy 2-core host does
+        # not decide the result (the 86 ms CI once saw would move this 0.23 s TTFT by 37%, or this 5.9 ms TPOT by 23%
+        # spread over its 63 gaps)
         for _ in range(3):
             first = last = None
             t0 = time.perf_counter()

@@ -28,8 +28,8 @@ result is written back to the YAML with the command that produced it:
   req_to_token_pool size), the pool size being max(KV tokens / context length x 512, 2048) capped at 4096, per
   attention-DP rank; python/sglang/srt/managers/scheduler.py and model_executor/model_runner.py,
   ``Engine.for_kv_pool``) or 'trtllm_bench' (trtllm-bench's max-throughput heuristic,
-  tensorrt_llm/bench/build/tuning.py calc_engine_setting + finetune_setting: its own KV estimate over the sequence length, capped at max_num_seqs
-  and divided by pp; perf.step.trtllm_bench_batch).
+  tensorrt_llm/bench/build/tuning.py calc_engine_setting + finetune_setting: its own KV estimate over the sequence
+  length, capped at max_num_seqs and divided by pp; perf.step.trtllm_bench_batch).
 - moe_dp_comm: the collectives of a MoE layer under attention data parallelism (dp > 1 and ep > 1):
   'all_to_all' (token dispatch / combine to the experts' ranks: each rank sends its tokens' top-k copies; vLLM
   and SGLang's EP all-to-all) or 'allgather_reducescatter' (TensorRT-LLM's CUTLASS / TRITON MoE backends without
@@ -77,11 +77,14 @@ result is written back to the YAML with the command that produced it:
   model is known (perfmodel/step.py); a user's ``async_scheduling`` wins. True for vLLM and TensorRT-LLM.
 - moe_fp4_compute_scale: a multiplier (at most 1) on the compute efficiency of MoE expert GEMMs that run in fp4
   (Blackwell's block-scaled fp4 tensor cores). The grouped-GEMM curve (catalog/kernels) was fitted on bf16 grouped
-  GEMMs on an H200; an fp4 grouped GEMM reaches a smaller share of its (2x higher) peak. Fitted per GPU family with
-  fp4 tensor cores on the TensorRT-LLM tables (benchmarks/accuracy.py --calibrate, FP4_FAMILY_PARAMS; issue 11 named
-  the mechanism: prefill-heavy fp4 MoE rows on B200 up to +74% too fast while decode-heavy ones were too slow).
-  vLLM and SGLang take the TensorRT-LLM values: on Blackwell they run the same FlashInfer TensorRT-LLM / CUTLASS fp4
-  MoE kernels (catalog/engines.yaml header); 1 on GPUs without fp4 tensor cores.
+  GEMMs on an H200 as a share of the bf16 dense peak; an fp4 grouped GEMM reaches a smaller share of the fp4 dense
+  peak, 4x the bf16 one on a B200 (9,000 against 2,250 dense TFLOP/s per GPU, catalog/hardware.yaml). Fitted per
+  GPU family with fp4 tensor cores on the TensorRT-LLM tables (benchmarks/accuracy.py --calibrate,
+  FP4_FAMILY_PARAMS; issue 11 named the mechanism: prefill-heavy fp4 MoE rows on B200 up to +74% too fast while
+  decode-heavy ones were too slow).
+  vLLM and SGLang take the TensorRT-LLM values, rounded (written by the same --calibrate): on Blackwell they run the
+  same FlashInfer TensorRT-LLM / CUTLASS fp4 MoE kernels (catalog/engines.yaml header); 1 on GPUs without fp4 tensor
+  cores.
 - num_scheduler_steps: decode steps the engine runs per scheduler call. vLLM V0's ``--num-scheduler-steps``
   (multi-step scheduling, vllm-project/vllm#7000, v0.6.0; default 1; gone in V1, whose scheduler runs every step):
   the scheduler is called once per group of N decode steps, so a request that arrives during a group waits for the
@@ -328,10 +331,10 @@ class Engine:
         """The engine's scheduling for a model with linear-attention / Mamba layers (a recurrent state per sequence):
         without ``async_scheduling_with_linear_attention`` it runs such models synchronously, unless the user set
         ``async_scheduling``; other models, or engines that keep overlapping: this engine."""
-        if (not has_recurrent_state or self.async_scheduling_with_linear_attention or not self.async_scheduling
-                or "async_scheduling" in self.user_set):
-            return self
-        return replace(self, async_scheduling=False)
+        if has_recurrent_state and not self.async_scheduling_with_linear_attention and "async_scheduling" not in \
+                self.user_set:
+            return replace(self, async_scheduling=False)
+        return self
 
     def for_kv_pool(self, kv_tokens_per_rank: float, context_len: int | None) -> "Engine":
         """The running-sequence cap that follows from the KV pool (``batch_cap_rule`` 'sglang_pool':
