@@ -14,6 +14,8 @@ Keyword arguments mirror the command-line options (same names, defaults and vali
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -381,8 +383,8 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         plan_fields = {k: v for k, v in req.model_dump().items() if k in PlanRequest.model_fields}
         result = plan(PlanRequest(**{**plan_fields, "engine": engine, "no_disagg": True}))  # aggregated files only
     row = result.recommended
+    catalog = Catalog.load(req.catalog)
     if req.plan_file is not None and req.systems:
-        catalog = Catalog.load(req.catalog)
         wanted = {catalog.system(n).id for n in req.systems}
         rows = [r for r in result.per_system if r.system in wanted]
         if not rows:
@@ -398,7 +400,6 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     if settings is None:
         raise ClusterfitError("the plan has no engine_settings (made by an older clusterfit): plan again")
     model = load_model(result.model)
-    catalog = Catalog.load(req.catalog)
     system = catalog.system(row.system)
     checkpoint = resolve_precision(model, None, None, None).name
     quant = row.precision if row.precision not in (checkpoint, "checkpoint") and row.precision == "fp8" else None
@@ -413,7 +414,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                f"{row.requests_per_s:.3g} requests/s",
                "cost: " + (f"${row.cost_per_hour:,.2f}/h ({row.price_source})" if row.cost_per_hour is not None
                            else "no catalog price")]
-    eng = _row_engine(Catalog.load(req.catalog, settings=_given_settings(settings)), engine, model, row)
+    eng = _row_engine(dataclasses.replace(catalog, settings=_given_settings(settings)), engine, model, row)
     spec = DeploySpec(
         model_id=model.hf_id or model.name, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
         ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
