@@ -15,7 +15,6 @@ Keyword arguments mirror the command-line options (same names, defaults and vali
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
