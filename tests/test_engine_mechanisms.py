@@ -139,3 +139,56 @@ def test_fp4_expert_gemms_run_at_the_fitted_share_of_the_bf16_curve():
     assert experts(sm) == pytest.approx(experts(one) / scale, rel=1e-9)
     h200 = build_replica(catalog, "Qwen/Qwen3-30B-A3B", "h200", precision="nvfp4", engine="trtllm", tp=1).step
     assert h200.engine.moe_fp4_compute_scale == 1.0 and "fp4" not in [g.compute_dtype for g in h200.moe]
+
+
+#: Qwen3.5-9B's recurrent state per sequence at TP 1, by hand from its config.json: 24 of its 32 layers are Gated
+#: DeltaNet layers (full_attention_interval 4), each with 32 value heads of a 128 x 128 state plus the short
+#: convolution's last 3 inputs of 2 x 16 x 128 + 32 x 128 channels, kept in fp32 (4 bytes): 52,690,944 bytes.
+QWEN35_9B_STATE_BYTES = 24 * (32 * 128 * 128 + (2 * 16 * 128 + 32 * 128) * 3) * 4
+#: Its KV per token at TP 1: 8 full-attention layers x 4 KV heads x 256 head dim x (K + V) x 2 bytes (bf16).
+QWEN35_9B_KV_BYTES_PER_TOKEN = 8 * 4 * 256 * 2 * 2
+
+
+def _qwen35_9b(engine, budget):
+    cat = Catalog.load()
+    model = load_model("Qwen/Qwen3.5-9B")
+    return compile_replica(model, cat.system("h100"), resolve_precision(model, "bf16"), Layout(tp=1), engine,
+                           kv_budget_bytes_per_gpu=budget).step
+
+
+def test_sglang_splits_a_hybrid_models_memory_between_states_and_kv_and_caps_the_running_requests():
+    """SGLang (mamba_full_memory_ratio 0.9): the states get floor(B x 0.9 / 1.9 / state) slots, the KV pool the rest,
+    and at most slots // 3 requests run (model_runner_kv_cache_mixin.py). With B = 40 GiB: 40 x 2^30 x 0.9 / 1.9 /
+    52,690,944 = 386.1 -> 386 slots, 128 running requests, (40 GiB - 386 x 52,690,944) / 32 KiB = 690,032 KV
+    tokens."""
+    budget = 40 * 2**30
+    sm = _qwen35_9b(get_engine("sglang"), budget)
+    slots = int(budget * 0.9 / 1.9 // QWEN35_9B_STATE_BYTES)
+    assert slots == 386
+    assert sm.max_num_seqs == slots // 3 == 128
+    assert sm.kv_capacity_tokens == pytest.approx((budget - slots * QWEN35_9B_STATE_BYTES)
+                                                  / QWEN35_9B_KV_BYTES_PER_TOKEN, rel=1e-9)
+    assert sm.kv_capacity_tokens == pytest.approx(690_032, abs=0.1)
+    # the states live in their own pool: a sequence's KV bytes are its tokens' only
+    assert sm.kv_bytes_per_sequence(1000) == pytest.approx(1000 * QWEN35_9B_KV_BYTES_PER_TOKEN, rel=1e-9)
+    # a user's max_num_seqs above the state pool's cap is cut to it; one below it stands
+    assert _qwen35_9b(get_engine("sglang").with_settings(max_num_seqs=512), budget).max_num_seqs == 128
+    assert _qwen35_9b(get_engine("sglang").with_settings(max_num_seqs=64), budget).max_num_seqs == 64
+
+
+def test_vllm_keeps_one_pool_for_a_hybrid_models_states_and_kv():
+    """vLLM (no mamba_full_memory_ratio): the whole budget is one pool, each sequence holding its state in it."""
+    budget = 40 * 2**30
+    sm = _qwen35_9b(get_engine("vllm"), budget)
+    assert sm.kv_capacity_tokens == pytest.approx(budget / QWEN35_9B_KV_BYTES_PER_TOKEN, rel=1e-9)
+    assert sm.kv_bytes_per_sequence(1000) == pytest.approx(QWEN35_9B_STATE_BYTES
+                                                           + 1000 * QWEN35_9B_KV_BYTES_PER_TOKEN, rel=1e-9)
+    assert sm.max_num_seqs == get_engine("vllm").for_device(Catalog.load().system("h100").gpu).max_num_seqs
+
+
+@pytest.mark.parametrize("field, value", [("mamba_full_memory_ratio", 0.0), ("mamba_full_memory_ratio", -1.0),
+                                          ("mamba_states_per_running_request", 0),
+                                          ("mamba_states_per_running_request", 2.5)])
+def test_state_pool_settings_out_of_range_are_refused(field, value):
+    with pytest.raises(Exception, match=field):
+        dataclasses.replace(get_engine("sglang"), **{field: value})

@@ -85,6 +85,17 @@ result is written back to the YAML with the command that produced it:
   vLLM and SGLang take the TensorRT-LLM values, rounded (written by the same --calibrate): on Blackwell they run the
   same FlashInfer TensorRT-LLM / CUTLASS fp4 MoE kernels (catalog/engines.yaml header); 1 on GPUs without fp4 tensor
   cores.
+- mamba_full_memory_ratio: for models with linear-attention / Mamba layers (a recurrent state per sequence),
+  the ratio at which the engine splits the memory left after the weights between a pool of recurrent states and
+  the KV pool of the full-attention layers. SGLang ``--mamba-full-memory-ratio`` (default 0.9; in the 0.5.23 flag
+  list): state memory = rest x r / (1 + r), ``max_mamba_cache_size`` = that memory // one request's state, the KV
+  pool gets the rest (python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py, handle_max_mamba_cache), and
+  the running requests are capped at max_mamba_cache_size // ``mamba_states_per_running_request`` (init_memory).
+  None: one pool that holds both (vLLM's hybrid KV cache manager allocates the states as pages of the same pool),
+  no cap but the pool's. ``split_state_pool`` applies it (perfmodel/step.py compile_step).
+- mamba_states_per_running_request: states the pool keeps per running request (SGLang
+  MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3, the radix cache's copies, with the default ``no_buffer``
+  strategy; same file); used with ``mamba_full_memory_ratio`` only.
 - num_scheduler_steps: decode steps the engine runs per scheduler call. vLLM V0's ``--num-scheduler-steps``
   (multi-step scheduling, vllm-project/vllm#7000, v0.6.0; default 1; gone in V1, whose scheduler runs every step):
   the scheduler is called once per group of N decode steps, so a request that arrives during a group waits for the
@@ -237,6 +248,8 @@ class Engine:
     async_scheduling_with_linear_attention: bool = True
     moe_fp4_compute_scale: float = 1.0
     request_latency_s: float = 0.0
+    mamba_full_memory_ratio: float | None = None
+    mamba_states_per_running_request: int = 3
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     gpu_memory_defaults: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     #: the serving settings the user gave (with_settings): ``for_layout`` keeps them
@@ -258,6 +271,13 @@ class Engine:
         if not 0.0 < self.moe_fp4_compute_scale <= 1.0:
             raise ClusterfitError(f"engine {self.name}: moe_fp4_compute_scale must be in (0, 1], got "
                                   f"{self.moe_fp4_compute_scale!r}")
+        if self.mamba_full_memory_ratio is not None and not 0.0 < self.mamba_full_memory_ratio <= 100.0:
+            raise ClusterfitError(f"engine {self.name}: mamba_full_memory_ratio must be in (0, 100], got "
+                                  f"{self.mamba_full_memory_ratio!r}")
+        if int(self.mamba_states_per_running_request) != self.mamba_states_per_running_request or \
+                self.mamba_states_per_running_request < 1:
+            raise ClusterfitError(f"engine {self.name}: mamba_states_per_running_request must be an integer >= 1, "
+                                  f"got {self.mamba_states_per_running_request!r}")
         lo, hi = NUM_SCHEDULER_STEPS_RANGE
         if int(self.num_scheduler_steps) != self.num_scheduler_steps or not lo <= self.num_scheduler_steps <= hi:
             raise ClusterfitError(f"engine {self.name}: num_scheduler_steps (--num-scheduler-steps) must be an "
@@ -336,12 +356,33 @@ class Engine:
             return replace(self, async_scheduling=False)
         return self
 
-    def for_kv_pool(self, kv_tokens_per_rank: float, context_len: int | None) -> "Engine":
+    def for_kv_pool(self, kv_tokens_per_rank: float, context_len: int | None,
+                    state_slots: int | None = None) -> "Engine":
         """The running-sequence cap that follows from the KV pool (``batch_cap_rule`` 'sglang_pool':
-        ``sglang_max_running_requests``), unless the user set ``max_num_seqs``; other rules: this engine."""
-        if self.batch_cap_rule != "sglang_pool" or "max_num_seqs" in self.user_set:
-            return self
-        return replace(self, max_num_seqs=sglang_max_running_requests(kv_tokens_per_rank, context_len))
+        ``sglang_max_running_requests``), unless the user set ``max_num_seqs``; other rules: this engine.
+        ``state_slots``: the recurrent states a separate state pool holds per rank (``split_state_pool``); the cap
+        is then at most state_slots // ``mamba_states_per_running_request``, the user's cap included."""
+        eng = self
+        if self.batch_cap_rule == "sglang_pool" and "max_num_seqs" not in self.user_set:
+            eng = replace(self, max_num_seqs=sglang_max_running_requests(kv_tokens_per_rank, context_len))
+        if state_slots is not None:
+            cap = max(1, int(state_slots) // int(self.mamba_states_per_running_request))
+            if cap < eng.max_num_seqs:
+                eng = replace(eng, max_num_seqs=cap)
+        return eng
+
+    def split_state_pool(self, budget_bytes: float, state_bytes_per_seq: float) -> tuple[float, int | None]:
+        """(KV pool bytes, recurrent states held) of one GPU whose engine memory after the weights is
+        ``budget_bytes``, for a model holding ``state_bytes_per_seq`` of recurrent state per sequence on it: with
+        ``mamba_full_memory_ratio`` r the states get floor(budget x r / (1 + r) / state) slots and the KV pool the
+        rest (SGLang handle_max_mamba_cache); without it, or for a model without such state, one pool (the whole
+        budget, None)."""
+        r = self.mamba_full_memory_ratio
+        if r is None or state_bytes_per_seq <= 0.0:
+            return budget_bytes, None
+        budget = max(0.0, float(budget_bytes))
+        slots = int(budget * r / (1.0 + r) // state_bytes_per_seq)
+        return budget - slots * state_bytes_per_seq, slots
 
     def for_device(self, gpu: Any) -> "Engine":
         """The engine's default serving settings on this GPU (``small_device``; a ``hardware.Gpu``): call before

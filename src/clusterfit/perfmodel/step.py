@@ -876,8 +876,10 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         w_bytes = mem.weight_bytes_per_gpu  # the same weight_bytes_per_gpu(model, precision, layout)
     else:
         w_bytes = weight_bytes_per_gpu(model, precision, layout)
-    kv_tokens_per_rank = max(0.0, kv_budget_bytes_per_gpu) / max(kv_tok, 1e-9)
-    eng = eng.for_kv_pool(kv_tokens_per_rank, model.max_context).for_linear_attention(tally.kv_state > 0)
+    state = tally.kv_state * frac  # recurrent state bytes per sequence on one GPU
+    kv_pool, state_slots = eng.split_state_pool(max(0.0, kv_budget_bytes_per_gpu), state)
+    kv_tokens_per_rank = kv_pool / max(kv_tok, 1e-9)
+    eng = eng.for_kv_pool(kv_tokens_per_rank, model.max_context, state_slots).for_linear_attention(state > 0)
     return StepModel(
         name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
         bw_bytes_per_s=gpu.mem_bw_bytes_per_s,
@@ -890,5 +892,5 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         elementwise_bytes_per_token=tally.elem_bytes,
         sampling_bytes_per_seq=ops.sampling_bytes_per_seq(model.vocab, tp), n_kernels=tally.n_kernels,
         attn_peak_flops=gpu.peak_flops("bf16"), layers_per_gpu_frac=frac, hidden=model.hidden,
-        kv_state_bytes_per_seq=tally.kv_state * frac,
+        kv_state_bytes_per_seq=state if state_slots is None else 0.0,  # a separate state pool: not in the KV's
         bench=_trtllm_bench_estimate(model, gpu, precision, gpus, tp * dp, eng))
