@@ -1087,10 +1087,11 @@ def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, 
 #: Metrics of a replayed vLLM / SGLang run -> (statistic of the simulated requests, scale). Definitions as the clients
 #: print them (vllm bench serve, sglang.bench_serving, guidellm): throughput = tokens (or requests) completed / the
 #: run's duration (first send to last completion); TTFT = first token - send; TPOT = (latency - TTFT) / (output
-#: tokens - 1) per request with more than one output token; ITL mean = the mean gap between consecutive tokens over
-#: all requests = sum(latency - TTFT) / sum(output tokens - 1); E2E = last token - send. Approximations: the median ITL
-#: (the simulator does not keep every gap) is predicted by the median TPOT; 'tpot_ms' / 'ttft_ms' / 'ttft_s' rows
-#: whose statistic the source does not state are predicted by the mean.
+#: tokens - 1) per request with more than one output token (guidellm: latency / output tokens, the TTFT included);
+#: ITL mean = the mean gap between consecutive tokens over all requests = sum(latency - TTFT) / sum(output tokens -
+#: 1); E2E = last token - send. Approximations: the median ITL (the simulator does not keep every gap) is predicted
+#: by the median TPOT; 'tpot_ms' / 'ttft_ms' / 'ttft_s' rows whose statistic the source does not state are
+#: predicted by the mean.
 RUN_METRICS = {
     "output_tokens_per_s_total": ("output_tps", 1.0), "total_tokens_per_s_total": ("total_tps", 1.0),
     "input_tokens_per_s_total": ("input_tps", 1.0), "request_throughput_per_s": ("request_rps", 1.0),
@@ -1175,6 +1176,11 @@ def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
         ttft, e2e = first - send, finish - send
         multi = o > 1
         tpot = (finish[multi] - first[multi]) / (o[multi] - 1)
+        if spec.client == "guidellm":
+            # guidellm's time_per_output_token_ms counts the first token too: (last token - request start) / output
+            # tokens (vllm-project/guidellm, GenerativeRequestStats.time_per_output_token_ms: "Includes time for
+            # first token and all subsequent tokens")
+            tpot = e2e[o >= 1] / o[o >= 1]
         for name, v in (("ttft_mean", ttft.mean()), ("ttft_p50", np.median(ttft)), ("e2e_mean", e2e.mean()),
                         ("e2e_p50", np.median(e2e)),
                         ("tpot_mean", tpot.mean() if tpot.size else np.nan),

@@ -378,6 +378,24 @@ def test_latency_and_total_token_metrics(acc):
     assert got["output_tokens_per_s_per_gpu"] == pytest.approx(got["output_tokens_per_s_total"])   # one GPU
 
 
+def test_guidellm_tpot_counts_the_first_token(acc):
+    """guidellm's time_per_output_token_ms is (last token - request start) / output tokens, the TTFT included
+    (vllm-project/guidellm GenerativeRequestStats): with one request at a time (a constant rate of one per 100 s)
+    of fixed lengths it is E2E / 256, where vllm bench serve's TPOT would be (E2E - TTFT) / 255."""
+    notes = ("serving command/flags: --max-model-len=32768; dataset: guidellm random prompt_tokens=1024 "
+             "output_tokens=256, seed 42")
+    row = _oss_row(1, notes, engine="vLLM v0.17.1", model="Qwen3-8B", num_gpus="1", tp="1",
+                   concurrency_or_mode="request rate 0.01/s constant (guidellm), 4 requests")
+    assert acc.run_spec(row).client == "guidellm"
+    sm = acc.step_for("Qwen3-8B", "H200-SXM-141GB", "bf16", "", "vllm", 1, 1, 1, 1)
+    ttft = float(sm.prefill_s(1024)) + sm.engine.request_latency_s
+    e2e = ttft + sum(float(sm.decode_step_s(1, 1024 + k)) for k in range(1, 256))
+    assert acc.predict_row(dict(row, metric="e2e_latency_s_mean")) == pytest.approx(e2e, rel=0.03)
+    tpot = acc.predict_row(dict(row, metric="tpot_ms_mean"))
+    assert tpot == pytest.approx(e2e / 256 * 1e3, rel=1e-3)
+    assert tpot / ((e2e - ttft) / 255 * 1e3) > 1.02   # the TTFT (~3% of E2E here) counted in
+
+
 def test_closed_loop_send_times(acc):
     """Two slots on one replica, five requests queued at t=0 finishing at 3, 1, 4, 6, 5 s: requests 0 and 1 are
     sent at 0, request 2 when the first finishes (1 s), 3 at the second finish (3 s), 4 at the third (4 s)."""
