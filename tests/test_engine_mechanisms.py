@@ -142,9 +142,9 @@ def test_fp4_expert_gemms_run_at_the_fitted_share_of_the_bf16_curve():
 
 
 #: Qwen3.5-9B's recurrent state per sequence at TP 1, by hand from its config.json: 24 of its 32 layers are Gated
-#: DeltaNet layers (full_attention_interval 4), each with 32 value heads of a 128 x 128 state plus the short
-#: convolution's last 3 inputs of 2 x 16 x 128 + 32 x 128 channels, kept in fp32 (4 bytes): 52,690,944 bytes.
-QWEN35_9B_STATE_BYTES = 24 * (32 * 128 * 128 + (2 * 16 * 128 + 32 * 128) * 3) * 4
+#: DeltaNet layers (full_attention_interval 4), each with 32 value heads of a 128 x 128 state in fp32 (4 bytes) plus
+#: the short convolution's last 3 inputs of 2 x 16 x 128 + 32 x 128 channels in bf16 (2 bytes): 51,511,296 bytes.
+QWEN35_9B_STATE_BYTES = 24 * (32 * 128 * 128 * 4 + (2 * 16 * 128 + 32 * 128) * 3 * 2)
 #: Its KV per token at TP 1: 8 full-attention layers x 4 KV heads x 256 head dim x (K + V) x 2 bytes (bf16).
 QWEN35_9B_KV_BYTES_PER_TOKEN = 8 * 4 * 256 * 2 * 2
 
@@ -159,20 +159,20 @@ def _qwen35_9b(engine, budget):
 def test_sglang_splits_a_hybrid_models_memory_between_states_and_kv_and_caps_the_running_requests():
     """SGLang (mamba_full_memory_ratio 0.9): the states get floor(B x 0.9 / 1.9 / state) slots, the KV pool the rest,
     and at most slots // 3 requests run (model_runner_kv_cache_mixin.py). With B = 40 GiB: 40 x 2^30 x 0.9 / 1.9 /
-    52,690,944 = 386.1 -> 386 slots, 128 running requests, (40 GiB - 386 x 52,690,944) / 32 KiB = 690,032 KV
+    51,511,296 = 394.95 -> 394 slots, 131 running requests, (40 GiB - 394 x 51,511,296) / 32 KiB = 691,352 KV
     tokens."""
     budget = 40 * 2**30
     sm = _qwen35_9b(get_engine("sglang"), budget)
     slots = int(budget * 0.9 / 1.9 // QWEN35_9B_STATE_BYTES)
-    assert slots == 386
-    assert sm.max_num_seqs == slots // 3 == 128
+    assert slots == 394
+    assert sm.max_num_seqs == slots // 3 == 131
     assert sm.kv_capacity_tokens == pytest.approx((budget - slots * QWEN35_9B_STATE_BYTES)
                                                   / QWEN35_9B_KV_BYTES_PER_TOKEN, rel=1e-9)
-    assert sm.kv_capacity_tokens == pytest.approx(690_032, abs=0.1)
+    assert sm.kv_capacity_tokens == pytest.approx(691_352, abs=0.1)
     # the states live in their own pool: a sequence's KV bytes are its tokens' only
     assert sm.kv_bytes_per_sequence(1000) == pytest.approx(1000 * QWEN35_9B_KV_BYTES_PER_TOKEN, rel=1e-9)
     # a user's max_num_seqs above the state pool's cap is cut to it; one below it stands
-    assert _qwen35_9b(get_engine("sglang").with_settings(max_num_seqs=512), budget).max_num_seqs == 128
+    assert _qwen35_9b(get_engine("sglang").with_settings(max_num_seqs=512), budget).max_num_seqs == 131
     assert _qwen35_9b(get_engine("sglang").with_settings(max_num_seqs=64), budget).max_num_seqs == 64
 
 
@@ -184,6 +184,31 @@ def test_vllm_keeps_one_pool_for_a_hybrid_models_states_and_kv():
     assert sm.kv_bytes_per_sequence(1000) == pytest.approx(QWEN35_9B_STATE_BYTES
                                                            + 1000 * QWEN35_9B_KV_BYTES_PER_TOKEN, rel=1e-9)
     assert sm.max_num_seqs == get_engine("vllm").for_device(Catalog.load().system("h100").gpu).max_num_seqs
+
+
+def test_the_memory_fit_reports_the_state_pool_split():
+    """memory.fit (the `fit` command) applies the same split to the engine's KV budget B: KV tokens from B minus the
+    state slots, sequences capped at slots // 3 under SGLang; vLLM's one pool holds state + tokens per sequence."""
+    from clusterfit.memory import fit, recurrent_state_bytes_per_sequence
+
+    cat = Catalog.load()
+    model, system = load_model("Qwen/Qwen3.5-9B"), cat.system("h100")
+    prec = resolve_precision(model, "bf16")
+    assert recurrent_state_bytes_per_sequence(model, Layout(tp=1)) == QWEN35_9B_STATE_BYTES
+    s = fit(model, system, prec, Layout(tp=1), 1, get_engine("sglang"), context=4096, block_size=1)
+    b = s.kv_budget_bytes_per_gpu
+    slots = int(b * 0.9 / 1.9 // QWEN35_9B_STATE_BYTES)
+    assert s.max_kv_tokens == int((b - slots * QWEN35_9B_STATE_BYTES) // QWEN35_9B_KV_BYTES_PER_TOKEN)
+    assert s.max_sequences == min(slots // 3, int((b - slots * QWEN35_9B_STATE_BYTES)
+                                                 // (4096 * QWEN35_9B_KV_BYTES_PER_TOKEN)))
+    assert any("pool of their own" in n for n in s.notes)
+    v = fit(model, system, prec, Layout(tp=1), 1, get_engine("vllm"), context=4096, block_size=1)
+    assert v.max_sequences == int(v.kv_budget_bytes_per_gpu // (QWEN35_9B_STATE_BYTES
+                                                                + 4096 * QWEN35_9B_KV_BYTES_PER_TOKEN))
+    # the step model the planner and simulator run admits on the same numbers
+    sm = _qwen35_9b(get_engine("sglang"), b)
+    assert sm.max_num_seqs == slots // 3
+    assert sm.kv_capacity_tokens == pytest.approx((b - slots * QWEN35_9B_STATE_BYTES) / QWEN35_9B_KV_BYTES_PER_TOKEN)
 
 
 @pytest.mark.parametrize("field, value", [("mamba_full_memory_ratio", 0.0), ("mamba_full_memory_ratio", -1.0),

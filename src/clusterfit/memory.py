@@ -144,6 +144,18 @@ def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: L
     return memo[key]
 
 
+def recurrent_state_bytes_per_sequence(model: ModelArch, layout: Layout) -> float:
+    """Recurrent-state bytes one sequence holds on one GPU of the largest stage: the linear-attention / Mamba layers'
+    constant state (heads split by tp, in the config's state dtype; the part of ``kv_bytes_per_sequence`` that does
+    not grow with the context). 0 for a model without such layers."""
+    memo = model_memo(model)
+    key = ("memory.recurrent_state_bytes_per_sequence", layout.tp, layout.pp)
+    if key not in memo:
+        memo[key] = float(sum(layer.attention.state_bytes_per_sequence(layout.tp)
+                              for layer in _stage_layers(model, layout) if not layer.attention.caches_kv))
+    return memo[key]
+
+
 def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout, context: int,
                           block_size: int = 1, chunked_full: bool = False) -> float:
     """KV bytes one sequence of ``context`` tokens needs on one GPU of the largest stage.
@@ -377,11 +389,23 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay)
     per_seq = kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_context_only)
     groups = lay.dp
+    # an engine that keeps recurrent states in a pool of their own (SGLang) splits the budget: the KV pool holds
+    # the tokens, the state pool caps the running sequences (Engine.split_state_pool)
+    state = recurrent_state_bytes_per_sequence(model, lay)
+    kv_pool, state_slots = eng.split_state_pool(max(0.0, float(budget)), state)
+    seq_cap = None
+    if state_slots is not None:
+        per_seq -= state
+        seq_cap = state_slots // int(eng.mamba_states_per_running_request)
+        notes.append(f"{eng.name} keeps the recurrent states in a pool of their own (mamba_full_memory_ratio "
+                     f"{eng.mamba_full_memory_ratio:g}): {state_slots:,} states and {kv_pool / 1e9:.2f} GB of KV per "
+                     f"GPU, at most {seq_cap:,} running sequences per attention-DP rank")
     if budget <= 0:
         max_tokens, max_seqs = 0, 0
     else:
-        max_tokens = int(budget // per_tok_gpu) * groups if per_tok_gpu > 0 else 0
-        max_seqs = int(budget // per_seq) * groups if per_seq > 0 else 0
+        max_tokens = int(kv_pool // per_tok_gpu) * groups if per_tok_gpu > 0 else 0
+        per_rank = int(kv_pool // per_seq) if per_seq > 0 else 0
+        max_seqs = (per_rank if seq_cap is None else min(per_rank, seq_cap)) * groups
         if per_tok_gpu == 0:
             max_tokens = max_seqs * context
     fits = max_seqs >= 1

@@ -41,7 +41,7 @@ from ..arch import FFN, Attention, ModelArch, model_memo
 from ..engines import Engine
 from ..hardware import Gpu, System
 from ..layout import Layout
-from ..memory import fit, weight_bytes_per_gpu
+from ..memory import fit, recurrent_state_bytes_per_sequence, weight_bytes_per_gpu
 from ..precision import Precision, WeightFormat
 from . import comm, ops
 from .kernels import GemmCurve, KernelCurves, gemm_time_s, load_curves
@@ -702,7 +702,6 @@ class _LayerTally:
     n_kernels: float = 0.0
     allreduce_per_step: float = 0.0
     moe_dp_per_step: float = 0.0
-    kv_state: float = 0.0
 
 
 def _attention_key(att: Attention, tp: int, kvb: float, eng: Engine) -> AttentionKey:
@@ -744,7 +743,6 @@ def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: E
                 tally.lin_delta_bytes += b
             else:
                 tally.lin_bytes += b
-            tally.kv_state += b / 2.0
         if ffn.kind != "dense":
             tally.moe_counts[ffn] += 1
             tally.n_kernels += 4
@@ -876,7 +874,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         w_bytes = mem.weight_bytes_per_gpu  # the same weight_bytes_per_gpu(model, precision, layout)
     else:
         w_bytes = weight_bytes_per_gpu(model, precision, layout)
-    state = tally.kv_state * frac  # recurrent state bytes per sequence on one GPU
+    state = recurrent_state_bytes_per_sequence(model, layout)  # the memory model's, on one GPU
     kv_pool, state_slots = eng.split_state_pool(max(0.0, kv_budget_bytes_per_gpu), state)
     kv_tokens_per_rank = kv_pool / max(kv_tok, 1e-9)
     eng = eng.for_kv_pool(kv_tokens_per_rank, model.max_context, state_slots).for_linear_attention(state > 0)
