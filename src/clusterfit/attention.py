@@ -199,6 +199,10 @@ class Attention(ABC):
         """(flops per token, state bytes read + written per decode step per sequence) of a recurrent state."""
         return 0.0, 0.0
 
+    def state_bytes_per_sequence(self, tp: int) -> float:
+        """Recurrent-state bytes one sequence holds in this layer on one TP rank (0: the layer caches KV instead)."""
+        return 0.0
+
     def trtllm_bench_kv_shape(self, hidden: int) -> tuple[int, int]:
         """(KV heads, head size) trtllm-bench's own KV estimate assumes for this layer (tuning.py)."""
         return self.num_kv_heads, self.head_dim

@@ -152,7 +152,7 @@ def recurrent_state_bytes_per_sequence(model: ModelArch, layout: Layout) -> floa
     key = ("memory.recurrent_state_bytes_per_sequence", layout.tp, layout.pp)
     if key not in memo:
         memo[key] = float(sum(layer.attention.state_bytes_per_sequence(layout.tp)
-                              for layer in _stage_layers(model, layout) if not layer.attention.caches_kv))
+                              for layer in _stage_layers(model, layout)))
     return memo[key]
 
 
