@@ -104,6 +104,21 @@ def test_glm53_realistic_fit_by_hand(system, visible):
         assert (r32.max_sequences, budget // (per_token * 131072)) == (12, 3)
 
 
+def test_tensorrt_llm_reserves_no_sampler_logits():
+    """TensorRT-LLM profiles memory with dummy context requests of max_num_tokens tokens, one output token each
+    (KvCacheCreator._create_dummy_context_requests): no max_num_seqs x vocab logits are kept from the KV cache, where
+    vLLM's dummy sampler run over max_num_seqs requests keeps them. Llama-3.3-70B fp8 on one H100: activations of
+    8192 tokens x 2 bytes x (2 x 8192 residual + normed copy + 2 x 28672 gate+up) for TensorRT-LLM; vLLM adds 1024 x
+    128,256 x 4 bytes (525 MB)."""
+    m = load_model("meta-llama/Llama-3.3-70B-Instruct")
+    p = resolve_precision(m, "fp8")
+    s = load_hardware().system("h100")
+    trt = fit(m, s, p, Layout(tp=1), 1, get_engine("trtllm"), 4096)
+    assert trt.reserve.activations == 8192 * 2 * (2 * 8192 + 2 * 28672)
+    vllm = fit(m, s, p, Layout(tp=1), 1, get_engine("vllm"), 4096)
+    assert vllm.reserve.activations == 8192 * 2 * (2 * 8192 + 2 * 28672) + 1024 * 128256 * 4
+
+
 def test_nodes_needed_realistic(run_json):
     out = run_json("fit", "glm-5.3", "--precision", "fp8", "-s", "h100", "-s", "h200", "-s", "b200")
     assert [r["nodes_needed"] for r in out["results"]] == [2, 1, 1]

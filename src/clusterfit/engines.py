@@ -137,6 +137,12 @@ Memory budgeting (memory.py):
   gpu_memory_utilization x device memory) or 'free_fraction' (TensorRT-LLM kv_cache_free_gpu_mem_fraction: the
   KV cache gets that fraction of the memory still free after weights and runtime).
 - activations_in_fraction: whether activations count inside the fraction (vLLM) or live in the headroom (SGLang).
+- reserves_sampler_logits: whether the engine's memory profiling run samples ``max_num_seqs`` rows of fp32 logits,
+  so that much is kept out of the KV cache (vLLM's profile_run ends with a dummy sampler run over max_num_seqs
+  requests). TensorRT-LLM's PyTorch backend sizes its KV cache after a profiling forward of dummy context requests of
+  ``max_num_tokens`` tokens in all, each asking for one output token (tensorrt_llm/_torch/pyexecutor/_util.py,
+  KvCacheCreator._create_dummy_context_requests: requests of min(max_num_tokens, max_seq_len) tokens), so only their
+  last-token rows are sampled: a handful (8 at 1,024-token sequences, 4 MB of a 128k vocabulary), none reserved here.
 - cuda_graph_bytes / nccl_bytes: per-GPU estimates of CUDA-graph and communicator buffers (not measured here).
 - memory_source: where the budgeting defaults come from.
 """
@@ -233,6 +239,7 @@ class Engine:
     chunked_attention_context_only: bool = False
     memory_mode: str = "total_fraction"
     activations_in_fraction: bool = True
+    reserves_sampler_logits: bool = True
     cuda_graph_bytes: int = 1 << 30
     nccl_bytes: int = 512 << 20
     memory_source: str = ""

@@ -191,14 +191,15 @@ def activation_bytes_per_gpu(model: ModelArch, layout: Layout, engine: Engine) -
 
     Live at the peak: the residual stream and a normed copy (2 x hidden), the widest projection output of a layer
     on this GPU (fused QKV, gate+up of the dense MLP, or the MoE's top_k x (gate+up+down) intermediate cache of
-    the fused-MoE kernel), in 16-bit; plus fp32 logits for max_num_seqs sampled rows over the vocab shard.
+    the fused-MoE kernel), in 16-bit; plus fp32 logits for max_num_seqs sampled rows over the vocab shard when the
+    engine's profiling run samples that many (``Engine.reserves_sampler_logits``).
     """
     if not model.layers:
         return 0
     T = engine.max_num_batched_tokens
     widest = _widest_activation(model, layout)
     per_token = 2 * model.hidden + widest
-    logits = engine.max_num_seqs * model.vocab / layout.tp * 4
+    logits = engine.max_num_seqs * model.vocab / layout.tp * 4 if engine.reserves_sampler_logits else 0.0
     return int(T * per_token * 2 + logits)
 
 
