@@ -205,6 +205,11 @@ def test_the_memory_fit_reports_the_state_pool_split():
     v = fit(model, system, prec, Layout(tp=1), 1, get_engine("vllm"), context=4096, block_size=1)
     assert v.max_sequences == int(v.kv_budget_bytes_per_gpu // (QWEN35_9B_STATE_BYTES
                                                                 + 4096 * QWEN35_9B_KV_BYTES_PER_TOKEN))
+    # a budget whose state share holds fewer than 3 states runs nothing, and says why (SGLang refuses to start)
+    tight = fit(model, system, prec, Layout(tp=1), 1, get_engine("sglang").with_settings(gpu_memory_utilization=0.222),
+                context=4096)
+    assert 0 < tight.kv_budget_bytes_per_gpu * 0.9 / 1.9 < 3 * QWEN35_9B_STATE_BYTES
+    assert not tight.fits and "recurrent-state pool holds" in tight.reason
     # the step model the planner and simulator run admits on the same numbers
     sm = _qwen35_9b(get_engine("sglang"), b)
     assert sm.max_num_seqs == slots // 3

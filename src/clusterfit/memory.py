@@ -398,6 +398,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     if state_slots is not None:
         per_seq -= state
         seq_cap = state_slots // int(eng.mamba_states_per_running_request)
+    if state_slots is not None and budget > 0:
         notes.append(f"{eng.name} keeps the recurrent states in a pool of their own (mamba_full_memory_ratio "
                      f"{eng.mamba_full_memory_ratio:g}): {state_slots:,} states and {kv_pool / 1e9:.2f} GB of KV per "
                      f"GPU, at most {seq_cap:,} running sequences per attention-DP rank")
@@ -417,6 +418,9 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     elif budget <= 0:
         reason = (f"weights {w / 1e9:.1f} GB + reserve {reserve.total / 1e9:.1f} GB per GPU exceed the "
                   f"{eng.name} budget of {eng.gpu_memory_utilization:.2f} x {device / 1e9:.1f} GB")
+    elif not fits and seq_cap == 0:
+        reason = (f"{eng.name}'s recurrent-state pool holds {state_slots} states per GPU, fewer than the "
+                  f"{eng.mamba_states_per_running_request} one running request needs")
     elif not fits:
         reason = f"KV budget {budget / 1e9:.2f} GB per GPU holds no sequence of {context} tokens"
     else:
