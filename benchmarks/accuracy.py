@@ -247,6 +247,8 @@ def precision_for(model, weights: str, kv: str, engine: str):
         prec, experts = None, "mxfp4"
     elif "mxfp4" in w:
         prec = "mxfp4"
+    elif "mxfp8" in w:
+        prec = "mxfp8"
     elif "fp4" in w:
         prec = "nvfp4"
     elif "block" in w:

@@ -237,3 +237,22 @@ def test_local_config_path(run_json, tmp_path):
     out = run_json("fit", str(tmp_path / "config.json"), "-s", "h100")
     assert out["model"]["total_params"] == load_model("llama-3.1-8b").total_params
     assert json.loads(src)["hidden_size"] == 4096
+
+
+def test_mxfp8_weights_by_hand(run_json):
+    """MXFP8 (OCP Microscaling Formats v1.0): fp8 e4m3 elements in blocks of 32 sharing one 8-bit e8m0 scale, 8 + 8/32 =
+    8.25 bits per weight, run on fp8 tensor cores. Llama-3.1-8B: the quantisable linear layers go from 1 byte (fp8,
+    per-tensor scale) to 1.03125 bytes per parameter; embeddings, LM head and norms stay 16-bit."""
+    from clusterfit.precision import naive_bytes_per_param, weight_format
+
+    wf = weight_format("MXFP8")
+    assert (wf.name, wf.bits_per_param, wf.compute_dtype) == ("mxfp8", 8.25, "fp8")
+    assert naive_bytes_per_param("mxfp8") == 1.0
+    m = load_model("meta-llama/Llama-3.1-8B")
+    fp8 = resolve_precision(m, "fp8")
+    mx = resolve_precision(m, "mxfp8")
+    linear = sum(n for c, n in m.params.items() if fp8.formats[c].name == "fp8")
+    assert sum(mx.bytes_for(c, n) for c, n in m.params.items()) - sum(fp8.bytes_for(c, n) for c, n in m.params.items()) \
+        == pytest.approx(linear * 0.03125)
+    out = run_json("fit", "meta-llama/Llama-3.1-8B", "--precision", "mxfp8", "-s", "h200")
+    assert out["results"][0]["fits"]

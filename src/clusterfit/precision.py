@@ -8,6 +8,8 @@ A weight format's ``bits_per_param`` counts the payload and its scales, spread o
   - int8 (per-channel fp32 scales, W8A8): 8 + 32/K bits.
   - int4_gG (group-quantised, one bf16 scale per G weights, symmetric): 4 + 16/G bits (int4 = int4_g128).
   - mxfp4 (OCP MX: 32-element blocks, one 8-bit e8m0 scale): 4 + 8/32 = 4.25 bits.
+  - mxfp8 (OCP MX, the same 32-element blocks and e8m0 scale over fp8 e4m3 elements; OCP Microscaling Formats (MX)
+    Specification v1.0, MXFP8): 8 + 8/32 = 8.25 bits, fp8 math.
   - nvfp4 (16-element blocks, one fp8 e4m3 scale, + one fp32 per tensor): 4 + 8/16 = 4.5 bits.
 ``compute_dtype`` names the tensor-core math the GEMM runs in (it picks the GPU's dense peak): int4 weights are
 dequantised into bf16 GEMMs (W4A16); mxfp4/nvfp4 run fp4 math where the GPU has it (Blackwell), else the
@@ -38,7 +40,7 @@ class WeightFormat:
 
 #: Precision names a user may type, and the checkpoint format names arch.py produces.
 PRECISIONS = ("bf16", "fp16", "fp8", "fp8_block", "fp8_channel", "int8", "int4", "int4_g32", "int4_g128",
-              "mxfp4", "nvfp4")
+              "mxfp4", "mxfp8", "nvfp4")
 
 KV_DTYPES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0}
 
@@ -73,6 +75,8 @@ def weight_format(name: str, hidden: int = 4096) -> WeightFormat:
         return WeightFormat(f"int4_g{g}", 4.0 + 16.0 / g, "bf16")
     if n == "mxfp4":
         return WeightFormat(n, 4.0 + 8.0 / 32, "fp4")
+    if n == "mxfp8":
+        return WeightFormat(n, 8.0 + 8.0 / 32, "fp8")
     if n == "nvfp4":
         return WeightFormat(n, 4.0 + 8.0 / 16, "fp4")
     raise ClusterfitError(f"unknown precision '{name}'. Known: {', '.join(PRECISIONS)}")
@@ -137,7 +141,7 @@ def naive_bytes_per_param(precision: str) -> float:
     n = normalise(precision)
     if n in ("bf16", "fp16"):
         return 2.0
-    if n.startswith("fp8") or n == "int8":
+    if n.startswith("fp8") or n in ("int8", "mxfp8"):
         return 1.0
     if n.startswith("int4") or n in ("mxfp4", "nvfp4"):
         return 0.5

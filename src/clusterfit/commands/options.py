@@ -12,7 +12,7 @@ PpOpt = Annotated[Optional[int], typer.Option(help="Pipeline parallel size")]
 EpOpt = Annotated[Optional[int], typer.Option(help="Expert parallel size (MoE)")]
 DpOpt = Annotated[Optional[int], typer.Option(help="Attention data-parallel ranks inside the replica (DEP, MoE)")]
 PrecisionOpt = Annotated[Optional[str], typer.Option(
-    help="Weight precision: bf16, fp8, fp8_block, int8, int4, mxfp4, nvfp4 (default: the checkpoint's)")]
+    help="Weight precision: bf16, fp8, fp8_block, int8, int4, mxfp4, mxfp8, nvfp4 (default: the checkpoint's)")]
 ExpertsPrecisionOpt = Annotated[Optional[str], typer.Option(help="Override the routed experts' precision")]
 KvDtypeOpt = Annotated[Optional[str], typer.Option(help="KV-cache dtype: bf16, fp16, fp8")]
 CatalogOpt = Annotated[Optional[list[Path]], typer.Option(
