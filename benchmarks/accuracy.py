@@ -1177,12 +1177,13 @@ def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
         send = client_sends(req["arrival_s"], finish - front_end_s(sm), req["replica"], slots)
         ttft, e2e = first - send, finish - send
         multi = o > 1
-        tpot = (finish[multi] - first[multi]) / (o[multi] - 1)
         if spec.client == "guidellm":
             # guidellm's time_per_output_token_ms counts the first token too: (last token - request start) / output
             # tokens (vllm-project/guidellm, GenerativeRequestStats.time_per_output_token_ms: "Includes time for
             # first token and all subsequent tokens")
             tpot = e2e[o >= 1] / o[o >= 1]
+        else:
+            tpot = (finish[multi] - first[multi]) / (o[multi] - 1)
         for name, v in (("ttft_mean", ttft.mean()), ("ttft_p50", np.median(ttft)), ("e2e_mean", e2e.mean()),
                         ("e2e_p50", np.median(e2e)),
                         ("tpot_mean", tpot.mean() if tpot.size else np.nan),

@@ -142,7 +142,8 @@ Memory budgeting (memory.py):
   requests). TensorRT-LLM's PyTorch backend sizes its KV cache after a profiling forward of dummy context requests of
   ``max_num_tokens`` tokens in all, each asking for one output token (tensorrt_llm/_torch/pyexecutor/_util.py,
   KvCacheCreator._create_dummy_context_requests: requests of min(max_num_tokens, max_seq_len) tokens), so only their
-  last-token rows are sampled: a handful (8 at 1,024-token sequences, 4 MB of a 128k vocabulary), none reserved here.
+  last-token rows are sampled: a handful (8 at 1,024-token sequences, 4 MB per GPU of a 128k vocabulary at TP1), none
+  reserved here.
 - cuda_graph_bytes / nccl_bytes: per-GPU estimates of CUDA-graph and communicator buffers (not measured here).
 - memory_source: where the budgeting defaults come from.
 """
@@ -373,23 +374,28 @@ class Engine:
         if self.batch_cap_rule == "sglang_pool" and "max_num_seqs" not in self.user_set:
             eng = replace(self, max_num_seqs=sglang_max_running_requests(kv_tokens_per_rank, context_len))
         if state_slots is not None:
-            cap = max(1, int(state_slots) // int(self.mamba_states_per_running_request))
+            cap = max(1, self.state_pool_running_cap(state_slots))
             if cap < eng.max_num_seqs:
                 eng = replace(eng, max_num_seqs=cap)
         return eng
 
     def split_state_pool(self, budget_bytes: float, state_bytes_per_seq: float) -> tuple[float, int | None]:
         """(KV pool bytes, recurrent states held) of one GPU whose engine memory after the weights is
-        ``budget_bytes``, for a model holding ``state_bytes_per_seq`` of recurrent state per sequence on it: with
-        ``mamba_full_memory_ratio`` r the states get floor(budget x r / (1 + r) / state) slots and the KV pool the
-        rest (SGLang handle_max_mamba_cache); without it, or for a model without such state, one pool (the whole
-        budget, None)."""
+        ``budget_bytes`` (a negative budget counts as none), for a model holding ``state_bytes_per_seq`` of
+        recurrent state per sequence on it: with ``mamba_full_memory_ratio`` r the states get
+        floor(budget x r / (1 + r) / state) slots and the KV pool the rest (SGLang handle_max_mamba_cache); without
+        it, or for a model without such state, one pool (the whole budget, None)."""
+        budget = max(0.0, float(budget_bytes))
         r = self.mamba_full_memory_ratio
         if r is None or state_bytes_per_seq <= 0.0:
-            return budget_bytes, None
-        budget = max(0.0, float(budget_bytes))
+            return budget, None
         slots = int(budget * r / (1.0 + r) // state_bytes_per_seq)
         return budget - slots * state_bytes_per_seq, slots
+
+    def state_pool_running_cap(self, state_slots: int) -> int:
+        """Requests a state pool of ``state_slots`` states runs at once: slots // mamba_states_per_running_request
+        (SGLang init_memory; 0 when the pool cannot hold one request's states)."""
+        return int(state_slots) // int(self.mamba_states_per_running_request)
 
     def for_device(self, gpu: Any) -> "Engine":
         """The engine's default serving settings on this GPU (``small_device``; a ``hardware.Gpu``): call before

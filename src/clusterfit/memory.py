@@ -393,11 +393,11 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     # an engine that keeps recurrent states in a pool of their own (SGLang) splits the budget: the KV pool holds
     # the tokens, the state pool caps the running sequences (Engine.split_state_pool)
     state = recurrent_state_bytes_per_sequence(model, lay)
-    kv_pool, state_slots = eng.split_state_pool(max(0.0, float(budget)), state)
+    kv_pool, state_slots = eng.split_state_pool(budget, state)
     seq_cap = None
     if state_slots is not None:
         per_seq -= state
-        seq_cap = state_slots // int(eng.mamba_states_per_running_request)
+        seq_cap = eng.state_pool_running_cap(state_slots)
     if state_slots is not None and budget > 0:
         notes.append(f"{eng.name} keeps the recurrent states in a pool of their own (mamba_full_memory_ratio "
                      f"{eng.mamba_full_memory_ratio:g}): {state_slots:,} states and {kv_pool / 1e9:.2f} GB of KV per "

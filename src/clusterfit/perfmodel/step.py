@@ -875,7 +875,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     else:
         w_bytes = weight_bytes_per_gpu(model, precision, layout)
     state = recurrent_state_bytes_per_sequence(model, layout)  # the memory model's, on one GPU
-    kv_pool, state_slots = eng.split_state_pool(max(0.0, kv_budget_bytes_per_gpu), state)
+    kv_pool, state_slots = eng.split_state_pool(kv_budget_bytes_per_gpu, state)
     kv_tokens_per_rank = kv_pool / max(kv_tok, 1e-9)
     eng = eng.for_kv_pool(kv_tokens_per_rank, model.max_context, state_slots).for_linear_attention(state > 0)
     return StepModel(
