@@ -509,6 +509,10 @@ GLOBAL_PARAMS = {"step_overhead_s": (1.0, 0.1, 20.0, 1e-3), "compute_scale": (1.
                  "graph_kernel_overhead_s": (1.0, 0.0, 30.0, 1e-6)}
 FAMILY_PARAMS = {"compute_scale": (1.0, 0.2, 1.3, 1.0), "memory_scale": (0.9, 0.2, 1.0, 1.0),
                  "seq_overhead_s": (6.0, 0.0, 60.0, 1e-6), "kernel_overhead_s": (16.0, 0.0, 50.0, 1e-6)}
+#: TensorRT-LLM's PP executor loop passes the sampled tokens back along a host send / recv chain, one hop per stage
+#: boundary (Engine.pp_hop_overhead_s / pp_hop_seq_overhead_s): one engine-wide pair fitted on the rows with pp > 1
+#: (on any GPU) once the families are fitted, and those families then refitted with it.
+PP_PARAMS = {"pp_hop_overhead_s": (8.0, 0.0, 50.0, 1e-3), "pp_hop_seq_overhead_s": (10.0, 0.0, 200.0, 1e-6)}
 #: GPU families with fp4 tensor cores (Blackwell) also fit how far grouped fp4 MoE GEMMs fall below the bf16
 #: grouped-GEMM curve fitted on the H200 (an efficiency multiplier, at most 1).
 FP4_FAMILY_PARAMS = {"moe_fp4_compute_scale": (1.0, 0.2, 1.0, 1.0)}
@@ -541,6 +545,11 @@ def calibration_rows(path: str, engine: str = "trtllm") -> list[dict]:
     """The closed-form throughput rows of one engine that the calibration fits."""
     return [r for r in csv.DictReader(open(path, newline="")) if r["metric"] in THROUGHPUT_METRICS
             and engine_for(r["engine"]) == engine and not is_simulated(r)]
+
+
+def pipeline_stages(row) -> int:
+    """The row's pipeline-parallel size (its pp column; 1 when empty)."""
+    return _int(row["pp"], 1) or 1
 
 
 def use_engines(cfg: dict | None, path: str | None = None) -> None:
@@ -601,14 +610,30 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
 
         e = base["engines"][engine]
         e["by_gpu_family"] = {}
+        pp_rows = [r for r in rows if pipeline_stages(r) > 1] if "pp_hop_overhead_s" in e else []
+        if pp_rows:
+            e.update({n: v[0] * v[3] for n, v in PP_PARAMS.items()})
         fit(e, GLOBAL_PARAMS, [r for r in rows if gpu_family(r["gpu"]) is None], {})
-        for fam in dict.fromkeys(f for _, f in GPU_FAMILIES):
-            sub = [r for r in rows if gpu_family(r["gpu"]) == fam]
-            if len(sub) >= 10:
-                e["by_gpu_family"][fam] = {}
-                fp4 = any(has_fp4_math(r["gpu"]) for r in sub)
-                fit(e["by_gpu_family"][fam], {**FAMILY_PARAMS, **(FP4_FAMILY_PARAMS if fp4 else {})}, sub, e)
-                for other in FP4_SHARED_WITH if fp4 and engine == "trtllm" else ():
+
+        def fit_family(fam: str, sub: list[dict]) -> None:
+            e["by_gpu_family"][fam] = {}
+            fp4 = any(has_fp4_math(r["gpu"]) for r in sub)
+            fit(e["by_gpu_family"][fam], {**FAMILY_PARAMS, **(FP4_FAMILY_PARAMS if fp4 else {})}, sub, e)
+
+        families = {fam: [r for r in rows if gpu_family(r["gpu"]) == fam]
+                    for fam in dict.fromkeys(f for _, f in GPU_FAMILIES)}
+        families = {fam: sub for fam, sub in families.items() if len(sub) >= 10}
+        for fam, sub in families.items():
+            fit_family(fam, sub)
+        if pp_rows:
+            fit(e, PP_PARAMS, pp_rows, e)
+            for fam in dict.fromkeys(gpu_family(r["gpu"]) for r in pp_rows):
+                if fam in families:
+                    fit_family(fam, families[fam])
+            fit(e, PP_PARAMS, pp_rows, e)
+        for fam in families:
+            if engine == "trtllm" and "moe_fp4_compute_scale" in e["by_gpu_family"][fam]:
+                for other in FP4_SHARED_WITH:
                     scale = round(e["by_gpu_family"][fam]["moe_fp4_compute_scale"], 2)
                     base["engines"][other].setdefault("by_gpu_family", {}).setdefault(fam, {})[
                         "moe_fp4_compute_scale"] = scale

@@ -222,3 +222,45 @@ def test_the_memory_fit_reports_the_state_pool_split():
 def test_state_pool_settings_out_of_range_are_refused(field, value):
     with pytest.raises(Exception, match=field):
         dataclasses.replace(get_engine("sglang"), **{field: value})
+
+
+def _pp_step(engine, pp: int):
+    cat = Catalog.load()
+    model = load_model("meta-llama/Llama-3.1-8B")
+    return compile_replica(model, cat.system("h200"), resolve_precision(model, "bf16"), Layout(pp=pp), engine).step
+
+
+def test_tensorrt_llm_keeps_pp_micro_batches_of_max_batch_size_in_flight():
+    # PyTorchModelEngine.get_max_num_sequences = pp x max_batch_size (engines.py max_num_seqs_per_microbatch)
+    trt = get_engine("trtllm").with_settings(max_num_seqs=16)
+    assert _pp_step(trt, 2).max_num_seqs == 32 and _pp_step(trt, 4).max_num_seqs == 64
+    assert _pp_step(trt, 1).max_num_seqs == 16
+    # vLLM's max_num_seqs is one cap for the whole pipeline
+    assert _pp_step(get_engine("vllm").with_settings(max_num_seqs=16), 2).max_num_seqs == 16
+    # the max-throughput batch takes the larger cap where the KV cache holds more (8B on 2 H200s: ~hundreds)
+    sm = _pp_step(trt, 2)
+    assert float(sm.kv_admitted_sequences(1000, 1000)) > 32
+    from clusterfit.perfmodel.serving import max_throughput_batch
+    assert float(max_throughput_batch(sm, 1000, 1000)) == 32
+
+
+@pytest.mark.parametrize("pp", [2, 4])
+def test_pp_token_return_adds_one_hop_per_stage_boundary(pp):
+    eng = dataclasses.replace(get_engine("trtllm"), pp_hop_overhead_s=5e-3, pp_hop_seq_overhead_s=20e-6)
+    hops = _pp_step(eng, pp)
+    none = _pp_step(dataclasses.replace(eng, pp_hop_overhead_s=0.0, pp_hop_seq_overhead_s=0.0), pp)
+    # 64 decoding sequences in pp micro-batches of 64 / pp: (pp - 1) x (5 ms + 20 us x 64 / pp) per iteration
+    d = float(hops.decode_step_s(64, 1024) - none.decode_step_s(64, 1024))
+    assert d == pytest.approx((pp - 1) * (5e-3 + 20e-6 * 64 / pp), rel=1e-9)
+    # one GPU has no hop
+    one = _pp_step(eng, 1)
+    assert float(one.decode_step_s(64, 1024)) == pytest.approx(
+        float(_pp_step(dataclasses.replace(eng, pp_hop_overhead_s=0.0, pp_hop_seq_overhead_s=0.0), 1)
+              .decode_step_s(64, 1024)), rel=1e-12)
+
+
+@pytest.mark.parametrize("field", ["pp_hop_overhead_s", "pp_hop_seq_overhead_s"])
+def test_pp_hop_constants_out_of_range_are_refused(field):
+    from clusterfit.errors import ClusterfitError
+    with pytest.raises(ClusterfitError, match=field):
+        dataclasses.replace(get_engine("trtllm"), **{field: -1e-3})

@@ -29,7 +29,23 @@ result is written back to the YAML with the command that produced it:
   attention-DP rank; python/sglang/srt/managers/scheduler.py and model_executor/model_runner.py,
   ``Engine.for_kv_pool``) or 'trtllm_bench' (trtllm-bench's max-throughput heuristic,
   tensorrt_llm/bench/build/tuning.py calc_engine_setting + finetune_setting: its own KV estimate over the sequence
-  length, capped at max_num_seqs and divided by pp; perf.step.trtllm_bench_batch).
+  length, capped at max_num_seqs and divided by pp, the runtime then running pp such micro-batches:
+  ``max_num_seqs_per_microbatch``; StepModel.bench_max_batch).
+- max_num_seqs_per_microbatch: whether ``max_num_seqs`` bounds each pipeline micro-batch rather than all the
+  sequences in flight. TensorRT-LLM's PyTorch runtime keeps pp x max_batch_size requests active
+  (tensorrt_llm/_torch/pyexecutor/model_engine.py, PyTorchModelEngine.get_max_num_sequences: "num_batches =
+  self.mapping.pp_size; return num_batches * self.batch_size", which PyExecutor takes as max_num_active_requests),
+  so under pipeline parallelism a replica runs up to pp x max_num_seqs sequences (per attention-DP rank);
+  trtllm-bench divides its batch estimate by pp for that reason (tuning.py finetune_setting: "raw_bs =
+  min(kv_cache_max_requests, 4096) / pp_size"). False: one cap for the whole pipeline (vLLM, SGLang).
+- pp_hop_overhead_s / pp_hop_seq_overhead_s: under pipeline parallelism, the seconds each of the pp - 1 hops of
+  the sampled tokens' way back to the first stage adds to an iteration: per hop, plus per sequence of the
+  micro-batch. TensorRT-LLM's PP executor loop (tensorrt_llm/_torch/pyexecutor/py_executor.py,
+  _executor_loop_pp) samples on the last rank and passes the tokens along a host send / recv chain "(pp_size - 1)
+  -> 0 -> 1 -> ... -> (pp_size - 2)", each rank receiving them once per pass of its loop, after it has scheduled
+  and launched its own micro-batch; it runs without the overlap scheduler. Fitted on the development rows with
+  pp > 1 (benchmarks/accuracy.py --calibrate, PP_PARAMS); 0 for vLLM and SGLang, whose PP rows are too few to
+  fit them.
 - moe_dp_comm: the collectives of a MoE layer under attention data parallelism (dp > 1 and ep > 1):
   'all_to_all' (token dispatch / combine to the experts' ranks: each rank sends its tokens' top-k copies; vLLM
   and SGLang's EP all-to-all) or 'allgather_reducescatter' (TensorRT-LLM's CUTLASS / TRITON MoE backends without
@@ -256,6 +272,9 @@ class Engine:
     async_scheduling_with_linear_attention: bool = True
     moe_fp4_compute_scale: float = 1.0
     request_latency_s: float = 0.0
+    max_num_seqs_per_microbatch: bool = False
+    pp_hop_overhead_s: float = 0.0
+    pp_hop_seq_overhead_s: float = 0.0
     mamba_full_memory_ratio: float | None = None
     mamba_states_per_running_request: int = 3
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
@@ -276,6 +295,9 @@ class Engine:
         if not 0.0 <= self.request_latency_s <= 1.0:
             raise ClusterfitError(f"engine {self.name}: request_latency_s must be in 0..1 s, got "
                                   f"{self.request_latency_s!r}")
+        for fname in ("pp_hop_overhead_s", "pp_hop_seq_overhead_s"):
+            if not 0.0 <= getattr(self, fname) <= 1.0:
+                raise ClusterfitError(f"engine {self.name}: {fname} must be in 0..1 s, got {getattr(self, fname)!r}")
         if not 0.0 < self.moe_fp4_compute_scale <= 1.0:
             raise ClusterfitError(f"engine {self.name}: moe_fp4_compute_scale must be in (0, 1], got "
                                   f"{self.moe_fp4_compute_scale!r}")

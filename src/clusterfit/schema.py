@@ -119,7 +119,7 @@ class EngineSettingsRequest(Schema):
 
     max_num_seqs: int | None = Field(None, ge=1, le=1_048_576, description=(
         "Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, SGLang "
-        "max_running_requests, TensorRT-LLM max_batch_size"))
+        "max_running_requests, TensorRT-LLM max_batch_size (per pipeline micro-batch: pp x max_batch_size run)"))
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576, description=(
         "Tokens per step (prefill chunk budget): vLLM max_num_batched_tokens, SGLang chunked_prefill_size, "
         "TensorRT-LLM max_num_tokens"))

@@ -43,7 +43,8 @@ MaxNodesOpt = Annotated[Optional[int], typer.Option("--max-nodes", help="Most no
 #: Engine settings with the engines' own names (engines.EngineSettings); perf, plan and simulate take them.
 MaxNumSeqsOpt = Annotated[Optional[int], typer.Option(
     "--max-num-seqs", help="Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, "
-    "SGLang max_running_requests, TensorRT-LLM max_batch_size [default: the engine's: vLLM 1024 on GPUs of 70 GiB "
+    "SGLang max_running_requests, TensorRT-LLM max_batch_size (per pipeline micro-batch: pp x max_batch_size "
+    "run) [default: the engine's: vLLM 1024 on GPUs of 70 GiB "
     "or more that are not A100s, else 256; SGLang from its KV pool (2048-4096 unless the pool is small); "
     "TensorRT-LLM 4096]")]
 MaxNumBatchedTokensOpt = Annotated[Optional[int], typer.Option(

@@ -47,10 +47,10 @@ def kv_limited_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> npt.NDArr
 def max_throughput_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> Num:
     """KV-limited batch, capped by the engine's batch limit per attention-DP rank (TensorRT-LLM: the max_batch_size
     trtllm-bench derives from its own KV estimate, StepModel.bench_max_batch)."""
-    # trtllm-bench divides its batch estimate by pp ("cap total batch size", tuning.py finetune_setting) and the
-    # PyTorch runtime's max_batch_size then bounds the sequences in flight across the whole pipeline (per
-    # attention-DP rank). Multiplying it back by pp makes the PP rows of the development data ~2x too fast.
-    cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp,
+    # trtllm-bench divides its batch estimate by pp (tuning.py finetune_setting) and the PyTorch runtime keeps pp
+    # micro-batches of max_batch_size each in flight (Engine.max_num_seqs_per_microbatch)
+    per_mb = sm.pp if sm.engine.max_num_seqs_per_microbatch else 1
+    cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp * per_mb,
                      sm.max_num_seqs)
     return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), cap), 0.0)
 

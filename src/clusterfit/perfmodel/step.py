@@ -541,9 +541,14 @@ class StepModel:
             assert self.comm_plan is not None
             send = comm.send_recv_s(tokens * self.hidden * 2.0, self.comm_plan.pp_link)
             t_pp = (self.pp - 1) * send * factor
-            t = t + t_pp
+            # the sampled tokens' way back to the first stage, one hop per stage boundary (Engine.pp_hop_*), each
+            # rank's host handling its own attention-DP rank's share of the micro-batch
+            e = self.engine
+            t_hop = (self.pp - 1) * (e.pp_hop_overhead_s + e.pp_hop_seq_overhead_s * (D + (P > 0)) / (mb * self.dp))
+            t = t + t_pp + t_hop
             if parts is not None:
                 parts.add("pipeline_send", "communication_s", t_pp)
+                parts.add("pipeline_token_return", "overhead_s", t_hop)
         if not host:
             return t
         host_s = self.host_s(P, D)
@@ -677,7 +682,8 @@ class StepModel:
         (n_gpus x device - checkpoint size) over 2 x layers x max(tp, HF num_key_value_heads) x head_size KV bytes
         per token (for MLA checkpoints HF's num_key_value_heads = num_heads and head_size = hidden / num_heads,
         far above the real latent), caps it at max_num_seqs / pp and rounds it up (64 minimum). Under attention DP
-        the runtime applies max_batch_size to each rank (the value is returned per rank)."""
+        the runtime applies max_batch_size to each rank (the value is returned per rank), and under PP to each of
+        the pp micro-batches in flight (Engine.max_num_seqs_per_microbatch; serving.max_throughput_batch)."""
         if self.bench is None or not self.bench.gib_per_token:
             return float(self.engine.max_num_seqs)
         req = self.bench.cache_gib / (self.bench.gib_per_token * np.maximum(np.asarray(seq_len, float), 1.0))
@@ -882,7 +888,8 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
         bw_bytes_per_s=gpu.mem_bw_bytes_per_s,
         kv_capacity_tokens=kv_tokens_per_rank * dp,
-        max_num_seqs=int(eng.max_num_seqs) * dp, weight_bytes_per_gpu=float(w_bytes),
+        max_num_seqs=int(eng.max_num_seqs) * dp * (pp if eng.max_num_seqs_per_microbatch else 1),
+        weight_bytes_per_gpu=float(w_bytes),
         kv_bytes_per_token_per_gpu=float(kv_tok), curves=curves,
         gemms=_gemm_groups(tally, model, gpu, precision, tp, curves, eng), attention=attn,
         linear=LinearAttention(tally.lin_flops, tally.lin_bytes, tally.lin_delta_bytes), moe=moe,
