@@ -632,11 +632,10 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
                     fit_family(fam, families[fam])
             fit(e, PP_PARAMS, pp_rows, e)
         for fam in families:
-            if engine == "trtllm" and "moe_fp4_compute_scale" in e["by_gpu_family"][fam]:
-                for other in FP4_SHARED_WITH:
-                    scale = round(e["by_gpu_family"][fam]["moe_fp4_compute_scale"], 2)
-                    base["engines"][other].setdefault("by_gpu_family", {}).setdefault(fam, {})[
-                        "moe_fp4_compute_scale"] = scale
+            scale = e["by_gpu_family"][fam].get("moe_fp4_compute_scale")
+            for other in FP4_SHARED_WITH if scale is not None and engine == "trtllm" else ():
+                base["engines"][other].setdefault("by_gpu_family", {}).setdefault(fam, {})[
+                    "moe_fp4_compute_scale"] = round(scale, 2)
         use_engines(None)
     return base
 

@@ -39,8 +39,8 @@ result is written back to the YAML with the command that produced it:
   trtllm-bench divides its batch estimate by pp for that reason (tuning.py finetune_setting: "raw_bs =
   min(kv_cache_max_requests, 4096) / pp_size"). False: one cap for the whole pipeline (vLLM, SGLang).
 - pp_hop_overhead_s / pp_hop_seq_overhead_s: under pipeline parallelism, the seconds each of the pp - 1 hops of
-  the sampled tokens' way back to the first stage adds to an iteration: per hop, plus per sequence of the
-  micro-batch. TensorRT-LLM's PP executor loop (tensorrt_llm/_torch/pyexecutor/py_executor.py,
+  the sampled tokens' way back to the first stage adds to an iteration: per hop, plus per sequence of one
+  attention-DP rank's share of a micro-batch (each rank's host handles its own requests). TensorRT-LLM's PP executor loop (tensorrt_llm/_torch/pyexecutor/py_executor.py,
   _executor_loop_pp) samples on the last rank and passes the tokens along a host send / recv chain "(pp_size - 1)
   -> 0 -> 1 -> ... -> (pp_size - 2)", each rank receiving them once per pass of its loop, after it has scheduled
   and launched its own micro-batch; it runs without the overlap scheduler. Fitted on the development rows with
@@ -292,10 +292,7 @@ class Engine:
             value = getattr(self, fname)
             if value not in allowed:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be one of {', '.join(allowed)}, got {value!r}")
-        if not 0.0 <= self.request_latency_s <= 1.0:
-            raise ClusterfitError(f"engine {self.name}: request_latency_s must be in 0..1 s, got "
-                                  f"{self.request_latency_s!r}")
-        for fname in ("pp_hop_overhead_s", "pp_hop_seq_overhead_s"):
+        for fname in ("request_latency_s", "pp_hop_overhead_s", "pp_hop_seq_overhead_s"):
             if not 0.0 <= getattr(self, fname) <= 1.0:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be in 0..1 s, got {getattr(self, fname)!r}")
         if not 0.0 < self.moe_fp4_compute_scale <= 1.0:
@@ -413,6 +410,11 @@ class Engine:
             return budget, None
         slots = int(budget * r / (1.0 + r) // state_bytes_per_seq)
         return budget - slots * state_bytes_per_seq, slots
+
+    def caps_in_flight(self, pp: int) -> int:
+        """How many groups of ``max_num_seqs`` sequences one attention-DP rank runs at once over ``pp`` pipeline
+        stages: pp where the cap bounds each micro-batch (``max_num_seqs_per_microbatch``), else 1."""
+        return int(pp) if self.max_num_seqs_per_microbatch else 1
 
     def state_pool_running_cap(self, state_slots: int) -> int:
         """Requests a state pool of ``state_slots`` states runs at once: slots // mamba_states_per_running_request

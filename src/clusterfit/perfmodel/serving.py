@@ -49,9 +49,8 @@ def max_throughput_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> Num:
     trtllm-bench derives from its own KV estimate, StepModel.bench_max_batch)."""
     # trtllm-bench divides its batch estimate by pp (tuning.py finetune_setting) and the PyTorch runtime keeps pp
     # micro-batches of max_batch_size each in flight (Engine.max_num_seqs_per_microbatch)
-    per_mb = sm.pp if sm.engine.max_num_seqs_per_microbatch else 1
-    cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp * per_mb,
-                     sm.max_num_seqs)
+    cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp
+                     * sm.engine.caps_in_flight(sm.pp), sm.max_num_seqs)
     return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), cap), 0.0)
 
 

@@ -533,7 +533,7 @@ class StepModel:
         Ad = np.asarray(decode_attended, dtype=float)
         mb = self.pp if microbatches is None else max(1, int(microbatches))
         tokens = (P + D) / mb
-        logits = (D + (P > 0)) / mb
+        logits = _running_sequences(P, D) / mb  # sampled rows of one micro-batch
         t = self._stage(tokens, logits, P / mb, Ap / mb, D / mb, Ad / mb, parts)
         factor = max(mb, self.pp) / self.pp
         t = t * factor
@@ -544,7 +544,7 @@ class StepModel:
             # the sampled tokens' way back to the first stage, one hop per stage boundary (Engine.pp_hop_*), each
             # rank's host handling its own attention-DP rank's share of the micro-batch
             e = self.engine
-            t_hop = (self.pp - 1) * (e.pp_hop_overhead_s + e.pp_hop_seq_overhead_s * (D + (P > 0)) / (mb * self.dp))
+            t_hop = (self.pp - 1) * (e.pp_hop_overhead_s + e.pp_hop_seq_overhead_s * logits / self.dp)
             t = t + t_pp + t_hop
             if parts is not None:
                 parts.add("pipeline_send", "communication_s", t_pp)
@@ -592,8 +592,7 @@ class StepModel:
         """Host seconds the engine spends preparing one step: per step, plus per running sequence (a prefilling
         request counts once). step_s adds it to the GPU time, or takes the larger under ``Engine.async_scheduling``."""
         per_step, per_seq, _ = self.host_terms
-        P = np.asarray(prefill_tokens, dtype=float)
-        return per_step + per_seq * (np.asarray(decode_seqs, dtype=float) + (P > 0))
+        return per_step + per_seq * _running_sequences(prefill_tokens, decode_seqs)
 
     def decode_step_s(self, batch: ArrayLike, context: ArrayLike) -> Num:
         """One decode iteration of ``batch`` sequences each with ``context`` cached tokens."""
@@ -690,6 +689,11 @@ class StepModel:
         raw = np.minimum(req, float(self.engine.max_num_seqs)) / self.pp
         return np.where(raw < 256, np.maximum(64.0, 32.0 * np.ceil(raw / 32.0)),
                         np.where(raw < 1024, 128.0 * np.ceil(raw / 128.0), 256.0 * np.ceil(raw / 256.0)))
+
+
+def _running_sequences(prefill_tokens: ArrayLike, decode_seqs: ArrayLike) -> Num:
+    """Sequences a step's host work handles: the decoding ones, and a prefilling request as one."""
+    return np.asarray(decode_seqs, dtype=float) + (np.asarray(prefill_tokens, dtype=float) > 0)
 
 
 # ------------------------------------------------------------------------------------------ compile
@@ -888,7 +892,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         name=getattr(model, "name", "model"), gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, engine=eng,
         bw_bytes_per_s=gpu.mem_bw_bytes_per_s,
         kv_capacity_tokens=kv_tokens_per_rank * dp,
-        max_num_seqs=int(eng.max_num_seqs) * dp * (pp if eng.max_num_seqs_per_microbatch else 1),
+        max_num_seqs=int(eng.max_num_seqs) * dp * eng.caps_in_flight(pp),
         weight_bytes_per_gpu=float(w_bytes),
         kv_bytes_per_token_per_gpu=float(kv_tok), curves=curves,
         gemms=_gemm_groups(tally, model, gpu, precision, tp, curves, eng), attention=attn,
