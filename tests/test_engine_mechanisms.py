@@ -21,7 +21,9 @@ from clusterfit.compose import Catalog, compile_replica
 from clusterfit.engines import EngineSettings, get_engine
 from clusterfit.errors import ClusterfitError
 from clusterfit.layout import Layout
-from clusterfit.perfmodel.serving import max_throughput_batch
+from clusterfit.perfmodel.serving import first_token_s, max_throughput_batch, predict
+from clusterfit.planning.capacity import aggregated_curve
+from clusterfit.planning.workload import SLO, Load, Workload
 from clusterfit.precision import resolve_precision
 
 #: Kernels of one Llama-3.1-8B step in the step model, by hand: per layer 4 GEMMs (QKV, O, gate+up, down) + attention,
@@ -257,3 +259,31 @@ def test_pp_token_return_adds_one_hop_per_stage_boundary(pp):
     assert float(one.decode_step_s(64, 1024)) == pytest.approx(
         float(_pp_step(dataclasses.replace(eng, pp_hop_overhead_s=0.0, pp_hop_seq_overhead_s=0.0), 1)
               .decode_step_s(64, 1024)), rel=1e-12)
+
+
+def test_async_scheduling_adds_the_step_already_chosen_to_ttft():
+    """Under async scheduling a request arriving among b - 1 running sequences first waits for the decode step the
+    engine already chose (engines.schedules_ahead): perf's TTFT is first_token_s + decode_step_s(b - 1, context)
+    (+ the front end, 0 here); alone (concurrency 1), synchronous, or under multi-step scheduling nothing is added.
+    The planner adds that step times 1 - exp(-B), the chance an arrival finds a sequence running, to the mean TTFT
+    and leaves TPOT alone (the same step model with num_scheduler_steps 2, whose steps are the same, as reference)."""
+    isl, osl = 1024, 256
+    ctx = isl + osl / 2
+    asy = _step(_engine(request_latency_s=0.0))
+    for c in (1, 16):
+        got = predict(None, None, None, None, step_model=asy, isl=isl, osl=osl, concurrency=c)["ttft_s"]
+        ahead = float(asy.decode_step_s(c - 1, ctx)) if c > 1 else 0.0
+        assert got == pytest.approx(first_token_s(asy, isl, c - 1, ctx) + ahead, rel=1e-12)
+        assert c == 1 or ahead > 1e-3
+    for eng in (_engine(request_latency_s=0.0, async_scheduling=False),
+                _engine(request_latency_s=0.0, num_scheduler_steps=2)):
+        sm = _step(eng)
+        got = predict(None, None, None, None, step_model=sm, isl=isl, osl=osl, concurrency=16)["ttft_s"]
+        assert got == pytest.approx(first_token_s(sm, isl, 15, ctx), rel=1e-12)
+    multi = _step(_engine(request_latency_s=0.0, num_scheduler_steps=2))
+    wl = Workload.simple(isl, osl, Load("requests_per_s", 1.0))
+    B = np.array([0.5, 1.0, 8.0, 64.0])
+    a, m = aggregated_curve(asy, wl, SLO(), B), aggregated_curve(multi, wl, SLO(), B)
+    decode = np.asarray(asy.decode_step_s(B, wl.decode_context_mean_tokens))
+    np.testing.assert_allclose(a.ttft_mean_s - m.ttft_mean_s, (1.0 - np.exp(-B)) * decode, rtol=1e-9)
+    np.testing.assert_allclose(a.tpot_s, m.tpot_s, rtol=1e-12)

@@ -127,6 +127,38 @@ def test_multi_step_scheduling_admits_new_requests_between_step_groups():
         assert req["finish_s"][0] == pytest.approx(0.40)
 
 
+def test_async_scheduling_admits_an_arrival_one_step_later_while_busy():
+    """Under async (overlap) scheduling the engine picks step n+1's requests when it launches step n, so a request
+    arriving while the replica is busy joins the step after the one already chosen (sim/replica.py _admit); an idle
+    replica takes it at once. 10 ms steps; A (10 + 40 tokens) arrives at 0, its prefill step runs 0-0.01 s. B (100 +
+    2) arriving at 0.035 s (in the step 0.03-0.04 s): synchronous, its prefill runs 0.04-0.05 s (first token 0.05 s);
+    async, the step 0.04-0.05 s was chosen at 0.03 s, so 0.05-0.06 s (first token 0.06 s). B arriving at 0.005 s,
+    during A's prefill step: 0.01-0.02 s (first token 0.02 s) against 0.02-0.03 s (0.03 s). C arriving at 1 s, after
+    A finished at 0.40 s: an idle replica, first token at 1.01 s either way. Multi-step groups (10 steps per call)
+    already hold B to the group's end (0.12 s) and add nothing. A loses nothing: done at 0.40 s in every case."""
+    from types import SimpleNamespace
+
+    from test_sim_helpers import ConstantStep
+
+    from clusterfit.sim.requests import Requests
+
+    cases = [  # (async, steps per scheduler call, B's arrival, B's first token)
+        (False, 1, 0.035, 0.05), (True, 1, 0.035, 0.06), (False, 1, 0.005, 0.02), (True, 1, 0.005, 0.03),
+        (True, 10, 0.035, 0.12)]
+    for asy, steps, b_at, b_first in cases:
+        model = ConstantStep(0.01, max_num_seqs=8)
+        model.engine = SimpleNamespace(mixed_batches=True, num_scheduler_steps=steps,  # type: ignore[attr-defined]
+                                       async_scheduling=asy)
+        run = run_simulation(Requests.build([0.0, b_at, 1.0], [10, 100, 10], [40, 2, 2]), model,
+                             SimulationConfig(exact_steps=True))
+        req = run.requests
+        assert req["first_token_s"][0] == pytest.approx(0.01)
+        assert req["first_token_s"][1] == pytest.approx(b_first), (asy, steps, b_at)
+        assert req["finish_s"][1] == pytest.approx(b_first + 0.01)
+        assert req["finish_s"][0] == pytest.approx(0.40)
+        assert req["first_token_s"][2] == pytest.approx(1.01)
+
+
 def test_token_gaps_histogram_reads_quantiles_within_half_a_bin():
     """TokenGaps keeps gaps in 0.5%-wide geometric bins: a quantile comes back within 0.25% (+ one bin edge) of the
     exact one, the mean exactly, whether gaps arrive one by one or as a decode segment's array."""

@@ -479,6 +479,19 @@ def front_end_s(step_model: Any) -> float:
     return float(getattr(getattr(step_model, "engine", None), "request_latency_s", 0.0) or 0.0)
 
 
+def schedules_ahead(step_model: Any) -> bool:
+    """Whether the engine a step model runs chooses step n+1's requests when it launches step n, so that a request
+    arriving while the replica is busy joins the step after the one already chosen: async (overlap) scheduling.
+    vLLM's async scheduling schedules the next step before the current one's outputs come back
+    (vllm/v1/engine/core.py step_with_batch_queue); SGLang's overlap scheduler forms and launches the next batch
+    while the GPU runs the current one (lmsys.org/blog/2024-12-04-sglang-v0-4). Not under multi-step scheduling,
+    whose groups already hold arrivals back to their end (num_scheduler_steps). The simulator admits by this rule
+    (sim/replica.py Replica._admit); perf and the planner add the step to TTFT (perfmodel/serving.py,
+    planning/capacity.py). TensorRT-LLM is modelled synchronously (catalog/engines.yaml), so not here."""
+    eng = getattr(step_model, "engine", None)
+    return bool(getattr(eng, "async_scheduling", False)) and int(getattr(eng, "num_scheduler_steps", 1) or 1) == 1
+
+
 #: GPU families that get their own fitted constants (everything else, i.e. Hopper, uses the global ones). A family
 #: is a GPU and the system it comes in, since the constants cover both the GPU's kernels and the host that runs
 #: the engine's per-sequence and per-kernel work:

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arch import ModelArch
-from ..engines import Engine, front_end_s
+from ..engines import Engine, front_end_s, schedules_ahead
 from ..errors import ClusterfitError
 from ..hardware import System
 from ..layout import Layout
@@ -145,6 +145,8 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         tpot = cyc / osl
         out_tps = b * osl / cyc
         ttft = first_token_s(sm, isl, b - 1.0, ctx)
+    if b > 1 and schedules_ahead(sm):  # async scheduling: the step already chosen runs first (engines.schedules_ahead)
+        ttft += float(sm.decode_step_s(b - 1.0, ctx))
     ttft += front_end_s(sm)  # the request's way through the engine's front end (Engine.request_latency_s)
     bd = sm.breakdown(0.0, 0.0, b, b * ctx)
     return {

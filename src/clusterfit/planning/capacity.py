@@ -23,7 +23,8 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
 - TTFT: the prefill budget is an M/G/1 server (see queueing.py). Request class i occupies it for
   ``u_i / budget * step_full_i`` seconds (its share of full prefill steps); its own prefill takes
   ``ceil(u_i / budget)`` steps of its chunk with the decode batch riding along. TTFT p-quantile =
-  quantile of wait + own prefill over the request classes.
+  quantile of wait + own prefill over the request classes. Under async scheduling (engines.schedules_ahead) the own
+  prefill starts one decode step later when the arrival finds sequences running (probability 1 - exp(-B)).
 - KV: B <= ``kv_batch_bound``: the requests the KV cache admits under the engine's reservation policy
   (StepModel.kv_admitted_sequences at the mean prompt and output: prompt + output for TensorRT-LLM, which
   reserves the whole request; prompt + half the output for vLLM / SGLang, whose paged allocation holds what is in
@@ -49,7 +50,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..engines import front_end_s
+from ..engines import front_end_s, schedules_ahead
 from ..intervals import StepMargins
 from .queueing import mean_wait_s, ttft_cdf, ttft_quantile_s
 from .workload import SLO, Workload
@@ -172,6 +173,11 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     occupancy = u / bud * step_full
     q = slo.ttft_percentile / 100.0
     front = front_end_s(sm)
+    if schedules_ahead(sm):
+        # async scheduling: an arrival that finds sequences running waits for the step already chosen
+        # (engines.schedules_ahead); continuous batching below its cap is M/G/inf, so the sequences an arrival finds
+        # are Poisson of mean B and the replica is busy with probability 1 - exp(-B)
+        own = own + (-np.expm1(-B) * decode_only)[:, None]
     ttft = ttft_quantile_s(q, rate, occupancy, w, own) + front
     ttft = np.where(budget > 0, ttft, np.inf)
     ttft_mean = own @ w + mean_wait_s(rate, occupancy, w) + front

@@ -8,7 +8,8 @@ speculative decoding. Step times come from a :class:`~clusterfit.sim.stepmodel.S
 Speed: the replica never does per-token Python work. While the batch composition is fixed (no
 arrival, completion or KV event), it plans a *decode segment* of many steps at once: step times as
 one numpy array, the segment ending at the next completion, the KV limit, or a cap; an arrival in
-the middle cuts the segment at the step boundary after it. Steps that carry prefill chunks are
+the middle cuts the segment at the step boundary after it (under async scheduling one step later: the step
+after that boundary was chosen before the arrival, Replica._admit). Steps that carry prefill chunks are
 simulated one by one (about one per arriving request).
 
 KV admission and KV use are two ledgers:
@@ -43,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engines import schedules_ahead
 from .config import ReplicaSpec
 from .gaps import TokenGaps
 from .ledger import COMPLETED, Ledger
@@ -86,6 +88,8 @@ class Replica:
         self.mixed = bool(getattr(getattr(model, "engine", None), "mixed_batches", True))
         # decode steps per scheduler call (vLLM V0 multi-step, engines.Engine.num_scheduler_steps)
         self.group = max(1, int(getattr(getattr(model, "engine", None), "num_scheduler_steps", 1) or 1))
+        self.lookahead = schedules_ahead(model)  # step n+1's requests are chosen while step n runs (_admit)
+        self.deferred = False  # _admit left requests waiting that arrived after the step ahead was scheduled
         self.step_decodes = True  # whether the planned mixed step advances the decoding sequences
         rule = kv_rule(model)
         self.kv_rule: Any = rule
@@ -130,6 +134,7 @@ class Replica:
         self.seg_n = 0
         self.step_chunks: list[int] = []
         self.step_s_last = 0.0
+        self.step_start_s = -math.inf  # when the last planned step began (-inf: idle since)
         self.pending_gap_s = 0.0  # steps since the decodes last advanced (prefill-only steps hold them back)
         self.held = 0  # sequences that have waited through those steps
         self.rank_reserved = [0.0] * self.ranks  # KV bytes reserved per attention-DP rank (admission ledger)
@@ -166,9 +171,10 @@ class Replica:
         """End a running decode segment at the first step boundary at or after ``now_s`` (the state jumps to that
         boundary; ``next_event_s`` becomes inf and the cluster must call :meth:`plan`). False if there is no segment
         or that boundary is the segment's own end. Under multi-step scheduling (``group`` > 1) the boundary is the
-        end of the group of ``group`` steps, counted from the segment's start, that ``now_s`` falls in."""
+        end of the group of ``group`` steps, counted from the segment's start, that ``now_s`` falls in; under async
+        scheduling (``lookahead``) the end of the step after the one ``now_s`` falls in, chosen already (_admit)."""
         if self.in_segment and self.next_event_s > now_s:
-            k = self._steps_until(now_s - self.seg_t0)
+            k = self._steps_until(now_s - self.seg_t0) + self.lookahead
             if self.group > 1:
                 k = -(-k // self.group) * self.group
             if k < self.seg_n:
@@ -205,6 +211,7 @@ class Replica:
             t = self._plan_segment()
         else:
             t = math.inf
+            self.step_start_s = -math.inf
         self.next_event_s = t
         return t
 
@@ -257,9 +264,16 @@ class Replica:
 
     def _admit(self) -> None:
         """Admit waiting requests FCFS while batch slots, the KV reservation of a rank's pool and the KV
-        actually free (below the watermark) allow (see the module docstring)."""
+        actually free (below the watermark) allow (see the module docstring).
+
+        Under async (overlap) scheduling (``lookahead``, engines.schedules_ahead) the engine chose this step's
+        requests when it launched the previous one: a request that arrived after that launch, while the replica
+        was busy, waits one more step (``deferred``; the decode segment planned next is then one step long). An
+        idle replica takes an arrival at once."""
         led = self.ledger
         waiting = self.waiting
+        cutoff = self.step_start_s if self.lookahead and (self.d or self.prefill) else math.inf
+        self.deferred = False
         block = self.block
         rule = self.kv_rule
         first_cost = led.reservation_bytes  # per request, precomputed (generated == 0)
@@ -270,6 +284,9 @@ class Replica:
         used = self.prefill_reserved + self.S + self.d * (block + self.tokens_per_step)
         while waiting and self.d + len(self.prefill) < self.max_num_seqs:
             req = waiting[0]
+            if led.arrival_s[req] > cutoff:
+                self.deferred = True
+                break
             gen = led.generated[req]
             ctx = led.input_tokens[req] + gen
             reserve = ctx + block
@@ -326,6 +343,7 @@ class Replica:
         pa = 0
         d1 = 0  # one-token chunks, run as decode tokens
         a1 = 0  # their contexts (keys attended, their own included)
+        self.step_start_s = self.clock
         chunks = self.step_chunks
         chunks.clear()
         for entry in self.prefill:
@@ -414,6 +432,8 @@ class Replica:
         n_kv = int((self.cap - (self.prefill_reserved + self.S + d * self.block)) // (d * e))  # KV limit
         if n_kv < n:
             n = n_kv if n_kv > 1 else 1
+        if self.deferred:  # requests wait for the next step boundary (_admit)
+            n = 1
         clock = self.clock
         self.seg_t0 = clock
         self.in_segment = True
@@ -486,6 +506,7 @@ class Replica:
                 self.gaps.add_linear(self.seg_alpha + self.seg_beta, self.seg_beta, steps - 1, self.d)
             else:
                 self.gaps.add_linear(self.seg_alpha, self.seg_beta, steps, self.d)
+        self.step_start_s = self.seg_t0 + (self._seg_elapsed(steps - 1) if steps > 1 else 0.0)
         self.busy_s += self._seg_elapsed(steps)
         self.steps += steps
         self.G += steps * e
