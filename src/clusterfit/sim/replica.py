@@ -89,7 +89,6 @@ class Replica:
         # decode steps per scheduler call (vLLM V0 multi-step, engines.Engine.num_scheduler_steps)
         self.group = max(1, int(getattr(getattr(model, "engine", None), "num_scheduler_steps", 1) or 1))
         self.lookahead = schedules_ahead(model)  # step n+1's requests are chosen while step n runs (_admit)
-        self.deferred = False  # _admit left requests waiting that arrived after the step ahead was scheduled
         self.step_decodes = True  # whether the planned mixed step advances the decoding sequences
         rule = kv_rule(model)
         self.kv_rule: Any = rule
@@ -201,14 +200,13 @@ class Replica:
         self.version += 1
         if self.d and self.prefill_reserved + self.S + self.d * (self.block + self.tokens_per_step) > self.cap:
             self._make_room_for_decode()
-        if self.waiting:
-            self._admit()
+        deferred = self._admit() if self.waiting else False
         if self.cache:
             self._evict_cache(self.cap - self.d * self.tokens_per_step)
         if self.prefill:
             t = self._plan_mixed_step()
         elif self.d:
-            t = self._plan_segment()
+            t = self._plan_segment(one_step=deferred)
         else:
             t = math.inf
             self.step_start_s = -math.inf
@@ -262,18 +260,18 @@ class Replica:
             left = self.rank_reserved[rank] - cost
             self.rank_reserved[rank] = left if left > 0.0 else 0.0
 
-    def _admit(self) -> None:
+    def _admit(self) -> bool:
         """Admit waiting requests FCFS while batch slots, the KV reservation of a rank's pool and the KV
         actually free (below the watermark) allow (see the module docstring).
 
         Under async (overlap) scheduling (``lookahead``, engines.schedules_ahead) the engine chose this step's
         requests when it launched the previous one: a request that arrived after that launch, while the replica
-        was busy, waits one more step (``deferred``; the decode segment planned next is then one step long). An
-        idle replica takes an arrival at once."""
+        was busy, waits one more step (True is returned: the decode segment planned next is then one step long).
+        An idle replica takes an arrival at once."""
         led = self.ledger
         waiting = self.waiting
         cutoff = self.step_start_s if self.lookahead and (self.d or self.prefill) else math.inf
-        self.deferred = False
+        deferred = False
         block = self.block
         rule = self.kv_rule
         first_cost = led.reservation_bytes  # per request, precomputed (generated == 0)
@@ -285,7 +283,7 @@ class Replica:
         while waiting and self.d + len(self.prefill) < self.max_num_seqs:
             req = waiting[0]
             if led.arrival_s[req] > cutoff:
-                self.deferred = True
+                deferred = True
                 break
             gen = led.generated[req]
             ctx = led.input_tokens[req] + gen
@@ -326,6 +324,7 @@ class Replica:
         batch = self.d + len(self.prefill)
         if batch > self.peak_batch:
             self.peak_batch = batch
+        return deferred
 
     def _plan_mixed_step(self) -> float:
         """One step carrying prefill chunks (FCFS under max_num_batched_tokens) and every decode token.
@@ -414,8 +413,9 @@ class Replica:
             self.prefill = keep
         self.clock = t
 
-    def _plan_segment(self) -> float:
-        """Plan pure-decode steps until the next completion, the KV limit or the cap."""
+    def _plan_segment(self, one_step: bool = False) -> float:
+        """Plan pure-decode steps until the next completion, the KV limit or the cap (``one_step``: a single step,
+        for requests _admit held back)."""
         heap, running = self.heap, self.running
         while heap:
             fg, req = heap[0]
@@ -432,7 +432,7 @@ class Replica:
         n_kv = int((self.cap - (self.prefill_reserved + self.S + d * self.block)) // (d * e))  # KV limit
         if n_kv < n:
             n = n_kv if n_kv > 1 else 1
-        if self.deferred:  # requests wait for the next step boundary (_admit)
+        if one_step:  # requests wait for the next step boundary (_admit)
             n = 1
         clock = self.clock
         self.seg_t0 = clock
