@@ -24,15 +24,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import published_rows  # noqa: E402
-from fit_oss_engines import GRID, Evaluator, emit_report, engine_rows, held_out_errors  # noqa: E402
+from fit_oss_engines import ENGINE_GRID, GRID, Evaluator, emit_report, engine_rows, held_out_errors  # noqa: E402
 from published_rows import by_metric_and_load, metric_group, run_weights, weighted_summary  # noqa: E402
 
 from clusterfit.engines import Engine  # noqa: E402
 
-#: What an engine block without a GRID constant means (the Engine dataclass defaults), so the constants shipped
-#: before a fit replay as they ran, not with the fitted values the engines.yaml now holds.
+#: What an engine block without a fitted constant (GRID, ENGINE_GRID) means (the Engine dataclass defaults), so the
+#: constants shipped before a fit replay as they ran, not with the fitted values the engines.yaml now holds.
+FITTED = set(GRID).union(*ENGINE_GRID.values())
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Engine)
-            if f.name in GRID and f.default is not dataclasses.MISSING}
+            if f.name in FITTED and f.default is not dataclasses.MISSING}
 
 GROUPS = ("all", "throughput", "ttft", "tpot_itl", "e2e")
 

@@ -223,7 +223,8 @@ def test_the_memory_fit_reports_the_state_pool_split():
 @pytest.mark.parametrize("engine, field, value", [
     ("sglang", "mamba_full_memory_ratio", 0.0), ("sglang", "mamba_full_memory_ratio", -1.0),
     ("sglang", "mamba_states_per_running_request", 0), ("sglang", "mamba_states_per_running_request", 2.5),
-    ("trtllm", "pp_hop_overhead_s", -1e-3), ("trtllm", "pp_hop_seq_overhead_s", -1e-3)])
+    ("trtllm", "pp_hop_overhead_s", -1e-3), ("trtllm", "pp_hop_seq_overhead_s", -1e-3),
+    ("vllm", "sink_attention_prefill_scale", 0.0), ("vllm", "sink_attention_prefill_scale", 1.5)])
 def test_engine_settings_out_of_range_are_refused(engine, field, value):
     with pytest.raises(ClusterfitError, match=field):
         dataclasses.replace(get_engine(engine), **{field: value})
@@ -287,3 +288,35 @@ def test_async_scheduling_adds_the_step_already_chosen_to_ttft():
     decode = np.asarray(asy.decode_step_s(B, wl.decode_context_mean_tokens))
     np.testing.assert_allclose(a.ttft_mean_s - m.ttft_mean_s, (1.0 - np.exp(-B)) * decode, rtol=1e-9)
     np.testing.assert_allclose(a.tpot_s, m.tpot_s, rtol=1e-12)
+
+
+def _prefill_ops(model_id: str, system: str, engine) -> dict[str, float]:
+    """The ops of one 8,192-token prefill chunk at offset 24,000 (a 32k prompt's last chunk) on one GPU."""
+    model = load_model(model_id)
+    sm = compile_replica(model, Catalog.load().system(system), resolve_precision(model, None), Layout(tp=1),
+                         engine).step
+    p = 8192.0
+    return sm.breakdown(p, p * (24000 + p / 2), 0, 0)["by_op_s"]
+
+
+@pytest.mark.parametrize("model_id, system, slowed", [
+    ("openai/gpt-oss-20b", "a100", True),          # sinks, compute capability 8.0: vLLM's Triton backend
+    ("openai/gpt-oss-20b", "l40s", True),          # 8.9 (Ada): no FlashAttention-3 either
+    ("openai/gpt-oss-20b", "h100", False),         # 9.0: FlashAttention-3 runs the sinks
+    ("meta-llama/Llama-3.1-8B", "a100", False)])   # no sinks: FlashAttention-2
+def test_attention_sink_prefill_runs_at_the_engines_scale_before_hopper(model_id, system, slowed):
+    """sink_attention_prefill_scale (engines.py: vLLM serves gpt-oss with TRITON_ATTN on Ampere): the prefill
+    attention of layers with sinks takes 1/scale of FlashAttention's time on a GPU of compute capability < 9.0,
+    every other op and every other case is unchanged."""
+    triton = _prefill_ops(model_id, system, _engine(sink_attention_prefill_scale=0.4))
+    flash = _prefill_ops(model_id, system, _engine(sink_attention_prefill_scale=1.0))
+    assert flash["attention_prefill"] > 0
+    ratio = 1 / 0.4 if slowed else 1.0
+    assert triton["attention_prefill"] == pytest.approx(flash["attention_prefill"] * ratio, rel=1e-12)
+    assert {k: v for k, v in triton.items() if k != "attention_prefill"} == \
+        pytest.approx({k: v for k, v in flash.items() if k != "attention_prefill"}, rel=1e-12)
+
+
+def test_every_gpt_oss_layer_has_sinks_and_llama_none():
+    assert all(L.attention.sinks for L in load_model("openai/gpt-oss-20b").layers)
+    assert not any(L.attention.sinks for L in load_model("meta-llama/Llama-3.1-8B").layers)

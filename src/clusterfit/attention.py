@@ -87,6 +87,8 @@ class Attention(ABC):
     index_head_dim / index_n_heads / index_topk: DeepSeek sparse-attention indexer (cached keys per token when
         index_cached is True; layers that reuse another layer's indexer cache nothing).
     params / indexer_params: parameter count of this layer's mixer and of its own sparse-attention indexer.
+    sinks: the layer adds a learned sink logit per head to its softmax (gpt-oss, MiMo-V2-Flash, DeepSeek-V4): a
+        kernel must support sinks to run it (the engine's choice of attention backend, engines.Engine.sink_prefill_scale).
     """
 
     kind: AttnKind
@@ -108,6 +110,7 @@ class Attention(ABC):
     index_cached: bool = False
     params: int = 0
     indexer_params: int = 0
+    sinks: bool = False
 
     #: The parameter component (arch.COMPONENTS) this kind's weights belong to.
     param_component: ClassVar[str] = "attention"
@@ -651,7 +654,7 @@ def _softmax_attention(t: dict[str, Any], ltype: str, hidden: int, n_heads: int,
     if ltype == "minimax_sparse_attention":
         return _block_sparse_attention(t, i, hidden, n_heads, n_kv, d, p)
     return cls(cast(AttnKind, kind), n_heads, n_kv, d, dv, window=window, chunked=cls is ChunkedAttention, params=p,
-               k_is_v=k_is_v)
+               k_is_v=k_is_v, sinks=sinks)
 
 
 def _block_sparse_attention(t: dict[str, Any], i: int, hidden: int, n_heads: int, n_kv: int, d: int,
@@ -738,7 +741,7 @@ def _compressed_attention(t: dict[str, Any], i: int, hidden: int, n_heads: int) 
                                q_lora_rank=q_lora, kv_compress_ratio=max(ratio, 1),
                                index_n_heads=idx_heads if 1 < ratio <= 4 else 0, index_head_dim=idx_dim,
                                index_topk=int(t.get("index_topk") or 0), index_cached=own_idx, params=p,
-                               indexer_params=p_idx)
+                               indexer_params=p_idx, sinks=True)
 
 
 def _state_dtype_bytes(t: dict[str, Any], key: str, default: float = LINEAR_STATE_BYTES) -> float:

@@ -101,6 +101,15 @@ result is written back to the YAML with the command that produced it:
   vLLM and SGLang take the TensorRT-LLM values, rounded (written by the same --calibrate): on Blackwell they run the
   same FlashInfer TensorRT-LLM / CUTLASS fp4 MoE kernels (catalog/engines.yaml header); 1 on GPUs without fp4 tensor
   cores.
+- sink_attention_prefill_scale: a multiplier (at most 1) on the prefill-attention efficiency of layers with attention
+  sinks (gpt-oss, MiMo-V2-Flash, DeepSeek-V4; attention.Attention.sinks) on NVIDIA GPUs before Hopper (compute
+  capability < 9.0), where the FlashAttention kernels the efficiency curve stands for cannot run them
+  (``sink_prefill_scale``). vLLM then serves them with its Triton backend: "GPT-OSS works on Ampere devices by
+  default, using the TRITON_ATTN attention backend and Marlin MXFP4 MoE" (vllm-project/recipes OpenAI/GPT-OSS.md,
+  "A100"), whose prefill is slower than FlashAttention's (vllm-project/vllm#18152: an 8k prompt on an A100 took
+  1,500 ms against 600 ms with the earlier kernel; #20308 then skipped the masked tiles). Fitted for vLLM on its
+  A100 gpt-oss pages (benchmarks/fit_oss_engines.py, catalog/engines.yaml); 1 for SGLang and TensorRT-LLM, which
+  have no such rows to fit it on.
 - mamba_full_memory_ratio: for models with linear-attention / Mamba layers (a recurrent state per sequence),
   the ratio at which the engine splits the memory left after the weights between a pool of recurrent states and
   the KV pool of the full-attention layers. SGLang ``--mamba-full-memory-ratio`` (default 0.9; in the 0.5.23 flag
@@ -271,6 +280,7 @@ class Engine:
     num_scheduler_steps: int = 1
     async_scheduling_with_linear_attention: bool = True
     moe_fp4_compute_scale: float = 1.0
+    sink_attention_prefill_scale: float = 1.0
     request_latency_s: float = 0.0
     max_num_seqs_per_microbatch: bool = False
     pp_hop_overhead_s: float = 0.0
@@ -295,9 +305,9 @@ class Engine:
         for fname in ("request_latency_s", "pp_hop_overhead_s", "pp_hop_seq_overhead_s"):
             if not 0.0 <= getattr(self, fname) <= 1.0:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be in 0..1 s, got {getattr(self, fname)!r}")
-        if not 0.0 < self.moe_fp4_compute_scale <= 1.0:
-            raise ClusterfitError(f"engine {self.name}: moe_fp4_compute_scale must be in (0, 1], got "
-                                  f"{self.moe_fp4_compute_scale!r}")
+        for fname in ("moe_fp4_compute_scale", "sink_attention_prefill_scale"):
+            if not 0.0 < getattr(self, fname) <= 1.0:
+                raise ClusterfitError(f"engine {self.name}: {fname} must be in (0, 1], got {getattr(self, fname)!r}")
         if self.mamba_full_memory_ratio is not None and not 0.0 < self.mamba_full_memory_ratio <= 100.0:
             raise ClusterfitError(f"engine {self.name}: mamba_full_memory_ratio must be in (0, 100], got "
                                   f"{self.mamba_full_memory_ratio!r}")
@@ -445,6 +455,13 @@ class Engine:
             if key in gid:
                 return replace(self, **over)
         return self
+
+    def sink_prefill_scale(self, gpu: Any) -> float:
+        """The prefill-attention efficiency multiplier of layers with attention sinks on ``gpu`` (a
+        hardware.GPU): ``sink_attention_prefill_scale`` on an NVIDIA GPU before Hopper (compute capability < 9.0),
+        1 elsewhere (FlashAttention-3 and the Blackwell kernels run sinks; other vendors' GPUs have no capability)."""
+        cc = getattr(gpu, "compute_capability", None)
+        return self.sink_attention_prefill_scale if cc is not None and cc < 9.0 else 1.0
 
 
 def sglang_mem_fraction_static(memory_mib: float, chunked_prefill_size: int, cuda_graph_max_bs: int, tp_size: int,

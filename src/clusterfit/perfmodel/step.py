@@ -148,8 +148,8 @@ class GemmGroup:
 
 
 #: AttentionGroup.key(): (kv_window, compress, topk, decode_flops, decode_bytes, prefill_flops, index_flops,
-#: index_bytes, prefill_window, chunked).
-AttentionKey = tuple[int, int, int, float, float, float, float, float, int, bool]
+#: index_bytes, prefill_window, chunked, sinks).
+AttentionKey = tuple[int, int, int, float, float, float, float, float, int, bool, bool]
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,7 @@ class AttentionGroup:
     decode_flops / decode_bytes: per attended key of one decoding query, on one TP rank.
     prefill_flops: per (query, key) pair of causal prefill.
     index_flops / index_bytes: DSA indexer per scored key (0 when the layer reuses another layer's top-k).
+    sinks: the layers' softmax has attention sinks (their prefill runs at StepModel.sink_prefill_scale).
     """
 
     count: float
@@ -177,11 +178,12 @@ class AttentionGroup:
     index_bytes: float
     prefill_window: int
     chunked: bool
+    sinks: bool = False
 
     def key(self) -> AttentionKey:
         """Everything but ``count``: layers with the same key are one group."""
         return (self.kv_window, self.compress, self.topk, self.decode_flops, self.decode_bytes, self.prefill_flops,
-                self.index_flops, self.index_bytes, self.prefill_window, self.chunked)
+                self.index_flops, self.index_bytes, self.prefill_window, self.chunked, self.sinks)
 
 
 @dataclass(frozen=True)
@@ -330,6 +332,7 @@ class StepModel:
     layers_per_gpu_frac: float = 1.0
     hidden: int = 0
     kv_state_bytes_per_seq: float = 0.0
+    sink_prefill_scale: float = 1.0
     bench: TrtllmBenchEstimate | None = None
 
     # ------------------------------------------------------------------------------------- evaluation
@@ -409,7 +412,8 @@ class StepModel:
                 att_pre = np.minimum(att_pre, a.topk)
             keys = d * att_ctx
             t_dec = np.maximum(a.count * a.decode_bytes * keys / bw_attn, a.count * a.decode_flops * keys / dec_peak)
-            t_pre = a.count * a.prefill_flops * p * att_pre / (self.attn_peak_flops * pre_eff)
+            eff = pre_eff * self.sink_prefill_scale if a.sinks else pre_eff
+            t_pre = a.count * a.prefill_flops * p * att_pre / (self.attn_peak_flops * eff)
             total = total + t_dec
             total = total + t_pre
             if parts is not None:
@@ -720,7 +724,8 @@ def _attention_key(att: Attention, tp: int, kvb: float, eng: Engine) -> Attentio
     dflops, dbytes = att.decode_cost(tp, kvb)
     iflops, ibytes = att.index_cost()  # 0 where the layer reuses another layer's top-k: no scoring
     return (att.decode_window(eng.chunked_attention_context_only), att.kv_compress_ratio or 1, att.index_topk or 0,
-            dflops, dbytes, att.prefill_flops_per_pair(tp), iflops, ibytes, att.window or 0, bool(att.chunked))
+            dflops, dbytes, att.prefill_flops_per_pair(tp), iflops, ibytes, att.window or 0, bool(att.chunked),
+            att.sinks)
 
 
 def _walk_layers(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, eng: Engine) -> _LayerTally:
@@ -902,4 +907,5 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         sampling_bytes_per_seq=ops.sampling_bytes_per_seq(model.vocab, tp), n_kernels=tally.n_kernels,
         attn_peak_flops=gpu.peak_flops("bf16"), layers_per_gpu_frac=frac, hidden=model.hidden,
         kv_state_bytes_per_seq=state if state_slots is None else 0.0,  # a separate state pool: not in the KV's
+        sink_prefill_scale=eng.sink_prefill_scale(gpu),
         bench=_trtllm_bench_estimate(model, gpu, precision, gpus, tp * dp, eng))
