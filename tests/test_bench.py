@@ -97,29 +97,41 @@ TTFT_S, ITL_S = 0.08, 0.04
 #: Allowed difference between a measured and a scheduled time: connection set-up, the event loops of the two
 #: threads and a shared 2-core machine.
 TOL_S = 0.04
+#: Runs tried before the timings count as off the server's schedule: a wall-clock check on a shared machine can
+#: catch a stall of the whole VM (CI once measured a 185 ms mean TTFT for the 80 ms scheduled, while the same
+#: test alone measured 86-91 ms in ten runs); a bench that measured the wrong event would miss in every run.
+ATTEMPTS = 3
+
+
+def _timing_misses(res, closed_loop: bool) -> list[str]:
+    """How ``res`` departs from the server's schedule: token k at TTFT + k x ITL after the request, so TTFT 80 ms,
+    TPOT = ITL = 40 ms, E2E = 80 + 5 x 40 = 280 ms; a closed loop of 2 x 4 such requests runs two rounds."""
+    checks = [("ttft", res.ttft_s.mean, TTFT_S, TOL_S), ("tpot", res.tpot_s.mean, ITL_S, TOL_S / 3),
+              ("itl", res.itl_s.mean, ITL_S, TOL_S / 3), ("e2e", res.e2e_s.mean, TTFT_S + 5 * ITL_S, TOL_S)]
+    if closed_loop:
+        checks.append(("duration", res.duration_s, 2 * (TTFT_S + 5 * ITL_S), 3 * TOL_S))
+    return [f"{name} {got:.3f} s, scheduled {want:.3f} +- {tol:.3f}" for name, got, want, tol in checks
+            if abs(got - want) > tol]
 
 
 def test_measured_timing_follows_the_server(tmp_path):
-    with running(lambda body: Script(ttft_s=TTFT_S, itl_s=ITL_S)) as server:
-        r = run_bench(url=server.url, rate=20, requests=6, isl=32, osl=6, timeout=10)
-        chat = run_bench(BenchConfig(url=server.url + "/v1/", endpoint="chat", concurrency=2, requests=4, isl=32,
-                                     osl=6, model=MODEL, timeout=10))
-        bodies = [s.body for s in server.seen if s.method == "POST"]
+    for _ in range(ATTEMPTS):
+        with running(lambda body: Script(ttft_s=TTFT_S, itl_s=ITL_S)) as server:
+            r = run_bench(url=server.url, rate=20, requests=6, isl=32, osl=6, timeout=10)
+            chat = run_bench(BenchConfig(url=server.url + "/v1/", endpoint="chat", concurrency=2, requests=4,
+                                         isl=32, osl=6, model=MODEL, timeout=10))
+            bodies = [s.body for s in server.seen if s.method == "POST"]
+        misses = _timing_misses(r, False) + _timing_misses(chat, True)
+        if not misses:
+            break
+    assert not misses, f"off the server's schedule in all {ATTEMPTS} runs (the last: {misses})"
     assert r.model == MODEL                                         # found at GET /v1/models
     assert (r.requests, r.completed, r.failed) == (6, 6, 0)
-    # the server sends token k at TTFT + k x ITL after the request: TTFT 80 ms, TPOT = ITL = 40 ms,
-    # E2E = 80 + 5 x 40 = 280 ms
     for res in (r, chat):
-        assert res.ttft_s.mean == pytest.approx(TTFT_S, abs=TOL_S)
-        assert res.tpot_s.mean == pytest.approx(ITL_S, abs=TOL_S / 3)
-        assert res.itl_s.mean == pytest.approx(ITL_S, abs=TOL_S / 3)
-        assert res.e2e_s.mean == pytest.approx(TTFT_S + 5 * ITL_S, abs=TOL_S)
         assert res.output_tokens == 6 * res.completed
     # the server counts 4 characters per token: the filler prompt of 32 tokens is 128 characters
     assert r.input_tokens == 6 * 32
     assert chat.peak_concurrency == 2 and chat.load.kind == "concurrency"
-    # a closed loop of 2 x 4 requests of 280 ms each: two rounds
-    assert chat.duration_s == pytest.approx(2 * (TTFT_S + 5 * ITL_S), abs=3 * TOL_S)
     # what was sent: the preflight (1 token), then the run's requests
     first, run_body = bodies[0], bodies[1]
     assert first["max_tokens"] == 1
