@@ -87,7 +87,10 @@ WEIGHT_ONLY_MAX_EFF = 0.20
 #: A100 gpt-oss pages (benchmarks/scan_w4a16.py, results/scan-w4a16.json: 162 rows, 27 runs; in-sample 12.1% / -3.4%
 #: / 42.8% at 0.30 against 21.1% / +4.5% / 62.7% at 0.20; leaving each page out, the other picks 0.30 / 0.25, held
 #: out 16.0% / -1.8% / 42.1%). Under the 0.20 Triton ceiling vLLM's gpt-oss-20b on one A100 ran its prefill-heavy
-#: rows up to 2x faster than predicted.
+#: rows up to 2x faster than predicted. The same rows fit vLLM's sink scale (engines.py, sink_attention_prefill_scale,
+#: 0.4 for their attention); rescanned with it (results/scan-w4a16-sink-scale.json) 0.30 stays: in-sample 13.9% /
+#: -0.2% / 34.7% (0.25: 13.2% / +4.5% / 48.0%, 0.35: 14.3% / -1.4% / 28.4%), each page left out picks 0.35 / 0.25
+#: on the other (held out 16.4% / +1.2% / 41.5%).
 WEIGHT_ONLY_MARLIN_MAX_EFF = 0.30
 
 #: Rows of fill cost of a weight-only grouped GEMM (the ``m0`` of its efficiency eff_max / (1 + m0 / m)), in place
