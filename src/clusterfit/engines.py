@@ -458,7 +458,7 @@ class Engine:
 
     def sink_prefill_scale(self, gpu: Any) -> float:
         """The prefill-attention efficiency multiplier of layers with attention sinks on ``gpu`` (a
-        hardware.GPU): ``sink_attention_prefill_scale`` on an NVIDIA GPU before Hopper (compute capability < 9.0),
+        hardware.Gpu): ``sink_attention_prefill_scale`` on an NVIDIA GPU before Hopper (compute capability < 9.0),
         1 elsewhere (FlashAttention-3 and the Blackwell kernels run sinks; other vendors' GPUs have no capability)."""
         cc = getattr(gpu, "compute_capability", None)
         return self.sink_attention_prefill_scale if cc is not None and cc < 9.0 else 1.0

@@ -308,6 +308,8 @@ class StepModel:
     All ``*_s`` methods broadcast over numpy arrays. Token counts are for the whole replica.
     kv_capacity_tokens: replica-wide KV token slots (per-GPU budget / per-GPU bytes per token x dp).
     max_num_seqs: the engine's cap on running sequences for the replica (per attention-DP rank x dp).
+    sink_prefill_scale: multiplier on the prefill-attention efficiency of the attention groups with sinks
+    (Engine.sink_prefill_scale on this GPU).
     """
 
     name: str
