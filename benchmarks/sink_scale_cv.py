@@ -39,38 +39,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write the JSON report here")
     a = ap.parse_args(argv)
     grid = ENGINE_GRID["vllm"][NAME]
-    all_rows = rows = engine_rows(a.csv, "vllm")
+    all_rows = engine_rows(a.csv, "vllm")
     with tempfile.TemporaryDirectory() as tmp:
         ev = Evaluator("vllm", tmp)
         shipped = float(ev.base["engines"]["vllm"][NAME])
-        z = {v: ev.log_errors({NAME: v}, rows) for v in grid}
-        touched = np.abs(z[min(grid)] - z[max(grid)]) > 1e-9
-        rows = [r for r, t in zip(rows, touched) if t]
-        z = {v: e[touched] for v, e in z.items()}
-    pages = sorted({source_page(r) for r in rows})
+        lo, hi = (ev.log_errors({NAME: v}, all_rows) for v in (min(grid), max(grid)))
+        touched = np.abs(lo - hi) > 1e-9
+        rows = [r for r, t in zip(all_rows, touched) if t]
+        z = {min(grid): lo[touched], max(grid): hi[touched]}
+        z.update({v: ev.log_errors({NAME: v}, rows) for v in grid if v not in z})
+    page_of = np.array([source_page(r) for r in rows])
     report: dict = {"constant": NAME, "grid": grid, "shipped": shipped, "rows": len(rows), "pages": {}}
 
-    def stats(sel: np.ndarray, v: float) -> dict:
-        sub = [r for r, s in zip(rows, sel) if s]
-        return weighted_summary(list(np.expm1(z[v][sel]) * 100.0), run_weights(sub))
+    def stats(z_rows: np.ndarray, sel: np.ndarray) -> dict:
+        return weighted_summary(list(np.expm1(z_rows[sel]) * 100.0), run_weights([r for r, s in zip(rows, sel) if s]))
 
-    for page in pages:
-        test = np.array([source_page(r) == page for r in rows])
-        train = ~test
-        w = np.array(run_weights([r for r, s in zip(rows, train) if s]))
-        best = min(grid, key=lambda v: (loss(z[v][train], w), -v)) if train.any() else 1.0
-        report["pages"][page] = {"fitted_on_the_other_pages": best, "at_1": stats(test, 1.0),
-                                 "held_out": stats(test, best), "at_shipped": stats(test, shipped)}
-    held = np.concatenate([z[report["pages"][p]["fitted_on_the_other_pages"]][[source_page(r) == p for r in rows]]
-                           for p in pages])
-    order = [r for p in pages for r in rows if source_page(r) == p]
-    report["all_pages"] = {"at_1": stats(np.ones(len(rows), bool), 1.0),
-                           "held_out": weighted_summary(list(np.expm1(held) * 100.0), run_weights(order)),
-                           "at_shipped": stats(np.ones(len(rows), bool), shipped)}
+    held = np.empty(len(rows))  # each row's log error under the scale fitted without its page
+    for page in sorted(set(page_of)):
+        test = page_of == page
+        w = np.array(run_weights([r for r, s in zip(rows, ~test) if s]))
+        best = min(grid, key=lambda v: (loss(z[v][~test], w), -v)) if (~test).any() else 1.0
+        held[test] = z[best][test]
+        report["pages"][page] = {"fitted_on_the_other_pages": best, "at_1": stats(z[1.0], test),
+                                 "held_out": stats(held, test), "at_shipped": stats(z[shipped], test)}
+    every = np.ones(len(rows), bool)
+    report["all_pages"] = {"at_1": stats(z[1.0], every), "held_out": stats(held, every),
+                           "at_shipped": stats(z[shipped], every)}
     if a.fit_file:
         errs = held_out_errors(a.fit_file, a.csv, all_rows)
         by_page = by_group(all_rows, errs)
-        errs.update({r["id"]: float(e) for r, e in zip(order, np.expm1(held) * 100.0)})
+        errs.update({r["id"]: float(e) for r, e in zip(rows, np.expm1(held) * 100.0)})
         report["held_out_by_page"] = {"fit_file": Path(a.fit_file).name, "as_fitted": by_page,
                                       "touched_rows_left_one_page_out": by_group(all_rows, errs)}
     emit_report(report, a.out)

@@ -99,7 +99,7 @@ TTFT_S, ITL_S = 0.08, 0.04
 TOL_S = 0.04
 #: Runs tried before the timings count as off the server's schedule: a wall-clock check on a shared machine can
 #: catch a stall of the whole VM (CI once measured a 185 ms mean TTFT for the 80 ms scheduled, while the same
-#: test alone measured 86-91 ms in ten runs); a bench that measured the wrong event would miss in every run.
+#: test alone measured 86-91 ms in eleven runs); a bench that measured the wrong event would miss in every run.
 ATTEMPTS = 3
 
 

@@ -31,11 +31,11 @@ from clusterfit.precision import resolve_precision
 N_KERNELS = 32 * (4 + 4)
 
 
-def _step(engine, system="h200", layout=Layout(tp=1)):
+def _step(engine, system="h200", layout=Layout(tp=1), model_id="meta-llama/Llama-3.1-8B", precision="bf16"):
     cat = Catalog.load()
     sysm = cat.system(system)
-    model = load_model("meta-llama/Llama-3.1-8B")
-    prec = resolve_precision(model, "bf16")
+    model = load_model(model_id)
+    prec = resolve_precision(model, precision)
     return compile_replica(model, sysm, prec, layout, engine).step
 
 
@@ -291,10 +291,9 @@ def test_async_scheduling_adds_the_step_already_chosen_to_ttft():
 
 
 def _prefill_ops(model_id: str, system: str, engine) -> dict[str, float]:
-    """The ops of one 8,192-token prefill chunk at offset 24,000 (a 32k prompt's last chunk) on one GPU."""
-    model = load_model(model_id)
-    sm = compile_replica(model, Catalog.load().system(system), resolve_precision(model, None), Layout(tp=1),
-                         engine).step
+    """The ops of one 8,192-token prefill chunk at offset 24,000 (a 32k prompt's last chunk) on one GPU, in the
+    checkpoint's precision."""
+    sm = _step(engine, system, model_id=model_id, precision=None)
     p = 8192.0
     return sm.breakdown(p, p * (24000 + p / 2), 0, 0)["by_op_s"]
 

@@ -106,10 +106,10 @@ result is written back to the YAML with the command that produced it:
   capability < 9.0), where the FlashAttention kernels the efficiency curve stands for cannot run them
   (``sink_prefill_scale``). vLLM then serves them with its Triton backend: "GPT-OSS works on Ampere devices by
   default, using the TRITON_ATTN attention backend and Marlin MXFP4 MoE" (vllm-project/recipes OpenAI/GPT-OSS.md,
-  "A100"), whose prefill is slower than FlashAttention's (vllm-project/vllm#18152: an 8k prompt on an A100 took
-  1,500 ms against 600 ms with the earlier kernel; #20308 then skipped the masked tiles). Fitted for vLLM on its
-  A100 gpt-oss pages (benchmarks/fit_oss_engines.py, catalog/engines.yaml); 1 for SGLang and TensorRT-LLM, which
-  have no such rows to fit it on.
+  "A100"), whose prefill is slower than FlashAttention's (vllm-project/vllm#18152: an 8k-token prompt on an A100
+  40GB took 1,500 ms against 600 ms with the earlier kernel; #20308 then skipped the masked tiles). Fitted for vLLM on
+  its A100 gpt-oss pages (benchmarks/fit_oss_engines.py, catalog/engines.yaml); 1 for TensorRT-LLM (no such rows)
+  and SGLang (its A100 gpt-oss rows run 6-19x below any of its constants, a path the model does not have).
 - mamba_full_memory_ratio: for models with linear-attention / Mamba layers (a recurrent state per sequence),
   the ratio at which the engine splits the memory left after the weights between a pool of recurrent states and
   the KV pool of the full-attention layers. SGLang ``--mamba-full-memory-ratio`` (default 0.9; in the 0.5.23 flag
@@ -178,11 +178,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
 from .errors import ClusterfitError, unknown
+
+if TYPE_CHECKING:
+    from .hardware import Gpu
 
 ENGINES_YAML = Path(__file__).resolve().parent / "catalog" / "engines.yaml"
 ALIASES = {"trt-llm": "trtllm", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt": "trtllm"}
@@ -456,11 +459,11 @@ class Engine:
                 return replace(self, **over)
         return self
 
-    def sink_prefill_scale(self, gpu: Any) -> float:
-        """The prefill-attention efficiency multiplier of layers with attention sinks on ``gpu`` (a
-        hardware.Gpu): ``sink_attention_prefill_scale`` on an NVIDIA GPU before Hopper (compute capability < 9.0),
-        1 elsewhere (FlashAttention-3 and the Blackwell kernels run sinks; other vendors' GPUs have no capability)."""
-        cc = getattr(gpu, "compute_capability", None)
+    def sink_prefill_scale(self, gpu: "Gpu") -> float:
+        """The prefill-attention efficiency multiplier of layers with attention sinks on ``gpu``:
+        ``sink_attention_prefill_scale`` on an NVIDIA GPU before Hopper (compute capability < 9.0), 1 elsewhere
+        (FlashAttention-3 and the Blackwell kernels run sinks; other vendors' GPUs have no capability)."""
+        cc = gpu.compute_capability
         return self.sink_attention_prefill_scale if cc is not None and cc < 9.0 else 1.0
 
 
