@@ -16,10 +16,13 @@ The loss is the run-weighted mean soft-L1 of the log error (accuracy.F_SCALE, th
 run (published_rows.run_key: the TTFT, TPOT, ITL and throughput one configuration printed) weighs 1 in total, so a
 page printing eight metrics per run does not count eight times.
 
-Validation is grouped, the way new data arrives: the engine's source pages (source_repo_or_site x
-source_path_or_title) are dealt into ``--folds`` folds balanced by run count, and each fold is predicted with
-constants fitted on the other folds only. The held-out summary is what to expect on a new page; the in-sample one
-is reported next to it.
+Validation is grouped, the way new data arrives: each of the engine's source pages (source_repo_or_site x
+source_path_or_title) is predicted with constants fitted on the other pages only (leave one page out, the default
+``--folds pages``; ``--folds N`` deals the pages into N folds balanced by run count instead, which holds out half
+the pages at once with 2). The held-out summary is what to expect on a new page; the in-sample one is reported next
+to it. Every fold's coordinate descent starts from the shipped constants, as the fit on all rows does, so the folds
+mostly visit the same candidates: the Evaluator predicts each row once per candidate, and leaving every page out
+costs little more than the fit on all rows.
 
 ``--fit`` names the constants to fit (the others stay as shipped): e.g. only the engine's host and launch costs,
 keeping the kernel efficiencies of the H200 probes (compute_scale = memory_scale = 1). ``--write`` stores the
@@ -108,12 +111,29 @@ def source_page(row: dict) -> str:
     return f"{row['source_repo_or_site']}|{row['source_path_or_title']}"
 
 
-def page_folds(rows: list[dict], folds: int) -> dict[str, int]:
-    """Source page -> fold: pages sorted by run count (largest first, then by name) go one by one to the fold
-    with the fewest runs so far."""
+def folds_arg(text: str) -> int | str:
+    """--folds: 'pages' or a whole number (0, or 2 and more)."""
+    if text == "pages":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n == 1 or n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 'pages', 0 or a whole number of folds >= 2")
+    return n
+
+
+def page_folds(rows: list[dict], folds: int | str) -> dict[str, int]:
+    """Source page -> fold. ``folds='pages'``: one fold per page (pages sorted by name), i.e. leave one page out.
+    A number: pages sorted by run count (largest first, then by name) go one by one to the fold with the fewest
+    runs so far."""
     runs: dict[str, set[str]] = {}
     for r in rows:
         runs.setdefault(source_page(r), set()).add(run_key(r))
+    if folds == "pages":
+        return {page: k for k, page in enumerate(sorted(runs))}
+    assert isinstance(folds, int)
     load = [0] * folds
     out = {}
     for page in sorted(runs, key=lambda p: (-len(runs[p]), p)):
@@ -135,22 +155,28 @@ class Evaluator:
         self.base = yaml.safe_load(ENGINES_YAML.read_text())
         self.path = os.path.join(tmp, "engines.yaml")
         self.calls = 0
+        # candidate constants -> row id -> log error: the folds of a grouped CV visit the same candidates as the
+        # fit on all rows (coordinate descent from the same start), so each row is predicted once per candidate
+        self._memo: dict[tuple, dict[str, float]] = {}
 
     def log_errors(self, params: dict, rows: list[dict]) -> np.ndarray:
-        cfg = copy.deepcopy(self.base)
-        cfg["engines"][self.engine].update(params)
-        acc.use_engines(cfg, self.path)
-        self.calls += 1
-        out = []
-        for r in rows:
-            try:
-                pred = acc.predict_row(r)
-                out.append(math.log(pred / float(r["value"])) if pred > 0 and math.isfinite(pred)
-                           else FAILED_LOG_ERROR)
-            except (Skip, ClusterfitError):
-                out.append(FAILED_LOG_ERROR)
-        acc.use_engines(None)
-        return np.array(out)
+        """log(predicted / measured) of each row under the engine's constants updated with ``params``."""
+        known = self._memo.setdefault(tuple(sorted(params.items())), {})
+        missing = [r for r in rows if r["id"] not in known]
+        if missing:
+            cfg = copy.deepcopy(self.base)
+            cfg["engines"][self.engine].update(params)
+            acc.use_engines(cfg, self.path)
+            self.calls += 1
+            for r in missing:
+                try:
+                    pred = acc.predict_row(r)
+                    known[r["id"]] = (math.log(pred / float(r["value"])) if pred > 0 and math.isfinite(pred)
+                                      else FAILED_LOG_ERROR)
+                except (Skip, ClusterfitError):
+                    known[r["id"]] = FAILED_LOG_ERROR
+            acc.use_engines(None)
+        return np.array([known[r["id"]] for r in rows])
 
 
 def loss(z: np.ndarray, w: np.ndarray) -> float:
@@ -193,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", help="published measurements (measured-oss2-dev.csv)")
     ap.add_argument("--engine", choices=("vllm", "sglang"), required=True)
-    ap.add_argument("--folds", type=int, default=2, help="grouped CV folds by source page (0: no CV)")
+    ap.add_argument("--folds", default="pages", type=folds_arg,
+                    help="grouped CV by source page: 'pages' (default) leaves each page out in turn, N >= 2 deals "
+                         "the pages into N folds balanced by run count, 0 skips the CV")
     ap.add_argument("--out", required=True, help="JSON results file")
     ap.add_argument("--write", action="store_true", help="store the full-data fit in catalog/engines.yaml")
     ap.add_argument("--fit", default=None, metavar="NAMES",
@@ -222,10 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         after = summary(rows, ev.log_errors(full["params"], rows))
         print(f"fitted {full['params']}: {after['run_weighted']}", flush=True)
         cv = None
-        if args.folds >= 2:
+        if args.folds:
             fold_of = page_folds(rows, args.folds)
             held_rows, held_z, per_fold = [], [], []
-            for k in range(args.folds):
+            for k in sorted(set(fold_of.values())):
                 train = [r for r in rows if fold_of[source_page(r)] != k]
                 test = [r for r in rows if fold_of[source_page(r)] == k]
                 fk = fit(ev, train, shipped, grid, log=lambda s: print(f"[fold {k}]{s}", flush=True))
@@ -234,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
                                  **summary(test, z)})
                 held_rows += test
                 held_z.append(z)
-            cv = {"folds": args.folds, "grouping": "source page", "held_out": summary(held_rows, np.concatenate(held_z)),
+            cv = {"folds": len(per_fold), "grouping": "source page" + (", each left out in turn"
+                                                                      if args.folds == "pages" else ""),
+                  "held_out": summary(held_rows, np.concatenate(held_z)),
                   "per_fold": per_fold}
             print(f"held out: {cv['held_out']['run_weighted']}", flush=True)
     out = {"engine": args.engine, "csv": os.path.basename(args.csv), "grid": grid, "loss": "run-weighted soft-L1 "
@@ -257,7 +287,7 @@ def held_out_errors(fit_file: str, csv_path: str, rows: list[dict] | None = None
     res = json.loads(Path(fit_file).read_text())
     cv = res.get("grouped_cv") or {}
     if not cv.get("per_fold"):
-        raise SystemExit(f"error: {fit_file}: no grouped_cv folds (rerun fit_oss_engines.py with --folds 2 or more)")
+        raise SystemExit(f"error: {fit_file}: no grouped_cv folds (rerun fit_oss_engines.py without --folds 0)")
     if res["csv"] != os.path.basename(csv_path):
         return {}   # the fit's folds are pages of another CSV
     engine = res["engine"]

@@ -640,6 +640,36 @@ def test_source_pages_are_dealt_into_folds_by_run_count(fit_oss):
     assert folds == {"test|A": 0, "test|B": 1, "test|C": 1, "test|D": 0}
 
 
+def test_leave_one_page_out_gives_every_page_its_own_fold(fit_oss):
+    """--folds pages (the default): one fold per source page, pages in name order; a fold count of 1 is refused."""
+    import argparse
+
+    rows = [{**_row(i, "max concurrency 1", "ttft_ms_mean", 1, "ms"), "source_path_or_title": page}
+            for i, page in enumerate(("B", "A", "C", "A"))]
+    assert fit_oss.page_folds(rows, "pages") == {"test|A": 0, "test|B": 1, "test|C": 2}
+    assert fit_oss.folds_arg("pages") == "pages" and fit_oss.folds_arg("3") == 3 and fit_oss.folds_arg("0") == 0
+    for bad in ("1", "-2", "two"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            fit_oss.folds_arg(bad)
+
+
+def test_the_evaluator_predicts_each_row_once_per_candidate(fit_oss, tmp_path):
+    """A fold's rows are a subset of the rows already predicted under the same constants: they come from the memo
+    (no new evaluation) with the values a fresh prediction gives; new constants or new rows are predicted."""
+    rows = [{**_row(i, "max concurrency 1", "tpot_ms_mean", 5.0, "ms", isl=1024, osl=128), "engine": "vLLM v0.11.0"}
+            for i in range(3)]
+    ev = fit_oss.Evaluator("vllm", str(tmp_path))
+    first = ev.log_errors({"step_overhead_s": 0.002}, rows[:2])
+    assert ev.calls == 1 and first[0] == first[1]   # two identical rows, one prediction each
+    again = ev.log_errors({"step_overhead_s": 0.002}, rows[1:2])
+    assert ev.calls == 1 and again[0] == first[1]
+    ev.log_errors({"step_overhead_s": 0.002}, rows)   # the third row is new: one more evaluation
+    other = ev.log_errors({"step_overhead_s": 0.004}, rows[:1])
+    assert ev.calls == 3 and other[0] > first[0]      # a larger per-step floor predicts a longer TPOT
+    fresh = fit_oss.Evaluator("vllm", str(tmp_path)).log_errors({"step_overhead_s": 0.002}, rows[1:2])
+    assert fresh[0] == first[1]
+
+
 def test_the_fit_loss_is_run_weighted_soft_l1(fit_oss, acc):
     """soft-L1 with f = F_SCALE: 2 f^2 (sqrt(1 + (z/f)^2) - 1); z = 0 costs 0, and a run of two rows at z = f weighs
     as much as one row at z = f alone."""
