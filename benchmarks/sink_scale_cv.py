@@ -4,8 +4,9 @@ with attention sinks on GPUs before Hopper, which vLLM runs with its Triton back
     python benchmarks/sink_scale_cv.py ../shared/reference/published/measured-oss2-dev.csv \
         [--fit-file benchmarks/results/fit-oss-vllm.json] [--out benchmarks/results/sink-scale-cv.json]
 
-fit_oss_engines.py's two folds by page put every page the constant touches into one fold, so its held-out figures
-cannot test it. Here the rows it touches are those whose prediction changes between the ends of its grid
+fit_oss_engines.py's two folds of pages (--folds 2) put every page the constant touches into one fold, so those
+held-out figures cannot test it; its default, each page left out in turn, refits it with every other constant. Here
+the scale alone is checked. The rows it touches are those whose prediction changes between the ends of its grid
 (fit_oss_engines.ENGINE_GRID); each of their source pages is predicted with the scale fitted (run-weighted soft-L1,
 fit_oss_engines.loss) on the other such pages' rows alone, the engine's other constants as shipped. Printed and
 written: per page the fitted scale and the page's run-weighted errors at scale 1 (FlashAttention's efficiency), at
