@@ -115,13 +115,9 @@ def folds_arg(text: str) -> int | str:
     """--folds: 'pages' or a whole number (0, or 2 and more)."""
     if text == "pages":
         return text
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n == 1 or n < 0:
+    if not text.isdigit() or int(text) == 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give 'pages', 0 or a whole number of folds >= 2")
-    return n
+    return int(text)
 
 
 def page_folds(rows: list[dict], folds: int | str) -> dict[str, int]:
