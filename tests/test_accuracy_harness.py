@@ -680,3 +680,33 @@ def test_the_fit_loss_is_run_weighted_soft_l1(fit_oss, acc):
     assert fit_oss.loss(np.array([0.0]), np.array([1.0])) == 0.0
     assert fit_oss.loss(np.array([f, f, 0.0]), np.array([0.5, 0.5, 1.0])) == pytest.approx(one / 2)
     assert fit_oss.loss(np.array([f]), np.array([1.0])) == pytest.approx(one)
+
+
+def test_the_front_end_latency_is_fitted_on_the_rows_that_pin_it(fit_oss, monkeypatch):
+    """request_latency_s is chosen on TTFT / E2E rows of runs not sent all at once, the other constants on every
+    row. A stand-in evaluator (log error linear in the constants, so the optimum is known by hand): the light-load
+    TTFT row is right at 10 ms, the all-at-once TTFT row (weighing 4 runs' worth, as a page of saturated runs
+    would) at 50 ms; the throughput row is right at a 2 ms step floor and does not depend on the front end."""
+    import numpy as np
+
+    rows = [_row(1, "request rate 4 QPS", "ttft_ms_mean", 50, "ms"),
+            *(_row(2 + k, f"request rate inf (all at once), run {k}", "ttft_ms_mean", 900, "ms") for k in range(4)),
+            _row(9, "max concurrency 64", "output_tokens_per_s_total", 5000, "tokens/s")]
+    assert [fit_oss.informs_front_end(r) for r in rows] == [True, False, False, False, False, False]
+
+    class Linear:
+        calls = 0
+
+        def log_errors(self, params, rows_):
+            rl, step = params["request_latency_s"], params["step_overhead_s"]
+            return np.array([10 * (rl - 0.010) if fit_oss.informs_front_end(r)
+                             else 10 * (rl - 0.050) if r["metric"] == "ttft_ms_mean" else 100 * (step - 0.002)
+                             for r in rows_])
+
+    grid = {"step_overhead_s": fit_oss.GRID["step_overhead_s"], "request_latency_s": fit_oss.GRID["request_latency_s"]}
+    start = {"step_overhead_s": 0.004, "request_latency_s": 0.02}
+    got = fit_oss.fit(Linear(), rows, start, grid, log=lambda s: None)
+    assert got["params"] == {"step_overhead_s": 0.002, "request_latency_s": 0.010}
+    # fitted on every row, the four all-at-once runs win and set it to 50 ms
+    monkeypatch.setattr(fit_oss, "FIT_ROWS", {})
+    assert fit_oss.fit(Linear(), rows, start, grid, log=lambda s: None)["params"]["request_latency_s"] == 0.050
