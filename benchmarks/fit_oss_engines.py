@@ -190,11 +190,12 @@ def loss(z: np.ndarray, w: np.ndarray) -> float:
 
 def informs_front_end(row: dict) -> bool:
     """Whether a row pins the front end's per-request latency (request_latency_s): a TTFT or end-to-end latency of a
-    run whose requests are not all sent at once. There the front end's 5-50 ms is a visible share of the latency; in
+    run whose requests are not all sent at once (published_rows.load_regime, the split the by-metric files report
+    and fit_intervals.py's queued regime follow). There the front end's 5-50 ms is a visible share of the latency; in
     an all-at-once run (or a rate the source calls effectively all at once) the wait for admission, seconds long and
     what the model misses most there (README, "worst rows"), swamps it and would set it instead."""
     return (published_rows.metric_group(row["metric"]) in ("ttft", "e2e")
-            and not acc.all_at_once(row["concurrency_or_mode"].lower()))
+            and published_rows.load_regime(row) != "all_at_once")
 
 
 #: Constants fitted on the rows that pin them, not on all rows: each such constant's coordinate step minimises the
