@@ -165,11 +165,15 @@ def test_cli_writes_and_refuses_bad_input(tmp_path, capsys):
 
 
 def test_http_deploy_answers_files_and_writes_nothing():
-    from fastapi.testclient import TestClient
+    import httpx
 
-    from clusterfit.web.app import create_app
+    from _webserver import running_server
 
-    c = TestClient(create_app())
+    with running_server() as url, httpx.Client(base_url=url, timeout=60) as c:
+        _check_http_deploy(c)
+
+
+def _check_http_deploy(c) -> None:
     r = c.post("/api/deploy", json={"model": "meta-llama/Llama-3.1-8B", "isl": 1000, "osl": 200, "rate": 20,
                                     "ttft_ms": 1000, "tpot_ms": 40, "systems": ["h200"], "target": "kubernetes"})
     assert r.status_code == 200, r.text
