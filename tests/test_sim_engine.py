@@ -61,7 +61,7 @@ def test_every_request_is_accounted_for(n, replicas, policy, rate, kv, max_num_s
                      SampledLengthSpec(dist="lognormal", mean=80, cv=1.0, max=2000), seed, sess)
     cfg = {"replicas": replicas, "policy": policy, "seed": seed, "max_retries": 1,
            "replica": {"max_queue": max_queue, "max_num_batched_tokens": 512,
-                       "speculative": {"draft_tokens": 2, "acceptance": 0.6} if spec else None}}
+                       "speculative": {"draft_tokens": 2, "acceptance": 0.6, "draft_cost": 0.05} if spec else None}}
     if fail is not None:
         cfg["failures"] = [{"at_s": fail[0], "replica": fail[1] % replicas, "restart_s": fail[2]}]
     if autoscale:

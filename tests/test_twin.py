@@ -49,9 +49,9 @@ def _online(reqs: Requests, step, cfg: SimulationConfig, probe: bool = False) ->
 
 @pytest.mark.parametrize("kv, spec, exact, policy", [
     (12_000, None, False, "least_outstanding"),                                   # KV-bound: preemptions
-    (12_000, {"draft_tokens": 2, "acceptance": 0.6}, False, "round_robin"),       # speculative decoding
+    (12_000, {"draft_tokens": 2, "acceptance": 0.6, "draft_cost": 0.05}, False, "round_robin"),  # speculative
     (30_000, None, True, "least_kv"),                                             # the exact step model
-    (200_000, {"draft_tokens": 3, "acceptance": 0.7}, True, "power_of_two"),      # seeded random choices
+    (200_000, {"draft_tokens": 3, "acceptance": 0.7, "draft_cost": 0.05}, True, "power_of_two"),  # seeded choices
 ])
 def test_online_cluster_is_the_batch_simulator(kv, spec, exact, policy):
     """The same arrivals through the online cluster, advanced one step at a time, give the batch simulator's

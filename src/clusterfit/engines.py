@@ -118,6 +118,13 @@ result is written back to the YAML with the command that produced it:
   the running requests are capped at max_mamba_cache_size // ``mamba_states_per_running_request`` (init_memory).
   None: one pool that holds both (vLLM's hybrid KV cache manager allocates the states as pages of the same pool),
   no cap but the pool's. ``split_state_pool`` applies it (perfmodel/step.py compile_step).
+- speculative_max_num_seqs / speculative_async_scheduling: the running-request cap (replica-wide, split evenly over
+  the attention-DP ranks) and the overlap scheduling the engine falls back to when speculative decoding is on and
+  the user sets neither (``for_speculative``). SGLang: EAGLE / EAGLE3 / STANDALONE (NEXTN is run as EAGLE) reset
+  ``max_running_requests`` to 48 and disable the overlap scheduler (python/sglang/srt/server_args.py,
+  ServerArgs._handle_speculative_decoding: "Max running requests is reset to 48 for speculative decoding", "Overlap
+  scheduler is disabled because of using eagle speculative decoding"); its scheduler gives each attention-DP rank
+  max_running_requests // dp_size. None: no change (vLLM keeps its defaults).
 - mamba_states_per_running_request: states the pool keeps per running request (SGLang
   MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3, the radix cache's copies, with the default ``no_buffer``
   strategy; same file); used with ``mamba_full_memory_ratio`` only.
@@ -290,6 +297,8 @@ class Engine:
     pp_hop_seq_overhead_s: float = 0.0
     mamba_full_memory_ratio: float | None = None
     mamba_states_per_running_request: int = 3
+    speculative_max_num_seqs: int | None = None
+    speculative_async_scheduling: bool | None = None
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     gpu_memory_defaults: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     #: the serving settings the user gave (with_settings): ``for_layout`` keeps them
@@ -363,6 +372,21 @@ class Engine:
             return replace(self.layout_resolved[1], **changes, user_set=self.user_set | set(changes))
         return replace(self, **changes, user_set=self.user_set | set(changes))
 
+    def for_speculative(self, dp: int = 1) -> "Engine":
+        """This engine as it runs with speculative decoding on ``dp`` attention-DP ranks: ``speculative_max_num_seqs``
+        // dp running sequences per rank (a static cap) and ``speculative_async_scheduling``, each unless the user
+        set it. Returns the engine before ``for_layout`` when it changes (to be resolved again, as with_settings)."""
+        changes: dict[str, Any] = {}
+        if self.speculative_max_num_seqs is not None and "max_num_seqs" not in self.user_set:
+            changes.update(max_num_seqs=max(1, int(self.speculative_max_num_seqs) // max(1, int(dp))),
+                           batch_cap_rule="static")
+        if self.speculative_async_scheduling is not None and "async_scheduling" not in self.user_set:
+            changes["async_scheduling"] = bool(self.speculative_async_scheduling)
+        if not changes:
+            return self
+        base = self.layout_resolved[1] if self.layout_resolved is not None else self
+        return replace(base, **changes)
+
     def for_layout(self, gpu: Any, tp: int, pp: int = 1, dp: int = 1) -> "Engine":
         """The engine's defaults that follow from the device's memory and the layout (``gpu_memory_defaults``; a
         ``hardware.Gpu``), keeping the settings the user gave. An engine already resolved for this device and
@@ -379,6 +403,8 @@ class Engine:
             row for row in rule["tiers"] if row[0] is None or mib < float(row[0]))
         tp_size = int(tp) * int(dp)  # SGLang's --tp-size spans the attention-DP ranks (--dp-size divides it)
         graphs = int(graphs_small_tp if tp_size < 4 else graphs_large_tp)
+        if "cuda_graph_max_bs" in self.user_set:  # SGLang --cuda-graph-max-bs given: its reserve follows it too
+            graphs = int(self.cuda_graph_max_bs)
         if "max_num_batched_tokens" in self.user_set:
             chunk = self.max_num_batched_tokens
         fraction = (self.gpu_memory_utilization if "gpu_memory_utilization" in self.user_set

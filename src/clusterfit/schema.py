@@ -263,6 +263,15 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest):
     ttft_percentile: float | None = Field(None, ge=50.0, lt=100.0)
     tpot_percentile: float | None = Field(None, ge=50.0, lt=100.0)
     min_goodput: float | None = Field(None, ge=0.0, le=1.0)
+    num_speculative_tokens: int | None = Field(None, ge=1, le=16, description=(
+        "Speculative decoding: draft tokens per step (vLLM num_speculative_tokens; SGLang --speculative-num-steps "
+        "with --speculative-eagle-topk 1); turns it on"))
+    speculative_method: Literal["mtp", "eagle", "eagle3", "ngram"] | None = Field(None, description=(
+        "The drafter: mtp, eagle, eagle3 (one decoder layer + LM head per draft token) or ngram (default mtp)"))
+    speculative_acceptance: float | None = Field(None, ge=0.0, lt=1.0, description=(
+        "Probability that each draft token is accepted (default 0.7, clusterfit.speculative.DEFAULT_ACCEPTANCE)"))
+    speculative_acceptance_length: float | None = Field(None, ge=1.0, le=17.0, description=(
+        "Mean tokens a step emits per sequence, as engines report it (instead of --speculative-acceptance)"))
     catalog: list[Path] = Field(default_factory=list)
     profile: Profile | None = Field(None, description=_PROFILE_HELP)
 

@@ -22,6 +22,7 @@ from ..schema import Disagreement, PlanOption, SimulatedVerification
 from ..sim.ledger import COMPLETED
 
 if TYPE_CHECKING:
+    from ..sim.config import SimulationConfig
     from .planner import PlanQuestion, _Sized
 
 #: Relative difference beyond which a simulated figure is reported as disagreeing with the plan.
@@ -48,14 +49,19 @@ def _simulation_section(question: PlanQuestion, rec: PlanOption, requests: int |
 def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests: int | None = None,
                 seed: int = 0) -> SimulatedVerification:
     """Simulate the recommended plan ``sized`` (shown as ``rec``): the simulator's report plus what was run."""
-    from ..sim.api import build_requests, parse_simulation, slo_terms
+    from ..arch import load_model
+    from ..sim.api import build_requests, parse_simulation, slo_terms, with_draft_cost
     from ..sim.metrics import summarize
+
+    def parsed(section: dict) -> SimulationConfig:  # a speculative section's draft cost follows from the model
+        sim = parse_simulation(section, "simulation (from --verify)")
+        return with_draft_cost(sim, load_model(question.model)) if sim.replica.speculative is not None else sim
 
     base = _simulation_section(question, rec, requests, seed)
     slo = question.slo
     if sized.mode == "aggregated":
         base["replicas"] = rec.serving_replicas
-        sim = parse_simulation(base, "simulation (from --verify)")
+        sim = parsed(base)
         from ..sim.cluster import run_simulation
 
         reqs = build_requests(sim, question.workload)
@@ -74,7 +80,7 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
             return link.hop_s + np.asarray(pstep.kv_bytes_per_sequence(tokens), float) / link.bw_bytes_per_s
 
         base["replicas"] = sized.prefill_replicas
-        sim = parse_simulation(base, "simulation (from --verify)")
+        sim = parsed(base)
         reqs = build_requests(sim, question.workload)
         run = run_disaggregated(reqs, pstep, sized.main.step, sim, sized.prefill_replicas, sized.replicas, transfer,
                                 sized.system.gpus_per_node)

@@ -126,6 +126,43 @@ def simulate(step_model: StepCosts, sim: SimulationConfig, workload=None, slo=No
     return report, run
 
 
+def _speculative_options(req: SimulateRequest, sim: SimulationConfig) -> dict[str, Any] | None:
+    """The speculative decoding the request's options give, on top of the simulation section's (None: no option
+    given). An acceptance option replaces the section's acceptance length, and the other way round."""
+    given = {k: v for k, v in (("draft_tokens", req.num_speculative_tokens), ("method", req.speculative_method),
+                               ("acceptance", req.speculative_acceptance),
+                               ("acceptance_length", req.speculative_acceptance_length)) if v is not None}
+    if not given:
+        return None
+    base = sim.replica.speculative.model_dump() if sim.replica.speculative is not None else None
+    if base is None and "draft_tokens" not in given:
+        raise ParameterError("num_speculative_tokens", "give the draft tokens per step to turn speculative decoding "
+                                                       "on (the other speculative options need it)")
+    if "acceptance" in given and "acceptance_length" in given:
+        raise ParameterError("speculative_acceptance_length", "give --speculative-acceptance or "
+                                                              "--speculative-acceptance-length, not both")
+    out = dict(base or {})
+    if "acceptance" in given:
+        out["acceptance_length"] = None
+    if "acceptance_length" in given:
+        out["acceptance"] = None
+    out |= given
+    k, length = out.get("draft_tokens") or 3, out.get("acceptance_length")
+    if length is not None and length > k + 1:
+        raise ParameterError("speculative_acceptance_length", f"{length:g} tokens per step is more than the "
+                                                              f"{k} draft tokens + 1 a step can emit")
+    return out
+
+
+def with_draft_cost(sim: SimulationConfig, model: Any) -> SimulationConfig:
+    """``sim`` with its speculative decoding's draft cost derived from ``model`` (a ModelArch) where the section
+    does not state it (SpeculativeSpec.for_model); unchanged without speculative decoding."""
+    spec = sim.replica.speculative
+    if spec is None or spec.draft_cost is not None:
+        return sim
+    return sim.model_copy(update={"replica": sim.replica.model_copy(update={"speculative": spec.for_model(model)})})
+
+
 def slo_terms(sim: SimulationConfig, slo=None) -> tuple[float | None, float | None, float, float, float]:
     """(TTFT target, TPOT target, TTFT percentile, TPOT percentile, least goodput) judged: the simulation
     section's ``slo_*`` fields over the scenario's SLO over the defaults (p90, p90, 0.9)."""
@@ -184,7 +221,8 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     rep = build_replica(Catalog.load(req.catalog, settings=settings if settings.given() else None,
                                      profile=req.profile), model, system,
                         precision=precision, kv_dtype=kv_dtype,
-                        engine=engine or "vllm", **layout)
+                        engine=engine or "vllm", speculative=sim.replica.speculative is not None, **layout)
+    sim = with_draft_cost(sim, rep.model)
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
     return {"model": model, "system": rep.system.id, **report}, run
 
@@ -237,6 +275,9 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
     if req.rate is not None or req.arrival is not None:
         upd["arrival"] = sim.arrival.model_dump() | ({"rate_rps": req.rate} if req.rate is not None else {}) \
             | ({"process": req.arrival} if req.arrival is not None else {})
+    spec = _speculative_options(req, sim)
+    if spec is not None:
+        upd["replica"] = sim.replica.model_dump() | {"speculative": spec}
     if req.fail_at is not None:
         upd["failures"] = [f.model_dump() for f in sim.failures] + [
             {"at_s": req.fail_at, "replica": None if req.fail_node is not None else req.fail_replica,

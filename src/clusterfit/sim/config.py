@@ -88,13 +88,49 @@ class SessionSpec(_Strict):
 
 
 class SpeculativeSpec(_Strict):
-    """Speculative decoding: ``draft_tokens`` proposals per step, each accepted with probability
-    ``acceptance`` (independent), so a step yields (1 - a^(k+1)) / (1 - a) tokens per sequence.
-    ``draft_cost`` is the drafter's time per draft token as a fraction of a target decode step."""
+    """Speculative decoding (clusterfit.speculative): ``draft_tokens`` proposals per step (vLLM
+    ``num_speculative_tokens``; SGLang ``--speculative-num-steps`` with ``--speculative-eagle-topk 1``), each accepted
+    with probability ``acceptance`` independently, so a step yields (1 - a^(k+1)) / (1 - a) tokens per sequence.
+    ``acceptance_length`` gives that yield instead (the mean accepted tokens per step an engine reports, bonus token
+    included); with neither, ``speculative.DEFAULT_ACCEPTANCE`` (0.7, cited there). ``method``: the drafter (mtp,
+    eagle, eagle3: one decoder layer + LM head per draft token; ngram: prompt lookup on the CPU). ``draft_cost``: the
+    drafter's time per draft token as a fraction of a target decode step; None derives it from the model
+    (speculative.draft_cost_fraction) where the model is known (``clusterfit simulate``, the Python API); a step
+    model simulated directly needs it given."""
 
+    method: Literal["mtp", "eagle", "eagle3", "ngram"] = "mtp"
     draft_tokens: int = Field(default=3, ge=1, le=16)
-    acceptance: float = Field(default=0.7, ge=0, lt=1)
-    draft_cost: float = Field(default=0.05, ge=0)
+    acceptance: float | None = Field(default=None, ge=0, lt=1)
+    acceptance_length: float | None = Field(default=None, ge=1)
+    draft_cost: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "SpeculativeSpec":
+        if self.acceptance is not None and self.acceptance_length is not None:
+            raise ValueError("give `acceptance` or `acceptance_length`, not both")
+        if self.acceptance_length is not None and self.acceptance_length > self.draft_tokens + 1:
+            raise ValueError(f"`acceptance_length` {self.acceptance_length:g} is more than draft_tokens + 1 "
+                             f"({self.draft_tokens + 1}) tokens per step")
+        return self
+
+    @property
+    def alpha(self) -> float:
+        """The per-draft-token acceptance: given, from the acceptance length, or the default."""
+        from ..speculative import DEFAULT_ACCEPTANCE, acceptance_for_length
+
+        if self.acceptance is not None:
+            return self.acceptance
+        if self.acceptance_length is not None:
+            return min(acceptance_for_length(self.draft_tokens, self.acceptance_length), 1.0 - 1e-9)
+        return DEFAULT_ACCEPTANCE
+
+    def for_model(self, model: Any) -> "SpeculativeSpec":
+        """This spec with ``draft_cost`` derived from ``model`` (a ModelArch) when it is not given."""
+        if self.draft_cost is not None:
+            return self
+        from ..speculative import draft_cost_fraction
+
+        return self.model_copy(update={"draft_cost": draft_cost_fraction(model, self.method)})
 
 
 class ReplicaSpec(_Strict):

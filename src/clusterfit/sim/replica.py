@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 
 from ..engines import schedules_ahead
+from ..errors import ClusterfitError
+from ..speculative import tokens_per_step
 from .config import ReplicaSpec
 from .gaps import TokenGaps
 from .ledger import COMPLETED, Ledger
@@ -78,8 +80,12 @@ class Replica:
         if sp is None:
             self.tokens_per_step, self.verify, self.draft_factor = 1.0, 0, 1.0
         else:
-            a, k = sp.acceptance, sp.draft_tokens
-            self.tokens_per_step = (1.0 - a ** (k + 1)) / (1.0 - a)
+            if sp.draft_cost is None:
+                raise ClusterfitError("simulation.replica.speculative.draft_cost: give the drafter's cost per draft "
+                                      "token (a fraction of a decode step), or simulate through clusterfit.simulate, "
+                                      "which derives it from the model")
+            k = sp.draft_tokens
+            self.tokens_per_step = tokens_per_step(k, sp.alpha)
             self.verify = k
             self.draft_factor = 1.0 + sp.draft_cost * k
         self.alive = True

@@ -1,0 +1,85 @@
+"""Speculative decoding (MTP, EAGLE, draft models): what one decode step yields and what its drafter costs.
+
+A speculative decode step of a sequence verifies ``k`` draft tokens (vLLM ``num_speculative_tokens``; SGLang
+``--speculative-num-steps`` with ``--speculative-eagle-topk 1``, which verifies ``--speculative-num-draft-tokens`` =
+k + 1 tokens: the last accepted one and k drafts) in one forward pass of the target model, after the drafter
+proposed them one at a time. With each draft accepted with probability ``a`` independently of the others, the step
+emits on average
+
+    tokens_per_step(k, a) = (1 - a^(k+1)) / (1 - a)
+
+tokens per sequence: the accepted prefix of the drafts plus the target's own token at the first rejection (or the
+bonus token after k acceptances); Leviathan, Kalman and Matias, "Fast Inference from Transformers via Speculative
+Decoding" (ICML 2023, arXiv:2211.17192), eq. (1). Engines and posts report the same quantity as the "mean accept
+length" / "acceptance length" (vLLM's spec-decode metrics: accepted tokens per draft + 1); ``acceptance_for_length``
+inverts it.
+
+The drafter of MTP / NextN (DeepSeek, GLM, Qwen3.5: the checkpoint's own multi-token-prediction layer) and of EAGLE /
+EAGLE-3 (a trained draft head) is one decoder layer of the target's width followed by an LM head, run once per
+draft token on the batch's sequences. ``draft_cost_fraction`` charges it as the share of the target's per-token
+active parameters that one such pass reads: one decoder layer's active parameters plus the LM head's, over the
+target's active parameters (decode is bound by those reads at the batch sizes speculative decoding is used at).
+The simulator (sim.config.SpeculativeSpec) multiplies a step by 1 + k x that fraction.
+"""
+
+from __future__ import annotations
+
+from .arch import ModelArch
+from .errors import ClusterfitError
+
+#: Drafters clusterfit prices as one decoder layer + LM head per draft token (the vLLM ``method`` names; SGLang's
+#: ``--speculative-algorithm`` EAGLE / EAGLE3 / NEXTN map to them). ``ngram`` (prompt lookup) drafts on the CPU.
+ONE_LAYER_DRAFTERS = ("mtp", "eagle", "eagle3")
+METHODS = ONE_LAYER_DRAFTERS + ("ngram",)
+
+#: Per-draft-token acceptance used when neither the user nor the source gives one: 0.7. Source: GLM-5.2's native MTP
+#: layer at num_speculative_tokens 5 accepts a mean 2.9 tokens per step on GSM8K in vLLM
+#: (huggingface.co/RedHatAI/GLM-5.2-speculator.dspark-preview, discussion #4), which is a = 0.69 in
+#: tokens_per_step. It is optimistic for deep drafts on hard data and pessimistic for one draft token: DeepSeek-V3's
+#: MTP accepts its second token 85-90% of the time (DeepSeek-V3 Technical Report, arXiv:2412.19437, section 5.4.3).
+DEFAULT_ACCEPTANCE = 0.7
+
+MAX_DRAFT_TOKENS = 16
+
+
+def tokens_per_step(draft_tokens: int, acceptance: float) -> float:
+    """Mean tokens one speculative step emits per sequence: (1 - a^(k+1)) / (1 - a) (k + 1 at a = 1)."""
+    k, a = int(draft_tokens), float(acceptance)
+    if k < 0 or not 0.0 <= a <= 1.0:
+        raise ClusterfitError(f"speculative decoding: need draft tokens >= 0 and acceptance in [0, 1], got {k}, {a}")
+    if a >= 1.0:
+        return float(k + 1)
+    return (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def acceptance_for_length(draft_tokens: int, accept_length: float) -> float:
+    """The per-draft-token acceptance ``a`` whose tokens_per_step(k, a) equals ``accept_length`` (the mean tokens
+    emitted per step, bonus token included: 1 <= length <= k + 1). Bisection; the function rises with ``a``."""
+    k, t = int(draft_tokens), float(accept_length)
+    if k < 1:
+        raise ClusterfitError(f"speculative decoding: draft tokens must be >= 1, got {k}")
+    if not 1.0 <= t <= k + 1:
+        raise ClusterfitError(f"speculative decoding: an acceptance length of {t:g} tokens per step is outside 1.."
+                              f"{k + 1} for {k} draft tokens")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        if tokens_per_step(k, mid) < t:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+def draft_cost_fraction(model: ModelArch, method: str) -> float:
+    """Time of one draft token as a fraction of a target decode step (see the module docstring): for a one-layer
+    drafter, (active parameters of one decoder layer + LM head) / active parameters of the target; 0 for n-gram
+    lookup."""
+    if method == "ngram":
+        return 0.0
+    if method not in ONE_LAYER_DRAFTERS:
+        raise ClusterfitError(f"speculative decoding method '{method}': unsupported; use one of {', '.join(METHODS)}")
+    head = model.params.get("lm_head", 0) or model.params.get("embedding", 0)  # a tied head reads the embedding
+    body = model.active_params - model.params.get("embedding", 0) - model.params.get("lm_head", 0)
+    per_layer = body / max(model.num_layers, 1)
+    return float((per_layer + head) / max(model.active_params, 1))

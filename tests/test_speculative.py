@@ -1,0 +1,126 @@
+"""Speculative decoding (clusterfit.speculative, sim.config.SpeculativeSpec, Engine.for_speculative): the tokens a step
+yields, the drafter's cost from the model, SGLang's defaults under speculative decoding, and the simulator using them."""
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+import clusterfit as cf
+from clusterfit.arch import load_model
+from clusterfit.engines import load_engines
+from clusterfit.errors import ClusterfitError
+from clusterfit.sim.config import SimulationConfig, SpeculativeSpec
+from clusterfit.speculative import (DEFAULT_ACCEPTANCE, acceptance_for_length, draft_cost_fraction,
+                                    tokens_per_step)
+
+
+def test_tokens_per_step_is_the_expected_accepted_prefix_plus_one():
+    # 1 + a + a^2 + ... + a^k (Leviathan et al. 2023, eq. 1), by hand
+    assert tokens_per_step(1, 0.7) == pytest.approx(1.7)
+    assert tokens_per_step(3, 0.7) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
+    assert tokens_per_step(4, 0.0) == 1.0 and tokens_per_step(4, 1.0) == 5.0
+    with pytest.raises(ClusterfitError):
+        tokens_per_step(2, 1.5)
+
+
+def test_acceptance_length_inverts_tokens_per_step():
+    # the default's source: GLM-5.2's MTP, 5 draft tokens, a mean 2.9 tokens accepted per step -> a ~ 0.69
+    a = acceptance_for_length(5, 2.9)
+    assert tokens_per_step(5, a) == pytest.approx(2.9, abs=1e-9)
+    assert 0.69 < a < 0.70 and abs(a - DEFAULT_ACCEPTANCE) < 0.01
+    assert acceptance_for_length(1, 1.85) == pytest.approx(0.85)   # DeepSeek-V3's MTP: 85-90% of second tokens
+    for bad in (0.9, 7.0):
+        with pytest.raises(ClusterfitError, match="outside 1..6"):
+            acceptance_for_length(5, bad)
+
+
+def test_draft_cost_is_one_layer_and_the_head_over_the_active_parameters():
+    m = load_model("meta-llama/Llama-3.1-8B")
+    # Llama-3.1-8B by hand: a decoder layer = q, o 4096^2 + k, v 4096 x 1024 + MLP 3 x 4096 x 14336 + 2 norms of
+    # 4096; LM head and embedding 128256 x 4096 each; one final norm of 4096 spread over the 32 layers
+    layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096 + 4096 / 32
+    head = 128256 * 4096
+    active = 32 * layer + 2 * head
+    assert m.active_params == pytest.approx(active)
+    assert draft_cost_fraction(m, "eagle3") == pytest.approx((layer + head) / active, rel=1e-9)   # 0.0926
+    assert draft_cost_fraction(m, "ngram") == 0.0
+    with pytest.raises(ClusterfitError, match="unsupported"):
+        draft_cost_fraction(m, "medusa")
+
+
+def test_speculative_spec_takes_an_acceptance_or_a_length():
+    assert SpeculativeSpec(draft_tokens=3).alpha == DEFAULT_ACCEPTANCE
+    assert SpeculativeSpec(draft_tokens=3, acceptance_length=2.5).alpha == pytest.approx(
+        acceptance_for_length(3, 2.5))
+    with pytest.raises(ValidationError, match="not both"):
+        SpeculativeSpec(draft_tokens=3, acceptance=0.7, acceptance_length=2.5)
+    with pytest.raises(ValidationError, match="more than draft_tokens"):
+        SpeculativeSpec(draft_tokens=2, acceptance_length=3.5)
+    m = load_model("meta-llama/Llama-3.1-8B")
+    assert SpeculativeSpec(method="eagle3").for_model(m).draft_cost == pytest.approx(draft_cost_fraction(m, "eagle3"))
+    assert SpeculativeSpec(draft_cost=0.2).for_model(m).draft_cost == 0.2   # a stated cost is kept
+
+
+def test_sglang_caps_running_requests_under_speculative_decoding():
+    eng = load_engines()
+    sg = eng["sglang"].for_speculative(dp=8)
+    # server_args.py: max_running_requests reset to 48, the scheduler giving each attention-DP rank 48 // dp_size
+    assert (sg.max_num_seqs, sg.batch_cap_rule, sg.async_scheduling) == (6, "static", False)
+    mine = eng["sglang"].with_settings(max_num_seqs=100, async_scheduling=True).for_speculative(dp=1)
+    assert (mine.max_num_seqs, mine.async_scheduling) == (100, True)   # what the user set stays
+    assert eng["vllm"].for_speculative(dp=1) is eng["vllm"]
+
+
+def test_a_simulated_step_model_needs_the_draft_cost():
+    from clusterfit.compose import Catalog, build_replica
+    from clusterfit.sim.api import simulate
+
+    rep = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "h200", tp=1)
+    sim = SimulationConfig(requests=4, arrival={"rate_rps": 1.0}, input={"dist": "fixed", "value": 100},
+                           output={"dist": "fixed", "value": 10}, replica={"speculative": {"draft_tokens": 2}})
+    with pytest.raises(ClusterfitError, match="draft_cost"):
+        simulate(rep.step, sim, requests=None)
+
+
+def _scenario(tmp_path, speculative):
+    doc = {"model": "meta-llama/Llama-3.1-8B", "systems": ["h200"],
+           "workload": {"isl": 512, "osl": 256, "load": {"requests_per_s": 0.5}},
+           "slo": {"ttft_ms": 2000, "tpot_ms": 50},
+           "simulation": {"requests": 40, "replicas": 1, "seed": 1,
+                          **({"replica": {"speculative": speculative}} if speculative else {})}}
+    path = tmp_path / f"spec-{bool(speculative)}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_speculative_decoding_through_simulate_lowers_light_load_tpot(tmp_path):
+    """At light load a step of one sequence yields tokens_per_step tokens for (1 + k x draft cost) x a verify step no
+    shorter than a decode step: TPOT falls by at most tokens_per_step / (1 + k x cost), and not to nothing."""
+    kw = dict(tp=1, system="h200")
+    plain = cf.simulate(scenario=_scenario(tmp_path, None), **kw)
+    spec = cf.simulate(scenario=_scenario(tmp_path, {"method": "eagle3", "draft_tokens": 3, "acceptance": 0.7}),
+                       **kw)
+    cost = draft_cost_fraction(load_model("meta-llama/Llama-3.1-8B"), "eagle3")
+    ratio = spec.tpot_s.p50 / plain.tpot_s.p50
+    assert (1 + 3 * cost) / tokens_per_step(3, 0.7) * 0.99 < ratio < 0.8
+
+
+SIM = ("simulate", "meta-llama/Llama-3.1-8B", "--system", "h200", "--tp", "1", "--isl", "512", "--osl", "256",
+       "--rate", "0.5", "--requests", "40", "--seed", "1")
+
+
+def test_simulate_takes_speculative_decoding_options(run_json, run_cli):
+    plain = run_json(*SIM)
+    spec = run_json(*SIM, "--num-speculative-tokens", "3", "--speculative-method", "eagle3")
+    assert spec["tpot_s"]["p50"] < plain["tpot_s"]["p50"]
+    longer = run_json(*SIM, "--num-speculative-tokens", "3", "--speculative-acceptance-length", "3.5")
+    assert longer["tpot_s"]["p50"] < spec["tpot_s"]["p50"]        # 3.5 tokens a step against 2.53 at a = 0.7
+    for args, field in ((("--speculative-method", "eagle3"), "--num-speculative-tokens"),
+                        (("--num-speculative-tokens", "3", "--speculative-acceptance-length", "9"),
+                         "--speculative-acceptance-length"),
+                        (("--num-speculative-tokens", "3", "--speculative-acceptance", "0.8",
+                          "--speculative-acceptance-length", "2"), "--speculative-acceptance-length"),
+                        (("--num-speculative-tokens", "3", "--speculative-method", "medusa"), "--speculative-method"),
+                        (("--num-speculative-tokens", "17"), "--num-speculative-tokens")):
+        code, out, err = run_cli(*SIM, *args)
+        assert code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)
