@@ -326,6 +326,9 @@ _SETTING_PATTERNS = {
 #: 'batch size 1 (max concurrency 1)' in the load column, or the benchmark's `--max-concurrency N` in the notes.
 _CONC_MODE = re.compile(r"(?:^|\bmax(?:imum)? )concurrency\s+(\d[\d,]*)", re.I)
 _CONC_NOTES = re.compile(r"--max-concurrency[\s=]+(\d[\d,]*)", re.I)
+#: The largest decode batch the engine captures in CUDA graphs (SGLang --cuda-graph-max-bs, vLLM
+#: --max-cudagraph-capture-size), from the notes or the engine column: Engine.cuda_graph_max_bs.
+_GRAPH_BS = re.compile(r"(?:--cuda-graph-max-bs|--max-cudagraph-capture-size)[\s=]+(\d+)")
 #: vLLM V0 multi-step scheduling as the engine column or the notes state it ('vLLM v0.6.0 --num-scheduler-steps 10')
 _SCHED_STEPS = re.compile(r"--num[_-]scheduler[_-]steps[\s=]+(\d+)", re.I)
 
@@ -346,12 +349,13 @@ class RowSettings(NamedTuple):
     concurrency: int | None = None
     async_scheduling: bool | None = None
     num_scheduler_steps: int | None = None
+    cuda_graph_max_bs: int | None = None
 
     def engine_settings(self) -> tuple:
-        """(gpu_memory_utilization, max_num_batched_tokens, max_num_seqs, async_scheduling, num_scheduler_steps):
-        the hashable key step_for takes."""
+        """(gpu_memory_utilization, max_num_batched_tokens, max_num_seqs, async_scheduling, num_scheduler_steps,
+        cuda_graph_max_bs): the hashable key step_for takes."""
         return (self.gpu_memory_utilization, self.max_num_batched_tokens, self.max_num_seqs, self.async_scheduling,
-                self.num_scheduler_steps)
+                self.num_scheduler_steps, self.cuda_graph_max_bs)
 
 
 def row_settings(row) -> RowSettings:
@@ -373,8 +377,9 @@ def row_settings(row) -> RowSettings:
                               row.get("notes", "") or "")
     m = _SCHED_STEPS.search(text)
     steps = int(m.group(1)) if m else None
+    m = _GRAPH_BS.search(text)
     return RowSettings(attention_dp=adp, adp_size=size, concurrency=conc, async_scheduling=asy,
-                       num_scheduler_steps=steps, **found)
+                       num_scheduler_steps=steps, cuda_graph_max_bs=int(m.group(1)) if m else None, **found)
 
 
 # ------------------------------------------------------------------------ the row's serving command
@@ -468,22 +473,28 @@ def checkpoint_precision(row) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(None,) * 5):
+def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(None,) * 6, speculative=False):
     """The compiled step model of a row; ``settings``: (gpu_memory_utilization, max_num_batched_tokens,
     max_num_seqs, async_scheduling, num_scheduler_steps) the row states (RowSettings.engine_settings), None for the
-    engine's default (the engine's defaults on the row's GPU: Catalog.engine with the system, Engine.for_device)."""
+    engine's default (the engine's defaults on the row's GPU: Catalog.engine with the system, Engine.for_device);
+    ``speculative``: the run had speculative decoding on (the engine's defaults under it, Engine.for_speculative)."""
     model = model_for(model_name)
     system = system_for(gpu)
     prec = precision_for(model, weights, kv, engine)
     layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
     budget = None
-    mem, mnt, mns, asy, steps = tuple(settings) + (None,) * (5 - len(settings))
+    mem, mnt, mns, asy, steps, graph_bs = tuple(settings) + (None,) * (6 - len(settings))
     eng = Catalog(system_catalog(), engines_file=ENGINES_PATH).engine(engine, system)
     eng = eng.with_settings(max_num_batched_tokens=mnt, max_num_seqs=mns, async_scheduling=asy,
                             num_scheduler_steps=steps)
+    if graph_bs is not None:
+        base = eng.layout_resolved[1] if eng.layout_resolved is not None else eng
+        eng = replace(base, cuda_graph_max_bs=graph_bs, user_set=base.user_set | {"cuda_graph_max_bs"})
     if mns is not None:
         # a stated max_batch_size is the cap itself, not trtllm-bench's estimate of it
         eng = replace(eng, batch_cap_rule="static")
+    if speculative:
+        eng = eng.for_speculative(dp or 1)
     if engine == "trtllm":
         # the TensorRT-LLM performance tables run trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95 (unless
         # the row states its own fraction)
@@ -922,6 +933,52 @@ def is_speculative(row, engine: str) -> bool:
             or bool(re.search(r"\+\s*(?:mtp|eagle|dspark|speculative)", row["engine"], re.I)))
 
 
+#: SGLang --speculative-algorithm / vLLM speculative_config "method" -> the drafter clusterfit prices
+#: (clusterfit.speculative): SGLang runs a checkpoint's MTP / NextN layer under the EAGLE algorithm too.
+SPEC_METHODS = {"mtp": "mtp", "nextn": "mtp", "deepseek_mtp": "mtp", "qwen3_next_mtp": "mtp", "eagle": "eagle",
+                "eagle3": "eagle3", "ngram": "ngram"}
+
+
+def speculative_for(row, engine: str, model_name: str):
+    """The speculative decoding a vLLM / SGLang row ran (sim.config.SpeculativeSpec, draft cost from the model), read
+    from its serving command (vLLM --speculative-config JSON; SGLang --speculative-algorithm / -num-steps /
+    -eagle-topk), else from the notes and engine column ('steps 2, topk 1, 3 draft tokens', 'num_speculative_tokens
+    7'); its acceptance from 'accept length ~3.52' when the source states one (else the default of
+    clusterfit.speculative). Skip: tree drafting (topk > 1), a drafter clusterfit does not price, no draft count."""
+    from clusterfit.sim.config import SpeculativeSpec
+
+    text = " ".join((row["engine"], row["notes"]))
+    method = k = None
+    m = re.search(r"--speculative[-_]config[= ]'?(\{[^}]*\})", text)
+    if m:
+        try:
+            cfg = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            cfg = {}
+        method, k = str(cfg.get("method", "")).lower(), cfg.get("num_speculative_tokens")
+    else:
+        m = re.search(r"--speculative-algorithm[= ](\w+)", text)
+        if m:
+            method = m.group(1).lower()
+        else:
+            m = re.search(r"(NEXTN/MTP|EAGLE3|EAGLE|MTP|DSpark|n-?gram)\b", text, re.I)
+            method = m.group(1).lower().replace("nextn/mtp", "mtp").replace("-", "") if m else None
+        m = re.search(r"--speculative-num-steps[= ](\d+)|\bsteps (\d+)|num_speculative_tokens[= :]*(\d+)"
+                      r"|\((\d+) draft tokens\)", text)
+        k = next((int(g) for g in m.groups() if g), None) if m else None
+        t = re.search(r"--speculative-eagle-topk[= ](\d+)|\btopk (\d+)", text)
+        if t and int(next(g for g in t.groups() if g)) > 1:
+            raise Skip("speculative decoding with tree drafts (topk > 1) is not modelled")
+    if method not in SPEC_METHODS:
+        raise Skip(f"speculative decoding method {method or '(not stated)'} is not modelled")
+    if not k:
+        raise Skip("speculative decoding: the source does not state the number of draft tokens")
+    m = re.search(r"accept(?:ance)? length ~?\s*([\d.]+)", text, re.I)
+    spec = SpeculativeSpec(method=SPEC_METHODS[method], draft_tokens=int(k),
+                           acceptance_length=float(m.group(1)) if m else None)
+    return spec.for_model(model_for(model_name))
+
+
 def predict_row(row) -> float:
     mode = row["concurrency_or_mode"].lower()
     metric = row["metric"]
@@ -930,13 +987,16 @@ def predict_row(row) -> float:
         raise Skip(f"engine {row['engine']} is not modelled")
     if row["id"].startswith("MLPERF"):
         raise Skip("MLPerf dataset rows: the README gives no input-length average (Server/Interactive are SLO-bound)")
-    if is_speculative(row, engine):
-        raise Skip("speculative decoding (MTP / EAGLE) is not modelled")
     if "decode-only" in mode or "decode, multi-node" in mode or "decode:" in mode or "simulated" in mode:
         raise Skip("disaggregated decode-only / simulated rows")
     # a vLLM / SGLang benchmark run (a request count at a rate, all at once or in a closed loop): replayed through
     # the simulator with its client's length distribution (published_rows.run_spec)
     spec = run_spec(row) if engine != "trtllm" and metric in RUN_METRICS else None
+    draft = None
+    if is_speculative(row, engine):
+        if spec is None:
+            raise Skip("speculative decoding: predicted only for vLLM / SGLang runs replayed through the simulator")
+        draft = speculative_for(row, engine, row["model"])
     isl, osl = _int(row["isl"]), _int(row["osl"])
     if spec is None:
         if "sharegpt" in mode or "concurrency sweep" in mode:
@@ -951,14 +1011,15 @@ def predict_row(row) -> float:
     st = row_settings(row)
     (tp, pp, ep, dp), replicas = layout_for(row, model_name, engine, st)
     weights, kv = precision_strings(row)
-    sm = step_for(model_name, row["gpu"], weights, kv, engine, tp, pp, ep, dp, st.engine_settings())
+    sm = step_for(model_name, row["gpu"], weights, kv, engine, tp, pp, ep, dp, st.engine_settings(),
+                  draft is not None)
     if sm.kv_capacity_tokens <= 0:
         raise Skip("layout does not fit in memory (no KV left)")
     n = _int(row["num_gpus"], sm.gpus * replicas)
     replicas = max(1, n // sm.gpus)
     if spec is not None:
         return predict_run(row, spec, model_name, weights, kv, engine, (tp, pp, ep, dp), replicas,
-                           st.engine_settings())
+                           st.engine_settings(), draft)
     assert isl is not None and osl is not None
     if is_simulated(row):
         return predict_online(row, model_name, weights, kv, engine, (tp, pp, ep, dp), replicas, isl, osl,
@@ -1060,7 +1121,7 @@ def online_requests(row) -> int:
 
 @lru_cache(maxsize=None)
 def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl, osl, qps, n, reps,
-                    settings=(None,) * 5) -> dict:
+                    settings=(None,) * 6) -> dict:
     """Simulate ``reps`` runs of ``n`` requests of fixed ISL/OSL (Poisson arrivals at ``qps``, seed = run
     index; qps inf: all at t=0) on ``replicas`` replicas of ``layout``; pooled mean TTFT (ms), mean TPOT (ms)
     and completed output tokens / makespan (first arrival to last completion, summed over runs)."""
@@ -1093,7 +1154,7 @@ def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl,
 
 
 def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, osl,
-                   settings=(None,) * 5) -> float:
+                   settings=(None,) * 6) -> float:
     """A request-rate row: the simulator on the row's replicas (one, where the row's GPUs hold one replica),
     Poisson arrivals at the row's QPS (INF: all requests at t=0), the row's fixed ISL/OSL, the source's
     request count; ttft_ms_mean = mean TTFT, itl_ms_mean = mean TPOT, output tokens/s = completed output
@@ -1153,14 +1214,15 @@ def client_sends(arrival_s: np.ndarray, finish_s: np.ndarray, replica: np.ndarra
     return np.maximum(arrival_s, closed_loop_sends(finish_s, replica, slots))
 
 
-def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
+def simulate_run(sm, spec: RunSpec, replicas: int, draft=None) -> dict:
     """Replay ``spec`` (published_rows.RunSpec) on ``replicas`` replicas of the step model ``sm``: the run's request
     count with lengths drawn from its LengthSpecs (seed = repetition index), arrivals all at t=0, Poisson or evenly
     spaced at the rate, or a closed loop; a client concurrency (closed loop, or a cap beside a rate) caps each
     replica at its share of it and sends a request at its arrival or closed_loop_sends' slot time, the later;
     pooled over repetitions (RUN_TARGET_REQUESTS): throughputs as tokens / total duration, latencies as the mean of
-    the runs' means / medians. Cached per (step model, spec, replicas)."""
-    key = (id(sm), spec, replicas)
+    the runs' means / medians; ``draft``: the run's speculative decoding (sim.config.SpeculativeSpec). Cached per
+    (step model, spec, replicas, draft)."""
+    key = (id(sm), spec, replicas, None if draft is None else tuple(draft.model_dump().items()))
     hit = _RUN_CACHE.get(key)
     if hit is not None and hit[0] is sm:
         return hit[1]
@@ -1185,12 +1247,12 @@ def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
             arrival = np.arange(n) / spec.rate
         else:
             arrival = np.zeros(n)
-        cfg = SimulationConfig(replicas=replicas, seed=seed)
         slots = None
+        cap = None
         if spec.concurrency:
             slots = max(1, -(-spec.concurrency // replicas))
-            cfg = SimulationConfig(replicas=replicas, seed=seed,
-                                   replica=ReplicaSpec(max_num_seqs=min(int(sm.max_num_seqs), slots)))
+            cap = min(int(sm.max_num_seqs), slots)
+        cfg = SimulationConfig(replicas=replicas, seed=seed, replica=ReplicaSpec(max_num_seqs=cap, speculative=draft))
         rep, run = simulate(sm, cfg, requests=Requests.build(arrival, inp, out))
         if rep["completed"] < n:
             raise Skip("simulated requests rejected or failed (a request longer than the KV cache)")
@@ -1231,18 +1293,19 @@ def simulate_run(sm, spec: RunSpec, replicas: int) -> dict:
 
 
 def predict_run(row, spec: RunSpec, model_name, weights, kv, engine, layout, replicas,
-                settings=(None,) * 5) -> float:
-    """A vLLM / SGLang benchmark run's metric (RUN_METRICS) from its replay (simulate_run)."""
+                settings=(None,) * 6, draft=None) -> float:
+    """A vLLM / SGLang benchmark run's metric (RUN_METRICS) from its replay (simulate_run), with the run's
+    speculative decoding ``draft`` (speculative_for) if it had one."""
     metric = row["metric"]
     stat, scale = RUN_METRICS[metric]
     if stat.startswith(("tpot", "itl")) and spec.output.mean < 2:
         raise Skip("ITL of one-token answers is undefined")
-    sm = step_for(model_name, row["gpu"], weights, kv, engine, *layout, settings)
+    sm = step_for(model_name, row["gpu"], weights, kv, engine, *layout, settings, draft is not None)
     if stat.startswith("itl"):
         # vLLM V0 multi-step scheduling streams each scheduler call's N tokens as one chunk: the client's gaps are
         # N decode steps long (the source's ITL ~ 10 x TPOT at --num-scheduler-steps 10)
         scale *= sm.engine.num_scheduler_steps
-    return simulate_run(sm, spec, replicas)[stat] * scale
+    return simulate_run(sm, spec, replicas, draft)[stat] * scale
 
 
 def summarise(errs: list[float]) -> dict:

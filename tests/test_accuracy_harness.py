@@ -340,7 +340,7 @@ def test_serving_command_flags(acc):
                    "max_num_seqs": 128, "enable_dp_attention": True}
     st = acc.row_settings(s)
     # SGLang 0.5 states no overlap setting (None): the engine's default, overlap on
-    assert st.attention_dp and st.adp_size == 4 and st.engine_settings() == (0.8, 4096, 128, None, None)
+    assert st.attention_dp and st.adp_size == 4 and st.engine_settings() == (0.8, 4096, 128, None, None, None)
     # vLLM V0 multi-step scheduling as the engine column states it: ten decode steps per scheduler call
     v0 = _oss_row(3, "client vllm benchmark_serving", engine="vLLM v0.6.0 --num-scheduler-steps 10")
     assert acc.row_settings(v0).num_scheduler_steps == 10 and acc.row_settings(s).num_scheduler_steps is None
@@ -593,6 +593,45 @@ def test_speculative_rows_are_marked(acc, oss2):
     assert not acc.is_speculative(oss2["OSS2-0163"], "vllm")     # its notes say 'no speculative decoding'
 
 
+def test_speculative_settings_are_read_from_the_row(acc, oss2):
+    """Draft count and drafter from the server command (vLLM --speculative-config, SGLang --speculative-*), else the
+    engine column; the acceptance length when the source states one; tree drafts and unstated counts skip."""
+    from clusterfit.speculative import DEFAULT_ACCEPTANCE
+
+    mtp = acc.speculative_for(oss2["OSS2-0010"], "sglang", "DeepSeek-V3")   # 'NEXTN/MTP ... (steps 2, topk 1, ...)'
+    assert (mtp.method, mtp.draft_tokens, mtp.alpha) == ("mtp", 2, DEFAULT_ACCEPTANCE) and mtp.draft_cost > 0
+    v = _oss_row(1, 'serving command/flags: vllm serve Qwen/Qwen3-30B-A3B --speculative-config={"method":"mtp",'
+                    '"num_speculative_tokens":3} -tp 8; SPECULATIVE DECODING enabled (see flags)')
+    assert (acc.speculative_for(v, "vllm", "Qwen3-30B-A3B").method,
+            acc.speculative_for(v, "vllm", "Qwen3-30B-A3B").draft_tokens) == ("mtp", 3)
+    s = _oss_row(2, "serving command/flags: python3 -m sglang.launch_server --model-path m --speculative-algorithm "
+                    "EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4; "
+                    "TPOT with EAGLE (accept length ~3.52)", engine="SGLang v0.5.8")
+    e = acc.speculative_for(s, "sglang", "Qwen3-30B-A3B")
+    assert (e.method, e.draft_tokens, e.acceptance_length) == ("eagle3", 3, 3.52)
+    tree = dict(s, notes=s["notes"].replace("topk 1", "topk 4"))
+    with pytest.raises(acc.Skip, match="tree drafts"):
+        acc.speculative_for(tree, "sglang", "Qwen3-30B-A3B")
+    with pytest.raises(acc.Skip, match="number of draft tokens"):
+        acc.speculative_for(_oss_row(3, "EAGLE speculative decoding (accept length ~3.52)"), "sglang", "Qwen3-30B-A3B")
+    with pytest.raises(acc.Skip, match="method dspark is not modelled"):
+        acc.speculative_for(_oss_row(4, "DSpark speculative decoding, num_speculative_tokens 7"), "vllm",
+                            "Qwen3-30B-A3B")
+
+
+def test_sglang_speculative_rows_run_with_its_speculative_defaults(acc):
+    """SGLang resets max_running_requests to 48 (per attention-DP rank: 48 // dp) and turns the overlap scheduler off
+    under EAGLE-family speculative decoding (Engine.for_speculative); the row's own --max-running-requests wins."""
+    sm = acc.step_for("DeepSeek-R1-0528", "H200-SXM-141GB", "fp8", "", "sglang", 8, 1, 8, 1, speculative=True)
+    assert sm.max_num_seqs == 48 and not sm.engine.async_scheduling
+    own = acc.step_for("DeepSeek-R1-0528", "H200-SXM-141GB", "fp8", "", "sglang", 8, 1, 8, 1,
+                       (None, None, 128, None, None, None), True)
+    assert own.max_num_seqs == 128
+    graphs = acc.step_for("Llama-3.1-8B", "H200-SXM-141GB", "bf16", "", "sglang", 1, 1, 1, 1,
+                          (None, None, None, None, None, 2))
+    assert graphs.engine.cuda_graph_max_bs == 2      # the row's --cuda-graph-max-bs, not the memory tier's 256
+
+
 def test_oss2_excerpt_end_to_end(acc, oss2, tmp_path):
     # the rows of models whose bundling is in progress elsewhere (Nemotron-3, Qwen3.5) are left out here
     path = tmp_path / "rows.csv"
@@ -603,7 +642,8 @@ def test_oss2_excerpt_end_to_end(acc, oss2, tmp_path):
     rows, results, skipped = acc.evaluate(str(path))
     out = acc.report(rows, results, skipped)
     got = {r["id"] for r, *_ in results}
-    assert skipped["speculative decoding (MTP / EAGLE) is not modelled"] == 1
+    # the MTP run (NEXTN, steps 2, topk 1) is replayed with speculative decoding (speculative_for)
+    assert "OSS2-0010" in got and not any("speculative" in reason for reason in skipped)
     # every row of a bundled model on a catalog GPU is predicted
     bundled = {"OSS2-0009", "OSS2-0038", "OSS2-0039", "OSS2-0040", "OSS2-0041", "OSS2-0046", "OSS2-0163",
                *(f"OSS2-{i:04d}" for i in (*range(238, 243), *range(273, 278), *range(1072, 1078),
