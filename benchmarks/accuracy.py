@@ -368,7 +368,8 @@ def row_settings(row) -> RowSettings:
         size = max(sizes) if sizes else None
     found: dict = {}
     for name, pat in _SETTING_PATTERNS.items():
-        m = pat.search(row.get("notes", "") or "")
+        # the notes, else the engine column (some pages put the server flags beside the engine's name)
+        m = pat.search(row.get("notes", "") or "") or pat.search(row.get("engine", "") or "")
         if m:
             found[name] = float(m.group(1)) if name == "gpu_memory_utilization" else int(m.group(1).replace(",", ""))
     m = _CONC_MODE.search(row.get("concurrency_or_mode", "") or "") or _CONC_NOTES.search(row.get("notes", "") or "")

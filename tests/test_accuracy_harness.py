@@ -630,6 +630,11 @@ def test_sglang_speculative_rows_run_with_its_speculative_defaults(acc):
     graphs = acc.step_for("Llama-3.1-8B", "H200-SXM-141GB", "bf16", "", "sglang", 1, 1, 1, 1,
                           (None, None, None, None, None, 2))
     assert graphs.engine.cuda_graph_max_bs == 2      # the row's --cuda-graph-max-bs, not the memory tier's 256
+    # server flags written beside the engine's name are read too
+    row = _oss_row(5, "no flags here", engine="SGLang (main), --attention-backend fa3 + EAGLE3 speculative decoding, "
+                                              "--mem-fraction-static 0.8 --cuda-graph-max-bs 2")
+    st = acc.row_settings(row)
+    assert (st.gpu_memory_utilization, st.cuda_graph_max_bs) == (0.8, 2)
 
 
 def test_oss2_excerpt_end_to_end(acc, oss2, tmp_path):
