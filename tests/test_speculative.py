@@ -124,3 +124,47 @@ def test_simulate_takes_speculative_decoding_options(run_json, run_cli):
                         (("--num-speculative-tokens", "17"), "--num-speculative-tokens")):
         code, out, err = run_cli(*SIM, *args)
         assert code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)
+
+
+PERF = ("perf", "meta-llama/Llama-3.1-8B", "--system", "h200", "--tp", "1", "--isl", "1024", "--osl", "128")
+
+
+def test_perf_prices_a_speculative_step_as_the_simulator_does(run_json):
+    """A speculative step = the verify pass (k draft tokens per sequence as extra tokens attending its context) x
+    (1 + k x draft cost); it emits tokens_per_step tokens per sequence (perfmodel.serving.speculative_step_s)."""
+    from clusterfit.compose import Catalog, build_replica
+
+    plain = run_json(*PERF, "--batch", "8", "--context", "1024")
+    assert "speculative" not in plain
+    out = run_json(*PERF, "--batch", "8", "--context", "1024", "--num-speculative-tokens", "3",
+                   "--speculative-method", "eagle3", "--speculative-acceptance", "0.8")
+    sm = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "h200", tp=1).step
+    cost = draft_cost_fraction(load_model("meta-llama/Llama-3.1-8B"), "eagle3")
+    step = float(sm.step_s(8 * 3, 8 * 3 * 1024, 8, 8 * 1024)) * (1 + 3 * cost)
+    per_step = 1 + 0.8 + 0.8 ** 2 + 0.8 ** 3
+    assert out["speculative"] == pytest.approx({"method": "eagle3", "draft_tokens": 3, "acceptance": 0.8,
+                                                "tokens_per_step": per_step, "draft_cost": cost})
+    assert out["decode_step_s"] == pytest.approx(step, rel=1e-9)
+    assert out["tpot_s"] == pytest.approx(step / per_step, rel=1e-9)
+    assert out["output_tokens_per_s"] == pytest.approx(8 * per_step / step, rel=1e-9)
+    assert out["tpot_s"] < plain["tpot_s"]
+    # prefill is unchanged; under async scheduling the step already chosen ahead of the first token is speculative
+    ahead = float(sm.step_s(7 * 3, 7 * 3 * 1024, 7, 7 * 1024)) * (1 + 3 * cost) - float(sm.decode_step_s(7, 1024))
+    assert out["ttft_s"] - plain["ttft_s"] == pytest.approx(ahead, rel=1e-6)
+
+
+def test_perf_under_sglang_speculative_decoding_runs_at_most_48(run_json):
+    plain = run_json(*PERF, "--engine", "sglang", "--max-throughput")
+    spec = run_json(*PERF, "--engine", "sglang", "--max-throughput", "--num-speculative-tokens", "2")
+    assert plain["batch"] > 48 and spec["batch"] == 48
+    own = run_json(*PERF, "--engine", "sglang", "--max-throughput", "--num-speculative-tokens", "2",
+                   "--max-num-seqs", "64")
+    assert own["batch"] == 64
+
+
+def test_perf_rejects_bad_speculative_options(run_cli):
+    for args, field in ((("--speculative-acceptance", "0.5"), "--num-speculative-tokens"),
+                        (("--num-speculative-tokens", "2", "--speculative-acceptance-length", "3.5"),
+                         "--speculative-acceptance-length")):
+        code, out, err = run_cli(*PERF, "--batch", "1", "--context", "1024", *args)
+        assert code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)

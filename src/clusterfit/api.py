@@ -262,15 +262,21 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     check_context(model, longest, req.allow_longer_context, "the sequence (isl + osl, or context)",
                   "context" if req.context is not None and req.context >= req.isl + req.osl else "isl")
     settings = req.engine_settings()
+    from .sim.api import speculative_options
+    from .sim.config import SpeculativeSpec
+
+    spec = speculative_options(req)
     rep = build_replica(Catalog.load(req.catalog, settings=settings, profile=req.profile), model, req.system,
                         precision=req.precision,
                         experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,
-                        pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False)
+                        pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False,
+                        speculative=spec is not None)
     if req.batch is not None:
         _check_batch_fits(rep.step, req.batch, req.context if req.context is not None else req.isl + req.osl / 2)
+    drafting = SpeculativeSpec.model_validate(spec).for_model(rep.model).drafting() if spec is not None else None
     out = predict(rep.model, rep.system, rep.layout, rep.precision, rep.engine, req.isl, req.osl,
                   concurrency=req.concurrency, batch=req.batch, context=req.context,
-                  max_throughput=req.max_throughput, step_model=rep.step)
+                  max_throughput=req.max_throughput, step_model=rep.step, drafting=drafting)
     notes: list[str] = []
     if req.profile is not None:
         notes.append(f"kernel curves measured by clusterfit calibrate: {req.profile.summary()}; they replace the "

@@ -160,7 +160,22 @@ class FitRequest(LayoutRequest):
     catalog: list[Path] = Field(default_factory=list, description="Extra hardware catalog files (YAML or TOML)")
 
 
-class PerfRequest(LayoutRequest, EngineSettingsRequest):
+class SpeculativeRequest(Schema):
+    """Speculative decoding options (clusterfit.speculative; sim.config.SpeculativeSpec), vLLM's names where it has
+    them. None of them given: no speculative decoding."""
+
+    num_speculative_tokens: int | None = Field(None, ge=1, le=16, description=(
+        "Speculative decoding: draft tokens per step (vLLM num_speculative_tokens; SGLang --speculative-num-steps "
+        "with --speculative-eagle-topk 1); turns it on"))
+    speculative_method: Literal["mtp", "eagle", "eagle3", "ngram"] | None = Field(None, description=(
+        "The drafter: mtp, eagle, eagle3 (one decoder layer + LM head per draft token) or ngram (default mtp)"))
+    speculative_acceptance: float | None = Field(None, ge=0.0, lt=1.0, description=(
+        "Probability that each draft token is accepted (default 0.7, clusterfit.speculative.DEFAULT_ACCEPTANCE)"))
+    speculative_acceptance_length: float | None = Field(None, ge=1.0, le=17.0, description=(
+        "Mean tokens a step emits per sequence, as engines report it (instead of --speculative-acceptance)"))
+
+
+class PerfRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
     model: str
     system: str
     isl: int = Field(ge=1, le=MAX_TOKENS, description="Input (prompt) tokens per request")
@@ -234,7 +249,7 @@ class DeployRequest(PlanRequest):
                                       description="Engine max model length (default: the model's max_position_embeddings)")
 
 
-class SimulateRequest(LayoutRequest, EngineSettingsRequest):
+class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
     model: str | None = None
     scenario: Path | None = None
     system: str | None = None
@@ -263,15 +278,6 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest):
     ttft_percentile: float | None = Field(None, ge=50.0, lt=100.0)
     tpot_percentile: float | None = Field(None, ge=50.0, lt=100.0)
     min_goodput: float | None = Field(None, ge=0.0, le=1.0)
-    num_speculative_tokens: int | None = Field(None, ge=1, le=16, description=(
-        "Speculative decoding: draft tokens per step (vLLM num_speculative_tokens; SGLang --speculative-num-steps "
-        "with --speculative-eagle-topk 1); turns it on"))
-    speculative_method: Literal["mtp", "eagle", "eagle3", "ngram"] | None = Field(None, description=(
-        "The drafter: mtp, eagle, eagle3 (one decoder layer + LM head per draft token) or ngram (default mtp)"))
-    speculative_acceptance: float | None = Field(None, ge=0.0, lt=1.0, description=(
-        "Probability that each draft token is accepted (default 0.7, clusterfit.speculative.DEFAULT_ACCEPTANCE)"))
-    speculative_acceptance_length: float | None = Field(None, ge=1.0, le=17.0, description=(
-        "Mean tokens a step emits per sequence, as engines report it (instead of --speculative-acceptance)"))
     catalog: list[Path] = Field(default_factory=list)
     profile: Profile | None = Field(None, description=_PROFILE_HELP)
 
@@ -539,8 +545,20 @@ class StepSeconds(Schema):
     by_op_s: dict[str, float]
 
 
+class SpeculativeOut(Schema):
+    """The speculative decoding a prediction ran with: draft tokens per step, the drafter, the per-draft-token
+    acceptance, the mean tokens a step emits per sequence and the drafter's cost per draft token (a fraction of a
+    decode step)."""
+
+    method: str
+    draft_tokens: int
+    acceptance: float
+    tokens_per_step: float
+    draft_cost: float
+
+
 class PerfResult(Schema):
-    _omit_if_none = frozenset({"ttft_s_interval", "tpot_s_interval", "output_tokens_per_s_interval",
+    _omit_if_none = frozenset({"speculative", "ttft_s_interval", "tpot_s_interval", "output_tokens_per_s_interval",
                                "output_tokens_per_s_per_gpu_interval", "tokens_per_s_per_user_interval",
                                "decode_step_s_interval", "prefill_s_interval", "intervals"})
     model: str
@@ -566,6 +584,7 @@ class PerfResult(Schema):
     breakdown: StepSeconds
     notes: list[str] = Field(default_factory=list, description="What the tool changed or assumed, in words")
     engine_settings: ServingEngineSettings | None = None
+    speculative: SpeculativeOut | None = None
     ttft_s_interval: Interval | None = None
     tpot_s_interval: Interval | None = None
     output_tokens_per_s_interval: Interval | None = None

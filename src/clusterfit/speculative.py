@@ -24,6 +24,8 @@ The simulator (sim.config.SpeculativeSpec) multiplies a step by 1 + k x that fra
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .arch import ModelArch
 from .errors import ClusterfitError
 
@@ -83,3 +85,23 @@ def draft_cost_fraction(model: ModelArch, method: str) -> float:
     body = model.active_params - model.params.get("embedding", 0) - model.params.get("lm_head", 0)
     per_layer = body / max(model.num_layers, 1)
     return float((per_layer + head) / max(model.active_params, 1))
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """Speculative decoding as the step models take it: ``draft_tokens`` verified per step, each accepted with
+    probability ``acceptance``, the drafter costing ``draft_cost`` of a decode step per draft token."""
+
+    method: str
+    draft_tokens: int
+    acceptance: float
+    draft_cost: float
+
+    @property
+    def tokens_per_step(self) -> float:
+        return tokens_per_step(self.draft_tokens, self.acceptance)
+
+    @property
+    def step_factor(self) -> float:
+        """A speculative step's time over its verify pass: 1 + k x draft cost (the simulator's draft factor)."""
+        return 1.0 + self.draft_tokens * self.draft_cost

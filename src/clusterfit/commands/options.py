@@ -61,6 +61,17 @@ AsyncSchedulingOpt = Annotated[Optional[bool], typer.Option(
     "--async-scheduling/--no-async-scheduling", help="Whether the host prepares the next step while the GPU runs "
     "this one (vLLM --async-scheduling, default since v0.12; SGLang's overlap scheduler, off with "
     "--disable-overlap-schedule) [default: on for vLLM and SGLang; TensorRT-LLM modelled without it]")]
+_SPEC = "Speculative decoding"
+NumSpeculativeTokensOpt = Annotated[Optional[int], typer.Option(
+    help="Speculative decoding: draft tokens per step (vLLM num_speculative_tokens; SGLang --speculative-num-steps "
+         "with topk 1)", rich_help_panel=_SPEC)]
+SpeculativeMethodOpt = Annotated[Optional[str], typer.Option(
+    help="Drafter: mtp, eagle, eagle3 or ngram (default mtp)", rich_help_panel=_SPEC)]
+SpeculativeAcceptanceOpt = Annotated[Optional[float], typer.Option(
+    help="Probability each draft token is accepted (default 0.7)", rich_help_panel=_SPEC)]
+SpeculativeAcceptanceLengthOpt = Annotated[Optional[float], typer.Option(
+    help="Mean tokens emitted per step, as the engine reports it (instead of --speculative-acceptance)",
+    rich_help_panel=_SPEC)]
 ProfileOpt = Annotated[Optional[Path], typer.Option(
     "--profile", metavar="FILE", help="Kernel profile from `clusterfit calibrate`: its measured curves replace the "
     "H200-derived ones for the GPU it was measured on")]
@@ -74,6 +85,15 @@ def engine_settings(max_num_seqs: int | None, max_num_batched_tokens: int | None
     return given(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                  gpu_memory_utilization=gpu_memory_utilization, enforce_eager=True if enforce_eager else None,
                  async_scheduling=async_scheduling)
+
+
+def speculative_kwargs(num_speculative_tokens: int | None, speculative_method: str | None,
+                       speculative_acceptance: float | None,
+                       speculative_acceptance_length: float | None) -> dict[str, object]:
+    """The speculative-decoding options the user gave, as API keyword arguments (schema.SpeculativeRequest)."""
+    return given(num_speculative_tokens=num_speculative_tokens, speculative_method=speculative_method,
+                 speculative_acceptance=speculative_acceptance,
+                 speculative_acceptance_length=speculative_acceptance_length)
 
 
 def profile_kwargs(path: Path | None) -> dict[str, object]:

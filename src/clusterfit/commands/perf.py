@@ -8,8 +8,9 @@ import typer
 
 from .options import (AsyncSchedulingOpt, CatalogOpt, DpOpt, EnforceEagerOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt,
                       GpuMemoryUtilizationOpt, JsonOpt, KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt,
-                      MaxNumSeqsOpt, PpOpt, PrecisionOpt, ProfileOpt, TpOpt, engine_settings, given,
-                      profile_kwargs)
+                      MaxNumSeqsOpt, NumSpeculativeTokensOpt, PpOpt, PrecisionOpt, ProfileOpt,
+                      SpeculativeAcceptanceLengthOpt, SpeculativeAcceptanceOpt, SpeculativeMethodOpt, TpOpt,
+                      engine_settings, given, profile_kwargs, speculative_kwargs)
 from .output import emit
 
 if TYPE_CHECKING:
@@ -41,6 +42,10 @@ def perf_command(
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     enforce_eager: EnforceEagerOpt = False,
     async_scheduling: AsyncSchedulingOpt = None,
+    num_speculative_tokens: NumSpeculativeTokensOpt = None,
+    speculative_method: SpeculativeMethodOpt = None,
+    speculative_acceptance: SpeculativeAcceptanceOpt = None,
+    speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
     catalog: CatalogOpt = None,
     profile: ProfileOpt = None,
     allow_longer_context: LongerContextOpt = False,
@@ -55,6 +60,8 @@ def perf_command(
                               engine=engine, catalog=catalog, allow_longer_context=allow_longer_context),
                       **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager,
                                         async_scheduling),
+                      **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
+                                           speculative_acceptance_length),
                       **profile_kwargs(profile))
     emit(result, as_json, lambda c: render_perf(c, result))
 
@@ -84,13 +91,18 @@ def render_perf(console: Console, out: PerfResult) -> None:
                                                          digits=0))
     t.add_row("output tokens/s per GPU", with_interval(out.output_tokens_per_s_per_gpu,
                                                        out.output_tokens_per_s_per_gpu_interval, digits=0))
-    t.add_row("decode step", with_interval(out.decode_step_s, out.decode_step_s_interval, 1e3, 2, "ms"))
+    sp = out.speculative
+    t.add_row("decode step" if sp is None else "speculative step (verify + drafts)",
+              with_interval(out.decode_step_s, out.decode_step_s_interval, 1e3, 2, "ms"))
+    if sp is not None:
+        t.add_row("tokens per step per sequence", f"{sp.tokens_per_step:.2f} ({sp.method}, {sp.draft_tokens} drafts, "
+                                                  f"acceptance {sp.acceptance:.2f}, draft cost {sp.draft_cost:.3f})")
     t.add_row("prefill (one request alone)", with_interval(out.prefill_s, out.prefill_s_interval, 1e3, 1, "ms"))
     t.add_row("KV capacity (tokens)", f"{out.kv_capacity_tokens:.0f}")
     console.print(t)
     if out.intervals is not None:
         console.print(f"[dim]{basis_note(out.intervals)}[/]", soft_wrap=True)
-    b = Table(title="decode step breakdown")
+    b = Table(title="decode step breakdown" + (" (one plain decode step)" if sp is not None else ""))
     b.add_column("op")
     b.add_column("ms", justify="right")
     for k, v in sorted(out.breakdown.by_op_s.items(), key=lambda kv: -kv[1]):

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from .options import (AsyncSchedulingOpt, CatalogOpt, DpOpt, EnforceEagerOpt, EpOpt, GpuMemoryUtilizationOpt,
-                      JsonOpt, KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt, MaxNumSeqsOpt, PpOpt, PrecisionOpt, ProfileOpt, TpOpt,
-                      engine_settings, given, profile_kwargs)
+                      JsonOpt, KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt, MaxNumSeqsOpt,
+                      NumSpeculativeTokensOpt, PpOpt, PrecisionOpt, ProfileOpt, SpeculativeAcceptanceLengthOpt,
+                      SpeculativeAcceptanceOpt, SpeculativeMethodOpt, TpOpt, engine_settings, given, profile_kwargs,
+                      speculative_kwargs)
 from .output import check_outputs, emit
 
 if TYPE_CHECKING:
@@ -60,16 +62,10 @@ def simulate_command(
     tpot_percentile: Annotated[Optional[float], typer.Option(help="TPOT percentile judged (default 90)")] = None,
     min_goodput: Annotated[Optional[float], typer.Option(
         help="Least share of requests within both SLOs (default 0.9)")] = None,
-    num_speculative_tokens: Annotated[Optional[int], typer.Option(
-        help="Speculative decoding: draft tokens per step (vLLM num_speculative_tokens; SGLang "
-             "--speculative-num-steps with topk 1)", rich_help_panel="Speculative decoding")] = None,
-    speculative_method: Annotated[Optional[str], typer.Option(
-        help="Drafter: mtp, eagle, eagle3 or ngram (default mtp)", rich_help_panel="Speculative decoding")] = None,
-    speculative_acceptance: Annotated[Optional[float], typer.Option(
-        help="Probability each draft token is accepted (default 0.7)", rich_help_panel="Speculative decoding")] = None,
-    speculative_acceptance_length: Annotated[Optional[float], typer.Option(
-        help="Mean tokens emitted per step, as the engine reports it (instead of --speculative-acceptance)",
-        rich_help_panel="Speculative decoding")] = None,
+    num_speculative_tokens: NumSpeculativeTokensOpt = None,
+    speculative_method: SpeculativeMethodOpt = None,
+    speculative_acceptance: SpeculativeAcceptanceOpt = None,
+    speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
     catalog: CatalogOpt = None,
     profile: ProfileOpt = None,
     allow_longer_context: LongerContextOpt = False,
@@ -93,9 +89,9 @@ def simulate_command(
         trace=trace, replicas=replicas, requests=requests, seed=seed, policy=policy, fail_at=fail_at,
         fail_replica=fail_replica, fail_node=fail_node, restart_after=restart_after, ttft_ms=ttft_ms,
         tpot_ms=tpot_ms, ttft_percentile=ttft_percentile, tpot_percentile=tpot_percentile, min_goodput=min_goodput,
-        num_speculative_tokens=num_speculative_tokens, speculative_method=speculative_method,
-        speculative_acceptance=speculative_acceptance, speculative_acceptance_length=speculative_acceptance_length,
         catalog=catalog, allow_longer_context=allow_longer_context),
+        **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
+                             speculative_acceptance_length),
         **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager,
                                         async_scheduling),
         **profile_kwargs(profile))

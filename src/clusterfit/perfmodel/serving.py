@@ -35,6 +35,7 @@ from ..errors import ClusterfitError
 from ..hardware import System
 from ..layout import Layout
 from ..precision import Precision
+from ..speculative import Drafting
 from .step import ArrayLike, Num, StepModel, compile_step
 
 
@@ -96,14 +97,25 @@ def static_batch_s(sm: StepModel, batch: ArrayLike, isl: ArrayLike, osl: ArrayLi
     return pre + np.asarray(osl, float) * sm.decode_step_s(b, i + np.asarray(osl, float) / 2.0)
 
 
+def speculative_step_s(sm: StepModel, batch: ArrayLike, context: ArrayLike, drafting: Drafting) -> Num:
+    """One speculative decode step of ``batch`` sequences at ``context``: the verify pass (each sequence's k draft
+    tokens charged as extra tokens attending its context, beside its own decode token) times 1 + k x the drafter's
+    cost (clusterfit.speculative.Drafting; the simulator charges the same, sim.replica)."""
+    b = np.asarray(batch, float)
+    extra = b * drafting.draft_tokens
+    c = np.asarray(context, float)
+    return sm.step_s(extra, extra * c, b, b * c) * drafting.step_factor
+
+
 def predict(model: ModelArch | None, system: System | None, layout: Layout | None, precision: Precision | None,
             engine: Engine | None = None, isl: int = 1024, osl: int = 1024, concurrency: float | None = None,
             batch: float | None = None, context: float | None = None, max_throughput: bool = False,
-            step_model: StepModel | None = None) -> dict[str, Any]:
+            step_model: StepModel | None = None, drafting: Drafting | None = None) -> dict[str, Any]:
     """Serving metrics of one replica. Exactly one load: concurrency, batch (+context), or max_throughput.
 
     Either ``step_model`` (compiled already) or model, system, layout, precision and ``engine`` (a
-    clusterfit.engines.Engine: get_engine(name)) to compile one."""
+    clusterfit.engines.Engine: get_engine(name)) to compile one. ``drafting``: speculative decoding (each decode step
+    is speculative_step_s and emits ``drafting.tokens_per_step`` tokens per sequence; prefill is unchanged)."""
     modes = sum([concurrency is not None, batch is not None, bool(max_throughput)])
     if modes != 1:
         raise ClusterfitError("give exactly one of --concurrency, --batch (with --context) or --max-throughput")
@@ -123,14 +135,15 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
     cap = float(max_throughput_batch(sm, isl, osl))
     if cap < 1:
         raise ClusterfitError(f"the KV cache holds no request of {isl}+{osl} tokens on this layout")
+    per_step = 1.0 if drafting is None else drafting.tokens_per_step
     if batch is not None:
         if batch < 1:
             raise ClusterfitError(f"--batch must be >= 1, got {batch}")
         ctx = float(context if context is not None else isl + osl / 2)
         b = float(batch)
-        step = float(sm.decode_step_s(b, ctx))
-        tpot = step
-        out_tps = b / step
+        step = float(sm.decode_step_s(b, ctx) if drafting is None else speculative_step_s(sm, b, ctx, drafting))
+        tpot = step / per_step
+        out_tps = b * per_step / step
         ttft = first_token_s(sm, isl, b - 1.0, ctx)
     else:
         if concurrency is not None:
@@ -142,11 +155,16 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         ctx = isl + osl / 2
         cyc = float(cycle_s(sm, b, isl, osl))
         step = float(sm.decode_step_s(b, ctx))
+        if drafting is not None:  # osl / tokens_per_step speculative steps in place of osl decode steps
+            spec = float(speculative_step_s(sm, b, ctx, drafting))
+            cyc += osl / per_step * spec - osl * step
+            step = spec
         tpot = cyc / osl
         out_tps = b * osl / cyc
         ttft = first_token_s(sm, isl, b - 1.0, ctx)
     if b > 1 and schedules_ahead(sm):  # async scheduling: the step already chosen runs first (engines.schedules_ahead)
-        ttft += float(sm.decode_step_s(b - 1.0, ctx))
+        ttft += float(sm.decode_step_s(b - 1.0, ctx) if drafting is None
+                      else speculative_step_s(sm, b - 1.0, ctx, drafting))
     ttft += front_end_s(sm)  # the request's way through the engine's front end (Engine.request_latency_s)
     bd = sm.breakdown(0.0, 0.0, b, b * ctx)
     return {
@@ -158,6 +176,9 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         "batch": b,
         "kv_limited_batch": cap,
         "decode_step_s": step,
+        "speculative": None if drafting is None else {
+            "method": drafting.method, "draft_tokens": drafting.draft_tokens, "acceptance": drafting.acceptance,
+            "tokens_per_step": per_step, "draft_cost": drafting.draft_cost},
         "prefill_s": float(sm.prefill_s(isl)),
         "gpus": sm.gpus,
         "kv_capacity_tokens": float(sm.kv_capacity_tokens),

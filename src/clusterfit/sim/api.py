@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..errors import ClusterfitError
-from ..schema import ParameterError, SimulateRequest
+from ..schema import ParameterError, SimulateRequest, SpeculativeRequest
 from .cluster import SimRun, run_simulation
 from .config import SampledLengthSpec, SessionSpec, SimulationConfig
 from .metrics import summarize
@@ -128,13 +128,19 @@ def simulate(step_model: StepCosts, sim: SimulationConfig, workload=None, slo=No
 
 def _speculative_options(req: SimulateRequest, sim: SimulationConfig) -> dict[str, Any] | None:
     """The speculative decoding the request's options give, on top of the simulation section's (None: no option
-    given). An acceptance option replaces the section's acceptance length, and the other way round."""
+    given)."""
+    return speculative_options(req, sim.replica.speculative.model_dump() if sim.replica.speculative else None)
+
+
+def speculative_options(req: SpeculativeRequest, base: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The SpeculativeSpec fields a request's speculative options give, on top of ``base`` (a spec's fields; None:
+    none), or None when the request gives none. An acceptance option replaces the base's acceptance length, and the
+    other way round. Errors name the option."""
     given = {k: v for k, v in (("draft_tokens", req.num_speculative_tokens), ("method", req.speculative_method),
                                ("acceptance", req.speculative_acceptance),
                                ("acceptance_length", req.speculative_acceptance_length)) if v is not None}
     if not given:
         return None
-    base = sim.replica.speculative.model_dump() if sim.replica.speculative is not None else None
     if base is None and "draft_tokens" not in given:
         raise ParameterError("num_speculative_tokens", "give the draft tokens per step to turn speculative decoding "
                                                        "on (the other speculative options need it)")

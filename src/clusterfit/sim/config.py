@@ -124,6 +124,14 @@ class SpeculativeSpec(_Strict):
             return min(acceptance_for_length(self.draft_tokens, self.acceptance_length), 1.0 - 1e-9)
         return DEFAULT_ACCEPTANCE
 
+    def drafting(self) -> Any:
+        """This spec as clusterfit.speculative.Drafting (the draft cost must be known: ``for_model``)."""
+        from ..speculative import Drafting
+
+        if self.draft_cost is None:
+            raise ValueError("draft_cost is not known yet: call for_model first")
+        return Drafting(self.method, self.draft_tokens, self.alpha, self.draft_cost)
+
     def for_model(self, model: Any) -> "SpeculativeSpec":
         """This spec with ``draft_cost`` derived from ``model`` (a ModelArch) when it is not given."""
         if self.draft_cost is not None:

@@ -46,7 +46,6 @@ import numpy as np
 
 from ..engines import schedules_ahead
 from ..errors import ClusterfitError
-from ..speculative import tokens_per_step
 from .config import ReplicaSpec
 from .gaps import TokenGaps
 from .ledger import COMPLETED, Ledger
@@ -84,10 +83,10 @@ class Replica:
                 raise ClusterfitError("simulation.replica.speculative.draft_cost: give the drafter's cost per draft "
                                       "token (a fraction of a decode step), or simulate through clusterfit.simulate, "
                                       "which derives it from the model")
-            k = sp.draft_tokens
-            self.tokens_per_step = tokens_per_step(k, sp.alpha)
-            self.verify = k
-            self.draft_factor = 1.0 + sp.draft_cost * k
+            drafting = sp.drafting()
+            self.tokens_per_step = drafting.tokens_per_step
+            self.verify = drafting.draft_tokens
+            self.draft_factor = drafting.step_factor
         self.alive = True
         self.accepting = True
         model = getattr(timer, "model", None)
