@@ -3,6 +3,8 @@ yields, the drafter's cost from the model, SGLang's defaults under speculative d
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import clusterfit as cf
@@ -168,3 +170,13 @@ def test_perf_rejects_bad_speculative_options(run_cli):
                          "--speculative-acceptance-length")):
         code, out, err = run_cli(*PERF, "--batch", "1", "--context", "1024", *args)
         assert code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)
+
+
+@settings(max_examples=200, deadline=None)
+@given(k=st.integers(1, 16), a=st.floats(0.0, 0.995), b=st.floats(0.0, 0.995))
+def test_tokens_per_step_rises_with_acceptance_and_inverts(k, a, b):
+    lo, hi = sorted((a, b))
+    assert 1.0 <= tokens_per_step(k, lo) <= tokens_per_step(k, hi) <= k + 1
+    assert tokens_per_step(k, a) <= tokens_per_step(k + 1, a)
+    assert tokens_per_step(k, acceptance_for_length(k, tokens_per_step(k, a))) == pytest.approx(
+        tokens_per_step(k, a), rel=1e-9, abs=1e-9)
