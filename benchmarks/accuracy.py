@@ -358,6 +358,10 @@ class RowSettings(NamedTuple):
                 self.num_scheduler_steps, self.cuda_graph_max_bs)
 
 
+#: The engine settings of a row that states none (step_for's default).
+NO_SETTINGS = RowSettings().engine_settings()
+
+
 def row_settings(row) -> RowSettings:
     """Parse the settings a row states in words (see _ADP_ON, _SETTING_PATTERNS, _CONC_MODE)."""
     text = " ; ".join(row.get(k, "") or "" for k in ("notes", "concurrency_or_mode", "engine"))
@@ -474,9 +478,10 @@ def checkpoint_precision(row) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(None,) * 6, speculative=False):
+def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=NO_SETTINGS, speculative=False):
     """The compiled step model of a row; ``settings``: (gpu_memory_utilization, max_num_batched_tokens,
-    max_num_seqs, async_scheduling, num_scheduler_steps) the row states (RowSettings.engine_settings), None for the
+    max_num_seqs, async_scheduling, num_scheduler_steps, cuda_graph_max_bs) the row states
+    (RowSettings.engine_settings; NO_SETTINGS: none), None for the
     engine's default (the engine's defaults on the row's GPU: Catalog.engine with the system, Engine.for_device);
     ``speculative``: the run had speculative decoding on (the engine's defaults under it, Engine.for_speculative)."""
     model = model_for(model_name)
@@ -484,13 +489,11 @@ def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=(Non
     prec = precision_for(model, weights, kv, engine)
     layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
     budget = None
-    mem, mnt, mns, asy, steps, graph_bs = tuple(settings) + (None,) * (6 - len(settings))
+    # a shorter tuple leaves the settings after it unstated
+    mem, mnt, mns, asy, steps, graph_bs = tuple(settings) + NO_SETTINGS[len(settings):]
     eng = Catalog(system_catalog(), engines_file=ENGINES_PATH).engine(engine, system)
     eng = eng.with_settings(max_num_batched_tokens=mnt, max_num_seqs=mns, async_scheduling=asy,
-                            num_scheduler_steps=steps)
-    if graph_bs is not None:
-        base = eng.layout_resolved[1] if eng.layout_resolved is not None else eng
-        eng = replace(base, cuda_graph_max_bs=graph_bs, user_set=base.user_set | {"cuda_graph_max_bs"})
+                            num_scheduler_steps=steps, cuda_graph_max_bs=graph_bs)
     if mns is not None:
         # a stated max_batch_size is the cap itself, not trtllm-bench's estimate of it
         eng = replace(eng, batch_cap_rule="static")
@@ -1122,7 +1125,7 @@ def online_requests(row) -> int:
 
 @lru_cache(maxsize=None)
 def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl, osl, qps, n, reps,
-                    settings=(None,) * 6) -> dict:
+                    settings=NO_SETTINGS) -> dict:
     """Simulate ``reps`` runs of ``n`` requests of fixed ISL/OSL (Poisson arrivals at ``qps``, seed = run
     index; qps inf: all at t=0) on ``replicas`` replicas of ``layout``; pooled mean TTFT (ms), mean TPOT (ms)
     and completed output tokens / makespan (first arrival to last completion, summed over runs)."""
@@ -1155,7 +1158,7 @@ def simulate_online(model_name, gpu, weights, kv, engine, layout, replicas, isl,
 
 
 def predict_online(row, model_name, weights, kv, engine, layout, replicas, isl, osl,
-                   settings=(None,) * 6) -> float:
+                   settings=NO_SETTINGS) -> float:
     """A request-rate row: the simulator on the row's replicas (one, where the row's GPUs hold one replica),
     Poisson arrivals at the row's QPS (INF: all requests at t=0), the row's fixed ISL/OSL, the source's
     request count; ttft_ms_mean = mean TTFT, itl_ms_mean = mean TPOT, output tokens/s = completed output
@@ -1223,7 +1226,7 @@ def simulate_run(sm, spec: RunSpec, replicas: int, draft=None) -> dict:
     pooled over repetitions (RUN_TARGET_REQUESTS): throughputs as tokens / total duration, latencies as the mean of
     the runs' means / medians; ``draft``: the run's speculative decoding (sim.config.SpeculativeSpec). Cached per
     (step model, spec, replicas, draft)."""
-    key = (id(sm), spec, replicas, None if draft is None else tuple(draft.model_dump().items()))
+    key = (id(sm), spec, replicas, draft)
     hit = _RUN_CACHE.get(key)
     if hit is not None and hit[0] is sm:
         return hit[1]
@@ -1294,7 +1297,7 @@ def simulate_run(sm, spec: RunSpec, replicas: int, draft=None) -> dict:
 
 
 def predict_run(row, spec: RunSpec, model_name, weights, kv, engine, layout, replicas,
-                settings=(None,) * 6, draft=None) -> float:
+                settings=NO_SETTINGS, draft=None) -> float:
     """A vLLM / SGLang benchmark run's metric (RUN_METRICS) from its replay (simulate_run), with the run's
     speculative decoding ``draft`` (speculative_for) if it had one."""
     metric = row["metric"]

@@ -170,17 +170,13 @@ def test_http_deploy_answers_files_and_writes_nothing():
     from _webserver import running_server
 
     with running_server() as url, httpx.Client(base_url=url, timeout=60) as c:
-        _check_http_deploy(c)
-
-
-def _check_http_deploy(c) -> None:
-    r = c.post("/api/deploy", json={"model": "meta-llama/Llama-3.1-8B", "isl": 1000, "osl": 200, "rate": 20,
-                                    "ttft_ms": 1000, "tpot_ms": 40, "systems": ["h200"], "target": "kubernetes"})
-    assert r.status_code == 200, r.text
-    body = r.json()
-    assert body["out"] is None and {"deployment.yaml", "service.yaml"} <= {f["path"] for f in body["files"]}
-    # a request may not name a server path to write to (any path: a relative one here)
-    assert c.post("/api/deploy", json={"model": "llama-3.1-8b", "out": "deploy-out"}).status_code == 422
+        r = c.post("/api/deploy", json={"model": "meta-llama/Llama-3.1-8B", "isl": 1000, "osl": 200, "rate": 20,
+                                        "ttft_ms": 1000, "tpot_ms": 40, "systems": ["h200"], "target": "kubernetes"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["out"] is None and {"deployment.yaml", "service.yaml"} <= {f["path"] for f in body["files"]}
+        # a request may not name a server path to write to (any path: a relative one here)
+        assert c.post("/api/deploy", json={"model": "llama-3.1-8b", "out": "deploy-out"}).status_code == 422
 
 
 GOLDEN = Path(__file__).parent / "data" / "deploy" / "golden"

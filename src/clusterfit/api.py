@@ -262,10 +262,9 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     check_context(model, longest, req.allow_longer_context, "the sequence (isl + osl, or context)",
                   "context" if req.context is not None and req.context >= req.isl + req.osl else "isl")
     settings = req.engine_settings()
-    from .sim.api import speculative_options
     from .sim.config import SpeculativeSpec
 
-    spec = speculative_options(req)
+    spec = req.speculative_fields()
     rep = build_replica(Catalog.load(req.catalog, settings=settings, profile=req.profile), model, req.system,
                         precision=req.precision,
                         experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,

@@ -339,11 +339,13 @@ class Engine:
 
     def with_settings(self, gpu_memory_utilization: float | None = None, max_num_batched_tokens: int | None = None,
                       max_num_seqs: int | None = None, cuda_graphs: bool | None = None,
-                      async_scheduling: bool | None = None, num_scheduler_steps: int | None = None) -> "Engine":
+                      async_scheduling: bool | None = None, num_scheduler_steps: int | None = None,
+                      cuda_graph_max_bs: int | None = None) -> "Engine":
         """This engine with the user's overrides of its serving settings (None: keep the catalog value).
 
         Raises ClusterfitError naming the setting when a value is out of range: gpu_memory_utilization in
-        0.05..1.0, max_num_batched_tokens and max_num_seqs in 1..1,048,576, num_scheduler_steps in 1..1,024.
+        0.05..1.0, max_num_batched_tokens and max_num_seqs in 1..1,048,576, num_scheduler_steps in 1..1,024,
+        cuda_graph_max_bs (SGLang --cuda-graph-max-bs, vLLM --max-cudagraph-capture-size) in 1..1,048,576.
         """
         changes: dict[str, Any] = {}
         if gpu_memory_utilization is not None:
@@ -355,7 +357,8 @@ class Engine:
         for fname, value, (lo_i, hi_i) in (
                 ("max_num_batched_tokens", max_num_batched_tokens, MAX_NUM_BATCHED_TOKENS_RANGE),
                 ("max_num_seqs", max_num_seqs, MAX_NUM_SEQS_RANGE),
-                ("num_scheduler_steps", num_scheduler_steps, NUM_SCHEDULER_STEPS_RANGE)):
+                ("num_scheduler_steps", num_scheduler_steps, NUM_SCHEDULER_STEPS_RANGE),
+                ("cuda_graph_max_bs", cuda_graph_max_bs, MAX_NUM_SEQS_RANGE)):
             if value is None:
                 continue
             if int(value) != value or not lo_i <= value <= hi_i:
@@ -366,11 +369,15 @@ class Engine:
             changes["cuda_graphs"] = bool(cuda_graphs)
         if async_scheduling is not None:
             changes["async_scheduling"] = bool(async_scheduling)
+        return self._changed(changes, by_user=True)
+
+    def _changed(self, changes: dict[str, Any], by_user: bool) -> "Engine":
+        """This engine with ``changes`` (recorded in ``user_set`` when the user gave them). The changes go on the
+        engine before ``for_layout``, which resolves the layout's defaults again around them."""
         if not changes:
             return self
-        if self.layout_resolved is not None:  # the settings go on the engine before for_layout, to resolve again
-            return replace(self.layout_resolved[1], **changes, user_set=self.user_set | set(changes))
-        return replace(self, **changes, user_set=self.user_set | set(changes))
+        base = self.layout_resolved[1] if self.layout_resolved is not None else self
+        return replace(base, **changes, user_set=base.user_set | set(changes) if by_user else base.user_set)
 
     def for_speculative(self, dp: int = 1) -> "Engine":
         """This engine as it runs with speculative decoding on ``dp`` attention-DP ranks: ``speculative_max_num_seqs``
@@ -382,10 +389,7 @@ class Engine:
                            batch_cap_rule="static")
         if self.speculative_async_scheduling is not None and "async_scheduling" not in self.user_set:
             changes["async_scheduling"] = bool(self.speculative_async_scheduling)
-        if not changes:
-            return self
-        base = self.layout_resolved[1] if self.layout_resolved is not None else self
-        return replace(base, **changes)
+        return self._changed(changes, by_user=False)
 
     def for_layout(self, gpu: Any, tp: int, pp: int = 1, dp: int = 1) -> "Engine":
         """The engine's defaults that follow from the device's memory and the layout (``gpu_memory_defaults``; a

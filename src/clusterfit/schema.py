@@ -18,6 +18,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunct
 
 from .errors import ClusterfitError
 from .profile import Profile
+from .speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
 
 #: Upper bounds on sizes a request may ask for (the work they cause grows with them).
 MAX_GPUS = 4096
@@ -164,15 +165,42 @@ class SpeculativeRequest(Schema):
     """Speculative decoding options (clusterfit.speculative; sim.config.SpeculativeSpec), vLLM's names where it has
     them. None of them given: no speculative decoding."""
 
-    num_speculative_tokens: int | None = Field(None, ge=1, le=16, description=(
+    num_speculative_tokens: int | None = Field(None, ge=1, le=MAX_DRAFT_TOKENS, description=(
         "Speculative decoding: draft tokens per step (vLLM num_speculative_tokens; SGLang --speculative-num-steps "
         "with --speculative-eagle-topk 1); turns it on"))
-    speculative_method: Literal["mtp", "eagle", "eagle3", "ngram"] | None = Field(None, description=(
+    speculative_method: SpeculativeMethod | None = Field(None, description=(
         "The drafter: mtp, eagle, eagle3 (one decoder layer + LM head per draft token) or ngram (default mtp)"))
     speculative_acceptance: float | None = Field(None, ge=0.0, lt=1.0, description=(
         "Probability that each draft token is accepted (default 0.7, clusterfit.speculative.DEFAULT_ACCEPTANCE)"))
-    speculative_acceptance_length: float | None = Field(None, ge=1.0, le=17.0, description=(
+    speculative_acceptance_length: float | None = Field(None, ge=1.0, le=MAX_DRAFT_TOKENS + 1.0, description=(
         "Mean tokens a step emits per sequence, as engines report it (instead of --speculative-acceptance)"))
+
+    def speculative_fields(self, base: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The sim.config.SpeculativeSpec fields these options give, on top of ``base`` (a spec's fields, e.g. a
+        scenario's; None: none), or None when no option is given. An acceptance option replaces the base's
+        acceptance length, and the other way round. Errors name the option."""
+        given = {k: v for k, v in (("draft_tokens", self.num_speculative_tokens), ("method", self.speculative_method),
+                                   ("acceptance", self.speculative_acceptance),
+                                   ("acceptance_length", self.speculative_acceptance_length)) if v is not None}
+        if not given:
+            return None
+        if base is None and "draft_tokens" not in given:
+            raise ParameterError("num_speculative_tokens", "give the draft tokens per step to turn speculative "
+                                                           "decoding on (the other speculative options need it)")
+        if "acceptance" in given and "acceptance_length" in given:
+            raise ParameterError("speculative_acceptance_length", "give --speculative-acceptance or "
+                                                                  "--speculative-acceptance-length, not both")
+        out = dict(base or {})
+        if "acceptance" in given:
+            out["acceptance_length"] = None
+        if "acceptance_length" in given:
+            out["acceptance"] = None
+        out |= given
+        k, length = out["draft_tokens"], out.get("acceptance_length")
+        if length is not None and length > k + 1:
+            raise ParameterError("speculative_acceptance_length", f"{length:g} tokens per step is more than the "
+                                                                  f"{k} draft tokens + 1 a step can emit")
+        return out
 
 
 class PerfRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):

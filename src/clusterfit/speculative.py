@@ -25,14 +25,19 @@ The simulator (sim.config.SpeculativeSpec) multiplies a step by 1 + k x that fra
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
 
-from .arch import ModelArch
 from .errors import ClusterfitError
 
-#: Drafters clusterfit prices as one decoder layer + LM head per draft token (the vLLM ``method`` names; SGLang's
-#: ``--speculative-algorithm`` EAGLE / EAGLE3 / NEXTN map to them). ``ngram`` (prompt lookup) drafts on the CPU.
+if TYPE_CHECKING:  # the request schemas import this module: no model code at their import
+    from .arch import ModelArch
+
+#: The drafters clusterfit prices (the vLLM ``method`` names; SGLang's ``--speculative-algorithm`` EAGLE / EAGLE3 /
+#: NEXTN map to them): mtp, eagle and eagle3 as one decoder layer + LM head per draft token; ngram (prompt lookup)
+#: drafts on the CPU.
+SpeculativeMethod = Literal["mtp", "eagle", "eagle3", "ngram"]
+METHODS: tuple[str, ...] = get_args(SpeculativeMethod)
 ONE_LAYER_DRAFTERS = ("mtp", "eagle", "eagle3")
-METHODS = ONE_LAYER_DRAFTERS + ("ngram",)
 
 #: Per-draft-token acceptance used when neither the user nor the source gives one: 0.7. Source: GLM-5.2's native MTP
 #: layer at num_speculative_tokens 5 accepts a mean 2.9 tokens per step on GSM8K in vLLM
@@ -41,6 +46,7 @@ METHODS = ONE_LAYER_DRAFTERS + ("ngram",)
 #: MTP accepts its second token 85-90% of the time (DeepSeek-V3 Technical Report, arXiv:2412.19437, section 5.4.3).
 DEFAULT_ACCEPTANCE = 0.7
 
+#: Most draft tokens per step a request or a scenario may ask for.
 MAX_DRAFT_TOKENS = 16
 
 

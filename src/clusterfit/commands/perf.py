@@ -96,7 +96,8 @@ def render_perf(console: Console, out: PerfResult) -> None:
               with_interval(out.decode_step_s, out.decode_step_s_interval, 1e3, 2, "ms"))
     if sp is not None:
         t.add_row("tokens per step per sequence", f"{sp.tokens_per_step:.2f} ({sp.method}, {sp.draft_tokens} drafts, "
-                                                  f"acceptance {sp.acceptance:.2f}, draft cost {sp.draft_cost:.3f})")
+                                                  f"acceptance {sp.acceptance:.2f} per draft, each draft "
+                                                  f"{sp.draft_cost:.1%} of a decode step)")
     t.add_row("prefill (one request alone)", with_interval(out.prefill_s, out.prefill_s_interval, 1e3, 1, "ms"))
     t.add_row("KV capacity (tokens)", f"{out.kv_capacity_tokens:.0f}")
     console.print(t)

@@ -24,6 +24,7 @@ iterations at contexts isl..isl+osl: ``static_batch`` below.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -176,9 +177,7 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         "batch": b,
         "kv_limited_batch": cap,
         "decode_step_s": step,
-        "speculative": None if drafting is None else {
-            "method": drafting.method, "draft_tokens": drafting.draft_tokens, "acceptance": drafting.acceptance,
-            "tokens_per_step": per_step, "draft_cost": drafting.draft_cost},
+        "speculative": None if drafting is None else {**asdict(drafting), "tokens_per_step": per_step},
         "prefill_s": float(sm.prefill_s(isl)),
         "gpus": sm.gpus,
         "kv_capacity_tokens": float(sm.kv_capacity_tokens),

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..errors import ClusterfitError
-from ..schema import ParameterError, SimulateRequest, SpeculativeRequest
+from ..schema import ParameterError, SimulateRequest
 from .cluster import SimRun, run_simulation
 from .config import SampledLengthSpec, SessionSpec, SimulationConfig
 from .metrics import summarize
@@ -126,45 +126,11 @@ def simulate(step_model: StepCosts, sim: SimulationConfig, workload=None, slo=No
     return report, run
 
 
-def _speculative_options(req: SimulateRequest, sim: SimulationConfig) -> dict[str, Any] | None:
-    """The speculative decoding the request's options give, on top of the simulation section's (None: no option
-    given)."""
-    return speculative_options(req, sim.replica.speculative.model_dump() if sim.replica.speculative else None)
-
-
-def speculative_options(req: SpeculativeRequest, base: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The SpeculativeSpec fields a request's speculative options give, on top of ``base`` (a spec's fields; None:
-    none), or None when the request gives none. An acceptance option replaces the base's acceptance length, and the
-    other way round. Errors name the option."""
-    given = {k: v for k, v in (("draft_tokens", req.num_speculative_tokens), ("method", req.speculative_method),
-                               ("acceptance", req.speculative_acceptance),
-                               ("acceptance_length", req.speculative_acceptance_length)) if v is not None}
-    if not given:
-        return None
-    if base is None and "draft_tokens" not in given:
-        raise ParameterError("num_speculative_tokens", "give the draft tokens per step to turn speculative decoding "
-                                                       "on (the other speculative options need it)")
-    if "acceptance" in given and "acceptance_length" in given:
-        raise ParameterError("speculative_acceptance_length", "give --speculative-acceptance or "
-                                                              "--speculative-acceptance-length, not both")
-    out = dict(base or {})
-    if "acceptance" in given:
-        out["acceptance_length"] = None
-    if "acceptance_length" in given:
-        out["acceptance"] = None
-    out |= given
-    k, length = out.get("draft_tokens") or 3, out.get("acceptance_length")
-    if length is not None and length > k + 1:
-        raise ParameterError("speculative_acceptance_length", f"{length:g} tokens per step is more than the "
-                                                              f"{k} draft tokens + 1 a step can emit")
-    return out
-
-
 def with_draft_cost(sim: SimulationConfig, model: Any) -> SimulationConfig:
     """``sim`` with its speculative decoding's draft cost derived from ``model`` (a ModelArch) where the section
     does not state it (SpeculativeSpec.for_model); unchanged without speculative decoding."""
     spec = sim.replica.speculative
-    if spec is None or spec.draft_cost is not None:
+    if spec is None:
         return sim
     return sim.model_copy(update={"replica": sim.replica.model_copy(update={"speculative": spec.for_model(model)})})
 
@@ -281,7 +247,7 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
     if req.rate is not None or req.arrival is not None:
         upd["arrival"] = sim.arrival.model_dump() | ({"rate_rps": req.rate} if req.rate is not None else {}) \
             | ({"process": req.arrival} if req.arrival is not None else {})
-    spec = _speculative_options(req, sim)
+    spec = req.speculative_fields(sim.replica.speculative.model_dump() if sim.replica.speculative else None)
     if spec is not None:
         upd["replica"] = sim.replica.model_dump() | {"speculative": spec}
     if req.fail_at is not None:

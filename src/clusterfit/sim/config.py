@@ -12,6 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from ..speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
+
 #: Keys of ``simulation.replica`` renamed to vLLM's engine-argument names: old -> new.
 RENAMED_REPLICA_KEYS = {"max_batch": "max_num_seqs", "token_budget": "max_num_batched_tokens"}
 
@@ -98,8 +100,10 @@ class SpeculativeSpec(_Strict):
     (speculative.draft_cost_fraction) where the model is known (``clusterfit simulate``, the Python API); a step
     model simulated directly needs it given."""
 
-    method: Literal["mtp", "eagle", "eagle3", "ngram"] = "mtp"
-    draft_tokens: int = Field(default=3, ge=1, le=16)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: SpeculativeMethod = "mtp"
+    draft_tokens: int = Field(default=3, ge=1, le=MAX_DRAFT_TOKENS)
     acceptance: float | None = Field(default=None, ge=0, lt=1)
     acceptance_length: float | None = Field(default=None, ge=1)
     draft_cost: float | None = Field(default=None, ge=0)
@@ -121,15 +125,18 @@ class SpeculativeSpec(_Strict):
         if self.acceptance is not None:
             return self.acceptance
         if self.acceptance_length is not None:
-            return min(acceptance_for_length(self.draft_tokens, self.acceptance_length), 1.0 - 1e-9)
+            return acceptance_for_length(self.draft_tokens, self.acceptance_length)
         return DEFAULT_ACCEPTANCE
 
     def drafting(self) -> Any:
-        """This spec as clusterfit.speculative.Drafting (the draft cost must be known: ``for_model``)."""
+        """This spec as clusterfit.speculative.Drafting; the draft cost must be known (given, or ``for_model``)."""
+        from ..errors import ClusterfitError
         from ..speculative import Drafting
 
         if self.draft_cost is None:
-            raise ValueError("draft_cost is not known yet: call for_model first")
+            raise ClusterfitError("simulation.replica.speculative.draft_cost: give the drafter's cost per draft token "
+                                  "(a fraction of a decode step), or simulate through clusterfit.simulate, which "
+                                  "derives it from the model")
         return Drafting(self.method, self.draft_tokens, self.alpha, self.draft_cost)
 
     def for_model(self, model: Any) -> "SpeculativeSpec":

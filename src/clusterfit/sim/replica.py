@@ -45,7 +45,6 @@ from typing import Any
 import numpy as np
 
 from ..engines import schedules_ahead
-from ..errors import ClusterfitError
 from .config import ReplicaSpec
 from .gaps import TokenGaps
 from .ledger import COMPLETED, Ledger
@@ -79,10 +78,6 @@ class Replica:
         if sp is None:
             self.tokens_per_step, self.verify, self.draft_factor = 1.0, 0, 1.0
         else:
-            if sp.draft_cost is None:
-                raise ClusterfitError("simulation.replica.speculative.draft_cost: give the drafter's cost per draft "
-                                      "token (a fraction of a decode step), or simulate through clusterfit.simulate, "
-                                      "which derives it from the model")
             drafting = sp.drafting()
             self.tokens_per_step = drafting.tokens_per_step
             self.verify = drafting.draft_tokens
