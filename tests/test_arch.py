@@ -84,6 +84,11 @@ PUBLISHED = [
     ("Qwen/Qwen3-14B", 14.8, 0.1, 13.2, 0.1, "nonemb", ""),
     ("zai-org/GLM-4.5-Air", 106, 1, 12, 1, "nonemb", "106.85B counted: within 1%"),
     ("Qwen/Qwen3.5-9B", 9, 1, None, None, None, "'9B' (8.95B text; checkpoint total in test_models_new)"),
+    # GPT-J card (huggingface.co/EleutherAI/gpt-j-6b, hyperparameter table): n_parameters 6,053,381,344; 6,050,882,784
+    # counted (test_gptj_exact_count_by_hand), 0.04% below. Falcon-180B card: "a 180B parameters causal
+    # decoder-only model"; 178.56B counted.
+    ("EleutherAI/gpt-j-6b", 6.053381344, 0.001, None, None, None, "6,050,882,784 counted: within 0.05%"),
+    ("tiiuae/falcon-180B", 180, 1, None, None, None, "178.56B counted: within 1%"),
 ]
 
 # Models whose published figure is not a careful count, with the reason the test says out loud.
@@ -230,3 +235,47 @@ def test_aliases_case_insensitive():
     assert load_model("DeepSeek-V3").hf_id == "deepseek-ai/DeepSeek-V3"
     assert load_model("DEEPSEEK-AI/deepseek-v3").hf_id == "deepseek-ai/DeepSeek-V3"
     assert load_model("llama-3.3-70b").hf_id == "meta-llama/Llama-3.3-70B-Instruct"
+
+
+def test_gptj_exact_count_by_hand():
+    # GPT-J-6B (modeling_gptj.py): q/k/v/out_proj without bias, fc_in / fc_out with bias, one LayerNorm (weight +
+    # bias) per block and ln_f, untied lm_head with bias; MLP 4 x 4096 = 16384 (n_inner None).
+    h, L, V, ff = 4096, 28, 50400, 16384
+    block = 4 * h * h + (h * ff + ff) + (ff * h + h) + 2 * h
+    total = V * h + L * block + 2 * h + (h * V + V)
+    m = load_model("GPT-J-6B")
+    assert total == 6_050_882_784
+    assert m.total_params == total
+    assert m.layers[0].attention.num_kv_heads == 16 and m.layers[0].attention.head_dim == 256
+    assert not m.layers[0].ffn.gated
+
+
+def test_falcon_180b_exact_count_by_hand():
+    # new_decoder_architecture: fused qkv of 232 query + 2 x 8 KV heads of 64, dense, a 4 x hidden GELU MLP, no
+    # biases, two LayerNorms per block (ln_attn, ln_mlp) and ln_f, lm_head tied to the word embeddings.
+    h, L, V, d = 14848, 80, 65024, 64
+    block = h * (232 + 2 * 8) * d + h * h + 2 * h * 4 * h + 2 * 2 * h
+    total = V * h + L * block + 2 * h
+    m = load_model("Falcon-180B")
+    assert m.total_params == total == 178_557_088_768
+    assert m.tie_embeddings and m.layers[0].attention.num_kv_heads == 8
+
+
+@pytest.mark.parametrize("fields,kv", [
+    ({"new_decoder_architecture": True, "num_kv_heads": 8}, 8),   # Falcon-40B / -180B: grouped KV heads
+    ({"multi_query": True}, 1),                                   # Falcon-7B: one KV head
+    ({"multi_query": False}, 32),                                 # multi-head
+])
+def test_falcon_kv_heads_and_rw_field_names(fields, kv):
+    # the RW-era configs name the fields n_layer / n_head / n_head_kv (transformers FalconConfig reads both)
+    cfg = {"model_type": "falcon", "hidden_size": 4096, "n_layer": 2, "n_head": 32, "vocab_size": 1000,
+           "bias": True, **fields}
+    if "num_kv_heads" in fields:
+        cfg["n_head_kv"] = cfg.pop("num_kv_heads")
+    m = parse_config(cfg, "falcon-test")
+    att = m.layers[0].attention
+    assert att.num_kv_heads == kv and len(m.layers) == 2
+    h, d = 4096, 128
+    # every Linear has a bias when bias is true: qkv, dense, and the two MLP matrices
+    assert att.params == h * (32 + 2 * kv) * d + (32 + 2 * kv) * d + h * h + h
+    assert m.params["dense_mlp"] == 2 * (2 * h * 4 * h + 4 * h + h)

@@ -42,7 +42,7 @@ class FFN:
     ``num_shared`` shared experts of ``shared_intermediate`` each (an always-on dense MLP beside the experts, as in
     Gemma 4, counts as one shared expert: same weights, same FLOPs per token). ``latent_dim``: routed experts work
     in a projected latent space of this width (Kimi-K3, Nemotron-3 Super latent MoE), else None.
-    ``gated``: gate + up + down (SwiGLU / GeGLU); False: up + down (nemotron_h squared ReLU).
+    ``gated``: gate + up + down (SwiGLU / GeGLU); False: up + down (nemotron_h squared ReLU, GPT-J / Falcon GELU).
     """
 
     kind: Literal["dense", "moe"]
@@ -326,6 +326,46 @@ def _refuse_unsupported(config: dict, t: dict, model_type: str, name: str) -> No
         raise no("heterogeneous nemotron_h blocks (block_configs)")
 
 
+#: Architectures of the GPT-2 lineage: LayerNorm (weight + bias), a two-matrix GELU MLP of 4 x hidden unless the
+#: config says otherwise, attention and MLP in parallel from one input (no cost difference: the same GEMMs run).
+LAYERNORM_MODELS = ("gptj", "falcon")
+#: Their configs' field names -> the ones parse_config reads (transformers' own aliases: GPTJConfig.attribute_map;
+#: the RW-era Falcon configs' n_layer / n_head / n_head_kv, FalconConfig's num_kv_heads and ffn_hidden_size).
+_FIELD_ALIASES = {
+    "gptj": {"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+             "max_position_embeddings": "n_positions", "intermediate_size": "n_inner"},
+    "falcon": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "num_kv_heads": "n_head_kv",
+               "intermediate_size": "ffn_hidden_size"},
+}
+
+
+def _standard_fields(t: dict, model_type: str) -> dict:
+    """A GPT-J or Falcon config in the field names the rest of parse_config reads (other configs unchanged).
+
+    GPT-J (transformers modeling_gptj.py): q/k/v/out projections without bias, fc_in / fc_out with bias, an
+    lm_head with bias (counted in parse_config). Falcon (modeling_falcon.py): ``new_decoder_architecture`` uses
+    ``num_kv_heads`` KV heads, else ``multi_query`` (default true) one, else one per query head; every Linear has a
+    bias when ``bias`` is true (default false)."""
+    if model_type not in _FIELD_ALIASES:
+        return t
+    t = dict(t)
+    for std, alias in _FIELD_ALIASES[model_type].items():
+        if t.get(std) is None and t.get(alias) is not None:
+            t[std] = t[alias]
+    hidden = t.get("hidden_size")
+    if t.get("intermediate_size") is None and isinstance(hidden, int) and not isinstance(hidden, bool):
+        t["intermediate_size"] = 4 * hidden
+    if model_type == "gptj":
+        t["mlp_bias"] = True
+    else:
+        if t.get("new_decoder_architecture"):
+            t["num_key_value_heads"] = t.get("num_kv_heads")
+        elif t.get("multi_query", True):
+            t["num_key_value_heads"] = 1
+        t["attention_bias"] = t["mlp_bias"] = bool(t.get("bias", False))
+    return t
+
+
 def parse_config(config: dict, name: str = "model", hf_id: str | None = None) -> ModelArch:
     """Build a ModelArch from a Hugging Face config.json dict.
 
@@ -339,6 +379,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     quant_cfg = config.get("quantization_config") or t.get("quantization_config")
     model_type = str(t.get("model_type") or config.get("model_type") or "")
     _refuse_unsupported(config, t, model_type, name)
+    t = _standard_fields(t, model_type)
 
     hidden = _req(t, "hidden_size", name)
     n_blocks = _req(t, "num_hidden_layers", name)
@@ -350,7 +391,9 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     if not isinstance(n_kv, int) or n_kv <= 0 or n_kv > n_heads:
         raise ClusterfitError(f"config for {name}: num_key_value_heads must be in 1..num_attention_heads, got {n_kv!r}")
     _check_shapes(t, name, n_heads, n_kv)
-    tie = bool(_cfg(t, "tie_word_embeddings", default=config.get("tie_word_embeddings", False)))
+    # transformers' PretrainedConfig ties by default; Falcon's configs rely on it (FalconForCausalLM ties lm_head)
+    tie_default = model_type == "falcon"
+    tie = bool(_cfg(t, "tie_word_embeddings", default=config.get("tie_word_embeddings", tie_default)))
 
     params = dict.fromkeys(COMPONENTS, 0)
     notes: list[str] = []
@@ -389,6 +432,11 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         params["norms"] = n_layers * (7 * hidden + 1) + hidden
     elif model_type == "nemotron_h":
         params["norms"] = n_blocks * hidden + hidden  # one RMSNorm per block + norm_f
+    elif model_type in LAYERNORM_MODELS:
+        # LayerNorms with weight and bias: one per block (GPT-J ln_1, Falcon input_layernorm) or two under Falcon's
+        # new_decoder_architecture (ln_attn, ln_mlp), and ln_f
+        per_layer = 2 if t.get("new_decoder_architecture") else 1
+        params["norms"] = (n_layers * per_layer + 1) * 2 * hidden
     else:
         params["norms"] = n_layers * norms_per_layer * hidden + hidden
     hc = int(t.get("hc_mult") or 1)
@@ -397,7 +445,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         params["norms"] += n_layers * 2 * (hc * hidden * mix + mix)
         notes.append("hyper-connection (hc_mult) mixing weights counted as hc x hidden x (2 hc + hc^2) per sub-layer")
     params["embedding"] = vocab * hidden
-    params["lm_head"] = 0 if tie else vocab * hidden
+    params["lm_head"] = (0 if tie else vocab * hidden) + (vocab if model_type == "gptj" else 0)  # GPT-J: a bias
 
     # --- MTP / NextN layers ----------------------------------------------------------------------
     # num_nextn_predict_layers (DeepSeek, GLM, Step, Nemotron-3 Super), mtp_num_hidden_layers (Qwen3.5),
@@ -498,7 +546,7 @@ def _ffn_for_layer(t: dict, i: int, n_layers: int, model_type: str, name: str) -
     if n_exp == 0:
         if inter <= 0:
             raise ClusterfitError(f"config for {name} is missing required field 'intermediate_size'")
-        return FFN("dense", intermediate=inter)
+        return FFN("dense", intermediate=inter, gated=model_type not in LAYERNORM_MODELS)
     top_k = int(_cfg(t, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", "top_k_experts",
                      default=0) or 0)
     if top_k <= 0 or top_k > n_exp:
