@@ -180,3 +180,82 @@ def test_tokens_per_step_rises_with_acceptance_and_inverts(k, a, b):
     assert tokens_per_step(k, a) <= tokens_per_step(k + 1, a)
     assert tokens_per_step(k, acceptance_for_length(k, tokens_per_step(k, a))) == pytest.approx(
         tokens_per_step(k, a), rel=1e-9, abs=1e-9)
+
+
+# ------------------------------------------------------------------------------------------ plan
+PLAN = ("plan", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "1024", "--osl", "256", "--rate", "10",
+        "--tpot-ms", "12", "--no-disagg")
+
+
+def test_plan_curve_prices_speculative_steps_as_perf_does():
+    """A pure decode step of the plan's curve is perf's speculative step (perfmodel.serving.speculative_step_s) and
+    its TPOT that step over tokens_per_step; every step gives up k x B tokens of its budget to the drafts."""
+    from clusterfit.compose import Catalog, build_replica
+    from clusterfit.perfmodel.serving import speculative_step_s
+    from clusterfit.planning.capacity import aggregated_curve, decode_curve
+    from clusterfit.planning.workload import SLO, Load, Workload
+    from clusterfit.speculative import Drafting
+
+    sm = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "h200", tp=1).step
+    wl = Workload.simple(1024, 256, Load("requests_per_s", 10.0))
+    slo = SLO(None, None, 90.0)
+    batch = [1.0, 8.0, 64.0]
+    drafting = Drafting("eagle3", 3, 0.7, 0.09)
+    plain = aggregated_curve(sm, wl, slo, batch)
+    spec = aggregated_curve(sm, wl, slo, batch, drafting=drafting)
+    ctx = wl.decode_context_mean_tokens
+    step = [float(speculative_step_s(sm, b, ctx, drafting)) for b in batch]
+    assert spec.decode_only_s == pytest.approx([s / drafting.tokens_per_step for s in step], rel=1e-9)
+    dec = decode_curve(sm, wl, slo, batch, drafting=drafting)
+    assert dec.tpot_s == pytest.approx(spec.decode_only_s, rel=1e-9)
+    assert plain.decode_only_s == pytest.approx([float(sm.decode_step_s(b, ctx)) for b in batch], rel=1e-9)
+    # batch 1: a verify pass is no shorter than a decode step, so the TPOT falls at most to step factor / tokens per
+    # step (1.27 / 2.53); bandwidth-bound, the three drafts cost little, so it does fall (as perf: 5.69 -> 4.11 ms)
+    ratio = spec.decode_only_s[0] / plain.decode_only_s[0]
+    assert drafting.step_factor / drafting.tokens_per_step <= ratio < 0.8
+    assert spec.tpot_s[0] < plain.tpot_s[0]
+    # an acceptance of 0 gains one token a step for a dearer step: never faster than without drafts
+    none = aggregated_curve(sm, wl, slo, batch, drafting=Drafting("eagle3", 3, 0.0, 0.09))
+    assert (none.tpot_s > plain.tpot_s).all() and (none.rate_rps < plain.rate_rps).all()
+
+
+def test_plan_sizes_for_speculative_decoding_and_the_simulation_agrees(run_json):
+    plain = run_json(*PLAN)
+    assert "speculative" not in plain
+    spec = run_json(*PLAN, "--num-speculative-tokens", "3", "--speculative-method", "eagle3", "--verify",
+                    "--verify-requests", "3000")
+    cost = draft_cost_fraction(load_model("meta-llama/Llama-3.1-8B"), "eagle3")
+    assert spec["speculative"] == pytest.approx({"method": "eagle3", "draft_tokens": 3, "acceptance": 0.7,
+                                                 "acceptance_length": None, "draft_cost": cost,
+                                                 "tokens_per_step": tokens_per_step(3, 0.7)})
+    rec, base = spec["recommended"], plain["recommended"]
+    assert rec["tpot_s"] < base["tpot_s"]
+    # the simulation runs the same drafts: its TPOT at the judged percentile within 10% of the plan's
+    verdict = spec["verify"]["verdict"]
+    assert verdict["tpot_s"] == pytest.approx(rec["tpot_s"], rel=0.10)
+    assert verdict["tpot_ok"] and verdict["goodput_ok"]
+
+
+def test_plan_takes_the_scenarios_speculative_decoding(tmp_path, run_json):
+    """A scenario's simulation.replica.speculative sizes the plan too (the plan and --verify run the same drafts);
+    an option changes it."""
+    path = _scenario(tmp_path, {"method": "eagle3", "draft_tokens": 3, "acceptance": 0.7})
+    out = run_json("plan", "--scenario", path, "--no-disagg")
+    assert out["speculative"]["draft_tokens"] == 3 and out["speculative"]["acceptance"] == 0.7
+    more = run_json("plan", "--scenario", path, "--no-disagg", "--speculative-acceptance-length", "3.5")
+    assert more["speculative"]["acceptance_length"] == 3.5 and more["speculative"]["tokens_per_step"] == 3.5
+
+
+def test_sglang_plan_under_speculative_decoding_runs_at_most_48(run_json):
+    out = run_json("plan", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "1024", "--osl", "256",
+                   "--rate", "40", "--no-disagg", "--engine", "sglang", "--num-speculative-tokens", "2")
+    assert out["engine_settings"]["max_num_seqs"] == 48 and out["recommended"]["batch"] <= 48
+
+
+def test_plan_rejects_bad_speculative_options(run_cli):
+    for args, field in ((("--speculative-acceptance", "0.5"), "--num-speculative-tokens"),
+                        (("--num-speculative-tokens", "2", "--speculative-method", "medusa"), "--speculative-method"),
+                        (("--num-speculative-tokens", "2", "--speculative-acceptance-length", "3.5"),
+                         "--speculative-acceptance-length")):
+        code, out, err = run_cli(*PLAN, *args)
+        assert code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)

@@ -223,7 +223,7 @@ class PerfRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
     profile: Profile | None = Field(None, description=_PROFILE_HELP)
 
 
-class PlanRequest(EngineSettingsRequest):
+class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
     model: str | None = None
     isl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Prompt tokens per request (mean)")
     osl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Output tokens per request (mean)")
@@ -1018,7 +1018,8 @@ class CapacityAnswer(Schema):
 
 
 class PlanResult(Schema):
-    _omit_if_none = frozenset({"endpoint", "closest", "explanation", "verify", "plot", "capacity", "confidence"})
+    _omit_if_none = frozenset({"endpoint", "closest", "explanation", "verify", "plot", "capacity", "confidence",
+                               "speculative"})
     model: str
     workload: str
     slo: str
@@ -1042,3 +1043,6 @@ class PlanResult(Schema):
     engine_settings: ServingEngineSettings | None = None
     capacity: CapacityAnswer | None = None
     confidence: int | None = None
+    #: speculative decoding on every replica (sim.config.SpeculativeSpec fields, the draft cost derived from the
+    #: model, and tokens_per_step); None: none
+    speculative: dict[str, Any] | None = None

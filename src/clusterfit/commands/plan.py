@@ -20,12 +20,16 @@ from .options import (
     MaxNodesOpt,
     MaxNumBatchedTokensOpt,
     MaxNumSeqsOpt,
+    NumSpeculativeTokensOpt,
     OslOpt,
     PrecisionsOpt,
     PriceOpt,
     ProfileOpt,
     RateOpt,
     ScenarioOpt,
+    SpeculativeAcceptanceLengthOpt,
+    SpeculativeAcceptanceOpt,
+    SpeculativeMethodOpt,
     SystemsOpt,
     TokensPerSOpt,
     TpotMsOpt,
@@ -33,6 +37,7 @@ from .options import (
     engine_settings,
     given,
     profile_kwargs,
+    speculative_kwargs,
 )
 from .output import check_outputs, emit
 
@@ -65,6 +70,10 @@ def plan_command(
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     enforce_eager: EnforceEagerOpt = False,
     async_scheduling: AsyncSchedulingOpt = None,
+    num_speculative_tokens: NumSpeculativeTokensOpt = None,
+    speculative_method: SpeculativeMethodOpt = None,
+    speculative_acceptance: SpeculativeAcceptanceOpt = None,
+    speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
     prefix_cache_hit: Optional[float] = typer.Option(None, "--prefix-cache-hit", help="Prefix-cache hit rate 0..1."),
     scenario: ScenarioOpt = None,
     failover: FailoverOpt = None,
@@ -105,6 +114,8 @@ def plan_command(
         confidence=confidence),
         **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager,
                                         async_scheduling),
+        **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
+                             speculative_acceptance_length),
         **profile_kwargs(profile))
     if plot is not None:
         from ..planning.plot import plot_pareto
@@ -158,6 +169,11 @@ def render(result: PlanResult, console: Console) -> None:
 
     console.print(f"[bold]{result.model}[/]  {result.workload}  |  {result.slo}"
                   + (f"  |  N+{result.failover}" if result.failover else ""))
+    sp = result.speculative
+    if sp is not None:
+        console.print(f"Speculative decoding ({sp['method']}): {sp['draft_tokens']} draft tokens per step, acceptance "
+                      f"{sp['acceptance']:.2f}, {sp['tokens_per_step']:.2f} tokens per step per sequence; drafter "
+                      f"{sp['draft_cost']:.1%} of a decode step per draft token")
     if not result.feasible:
         console.print(f"[bold red]No plan meets the targets.[/] {result.explanation}")
     cols = [("system", "system", True), ("precision", "prec", True), ("layout", "layout", True),

@@ -23,7 +23,8 @@ from ..intervals import decode_regime
 from ..schema import CapacityAnswer, CapacityLayout, ParetoPoint, PlanOption, PlanResult
 from .cost import catalog_prices, resolve_price
 from .pareto import pareto_front
-from .planner import QUEUEING_MODEL, PlanQuestion, _bands, _explain, _nodes, _pareto_point, _row, _Sized, spare_replicas
+from .planner import (QUEUEING_MODEL, PlanQuestion, _bands, _explain, _nodes, _pareto_point, _row, _Sized,
+                      _speculative_block, spare_replicas)
 from .search import Candidate, SearchResult
 
 if TYPE_CHECKING:
@@ -223,7 +224,7 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
                                              per_sys.get(sys_id, []), req, osl, model) for sys_id in budgets},
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
-                     queueing_model=QUEUEING_MODEL,
+                     queueing_model=QUEUEING_MODEL, speculative=_speculative_block(req.speculative, model),
                      capacity=CapacityAnswer(nodes=req.budget_nodes, gpus=req.budget_gpus, budget_gpus=budgets,
                                              layouts=[_layout_row(s, osl, budgets[s.system.id], model)
                                                       for s in sized]))

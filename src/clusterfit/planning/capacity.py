@@ -30,6 +30,11 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
   reserves the whole request; prompt + half the output for vLLM / SGLang, whose paged allocation holds what is in
   use) - the rule perf and the simulator use too - and B <= the engine's batch cap (max_num_seqs).
 
+Speculative decoding (``drafting``, clusterfit.speculative.Drafting; as the simulator runs it): every step carrying
+the decode batch verifies k draft tokens per sequence (k x B more tokens attending their contexts, taken from the
+step's budget) and costs 1 + k x the drafter's cost; each sequence gains tokens_per_step tokens a step, so
+TPOT(B) = d(B) / tokens_per_step + B * E[chunk steps - n d(B)] / E[output] with d(B) the speculative step.
+
 Disaggregated serving splits this: a prefill replica is the same M/G/1 server with the whole token
 budget and no decode batch, plus the KV transfer to the decode replica (per-GPU KV bytes over the link
 crossed, not overlapped: conservative); a decode replica runs TPOT(B) = decode_step_s(B, context) (no chunk
@@ -52,6 +57,7 @@ import numpy as np
 
 from ..engines import front_end_s, schedules_ahead
 from ..intervals import StepMargins
+from ..speculative import Drafting
 from .queueing import mean_wait_s, ttft_cdf, ttft_quantile_s
 from .workload import SLO, Workload
 
@@ -106,7 +112,7 @@ class AggregatedCurve:
     kv_ok: np.ndarray
     tpot_ok: np.ndarray           # TPOT at the SLO's percentile within the target
     ttft_ok: np.ndarray
-    decode_only_s: np.ndarray     # the same batch with no prefill in the step (a disaggregated decode replica)
+    decode_only_s: np.ndarray     # TPOT of the same batch with no prefill in the step (a disaggregated decode replica)
     tpot_q_s: np.ndarray | None = None    # TPOT at the SLO's percentile (None: the mean)
     goodput: np.ndarray | None = None     # predicted share of requests within both targets
     goodput_ok: np.ndarray | None = None
@@ -122,49 +128,63 @@ class AggregatedCurve:
         return ok if self.goodput_ok is None else ok & self.goodput_ok
 
 
-def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray,
-                     margins: StepMargins | None = None) -> AggregatedCurve:
+def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMargins | None = None,
+                     drafting: Drafting | None = None) -> AggregatedCurve:
     """Throughput and latency of one aggregated replica at each batch size (vectorised); with ``margins``, at the
-    pessimistic bound (module docstring), the point curve in ``point``."""
+    pessimistic bound (module docstring), the point curve in ``point``.
+
+    ``drafting``: speculative decoding (clusterfit.speculative.Drafting), as the simulator runs it (sim.replica):
+    every step that carries the decode batch also verifies its k draft tokens per sequence (extra tokens attending
+    each context, taking k x B of the step's token budget) and costs 1 + k x the drafter's cost; each sequence then
+    gains tokens_per_step tokens a step, so a pure decode step d(B) gives TPOT d(B) / tokens_per_step."""
     B = np.asarray(batch, dtype=float)
     osl = wl.osl_mean_tokens
     ctx = wl.decode_context_mean_tokens
     u, a = _class_prefill(wl)
     w = wl.weights
     chunk = float(sm.engine.max_num_batched_tokens)
-    budget = np.maximum(chunk - B, 0.0)
+    k = 0 if drafting is None else drafting.draft_tokens
+    budget = np.maximum(chunk - B * (1 + k), 0.0)
     Bc, bud = B[:, None], np.maximum(budget, 1.0)[:, None]
     n_chunks = np.ceil(u / bud)
     own_tok = u / n_chunks
     nB, K = B.size, u.size
     ones = np.ones((nB, K))
-    # one vectorised call: [full-budget prefill step | own-chunk step | pure decode step], all with B decodes
-    P = np.concatenate([(bud * ones).ravel(), (own_tok * ones).ravel(), np.zeros(nB)])
-    A = np.concatenate([(bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
+    drafts = (Bc * k * ones).ravel()
+    # one vectorised call: [full-budget prefill step | own-chunk step | pure decode step], all with B decodes (and
+    # their draft tokens)
+    P = np.concatenate([(bud * ones).ravel() + drafts, (own_tok * ones).ravel() + drafts, B * k])
+    A = np.concatenate([(bud * a * ones).ravel() + drafts * ctx, (own_tok * a * ones).ravel() + drafts * ctx,
+                        B * k * ctx])
     D = np.concatenate([(Bc * ones).ravel(), (Bc * ones).ravel(), B])
     t = np.asarray(sm.step_s(P, A, D, D * ctx))
+    per_step = 1.0
+    if drafting is not None:
+        t = t * drafting.step_factor
+        per_step = drafting.tokens_per_step
     if margins is None:
-        return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl)
-    bound = _aggregated_from_steps(t * margins.step(P, D), B, wl, slo, sm, budget, n_chunks, u, w, osl)
-    bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl)
+        return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, per_step)
+    bound = _aggregated_from_steps(t * margins.step(P, D), B, wl, slo, sm, budget, n_chunks, u, w, osl, per_step)
+    bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, per_step)
     return bound
 
 
 def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray,
-                           n_chunks: np.ndarray, u: np.ndarray, w: np.ndarray, osl: float) -> AggregatedCurve:
+                           n_chunks: np.ndarray, u: np.ndarray, w: np.ndarray, osl: float,
+                           per_step: float = 1.0) -> AggregatedCurve:
     """aggregated_curve from its step times ``t``: [full-budget prefill steps | own-chunk steps | pure decode steps]
-    (each (nB, K), (nB, K), (nB,) flattened)."""
+    (each (nB, K), (nB, K), (nB,) flattened); ``per_step``: tokens each decoding sequence gains per step."""
     nB, K = B.size, u.size
     bud = np.maximum(budget, 1.0)[:, None]
     step_full = t[:nB * K].reshape(nB, K)
     own = n_chunks * t[nB * K:2 * nB * K].reshape(nB, K)
     decode_only = t[2 * nB * K:]
     # steady state: each request's prefill adds (its chunk steps - the decode steps they replace) to the
-    # decode batch's time; spread over the E[output] tokens of the B sequences:
-    #   TPOT = d(B) + B * E[own_i - n_i d(B)] / E[output]          (mean TPOT; steps with a chunk are slower)
+    # decode batch's time; spread over the E[output] tokens of the B sequences, each gaining per_step tokens a step:
+    #   TPOT = d(B) / per_step + B * E[own_i - n_i d(B)] / E[output]   (mean TPOT; steps with a chunk are slower)
     e = np.maximum(own - n_chunks * decode_only[:, None], 0.0)
     extra = e @ w
-    tpot = decode_only + B * extra / osl
+    tpot = decode_only / per_step + B * extra / osl
     # TPOT spread (module docstring): compound-Poisson chunk steps over a request's n = output - 1 tokens
     inv_n = float(np.dot(wl.osl.weights, 1.0 / np.maximum(wl.osl.tokens - 1.0, 1.0)))
     tpot_sd = np.sqrt(B * ((e * e) @ w) * inv_n / osl)
@@ -191,8 +211,8 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     goodput = p_ttft * p_tpot
     goodput_ok = (goodput >= slo.min_goodput - 1e-12 if (slo.ttft_s is not None or slo.tpot_s is not None)
                   else np.ones(nB, bool))
-    return AggregatedCurve(B, tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, decode_only, tpot_q, goodput,
-                           goodput_ok)
+    return AggregatedCurve(B, tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, decode_only / per_step, tpot_q,
+                           goodput, goodput_ok)
 
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -273,16 +293,25 @@ class DecodeCurve:
         return self.kv_ok & self.tpot_ok
 
 
-def decode_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, decode_step_s: np.ndarray | None = None,
-                 margins: StepMargins | None = None) -> DecodeCurve:
+def decode_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, decode_tpot_s: np.ndarray | None = None,
+                 margins: StepMargins | None = None, drafting: Drafting | None = None) -> DecodeCurve:
     """A disaggregated decode replica: TPOT and requests/s at each batch size.
 
-    ``decode_step_s``: precomputed ``sm.decode_step_s(batch, context)`` at the point prediction (the point curve's
-    ``decode_only_s``); ``margins``: at the pessimistic bound, the point curve in ``point``.
+    ``decode_tpot_s``: the TPOT of pure decode steps at the point prediction, computed already (the point
+    aggregated curve's ``decode_only_s``); else ``sm.decode_step_s(batch, context)``, or with ``drafting`` the
+    speculative step (perfmodel.serving.speculative_step_s) over its tokens per step. ``margins``: at the
+    pessimistic bound, the point curve in ``point``.
     """
     B = np.asarray(batch, dtype=float)
     ctx = wl.decode_context_mean_tokens
-    tpot = np.asarray(sm.decode_step_s(B, ctx)) if decode_step_s is None else np.asarray(decode_step_s)
+    if decode_tpot_s is not None:
+        tpot = np.asarray(decode_tpot_s)
+    elif drafting is None:
+        tpot = np.asarray(sm.decode_step_s(B, ctx))
+    else:
+        from ..perfmodel.serving import speculative_step_s
+
+        tpot = np.asarray(speculative_step_s(sm, B, ctx, drafting)) / drafting.tokens_per_step
     if margins is not None:
         bound = decode_curve(sm, wl, slo, B, tpot * margins.decode_step(B))
         bound.point = decode_curve(sm, wl, slo, B, tpot)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..arch import ModelArch
     from ..compose import Catalog
     from ..hardware import System
+    from ..sim.config import SpeculativeSpec
 
 
 @dataclass
@@ -56,6 +57,7 @@ class PlanQuestion:
     budget_nodes: int | None = None    # capacity mode: nodes of each system (no load; see plan_capacity)
     budget_gpus: int | None = None     # capacity mode: GPUs of each system
     confidence: int | None = None      # size on this interval's pessimistic bound (percent; None/50: the point)
+    speculative: SpeculativeSpec | None = None   # speculative decoding on every replica (None: none)
 
     @property
     def capacity_mode(self) -> bool:
@@ -644,7 +646,7 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
     systems = resolve_systems(req.systems, req.catalog)
     space = SearchSpace(systems, req.precisions, req.kv_dtypes, req.engine, req.max_nodes_per_replica,
                         req.disaggregated, req.max_batch, engines_file=req.catalog.engines_file if req.catalog else None,
-                        catalog=req.catalog, confidence=req.confidence)
+                        catalog=req.catalog, confidence=req.confidence, speculative=req.speculative)
     wl, slo = req.workload, req.slo
     result = search(model, space, wl, slo)
     if req.capacity_mode:
@@ -662,7 +664,8 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
                      engine=req.engine, feasible=bool(rows), recommended=None, per_system=rows, pareto=pareto,
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
-                     queueing_model=QUEUEING_MODEL, confidence=req.confidence)
+                     queueing_model=QUEUEING_MODEL, confidence=req.confidence,
+                     speculative=_speculative_block(req.speculative, model))
     priced = [r for r in rows if r.cost_per_hour is not None]
     if rows:
         top = priced[0] if priced else rows[0]
@@ -685,6 +688,15 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
         if verify:
             out.verify = SkippedVerification(reason="no plan meets the SLOs; nothing to verify")
     return out
+
+
+def _speculative_block(spec: SpeculativeSpec | None, model: ModelArch) -> dict | None:
+    """The plan's speculative decoding as its JSON shows it: the spec with the draft cost the model gives, and the
+    tokens a step emits per sequence."""
+    if spec is None:
+        return None
+    full = spec.for_model(model)
+    return {**full.model_dump(), "acceptance": full.alpha, "tokens_per_step": full.drafting().tokens_per_step}
 
 
 def speed_calibrated(system: System) -> bool:

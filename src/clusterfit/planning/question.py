@@ -14,6 +14,7 @@ from ..compose import Catalog
 from ..errors import ClusterfitError
 from ..schema import ParameterError, PlanRequest
 from .cost import EndpointPrice, parse_price_overrides
+from ..sim.config import SpeculativeSpec
 from .planner import PlanQuestion
 from .workload import SLO, LengthDist, Load, LoadKind, Workload
 
@@ -106,12 +107,33 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.precisions = list(precisions) if precisions else [None]
     q.kv_dtypes = list(kv_dtypes) if kv_dtypes else [None]
     q.engine = engine or "vllm"
-    q.failover = failover or 0
-    q.max_nodes_per_replica = max_nodes or 4
+    q.failover, q.max_nodes_per_replica = failover or 0, max_nodes or 4
     q.disaggregated = disagg
     q.budget_nodes, q.budget_gpus = req.nodes, req.gpus
     q.confidence = _confidence(req, capacity)
+    q.speculative, q.simulation = _speculative(req, q.simulation)
     return q
+
+
+def _speculative(req: PlanRequest, simulation: object) -> tuple[SpeculativeSpec | None, object]:
+    """The plan's speculative decoding: the request's options over the scenario's ``simulation.replica.speculative``
+    (either alone will do); the simulation section ``--verify`` runs then carries the same spec."""
+    from ..sim.api import parse_simulation
+
+    replica = simulation.get("replica") if isinstance(simulation, dict) else None
+    raw = replica.get("speculative") if isinstance(replica, dict) else None
+    base = None
+    if raw is not None:
+        spec = parse_simulation({"replica": {"speculative": raw}}, "scenario file: simulation").replica.speculative
+        base = spec.model_dump() if spec is not None else None
+    fields = req.speculative_fields(base) or base
+    if fields is None:
+        return None, simulation
+    spec = SpeculativeSpec.model_validate(fields)
+    section = dict(simulation) if isinstance(simulation, dict) else {}
+    section["replica"] = {**(replica if isinstance(replica, dict) else {}),
+                          "speculative": spec.model_dump(exclude_none=True)}
+    return spec, section
 
 
 def _confidence(req: PlanRequest, capacity: bool) -> int | None:

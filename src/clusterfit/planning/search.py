@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..layout import Layout
     from ..perfmodel.step import StepModel
     from ..precision import Precision
+    from ..sim.config import SpeculativeSpec
 
 
 @dataclass
@@ -81,6 +82,9 @@ class SearchSpace:
     #: ``plan --confidence`` (percent): curves at the pessimistic bound of that interval (capacity.py); None or
     #: 50: the point prediction.
     confidence: int | None = None
+    #: Speculative decoding on every replica (sim.config.SpeculativeSpec; its draft cost follows from the model
+    #: when not given): the engine's defaults under it (Engine.for_speculative) and the curves' speculative steps.
+    speculative: SpeculativeSpec | None = None
 
 
 @dataclass
@@ -111,6 +115,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     from ..perfmodel.comm import links_for
 
     engine = get_engine(space.engine, space.engines_file)
+    drafting = space.speculative.for_model(model).drafting() if space.speculative is not None else None
     candidates: list[Candidate] = []
     evaluated = 0
     skipped: list[str] = []
@@ -135,7 +140,8 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                 for tp, pp, ep, dp in layouts.tolist():
                     lay = _layout(tp, pp, ep, dp)
                     try:
-                        sm = compile_replica(model, system, prec, lay, eng, curves=curves).step
+                        sm = compile_replica(model, system, prec, lay, eng if drafting is None else
+                                             eng.for_speculative(dp), curves=curves).step
                     except ClusterfitError:
                         continue
                     if sm.kv_capacity_tokens <= 0:
@@ -143,11 +149,11 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
                     grid = batch_grid(cap)
                     c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm,
-                                  aggregated_curve(sm, workload, slo, grid, margins))
+                                  aggregated_curve(sm, workload, slo, grid, margins, drafting))
                     evaluated += grid.size
                     if space.disaggregated:
                         c.decode = decode_curve(sm, workload, slo, grid, (c.agg.point or c.agg).decode_only_s,
-                                                margins)
+                                                margins, drafting)
                         c.prefill = prefill_capacity(sm, workload, slo, kv_link, margins)
                         evaluated += grid.size + c.prefill.points
                     candidates.append(c)

@@ -212,7 +212,10 @@ def _planned_layout(req: SimulateRequest, model: str, system: str, precision: st
                        kv_dtypes=[kv_dtype] if kv_dtype else None, engine=engine, no_disagg=True, model=model,
                        catalog=req.catalog, profile=req.profile, max_num_seqs=req.max_num_seqs,
                        max_num_batched_tokens=req.max_num_batched_tokens,
-                       gpu_memory_utilization=req.gpu_memory_utilization, enforce_eager=req.enforce_eager)
+                       gpu_memory_utilization=req.gpu_memory_utilization, enforce_eager=req.enforce_eager,
+                       num_speculative_tokens=req.num_speculative_tokens, speculative_method=req.speculative_method,
+                       speculative_acceptance=req.speculative_acceptance,
+                       speculative_acceptance_length=req.speculative_acceptance_length)
     rec = plan_cluster(build_question(preq)).recommended
     if rec is None:
         return {}, None
