@@ -33,8 +33,11 @@ def _parser(engine):
 
 def _engine_argv(text, engine):
     """The engine's argv inside a generated script: the line after `exec`, with shell words split."""
-    line = next(x for x in text.splitlines() if "exec " in x).split("exec ", 1)[1].rstrip("'")
-    argv = shlex.split(line)
+    line = next(x for x in text.splitlines() if "exec " in x).split("exec ", 1)[1]
+    try:
+        argv = shlex.split(line)
+    except ValueError:  # inside Slurm's bash -c '...': the wrapper's closing quote ends the line
+        argv = shlex.split(line.rstrip("'"))
     start = {"vllm": 2, "sglang": 3, "trtllm": 1}[engine]
     return [a for a in argv[start:] if a != "${HEADLESS[@]}"]
 
@@ -212,3 +215,50 @@ def test_sglang_attention_dp_gets_the_whole_replicas_chunk():
     ns = vars(_parser("sglang").parse_args(engine_command(spec)[3:]))
     assert (int(ns["--chunked-prefill-size"]), int(ns["--max-running-requests"])) == (8192, 8 * 128)
     assert (int(ns["--tp-size"]), int(ns["--dp-size"])) == (8, 8)
+
+
+LLAMA = dict(model="meta-llama/Llama-3.1-8B", systems=["h200"], isl=1024, osl=256, rate=40, tpot_ms=8)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_speculative_plan_deploys_its_drafts(engine):
+    """The plan sized replicas for its drafts, so the engine must run them: vLLM one --speculative-config (docs,
+    features/speculative_decoding: {"method": ..., "num_speculative_tokens": K, "model": draft}), SGLang a chain of K
+    steps (top-k 1, K + 1 tokens verified) with the draft checkpoint; every flag is in the pinned flag list."""
+    r = deploy(**LLAMA, engine=engine, num_speculative_tokens=3, speculative_method="eagle3",
+               speculative_draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    text = next(f.text for f in r.files if f.path == "launch.sh")
+    ns = vars(_parser(engine).parse_args(_engine_argv(text, engine)))   # unknown flags raise
+    if engine == "vllm":
+        assert json.loads(ns["--speculative-config"]) == {"method": "eagle3", "num_speculative_tokens": 3,
+                                                          "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}
+    else:
+        assert (ns["--speculative-algorithm"], ns["--speculative-num-steps"], ns["--speculative-eagle-topk"],
+                ns["--speculative-num-draft-tokens"]) == ("EAGLE3", "3", "1", "4")
+        assert ns["--speculative-draft-model-path"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+        assert ns["--max-running-requests"] == "48"   # the cap SGLang sets under speculative decoding, as planned
+    readme = next(f.text for f in r.files if f.path == "README.md")
+    assert "speculative decoding: eagle3, 3 draft tokens per step" in readme
+
+
+def test_mtp_needs_no_draft_checkpoint_and_eagle_needs_one(tmp_path, capsys):
+    r = deploy(**LLAMA, num_speculative_tokens=2)        # mtp, the default drafter
+    text = next(f.text for f in r.files if f.path == "launch.sh")
+    assert json.loads(_parser("vllm").parse_args(_engine_argv(text, "vllm")).__dict__["--speculative-config"]) == \
+        {"method": "mtp", "num_speculative_tokens": 2}
+    base = ["deploy", "meta-llama/Llama-3.1-8B", "--system", "h200", "--isl", "1024", "--osl", "256", "--rate", "40",
+            "--tpot-ms", "8"]
+    for args, field in ((["--num-speculative-tokens", "3", "--speculative-method", "eagle3"],
+                         "--speculative-draft-model"),
+                        (["--num-speculative-tokens", "3", "--speculative-draft-model", "a/b"],
+                         "--speculative-draft-model"),
+                        (["--speculative-draft-model", "a/b"], "--speculative-draft-model"),
+                        (["--num-speculative-tokens", "3", "--speculative-method", "eagle3",
+                          "--speculative-draft-model", "a b; rm -rf /"], "--speculative-draft-model"),
+                        (["--engine", "trtllm", "--num-speculative-tokens", "3"], "--engine")):
+        out = tmp_path / f"o{len(args)}{field}"
+        with pytest.raises(SystemExit) as e:
+            main([*base, *args, "--out", str(out)])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)
+        assert not out.exists()

@@ -418,14 +418,21 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                f"{row.requests_per_s:.3g} requests/s",
                "cost: " + (f"${row.cost_per_hour:,.2f}/h ({row.price_source})" if row.cost_per_hour is not None
                            else "no catalog price")]
-    eng = _row_engine(dataclasses.replace(catalog, settings=_given_settings(settings)), engine, model, row)
+    drafts = result.speculative or {}
+    if drafts:
+        summary.append(f"speculative decoding: {drafts['method']}, {drafts['draft_tokens']} draft tokens per step at "
+                       f"acceptance {drafts['acceptance']:.2f} ({drafts['tokens_per_step']:.2f} tokens per step), as "
+                       "the plan's TPOT assumes")
+    eng = _row_engine(dataclasses.replace(catalog, settings=_given_settings(settings)), engine, model, row,
+                      speculative=bool(drafts))
     spec = DeploySpec(
         model_id=model.hf_id or model.name, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
         ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
         gpus_per_node=system.gpus_per_node, replicas=row.replicas, max_model_len=int(max_len),
         memory_fraction=eng.gpu_memory_utilization, max_num_seqs=eng.max_num_seqs,
         max_num_batched_tokens=eng.max_num_batched_tokens, kv_dtype=row.kv_dtype, quantization=quant,
-        enforce_eager=not eng.cuda_graphs, summary=summary)
+        enforce_eager=not eng.cuda_graphs, summary=summary, speculative_method=drafts.get("method"),
+        num_speculative_tokens=int(drafts.get("draft_tokens") or 0), draft_model=req.speculative_draft_model)
     files = render(spec, req.target)
     if req.out is not None:
         inputs = [p for p in [req.plan_file, req.scenario, *req.catalog] if p is not None]
@@ -446,10 +453,10 @@ def _given_settings(settings: ServingEngineSettings) -> EngineSettings:
     return EngineSettings(**{k: v for k, v in values.items() if k in settings.given})
 
 
-def _row_engine(catalog: Catalog, engine: str, model: ModelArch, row: Any) -> Engine:
+def _row_engine(catalog: Catalog, engine: str, model: ModelArch, row: Any, speculative: bool = False) -> Engine:
     """The engine a plan row runs, as the planner compiled it: the engine's defaults on the row's GPU, layout and
     KV pool (Engine.for_device, Engine.for_layout, SGLang's running-request cap from its pool) under the catalog's
-    settings (the user's), which win."""
+    settings (the user's), which win; ``speculative``: under speculative decoding (Engine.for_speculative)."""
     from .compose import compile_replica
     from .layout import Layout
 
@@ -457,7 +464,8 @@ def _row_engine(catalog: Catalog, engine: str, model: ModelArch, row: Any) -> En
     precision = resolve_precision(model, None if row.precision == "checkpoint" else row.precision, None, row.kv_dtype)
     layout = Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp)
     # the row's GPU's kernel curves, as the planner used them (a profile measured on another GPU does not apply)
-    return compile_replica(model, system, precision, layout, catalog.engine(engine, system),
+    eng = catalog.engine(engine, system)
+    return compile_replica(model, system, precision, layout, eng.for_speculative(row.dp) if speculative else eng,
                            curves=catalog.curves(system.gpu)).engine
 
 

@@ -275,6 +275,9 @@ class DeployRequest(PlanRequest):
     out: Path | None = None
     max_model_len: int | None = Field(None, ge=16, le=MAX_TOKENS,
                                       description="Engine max model length (default: the model's max_position_embeddings)")
+    speculative_draft_model: str | None = Field(
+        None, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$",
+        description="The draft checkpoint EAGLE / EAGLE-3 speculative decoding loads (a Hugging Face id)")
 
 
 class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):

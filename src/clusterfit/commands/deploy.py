@@ -19,16 +19,21 @@ from .options import (
     MaxNodesOpt,
     MaxNumBatchedTokensOpt,
     MaxNumSeqsOpt,
+    NumSpeculativeTokensOpt,
     OslOpt,
     PrecisionsOpt,
     PriceOpt,
     RateOpt,
     ScenarioOpt,
+    SpeculativeAcceptanceLengthOpt,
+    SpeculativeAcceptanceOpt,
+    SpeculativeMethodOpt,
     TokensPerSOpt,
     TpotMsOpt,
     TtftMsOpt,
     engine_settings,
     given,
+    speculative_kwargs,
 )
 from .output import emit
 
@@ -61,6 +66,13 @@ def deploy_command(
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     enforce_eager: EnforceEagerOpt = False,
+    num_speculative_tokens: NumSpeculativeTokensOpt = None,
+    speculative_method: SpeculativeMethodOpt = None,
+    speculative_acceptance: SpeculativeAcceptanceOpt = None,
+    speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
+    speculative_draft_model: Optional[str] = typer.Option(
+        None, "--speculative-draft-model", help="EAGLE / EAGLE-3: the draft checkpoint's Hugging Face id, written "
+        "into the engine's speculative flags."),
     scenario: ScenarioOpt = None,
     failover: FailoverOpt = None,
     price: PriceOpt = None,
@@ -77,8 +89,10 @@ def deploy_command(
         isl=isl, osl=osl, rate=rate, concurrency=concurrency, tokens_per_s=tokens_per_s, ttft_ms=ttft_ms,
         tpot_ms=tpot_ms, systems=system, precisions=precision, kv_dtypes=kv_dtype, scenario=scenario,
         failover=failover, prices=price, max_nodes=max_nodes, catalog=catalog,
-        allow_longer_context=allow_longer_context),
-        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager))
+        allow_longer_context=allow_longer_context, speculative_draft_model=speculative_draft_model),
+        **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager),
+        **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
+                             speculative_acceptance_length))
     emit(result, as_json, lambda console: render(result, console))
 
 

@@ -70,6 +70,11 @@ class DeploySpec:
     quantization: str | None = None
     enforce_eager: bool = False
     summary: list[str] = field(default_factory=list)    # README lines: load, SLOs, predictions, cost
+    #: speculative decoding the plan sized for: the drafter (clusterfit.speculative.SpeculativeMethod), draft tokens
+    #: per step, and the draft checkpoint EAGLE / EAGLE-3 need (None: no speculative decoding)
+    speculative_method: str | None = None
+    num_speculative_tokens: int = 0
+    draft_model: str | None = None
 
     @property
     def gpus_on_node(self) -> int:
@@ -98,6 +103,53 @@ def _kv(engine: str, kv_dtype: str) -> str:
     return "fp8" if fp8 else "auto"
 
 
+#: SGLang's --speculative-algorithm per drafter: MTP (NextN) layers run as EAGLE, EAGLE-3 heads as EAGLE3 (SGLang
+#: docs, advanced_features/speculative_decoding: "--speculative-algorithm EAGLE3", "Model is MTP-enabled: use MTP via
+#: speculative decoding"; python/sglang/srt/server_args.py treats NEXTN as EAGLE)
+SGLANG_ALGORITHMS = {"mtp": "EAGLE", "eagle": "EAGLE", "eagle3": "EAGLE3"}
+#: vLLM's n-gram window (docs/features/speculative_decoding/n_gram.md example: prompt_lookup_max 4)
+NGRAM_LOOKUP_MAX = 4
+
+
+def speculative_args(spec: DeploySpec) -> list[str]:
+    """The engine's speculative-decoding arguments for the plan's drafter (none without one). vLLM: one
+    ``--speculative-config`` JSON (docs/features/speculative_decoding: ``{"method": "mtp", "num_speculative_tokens":
+    1}``; EAGLE-3 with the draft checkpoint as ``model``; n-gram with ``prompt_lookup_max``). SGLang: chain drafts,
+    ``--speculative-eagle-topk 1`` and ``--speculative-num-draft-tokens`` = steps + 1 (the chain's tokens and the
+    bonus token), the draft checkpoint as ``--speculative-draft-model-path``. Errors say what the engine needs."""
+    import json
+
+    from ..schema import ParameterError
+
+    m, k = spec.speculative_method, spec.num_speculative_tokens
+    if m is None:
+        if spec.draft_model:
+            raise ParameterError("speculative_draft_model", "the plan has no speculative decoding (plan with "
+                                 "--num-speculative-tokens, or drop the draft model)")
+        return []
+    if m in ("eagle", "eagle3") and not spec.draft_model:
+        raise ParameterError("speculative_draft_model", f"{m} drafts with a separate draft checkpoint; give its "
+                             "Hugging Face id (the EAGLE head trained for this model)")
+    if m not in ("eagle", "eagle3") and spec.draft_model:
+        raise ParameterError("speculative_draft_model", f"{m} drafts without a separate checkpoint; drop it")
+    if spec.engine == "vllm":
+        cfg: dict[str, object] = {"method": m, "num_speculative_tokens": k}
+        if spec.draft_model:
+            cfg["model"] = spec.draft_model
+        if m == "ngram":
+            cfg["prompt_lookup_max"] = NGRAM_LOOKUP_MAX
+        return ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
+    if spec.engine == "sglang":
+        if m not in SGLANG_ALGORITHMS:
+            raise ParameterError("speculative_method", f"clusterfit writes SGLang's speculative flags for "
+                                 f"{', '.join(SGLANG_ALGORITHMS)}, not {m}")
+        out = ["--speculative-algorithm", SGLANG_ALGORITHMS[m], "--speculative-num-steps", str(k),
+               "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(k + 1)]
+        return out + (["--speculative-draft-model-path", spec.draft_model] if spec.draft_model else [])
+    raise ParameterError("engine", f"{spec.engine}: clusterfit writes speculative decoding for vllm and sglang; "
+                         "TensorRT-LLM takes it in its LLM API options (speculative_config), not generated here")
+
+
 def engine_command(spec: DeploySpec) -> list[str]:
     """The engine's argv for one node of a replica. Multi-node replicas use the shell variables ``NODE_RANK`` and
     ``LEADER_ADDR``; vLLM worker nodes add ``"${HEADLESS[@]}"`` (``--headless`` when NODE_RANK > 0)."""
@@ -115,6 +167,7 @@ def engine_command(spec: DeploySpec) -> list[str]:
             cmd += ["--quantization", s.quantization]
         if s.enforce_eager:
             cmd.append("--enforce-eager")
+        cmd += speculative_args(s)
         if multi:
             if s.dp > 1:      # attention DP across nodes: DP ranks per node, the first node's address
                 local = s.gpus_on_node // (s.tp * s.pp)
@@ -144,11 +197,13 @@ def engine_command(spec: DeploySpec) -> list[str]:
             cmd += ["--quantization", s.quantization]
         if s.enforce_eager:
             cmd.append("--disable-cuda-graph")
+        cmd += speculative_args(s)
         if multi:
             cmd += ["--nnodes", str(s.nodes_per_replica), "--node-rank", "${NODE_RANK}",
                     "--dist-init-addr", "${LEADER_ADDR}:20000"]
         return cmd
     if s.engine == "trtllm":
+        speculative_args(s)  # refuses a plan with drafts: not generated for TensorRT-LLM
         if multi:
             raise ClusterfitError(
                 f"engine trtllm: a {s.nodes_per_replica}-node replica needs an MPI launch (trtllm-llmapi-launch) "
