@@ -478,12 +478,13 @@ def checkpoint_precision(row) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=NO_SETTINGS, speculative=False):
+def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=NO_SETTINGS, speculative=None):
     """The compiled step model of a row; ``settings``: (gpu_memory_utilization, max_num_batched_tokens,
     max_num_seqs, async_scheduling, num_scheduler_steps, cuda_graph_max_bs) the row states
     (RowSettings.engine_settings; NO_SETTINGS: none), None for the
     engine's default (the engine's defaults on the row's GPU: Catalog.engine with the system, Engine.for_device);
-    ``speculative``: the run had speculative decoding on (the engine's defaults under it, Engine.for_speculative)."""
+    ``speculative``: the drafter's method when the run had speculative decoding on (the engine's defaults under it,
+    Engine.for_speculative; mtp loads the checkpoint's MTP layers)."""
     model = model_for(model_name)
     system = system_for(gpu)
     prec = precision_for(model, weights, kv, engine)
@@ -497,8 +498,8 @@ def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=NO_S
     if mns is not None:
         # a stated max_batch_size is the cap itself, not trtllm-bench's estimate of it
         eng = replace(eng, batch_cap_rule="static")
-    if speculative:
-        eng = eng.for_speculative(dp or 1)
+    if speculative is not None:
+        eng = eng.for_speculative(dp or 1, speculative)
     if engine == "trtllm":
         # the TensorRT-LLM performance tables run trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95 (unless
         # the row states its own fraction)
@@ -1016,7 +1017,7 @@ def predict_row(row) -> float:
     (tp, pp, ep, dp), replicas = layout_for(row, model_name, engine, st)
     weights, kv = precision_strings(row)
     sm = step_for(model_name, row["gpu"], weights, kv, engine, tp, pp, ep, dp, st.engine_settings(),
-                  draft is not None)
+                  draft.method if draft is not None else None)
     if sm.kv_capacity_tokens <= 0:
         raise Skip("layout does not fit in memory (no KV left)")
     n = _int(row["num_gpus"], sm.gpus * replicas)
@@ -1304,7 +1305,8 @@ def predict_run(row, spec: RunSpec, model_name, weights, kv, engine, layout, rep
     stat, scale = RUN_METRICS[metric]
     if stat.startswith(("tpot", "itl")) and spec.output.mean < 2:
         raise Skip("ITL of one-token answers is undefined")
-    sm = step_for(model_name, row["gpu"], weights, kv, engine, *layout, settings, draft is not None)
+    sm = step_for(model_name, row["gpu"], weights, kv, engine, *layout, settings,
+                  draft.method if draft is not None else None)
     if stat.startswith("itl"):
         # vLLM V0 multi-step scheduling streams each scheduler call's N tokens as one chunk: the client's gaps are
         # N decode steps long (the source's ITL ~ 10 x TPOT at --num-scheduler-steps 10)

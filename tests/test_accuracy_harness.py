@@ -622,10 +622,10 @@ def test_speculative_settings_are_read_from_the_row(acc, oss2):
 def test_sglang_speculative_rows_run_with_its_speculative_defaults(acc):
     """SGLang resets max_running_requests to 48 (per attention-DP rank: 48 // dp) and turns the overlap scheduler off
     under EAGLE-family speculative decoding (Engine.for_speculative); the row's own --max-running-requests wins."""
-    sm = acc.step_for("DeepSeek-R1-0528", "H200-SXM-141GB", "fp8", "", "sglang", 8, 1, 8, 1, speculative=True)
+    sm = acc.step_for("DeepSeek-R1-0528", "H200-SXM-141GB", "fp8", "", "sglang", 8, 1, 8, 1, speculative="mtp")
     assert sm.max_num_seqs == 48 and not sm.engine.async_scheduling
     own = acc.step_for("DeepSeek-R1-0528", "H200-SXM-141GB", "fp8", "", "sglang", 8, 1, 8, 1,
-                       (None, None, 128, None, None, None), True)
+                       (None, None, 128, None, None, None), "mtp")
     assert own.max_num_seqs == 128
     graphs = acc.step_for("Llama-3.1-8B", "H200-SXM-141GB", "bf16", "", "sglang", 1, 1, 1, 1,
                           (None, None, None, None, None, 2))

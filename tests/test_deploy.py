@@ -242,7 +242,7 @@ def test_a_speculative_plan_deploys_its_drafts(engine):
 
 
 def test_mtp_needs_no_draft_checkpoint_and_eagle_needs_one(tmp_path, capsys):
-    r = deploy(**LLAMA, num_speculative_tokens=2)        # mtp, the default drafter
+    r = deploy(**{**LLAMA, "model": "Qwen/Qwen3.5-9B"}, num_speculative_tokens=2)   # mtp, the default drafter
     text = next(f.text for f in r.files if f.path == "launch.sh")
     assert json.loads(_parser("vllm").parse_args(_engine_argv(text, "vllm")).__dict__["--speculative-config"]) == \
         {"method": "mtp", "num_speculative_tokens": 2}
@@ -250,12 +250,14 @@ def test_mtp_needs_no_draft_checkpoint_and_eagle_needs_one(tmp_path, capsys):
             "--tpot-ms", "8"]
     for args, field in ((["--num-speculative-tokens", "3", "--speculative-method", "eagle3"],
                          "--speculative-draft-model"),
-                        (["--num-speculative-tokens", "3", "--speculative-draft-model", "a/b"],
-                         "--speculative-draft-model"),
+                        (["--num-speculative-tokens", "3", "--speculative-method", "ngram",
+                          "--speculative-draft-model", "a/b"], "--speculative-draft-model"),
                         (["--speculative-draft-model", "a/b"], "--speculative-draft-model"),
                         (["--num-speculative-tokens", "3", "--speculative-method", "eagle3",
                           "--speculative-draft-model", "a b; rm -rf /"], "--speculative-draft-model"),
-                        (["--engine", "trtllm", "--num-speculative-tokens", "3"], "--engine")):
+                        (["--num-speculative-tokens", "3"], "--speculative-method"),   # Llama has no MTP layers
+                        (["--engine", "trtllm", "--num-speculative-tokens", "3", "--speculative-method", "ngram"],
+                         "--engine")):
         out = tmp_path / f"o{len(args)}{field}"
         with pytest.raises(SystemExit) as e:
             main([*base, *args, "--out", str(out)])

@@ -259,3 +259,21 @@ def test_plan_rejects_bad_speculative_options(run_cli):
                          "--speculative-acceptance-length")):
         code, out, err = run_cli(*PLAN, *args)
         assert code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)
+
+
+def test_mtp_drafting_loads_the_checkpoints_mtp_layers():
+    """Under mtp the engine loads the checkpoint's MTP (NextN) layers as the drafter: their weights leave that much
+    less for the KV cache on every GPU (memory.weight_bytes_per_gpu with include_mtp); EAGLE heads are a separate
+    checkpoint the config does not describe, so eagle3 changes nothing."""
+    from clusterfit.compose import Catalog, build_replica
+    from clusterfit.memory import weight_bytes_per_gpu
+
+    kw = dict(tp=8, engine="vllm")
+    plain = build_replica(Catalog.load(), "deepseek-ai/DeepSeek-V3", "h200", **kw)
+    mtp = build_replica(Catalog.load(), "deepseek-ai/DeepSeek-V3", "h200", speculative="mtp", **kw)
+    eagle = build_replica(Catalog.load(), "deepseek-ai/DeepSeek-V3", "h200", speculative="eagle3", **kw)
+    extra = (weight_bytes_per_gpu(plain.model, plain.precision, plain.layout, include_mtp=True)
+             - weight_bytes_per_gpu(plain.model, plain.precision, plain.layout))
+    assert extra > 1e9      # one fp8 NextN layer of 11.6B parameters over 8 GPUs
+    assert plain.step.kv_rank_budget_bytes - mtp.step.kv_rank_budget_bytes == pytest.approx(extra, rel=1e-9)
+    assert eagle.step.kv_rank_budget_bytes == plain.step.kv_rank_budget_bytes

@@ -264,15 +264,15 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     settings = req.engine_settings()
     from .sim.config import SpeculativeSpec
 
-    spec = req.speculative_fields()
+    spec = SpeculativeSpec.model_validate(fields) if (fields := req.speculative_fields()) is not None else None
     rep = build_replica(Catalog.load(req.catalog, settings=settings, profile=req.profile), model, req.system,
                         precision=req.precision,
                         experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,
                         pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False,
-                        speculative=spec is not None)
+                        speculative=spec.method if spec is not None else None)
     if req.batch is not None:
         _check_batch_fits(rep.step, req.batch, req.context if req.context is not None else req.isl + req.osl / 2)
-    drafting = SpeculativeSpec.model_validate(spec).for_model(rep.model).drafting() if spec is not None else None
+    drafting = spec.for_model(rep.model).drafting() if spec is not None else None
     out = predict(rep.model, rep.system, rep.layout, rep.precision, rep.engine, req.isl, req.osl,
                   concurrency=req.concurrency, batch=req.batch, context=req.context,
                   max_throughput=req.max_throughput, step_model=rep.step, drafting=drafting)
@@ -419,12 +419,16 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                "cost: " + (f"${row.cost_per_hour:,.2f}/h ({row.price_source})" if row.cost_per_hour is not None
                            else "no catalog price")]
     drafts = result.speculative or {}
+    if drafts.get("method") == "mtp" and not model.mtp_layers:
+        raise ParameterError("speculative_method", f"mtp drafts with the checkpoint's own MTP (NextN) layers and "
+                             f"{model.name} has none: plan with --speculative-method eagle3 (and deploy with "
+                             "--speculative-draft-model) or ngram")
     if drafts:
         summary.append(f"speculative decoding: {drafts['method']}, {drafts['draft_tokens']} draft tokens per step at "
                        f"acceptance {drafts['acceptance']:.2f} ({drafts['tokens_per_step']:.2f} tokens per step), as "
                        "the plan's TPOT assumes")
     eng = _row_engine(dataclasses.replace(catalog, settings=_given_settings(settings)), engine, model, row,
-                      speculative=bool(drafts))
+                      speculative=drafts.get("method"))
     spec = DeploySpec(
         model_id=model.hf_id or model.name, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
         ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
@@ -453,10 +457,11 @@ def _given_settings(settings: ServingEngineSettings) -> EngineSettings:
     return EngineSettings(**{k: v for k, v in values.items() if k in settings.given})
 
 
-def _row_engine(catalog: Catalog, engine: str, model: ModelArch, row: Any, speculative: bool = False) -> Engine:
+def _row_engine(catalog: Catalog, engine: str, model: ModelArch, row: Any, speculative: str | None = None) -> Engine:
     """The engine a plan row runs, as the planner compiled it: the engine's defaults on the row's GPU, layout and
     KV pool (Engine.for_device, Engine.for_layout, SGLang's running-request cap from its pool) under the catalog's
-    settings (the user's), which win; ``speculative``: under speculative decoding (Engine.for_speculative)."""
+    settings (the user's), which win; ``speculative``: the drafter's method under speculative decoding
+    (Engine.for_speculative)."""
     from .compose import compile_replica
     from .layout import Layout
 
@@ -465,7 +470,8 @@ def _row_engine(catalog: Catalog, engine: str, model: ModelArch, row: Any, specu
     layout = Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp)
     # the row's GPU's kernel curves, as the planner used them (a profile measured on another GPU does not apply)
     eng = catalog.engine(engine, system)
-    return compile_replica(model, system, precision, layout, eng.for_speculative(row.dp) if speculative else eng,
+    return compile_replica(model, system, precision, layout,
+                           eng.for_speculative(row.dp, speculative) if speculative is not None else eng,
                            curves=catalog.curves(system.gpu)).engine
 
 

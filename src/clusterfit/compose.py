@@ -141,10 +141,11 @@ def build_replica(catalog: Catalog, model: str | ModelArch, system: str | System
                   experts_precision: str | None = None, kv_dtype: str | None = None, gpus: int | None = None,
                   tp: int | None = None, pp: int | None = None, ep: int | None = None, dp: int | None = None,
                   engine: str = "vllm", min_kv_tokens: int = DEFAULT_MIN_KV_TOKENS,
-                  require_kv: bool = True, speculative: bool = False) -> CompiledReplica:
+                  require_kv: bool = True, speculative: str | None = None) -> CompiledReplica:
     """Names in, compiled replica out (see the module docstring). ``require_kv``: a layout that leaves no memory
-    for the KV cache is an error naming the layout and precision. ``speculative``: the engine runs speculative
-    decoding (its defaults under it, Engine.for_speculative, on the chosen layout's attention-DP ranks)."""
+    for the KV cache is an error naming the layout and precision. ``speculative``: the drafter's method when the
+    engine runs speculative decoding (its defaults under it, Engine.for_speculative, on the chosen layout's
+    attention-DP ranks; mtp loads the checkpoint's MTP layers)."""
     from .errors import ClusterfitError
 
     m = load_model(model) if isinstance(model, str) else model
@@ -153,8 +154,8 @@ def build_replica(catalog: Catalog, model: str | ModelArch, system: str | System
     prec = resolve_precision(m, precision, experts_precision, kv_dtype)
     eng = catalog.engine(engine, sysm)
     layout = choose_layout(m, sysm, prec, eng, gpus, tp, pp, ep, dp, min_kv_tokens)
-    if speculative:
-        eng = eng.for_speculative(layout.dp)
+    if speculative is not None:
+        eng = eng.for_speculative(layout.dp, speculative)
     rep = compile_replica(m, sysm, prec, layout, eng, curves=catalog.curves(sysm.gpu))
     if require_kv and rep.step.kv_capacity_tokens < 1:
         raise ClusterfitError(f"{m.name} does not fit on {layout.gpus} x {sysm.gpu.id} with layout {layout.label()} "

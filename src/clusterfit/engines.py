@@ -299,6 +299,9 @@ class Engine:
     mamba_states_per_running_request: int = 3
     speculative_max_num_seqs: int | None = None
     speculative_async_scheduling: bool | None = None
+    #: the checkpoint's MTP (NextN) layers are loaded as the drafter (speculative decoding with method mtp): their
+    #: weights then take GPU memory (memory.fit include_mtp); set by for_speculative, never in engines.yaml
+    loads_mtp_layers: bool = False
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     gpu_memory_defaults: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     #: the serving settings the user gave (with_settings): ``for_layout`` keeps them
@@ -379,11 +382,12 @@ class Engine:
         base = self.layout_resolved[1] if self.layout_resolved is not None else self
         return replace(base, **changes, user_set=base.user_set | set(changes) if by_user else base.user_set)
 
-    def for_speculative(self, dp: int = 1) -> "Engine":
+    def for_speculative(self, dp: int = 1, method: str | None = None) -> "Engine":
         """This engine as it runs with speculative decoding on ``dp`` attention-DP ranks: ``speculative_max_num_seqs``
         // dp running sequences per rank (a static cap) and ``speculative_async_scheduling``, each unless the user
-        set it. Returns the engine before ``for_layout`` when it changes (to be resolved again, as with_settings)."""
-        changes: dict[str, Any] = {}
+        set it; with ``method`` mtp the checkpoint's MTP layers loaded (``loads_mtp_layers``). Returns the engine
+        before ``for_layout`` when it changes (to be resolved again, as with_settings)."""
+        changes: dict[str, Any] = {"loads_mtp_layers": True} if method == "mtp" else {}
         if self.speculative_max_num_seqs is not None and "max_num_seqs" not in self.user_set:
             changes.update(max_num_seqs=max(1, int(self.speculative_max_num_seqs) // max(1, int(dp))),
                            batch_cap_rule="static")

@@ -889,11 +889,11 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     kv_tok = sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * frac
     if kv_budget_bytes_per_gpu is None:  # the memory model with the engine's budgeting
         nodes = max(1, -(-gpus // system.gpus_per_node))
-        mem = fit(model, system, precision, layout, nodes, eng)
+        mem = fit(model, system, precision, layout, nodes, eng, include_mtp=eng.loads_mtp_layers)
         kv_budget_bytes_per_gpu = mem.kv_budget_bytes_per_gpu
-        w_bytes = mem.weight_bytes_per_gpu  # the same weight_bytes_per_gpu(model, precision, layout)
+        w_bytes = mem.weight_bytes_per_gpu  # the same weight_bytes_per_gpu(model, precision, layout, include_mtp)
     else:
-        w_bytes = weight_bytes_per_gpu(model, precision, layout)
+        w_bytes = weight_bytes_per_gpu(model, precision, layout, eng.loads_mtp_layers)
     state = recurrent_state_bytes_per_sequence(model, layout)  # the memory model's, on one GPU
     kv_pool, state_slots = eng.split_state_pool(kv_budget_bytes_per_gpu, state)
     kv_tokens_per_rank = kv_pool / max(kv_tok, 1e-9)

@@ -141,7 +141,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     lay = _layout(tp, pp, ep, dp)
                     try:
                         sm = compile_replica(model, system, prec, lay, eng if drafting is None else
-                                             eng.for_speculative(dp), curves=curves).step
+                                             eng.for_speculative(dp, drafting.method), curves=curves).step
                     except ClusterfitError:
                         continue
                     if sm.kv_capacity_tokens <= 0:

@@ -193,7 +193,9 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     rep = build_replica(Catalog.load(req.catalog, settings=settings if settings.given() else None,
                                      profile=req.profile), model, system,
                         precision=precision, kv_dtype=kv_dtype,
-                        engine=engine or "vllm", speculative=sim.replica.speculative is not None, **layout)
+                        engine=engine or "vllm",
+                        speculative=sim.replica.speculative.method if sim.replica.speculative is not None else None,
+                        **layout)
     sim = with_draft_cost(sim, rep.model)
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
     return {"model": model, "system": rep.system.id, **report}, run
