@@ -150,13 +150,15 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: Ste
     own_tok = u / n_chunks
     nB, K = B.size, u.size
     ones = np.ones((nB, K))
-    drafts = (Bc * k * ones).ravel()
     # one vectorised call: [full-budget prefill step | own-chunk step | pure decode step], all with B decodes (and
     # their draft tokens)
-    P = np.concatenate([(bud * ones).ravel() + drafts, (own_tok * ones).ravel() + drafts, B * k])
-    A = np.concatenate([(bud * a * ones).ravel() + drafts * ctx, (own_tok * a * ones).ravel() + drafts * ctx,
-                        B * k * ctx])
+    P = np.concatenate([(bud * ones).ravel(), (own_tok * ones).ravel(), np.zeros(nB)])
+    A = np.concatenate([(bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
     D = np.concatenate([(Bc * ones).ravel(), (Bc * ones).ravel(), B])
+    if k:
+        drafts = np.concatenate([(Bc * k * ones).ravel()] * 2 + [B * k])
+        P = P + drafts
+        A = A + drafts * ctx
     t = np.asarray(sm.step_s(P, A, D, D * ctx))
     per_step = 1.0
     if drafting is not None:
