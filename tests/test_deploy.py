@@ -264,3 +264,24 @@ def test_mtp_needs_no_draft_checkpoint_and_eagle_needs_one(tmp_path, capsys):
         err = capsys.readouterr().err
         assert e.value.code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)
         assert not out.exists()
+
+
+def test_a_saved_speculative_plan_deploys_and_a_broken_block_is_refused(tmp_path, capsys):
+    code = main(["plan", "Qwen/Qwen3.5-9B", "--isl", "1024", "--osl", "256", "--rate", "20", "--tpot-ms", "20",
+                 "--system", "h200", "--no-disagg", "--num-speculative-tokens", "2", "--json"])
+    assert code in (0, None)
+    text = capsys.readouterr().out
+    plan = tmp_path / "plan.json"
+    plan.write_text(text)
+    r = deploy(plan_file=plan, target="shell")
+    argv = _engine_argv(next(f.text for f in r.files if f.path == "launch.sh"), "vllm")
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == {"method": "mtp", "num_speculative_tokens": 2}
+    doc = json.loads(text)
+    for bad in ({**doc["speculative"], "draft_tokens": 0}, {**doc["speculative"], "method": "medusa"}):
+        broken = tmp_path / "broken.json"
+        broken.write_text(json.dumps({**doc, "speculative": bad}))
+        with pytest.raises(SystemExit) as e:
+            main(["deploy", "--plan", str(broken), "--out", str(tmp_path / "x")])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.startswith("error: --plan") and "speculative" in err, err
+    assert not (tmp_path / "x").exists()

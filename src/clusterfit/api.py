@@ -418,25 +418,27 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                f"{row.requests_per_s:.3g} requests/s",
                "cost: " + (f"${row.cost_per_hour:,.2f}/h ({row.price_source})" if row.cost_per_hour is not None
                            else "no catalog price")]
-    drafts = result.speculative or {}
-    if drafts.get("method") == "mtp" and not model.mtp_layers:
+    drafts = result.speculative
+    method = drafts.method if drafts is not None else None
+    if method == "mtp" and not model.mtp_layers:
         raise ParameterError("speculative_method", f"mtp drafts with the checkpoint's own MTP (NextN) layers and "
                              f"{model.name} has none: plan with --speculative-method eagle3 (and deploy with "
                              "--speculative-draft-model) or ngram")
-    if drafts:
-        summary.append(f"speculative decoding: {drafts['method']}, {drafts['draft_tokens']} draft tokens per step at "
-                       f"acceptance {drafts['acceptance']:.2f} ({drafts['tokens_per_step']:.2f} tokens per step), as "
+    if drafts is not None:
+        summary.append(f"speculative decoding: {drafts.method}, {drafts.draft_tokens} draft tokens per step at "
+                       f"acceptance {drafts.acceptance:.2f} ({drafts.tokens_per_step:.2f} tokens per step), as "
                        "the plan's TPOT assumes")
     eng = _row_engine(dataclasses.replace(catalog, settings=_given_settings(settings)), engine, model, row,
-                      speculative=drafts.get("method"))
+                      speculative=method)
     spec = DeploySpec(
         model_id=model.hf_id or model.name, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
         ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
         gpus_per_node=system.gpus_per_node, replicas=row.replicas, max_model_len=int(max_len),
         memory_fraction=eng.gpu_memory_utilization, max_num_seqs=eng.max_num_seqs,
         max_num_batched_tokens=eng.max_num_batched_tokens, kv_dtype=row.kv_dtype, quantization=quant,
-        enforce_eager=not eng.cuda_graphs, summary=summary, speculative_method=drafts.get("method"),
-        num_speculative_tokens=int(drafts.get("draft_tokens") or 0), draft_model=req.speculative_draft_model)
+        enforce_eager=not eng.cuda_graphs, summary=summary, speculative_method=method,
+        num_speculative_tokens=drafts.draft_tokens if drafts is not None else 0,
+        draft_model=req.speculative_draft_model)
     files = render(spec, req.target)
     if req.out is not None:
         inputs = [p for p in [req.plan_file, req.scenario, *req.catalog] if p is not None]

@@ -577,15 +577,15 @@ class StepSeconds(Schema):
 
 
 class SpeculativeOut(Schema):
-    """The speculative decoding a prediction ran with: draft tokens per step, the drafter, the per-draft-token
+    """The speculative decoding a prediction or plan ran with: draft tokens per step, the drafter, the per-draft-token
     acceptance, the mean tokens a step emits per sequence and the drafter's cost per draft token (a fraction of a
-    decode step)."""
+    decode step); a plan file's block is checked as deploy reads it."""
 
-    method: str
-    draft_tokens: int
-    acceptance: float
-    tokens_per_step: float
-    draft_cost: float
+    method: SpeculativeMethod
+    draft_tokens: int = Field(ge=1, le=MAX_DRAFT_TOKENS)
+    acceptance: float = Field(ge=0.0, lt=1.0)
+    tokens_per_step: float = Field(ge=1.0, le=MAX_DRAFT_TOKENS + 1.0)
+    draft_cost: float = Field(ge=0.0)
 
 
 class PerfResult(Schema):
@@ -1046,6 +1046,5 @@ class PlanResult(Schema):
     engine_settings: ServingEngineSettings | None = None
     capacity: CapacityAnswer | None = None
     confidence: int | None = None
-    #: speculative decoding on every replica (sim.config.SpeculativeSpec fields, the draft cost derived from the
-    #: model, and tokens_per_step); None: none
-    speculative: dict[str, Any] | None = None
+    #: speculative decoding on every replica, as perf's block (the draft cost derived from the model); None: none
+    speculative: SpeculativeOut | None = None

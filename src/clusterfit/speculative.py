@@ -24,7 +24,7 @@ The simulator (sim.config.SpeculativeSpec) multiplies a step by 1 + k x that fra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal, get_args
 
 from .errors import ClusterfitError
@@ -111,3 +111,7 @@ class Drafting:
     def step_factor(self) -> float:
         """A speculative step's time over its verify pass: 1 + k x draft cost (the simulator's draft factor)."""
         return 1.0 + self.draft_tokens * self.draft_cost
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        """The JSON block perf and plan answer with: the fields and ``tokens_per_step``."""
+        return {**asdict(self), "tokens_per_step": self.tokens_per_step}

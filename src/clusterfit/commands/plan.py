@@ -171,9 +171,9 @@ def render(result: PlanResult, console: Console) -> None:
                   + (f"  |  N+{result.failover}" if result.failover else ""))
     sp = result.speculative
     if sp is not None:
-        console.print(f"Speculative decoding ({sp['method']}): {sp['draft_tokens']} draft tokens per step, acceptance "
-                      f"{sp['acceptance']:.2f}, {sp['tokens_per_step']:.2f} tokens per step per sequence; drafter "
-                      f"{sp['draft_cost']:.1%} of a decode step per draft token")
+        console.print(f"Speculative decoding ({sp.method}): {sp.draft_tokens} draft tokens per step, acceptance "
+                      f"{sp.acceptance:.2f}, {sp.tokens_per_step:.2f} tokens per step per sequence; drafter "
+                      f"{sp.draft_cost:.1%} of a decode step per draft token")
     if not result.feasible:
         console.print(f"[bold red]No plan meets the targets.[/] {result.explanation}")
     cols = [("system", "system", True), ("precision", "prec", True), ("layout", "layout", True),

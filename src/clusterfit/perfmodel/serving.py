@@ -24,7 +24,6 @@ iterations at contexts isl..isl+osl: ``static_batch`` below.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -177,7 +176,7 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         "batch": b,
         "kv_limited_batch": cap,
         "decode_step_s": step,
-        "speculative": None if drafting is None else {**asdict(drafting), "tokens_per_step": per_step},
+        "speculative": None if drafting is None else drafting.as_dict(),
         "prefill_s": float(sm.prefill_s(isl)),
         "gpus": sm.gpus,
         "kv_capacity_tokens": float(sm.kv_capacity_tokens),

@@ -691,12 +691,9 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
 
 
 def _speculative_block(spec: SpeculativeSpec | None, model: ModelArch) -> dict | None:
-    """The plan's speculative decoding as its JSON shows it: the spec with the draft cost the model gives, and the
-    tokens a step emits per sequence."""
-    if spec is None:
-        return None
-    full = spec.for_model(model)
-    return {**full.model_dump(), "acceptance": full.alpha, "tokens_per_step": full.drafting().tokens_per_step}
+    """The plan's speculative decoding as its JSON shows it (perf's block: speculative.Drafting.as_dict, the draft
+    cost the model gives)."""
+    return None if spec is None else spec.for_model(model).drafting().as_dict()
 
 
 def speed_calibrated(system: System) -> bool:
