@@ -264,6 +264,8 @@ def test_mtp_needs_no_draft_checkpoint_and_eagle_needs_one(tmp_path, capsys):
         err = capsys.readouterr().err
         assert e.value.code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)
         assert not out.exists()
+        if "a b; rm -rf /" in args:   # the pattern as written, not lower-cased
+            assert "must match ^[A-Za-z0-9]" in err, err
 
 
 def test_a_saved_speculative_plan_deploys_and_a_broken_block_is_refused(tmp_path, capsys):

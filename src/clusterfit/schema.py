@@ -95,7 +95,10 @@ def _describe(cls: type[Schema], field: str, err: Any) -> str:
         return f"must be an integer, got {got!r}"
     if kind in ("float_parsing", "float_type", "finite_number"):
         return f"must be a finite number, got {got!r}"
-    return f"{err['msg'].lower()}, got {got!r}"
+    if kind == "string_pattern_mismatch":
+        return f"must match {err.get('ctx', {}).get('pattern', '')}, got {got!r}"
+    msg = str(err["msg"])
+    return f"{msg[:1].lower()}{msg[1:]}, got {got!r}"   # pydantic's sentence, its quoted values as they are
 
 
 # ============================================================================================== requests
