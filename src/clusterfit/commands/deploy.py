@@ -19,6 +19,7 @@ from .options import (
     MaxNodesOpt,
     MaxNumBatchedTokensOpt,
     MaxNumSeqsOpt,
+    SPECULATIVE_PANEL,
     NumSpeculativeTokensOpt,
     OslOpt,
     PrecisionsOpt,
@@ -72,7 +73,7 @@ def deploy_command(
     speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
     speculative_draft_model: Optional[str] = typer.Option(
         None, "--speculative-draft-model", help="EAGLE / EAGLE-3: the draft checkpoint's Hugging Face id, written "
-        "into the engine's speculative flags."),
+        "into the engine's speculative flags.", rich_help_panel=SPECULATIVE_PANEL),
     scenario: ScenarioOpt = None,
     failover: FailoverOpt = None,
     price: PriceOpt = None,

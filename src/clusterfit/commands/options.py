@@ -61,17 +61,17 @@ AsyncSchedulingOpt = Annotated[Optional[bool], typer.Option(
     "--async-scheduling/--no-async-scheduling", help="Whether the host prepares the next step while the GPU runs "
     "this one (vLLM --async-scheduling, default since v0.12; SGLang's overlap scheduler, off with "
     "--disable-overlap-schedule) [default: on for vLLM and SGLang; TensorRT-LLM modelled without it]")]
-_SPEC = "Speculative decoding"
+SPECULATIVE_PANEL = "Speculative decoding"
 NumSpeculativeTokensOpt = Annotated[Optional[int], typer.Option(
     help="Speculative decoding: draft tokens per step (vLLM num_speculative_tokens; SGLang --speculative-num-steps "
-         "with topk 1)", rich_help_panel=_SPEC)]
+         "with topk 1)", rich_help_panel=SPECULATIVE_PANEL)]
 SpeculativeMethodOpt = Annotated[Optional[str], typer.Option(
-    help="Drafter: mtp, eagle, eagle3 or ngram (default mtp)", rich_help_panel=_SPEC)]
+    help="Drafter: mtp, eagle, eagle3 or ngram (default mtp)", rich_help_panel=SPECULATIVE_PANEL)]
 SpeculativeAcceptanceOpt = Annotated[Optional[float], typer.Option(
-    help="Probability each draft token is accepted (default 0.7)", rich_help_panel=_SPEC)]
+    help="Probability each draft token is accepted (default 0.7)", rich_help_panel=SPECULATIVE_PANEL)]
 SpeculativeAcceptanceLengthOpt = Annotated[Optional[float], typer.Option(
     help="Mean tokens emitted per step, as the engine reports it (instead of --speculative-acceptance)",
-    rich_help_panel=_SPEC)]
+    rich_help_panel=SPECULATIVE_PANEL)]
 ProfileOpt = Annotated[Optional[Path], typer.Option(
     "--profile", metavar="FILE", help="Kernel profile from `clusterfit calibrate`: its measured curves replace the "
     "H200-derived ones for the GPU it was measured on")]
