@@ -279,3 +279,25 @@ def test_falcon_kv_heads_and_rw_field_names(fields, kv):
     # every Linear has a bias when bias is true: qkv, dense, and the two MLP matrices
     assert att.params == h * (32 + 2 * kv) * d + (32 + 2 * kv) * d + h * h + h
     assert m.params["dense_mlp"] == 2 * (2 * h * 4 * h + 4 * h + h)
+
+
+def test_gpt_neox_and_phi_have_two_matrix_mlps_and_their_biases():
+    """Configs from the Hub with the standard field names but a non-gated GELU MLP: counted as their modelling files
+    build them (transformers modeling_gpt_neox.py, modeling_phi.py), not as a gated Llama MLP."""
+    # GPT-NeoX-20B (its card's hyperparameter table: d_model 6,144, 44 layers, d_ff 24,576, 64 heads, vocab padded to
+    # 50,432; "Num. parameters 20,556,201,984"): fused qkv and dense with bias, both MLP matrices with bias, two
+    # LayerNorms per block and a final one (weight + bias), untied embed_out without bias.
+    h, L, V, ff = 6144, 44, 50432, 24576
+    block = (h * 3 * h + 3 * h) + (h * h + h) + (h * ff + ff) + (ff * h + h) + 2 * 2 * h
+    neox = parse_config({"model_type": "gpt_neox", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": 64,
+                         "intermediate_size": ff, "vocab_size": V, "tie_word_embeddings": False}, "gpt-neox-20b")
+    assert neox.total_params == 2 * V * h + L * block + 2 * h == 20_554_567_680
+    assert abs(neox.total_params / 20_556_201_984 - 1) < 1e-4
+    assert not neox.layers[0].ffn.gated
+    # phi-2 (hidden 2560, 32 layers, 32 heads, intermediate 10240, vocab 51200): q/k/v/dense, fc1/fc2 and the lm_head
+    # with bias, one LayerNorm per block and a final one
+    h, L, V, ff = 2560, 32, 51200, 10240
+    block = 4 * (h * h + h) + (h * ff + ff) + (ff * h + h) + 2 * h
+    phi = parse_config({"model_type": "phi", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": 32,
+                        "intermediate_size": ff, "vocab_size": V, "tie_word_embeddings": False}, "phi-2")
+    assert phi.total_params == V * h + (h * V + V) + L * block + 2 * h == 2_779_683_840

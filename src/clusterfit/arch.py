@@ -326,9 +326,12 @@ def _refuse_unsupported(config: dict, t: dict, model_type: str, name: str) -> No
         raise no("heterogeneous nemotron_h blocks (block_configs)")
 
 
-#: Architectures of the GPT-2 lineage: LayerNorm (weight + bias), a two-matrix GELU MLP of 4 x hidden unless the
-#: config says otherwise, attention and MLP in parallel from one input (no cost difference: the same GEMMs run).
-LAYERNORM_MODELS = ("gptj", "falcon")
+#: Architectures of the GPT-2 lineage: LayerNorms with weight and bias, a two-matrix GELU MLP (fc in, fc out; 4 x
+#: hidden unless the config says otherwise), biases as each modelling file has them (``_standard_fields``); attention
+#: and MLP in parallel from one input or one after the other (no cost difference: the same GEMMs run).
+#: model_type -> LayerNorms per block (transformers modeling_*.py: GPT-J ln_1, Falcon input_layernorm or, under
+#: new_decoder_architecture, ln_attn + ln_mlp, GPT-NeoX input_ + post_attention_layernorm, Phi input_layernorm).
+LAYERNORM_MODELS = {"gptj": 1, "falcon": 1, "gpt_neox": 2, "phi": 1}
 #: Their configs' field names -> the ones parse_config reads (transformers' own aliases: GPTJConfig.attribute_map;
 #: the RW-era Falcon configs' n_layer / n_head / n_head_kv, FalconConfig's num_kv_heads and ffn_hidden_size).
 _FIELD_ALIASES = {
@@ -340,16 +343,19 @@ _FIELD_ALIASES = {
 
 
 def _standard_fields(t: dict, model_type: str) -> dict:
-    """A GPT-J or Falcon config in the field names the rest of parse_config reads (other configs unchanged).
+    """A LAYERNORM_MODELS config in the field names and bias flags the rest of parse_config reads (other configs
+    unchanged).
 
-    GPT-J (transformers modeling_gptj.py): q/k/v/out projections without bias, fc_in / fc_out with bias, an
-    lm_head with bias (counted in parse_config). Falcon (modeling_falcon.py): ``new_decoder_architecture`` uses
-    ``num_kv_heads`` KV heads, else ``multi_query`` (default true) one, else one per query head; every Linear has a
-    bias when ``bias`` is true (default false)."""
-    if model_type not in _FIELD_ALIASES:
+    GPT-J (transformers modeling_gptj.py): q/k/v/out projections without bias, fc_in / fc_out with bias, an lm_head
+    with bias (counted in parse_config). GPT-NeoX (modeling_gpt_neox.py): query_key_value and dense with bias when
+    ``attention_bias`` (default true), dense_h_to_4h / dense_4h_to_h with bias, embed_out without. Phi
+    (modeling_phi.py, phi-1 / 1.5 / 2): q/k/v/dense, fc1 / fc2 and the lm_head all with bias. Falcon
+    (modeling_falcon.py): ``new_decoder_architecture`` uses ``num_kv_heads`` KV heads, else ``multi_query`` (default
+    true) one, else one per query head; every Linear has a bias when ``bias`` is true (default false)."""
+    if model_type not in LAYERNORM_MODELS:
         return t
     t = dict(t)
-    for std, alias in _FIELD_ALIASES[model_type].items():
+    for std, alias in _FIELD_ALIASES.get(model_type, {}).items():
         if t.get(std) is None and t.get(alias) is not None:
             t[std] = t[alias]
     hidden = t.get("hidden_size")
@@ -357,6 +363,10 @@ def _standard_fields(t: dict, model_type: str) -> dict:
         t["intermediate_size"] = 4 * hidden
     if model_type == "gptj":
         t["mlp_bias"] = True
+    elif model_type == "gpt_neox":
+        t["attention_bias"], t["mlp_bias"] = bool(t.get("attention_bias", True)), True
+    elif model_type == "phi":
+        t["attention_bias"] = t["mlp_bias"] = True
     else:
         if t.get("new_decoder_architecture"):
             t["num_key_value_heads"] = t.get("num_kv_heads")
@@ -433,9 +443,9 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     elif model_type == "nemotron_h":
         params["norms"] = n_blocks * hidden + hidden  # one RMSNorm per block + norm_f
     elif model_type in LAYERNORM_MODELS:
-        # LayerNorms with weight and bias: one per block (GPT-J ln_1, Falcon input_layernorm) or two under Falcon's
-        # new_decoder_architecture (ln_attn, ln_mlp), and ln_f
-        per_layer = 2 if t.get("new_decoder_architecture") else 1
+        # LayerNorms with weight and bias: per block as LAYERNORM_MODELS says (two under Falcon's
+        # new_decoder_architecture, ln_attn and ln_mlp), and the final one
+        per_layer = 2 if t.get("new_decoder_architecture") else LAYERNORM_MODELS[model_type]
         params["norms"] = (n_layers * per_layer + 1) * 2 * hidden
     else:
         params["norms"] = n_layers * norms_per_layer * hidden + hidden
@@ -445,7 +455,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         params["norms"] += n_layers * 2 * (hc * hidden * mix + mix)
         notes.append("hyper-connection (hc_mult) mixing weights counted as hc x hidden x (2 hc + hc^2) per sub-layer")
     params["embedding"] = vocab * hidden
-    params["lm_head"] = (0 if tie else vocab * hidden) + (vocab if model_type == "gptj" else 0)  # GPT-J: a bias
+    params["lm_head"] = (0 if tie else vocab * hidden) + (vocab if model_type in ("gptj", "phi") else 0)  # a bias
 
     # --- MTP / NextN layers ----------------------------------------------------------------------
     # num_nextn_predict_layers (DeepSeek, GLM, Step, Nemotron-3 Super), mtp_num_hidden_layers (Qwen3.5),
