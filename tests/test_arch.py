@@ -301,3 +301,21 @@ def test_gpt_neox_and_phi_have_two_matrix_mlps_and_their_biases():
     phi = parse_config({"model_type": "phi", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": 32,
                         "intermediate_size": ff, "vocab_size": V, "tie_word_embeddings": False}, "phi-2")
     assert phi.total_params == V * h + (h * V + V) + L * block + 2 * h == 2_779_683_840
+
+
+def test_nemotron_and_starcoder2_have_two_matrix_mlps():
+    # Nemotron-4-340B's shapes (hidden 18432, 96 layers, 96 heads of 192, 8 KV heads, intermediate 73728, vocab
+    # 256000): up / down with squared ReLU, no biases by default, two LayerNorm1P (weight + bias) per block
+    h, L, V, ff, kv = 18432, 96, 256000, 73728, 8 * 192
+    nemo = parse_config({"model_type": "nemotron", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": 96,
+                         "num_key_value_heads": 8, "intermediate_size": ff, "vocab_size": V, "hidden_act": "relu2",
+                         "tie_word_embeddings": False}, "nemotron-4-340b")
+    assert nemo.total_params == 2 * V * h + L * (2 * h * h + 2 * h * kv + 2 * h * ff + 2 * 2 * h) + 2 * h
+    assert round(nemo.total_params / 1e9) == 341 and not nemo.layers[0].ffn.gated   # its name's "340B"
+    # a StarCoder2-15B-like config: every Linear with bias (use_bias default true), GQA with 4 KV heads of 128
+    h, L, V, ff, kv = 6144, 40, 49152, 24576, 4 * 128
+    sc = parse_config({"model_type": "starcoder2", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": 48,
+                       "num_key_value_heads": 4, "intermediate_size": ff, "vocab_size": V,
+                       "tie_word_embeddings": False}, "starcoder2")
+    block = 2 * (h * h + h) + 2 * (h * kv + kv) + (h * ff + ff) + (ff * h + h) + 2 * 2 * h
+    assert sc.total_params == 2 * V * h + L * block + 2 * h

@@ -330,8 +330,9 @@ def _refuse_unsupported(config: dict, t: dict, model_type: str, name: str) -> No
 #: hidden unless the config says otherwise), biases as each modelling file has them (``_standard_fields``); attention
 #: and MLP in parallel from one input or one after the other (no cost difference: the same GEMMs run).
 #: model_type -> LayerNorms per block (transformers modeling_*.py: GPT-J ln_1, Falcon input_layernorm or, under
-#: new_decoder_architecture, ln_attn + ln_mlp, GPT-NeoX input_ + post_attention_layernorm, Phi input_layernorm).
-LAYERNORM_MODELS = {"gptj": 1, "falcon": 1, "gpt_neox": 2, "phi": 1}
+#: new_decoder_architecture, ln_attn + ln_mlp, GPT-NeoX, StarCoder2 and Nemotron (its LayerNorm1P) input_ +
+#: post_attention_layernorm, Phi input_layernorm). Nemotron's MLP is up / down with squared ReLU.
+LAYERNORM_MODELS = {"gptj": 1, "falcon": 1, "gpt_neox": 2, "phi": 1, "starcoder2": 2, "nemotron": 2}
 #: Their configs' field names -> the ones parse_config reads (transformers' own aliases: GPTJConfig.attribute_map;
 #: the RW-era Falcon configs' n_layer / n_head / n_head_kv, FalconConfig's num_kv_heads and ffn_hidden_size).
 _FIELD_ALIASES = {
@@ -349,7 +350,9 @@ def _standard_fields(t: dict, model_type: str) -> dict:
     GPT-J (transformers modeling_gptj.py): q/k/v/out projections without bias, fc_in / fc_out with bias, an lm_head
     with bias (counted in parse_config). GPT-NeoX (modeling_gpt_neox.py): query_key_value and dense with bias when
     ``attention_bias`` (default true), dense_h_to_4h / dense_4h_to_h with bias, embed_out without. Phi
-    (modeling_phi.py, phi-1 / 1.5 / 2): q/k/v/dense, fc1 / fc2 and the lm_head all with bias. Falcon
+    (modeling_phi.py, phi-1 / 1.5 / 2): q/k/v/dense, fc1 / fc2 and the lm_head all with bias. StarCoder2
+    (modeling_starcoder2.py): every Linear with bias when ``use_bias`` (default true). Nemotron (modeling_nemotron.py):
+    the config's ``attention_bias`` (o_proj too) and ``mlp_bias``, as read for every model. Falcon
     (modeling_falcon.py): ``new_decoder_architecture`` uses ``num_kv_heads`` KV heads, else ``multi_query`` (default
     true) one, else one per query head; every Linear has a bias when ``bias`` is true (default false)."""
     if model_type not in LAYERNORM_MODELS:
@@ -367,7 +370,9 @@ def _standard_fields(t: dict, model_type: str) -> dict:
         t["attention_bias"], t["mlp_bias"] = bool(t.get("attention_bias", True)), True
     elif model_type == "phi":
         t["attention_bias"] = t["mlp_bias"] = True
-    else:
+    elif model_type == "starcoder2":
+        t["attention_bias"] = t["mlp_bias"] = bool(t.get("use_bias", True))
+    elif model_type == "falcon":
         if t.get("new_decoder_architecture"):
             t["num_key_value_heads"] = t.get("num_kv_heads")
         elif t.get("multi_query", True):

@@ -642,7 +642,7 @@ def _softmax_attention(t: dict[str, Any], ltype: str, hidden: int, n_heads: int,
         + n_heads * dv * hidden
     if t.get("attention_bias"):
         p += n_heads * d + n_kv * (d + (0 if k_is_v else dv))
-        if model_type in ("llama", "gpt_oss", "falcon", "gpt_neox", "phi"):
+        if model_type in ("llama", "gpt_oss", "falcon", "gpt_neox", "phi", "starcoder2", "nemotron"):
             p += hidden  # o_proj bias (Falcon's, GPT-NeoX's and Phi's dense)
     p += _qk_norm_params(t, model_type, n_heads, n_kv, d)
     if t.get("use_head_wise_attn_gate"):
