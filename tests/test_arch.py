@@ -319,3 +319,8 @@ def test_nemotron_and_starcoder2_have_two_matrix_mlps():
                        "tie_word_embeddings": False}, "starcoder2")
     block = 2 * (h * h + h) + 2 * (h * kv + kv) + (h * ff + ff) + (ff * h + h) + 2 * 2 * h
     assert sc.total_params == 2 * V * h + L * block + 2 * h
+    # its sliding_window applies to every layer (as Mistral v0.1's): a request keeps at most the window's KV
+    windowed = parse_config({"model_type": "starcoder2", "hidden_size": h, "num_hidden_layers": 2,
+                             "num_attention_heads": 48, "num_key_value_heads": 4, "intermediate_size": ff,
+                             "vocab_size": V, "sliding_window": 4096}, "starcoder2-w")
+    assert all(layer.attention.window == 4096 for layer in windowed.layers)

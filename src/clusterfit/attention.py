@@ -617,6 +617,12 @@ def _qk_norm_params(t: dict[str, Any], model_type: str, n_heads: int, n_kv: int,
     return 2 * d
 
 
+#: Model types whose ``sliding_window`` applies to every layer (no ``layer_types``): Mistral / Mixtral v0.1 and
+#: StarCoder2 (transformers modeling_starcoder2.py and vLLM's starcoder2.py pass config.sliding_window to every
+#: layer's attention).
+WINDOW_ON_EVERY_LAYER = ("mistral", "mixtral", "starcoder2")
+
+
 def _softmax_attention(t: dict[str, Any], ltype: str, hidden: int, n_heads: int, n_kv: int,
                        model_type: str, i: int = 0) -> Attention:
     n_heads, n_kv, d, dv, window, k_is_v = _head_shapes(t, ltype, hidden, n_heads, n_kv, model_type)
@@ -630,7 +636,7 @@ def _softmax_attention(t: dict[str, Any], ltype: str, hidden: int, n_heads: int,
         cls = SlidingWindowAttention
     elif ltype == "chunked_attention" and t.get("attention_chunk_size"):
         cls, window = ChunkedAttention, int(t["attention_chunk_size"])
-    elif ltype == "full_attention" and window and model_type in ("mistral", "mixtral") \
+    elif ltype == "full_attention" and window and model_type in WINDOW_ON_EVERY_LAYER \
             and t.get("use_sliding_window", True) and "layer_types" not in t:
         cls = SlidingWindowAttention
     else:
