@@ -262,9 +262,7 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     check_context(model, longest, req.allow_longer_context, "the sequence (isl + osl, or context)",
                   "context" if req.context is not None and req.context >= req.isl + req.osl else "isl")
     settings = req.engine_settings()
-    from .sim.config import SpeculativeSpec
-
-    spec = SpeculativeSpec.model_validate(fields) if (fields := req.speculative_fields()) is not None else None
+    spec = req.speculative_spec()
     rep = build_replica(Catalog.load(req.catalog, settings=settings, profile=req.profile), model, req.system,
                         precision=req.precision,
                         experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,

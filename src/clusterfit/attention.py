@@ -649,7 +649,7 @@ def _softmax_attention(t: dict[str, Any], ltype: str, hidden: int, n_heads: int,
     if t.get("attention_bias"):
         p += n_heads * d + n_kv * (d + (0 if k_is_v else dv))
         if model_type in ("llama", "gpt_oss", "falcon", "gpt_neox", "phi", "starcoder2", "nemotron"):
-            p += hidden  # o_proj bias (Falcon's, GPT-NeoX's and Phi's dense)
+            p += hidden  # o_proj bias (the dense projection of Falcon, GPT-NeoX and Phi)
     p += _qk_norm_params(t, model_type, n_heads, n_kv, d)
     if t.get("use_head_wise_attn_gate"):
         p += hidden * n_heads  # Step-3.5 g_proj: one sigmoid gate per head

@@ -11,7 +11,7 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes (GB = 1e9, GiB 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError,
                       model_serializer)
@@ -19,6 +19,9 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunct
 from .errors import ClusterfitError
 from .profile import Profile
 from .speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
+
+if TYPE_CHECKING:  # the simulator's spec, imported where it is built (schemas load no simulator code)
+    from .sim.config import SpeculativeSpec
 
 #: Upper bounds on sizes a request may ask for (the work they cause grows with them).
 MAX_GPUS = 4096
@@ -204,6 +207,14 @@ class SpeculativeRequest(Schema):
             raise ParameterError("speculative_acceptance_length", f"{length:g} tokens per step is more than the "
                                                                   f"{k} draft tokens + 1 a step can emit")
         return out
+
+    def speculative_spec(self, base: SpeculativeSpec | None = None) -> SpeculativeSpec | None:
+        """``speculative_fields`` over ``base`` (a sim.config.SpeculativeSpec, e.g. a scenario's) as a
+        SpeculativeSpec: the base itself when no option is given, None when neither gives speculative decoding."""
+        from .sim.config import SpeculativeSpec
+
+        fields = self.speculative_fields(base.model_dump() if base is not None else None)
+        return base if fields is None else SpeculativeSpec.model_validate(fields)
 
 
 class PerfRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):

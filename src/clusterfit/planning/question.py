@@ -122,14 +122,11 @@ def _speculative(req: PlanRequest, simulation: object) -> tuple[SpeculativeSpec 
 
     replica = simulation.get("replica") if isinstance(simulation, dict) else None
     raw = replica.get("speculative") if isinstance(replica, dict) else None
-    base = None
-    if raw is not None:
-        spec = parse_simulation({"replica": {"speculative": raw}}, "scenario file: simulation").replica.speculative
-        base = spec.model_dump() if spec is not None else None
-    fields = req.speculative_fields(base) or base
-    if fields is None:
+    scenario = (parse_simulation({"replica": {"speculative": raw}}, "scenario file: simulation").replica.speculative
+                if raw is not None else None)
+    spec = req.speculative_spec(scenario)
+    if spec is None:
         return None, simulation
-    spec = SpeculativeSpec.model_validate(fields)
     section = dict(simulation) if isinstance(simulation, dict) else {}
     section["replica"] = {**(replica if isinstance(replica, dict) else {}),
                           "speculative": spec.model_dump(exclude_none=True)}

@@ -153,7 +153,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     evaluated += grid.size
                     if space.disaggregated:
                         c.decode = decode_curve(sm, workload, slo, grid, (c.agg.point or c.agg).decode_only_s,
-                                                margins, drafting)
+                                                margins)
                         c.prefill = prefill_capacity(sm, workload, slo, kv_link, margins)
                         evaluated += grid.size + c.prefill.points
                     candidates.append(c)

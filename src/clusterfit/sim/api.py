@@ -208,16 +208,14 @@ def _planned_layout(req: SimulateRequest, model: str, system: str, precision: st
     simulation section's replicas) when no aggregated plan meets the scenario's SLOs."""
     from ..planning.planner import plan_cluster
     from ..planning.question import build_question
-    from ..schema import PlanRequest
+    from ..schema import PlanRequest, SpeculativeRequest
 
     preq = PlanRequest(scenario=req.scenario, systems=[system], precisions=[precision] if precision else None,
                        kv_dtypes=[kv_dtype] if kv_dtype else None, engine=engine, no_disagg=True, model=model,
                        catalog=req.catalog, profile=req.profile, max_num_seqs=req.max_num_seqs,
                        max_num_batched_tokens=req.max_num_batched_tokens,
                        gpu_memory_utilization=req.gpu_memory_utilization, enforce_eager=req.enforce_eager,
-                       num_speculative_tokens=req.num_speculative_tokens, speculative_method=req.speculative_method,
-                       speculative_acceptance=req.speculative_acceptance,
-                       speculative_acceptance_length=req.speculative_acceptance_length)
+                       **{name: getattr(req, name) for name in SpeculativeRequest.model_fields})
     rec = plan_cluster(build_question(preq)).recommended
     if rec is None:
         return {}, None
