@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterfit.errors import ClusterfitError
+
 COLUMNS = ("id,source_repo_or_site,source_path_or_title,source_date,model,total_params_b,active_params_b,gpu,"
            "num_gpus,nodes,precision_weights,precision_kv,tp,pp,ep,dp,engine,isl,osl,concurrency_or_mode,metric,"
            "value,unit,notes").split(",")
@@ -600,10 +602,12 @@ def test_speculative_settings_are_read_from_the_row(acc, oss2):
 
     mtp = acc.speculative_for(oss2["OSS2-0010"], "sglang", "DeepSeek-V3")   # 'NEXTN/MTP ... (steps 2, topk 1, ...)'
     assert (mtp.method, mtp.draft_tokens, mtp.alpha) == ("mtp", 2, DEFAULT_ACCEPTANCE) and mtp.draft_cost > 0
-    v = _oss_row(1, 'serving command/flags: vllm serve Qwen/Qwen3-30B-A3B --speculative-config={"method":"mtp",'
+    v = _oss_row(1, 'serving command/flags: vllm serve Qwen/Qwen3.5-35B-A3B --speculative-config={"method":"mtp",'
                     '"num_speculative_tokens":3} -tp 8; SPECULATIVE DECODING enabled (see flags)')
-    assert (acc.speculative_for(v, "vllm", "Qwen3-30B-A3B").method,
-            acc.speculative_for(v, "vllm", "Qwen3-30B-A3B").draft_tokens) == ("mtp", 3)
+    assert (acc.speculative_for(v, "vllm", "Qwen3.5-35B-A3B").method,
+            acc.speculative_for(v, "vllm", "Qwen3.5-35B-A3B").draft_tokens) == ("mtp", 3)
+    with pytest.raises(ClusterfitError, match="has none"):   # Qwen3-30B-A3B's checkpoint has no MTP layers
+        acc.speculative_for(v, "vllm", "Qwen3-30B-A3B")
     s = _oss_row(2, "serving command/flags: python3 -m sglang.launch_server --model-path m --speculative-algorithm "
                     "EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4; "
                     "TPOT with EAGLE (accept length ~3.52)", engine="SGLang v0.5.8")

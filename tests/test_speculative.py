@@ -48,6 +48,9 @@ def test_draft_cost_is_one_layer_and_the_head_over_the_active_parameters():
     assert draft_cost_fraction(m, "ngram") == 0.0
     with pytest.raises(ClusterfitError, match="unsupported"):
         draft_cost_fraction(m, "medusa")
+    with pytest.raises(ClusterfitError, match="Llama-3.1-8B has none"):   # mtp needs the checkpoint's MTP layers
+        draft_cost_fraction(m, "mtp")
+    assert draft_cost_fraction(load_model("deepseek-ai/DeepSeek-V3"), "mtp") > 0
 
 
 def test_speculative_spec_takes_an_acceptance_or_a_length():
@@ -115,7 +118,8 @@ def test_simulate_takes_speculative_decoding_options(run_json, run_cli):
     plain = run_json(*SIM)
     spec = run_json(*SIM, "--num-speculative-tokens", "3", "--speculative-method", "eagle3")
     assert spec["tpot_s"]["p50"] < plain["tpot_s"]["p50"]
-    longer = run_json(*SIM, "--num-speculative-tokens", "3", "--speculative-acceptance-length", "3.5")
+    longer = run_json(*SIM, "--num-speculative-tokens", "3", "--speculative-method", "eagle3",
+                      "--speculative-acceptance-length", "3.5")
     assert longer["tpot_s"]["p50"] < spec["tpot_s"]["p50"]        # 3.5 tokens a step against 2.53 at a = 0.7
     for args, field in ((("--speculative-method", "eagle3"), "--num-speculative-tokens"),
                         (("--num-speculative-tokens", "3", "--speculative-acceptance-length", "9"),
@@ -123,6 +127,7 @@ def test_simulate_takes_speculative_decoding_options(run_json, run_cli):
                         (("--num-speculative-tokens", "3", "--speculative-acceptance", "0.8",
                           "--speculative-acceptance-length", "2"), "--speculative-acceptance-length"),
                         (("--num-speculative-tokens", "3", "--speculative-method", "medusa"), "--speculative-method"),
+                        (("--num-speculative-tokens", "3"), "--speculative-method"),   # mtp: Llama has no MTP layers
                         (("--num-speculative-tokens", "17"), "--num-speculative-tokens")):
         code, out, err = run_cli(*SIM, *args)
         assert code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)
@@ -157,17 +162,18 @@ def test_perf_prices_a_speculative_step_as_the_simulator_does(run_json):
 
 def test_perf_under_sglang_speculative_decoding_runs_at_most_48(run_json):
     plain = run_json(*PERF, "--engine", "sglang", "--max-throughput")
-    spec = run_json(*PERF, "--engine", "sglang", "--max-throughput", "--num-speculative-tokens", "2")
+    eagle = ("--num-speculative-tokens", "2", "--speculative-method", "eagle3")
+    spec = run_json(*PERF, "--engine", "sglang", "--max-throughput", *eagle)
     assert plain["batch"] > 48 and spec["batch"] == 48
-    own = run_json(*PERF, "--engine", "sglang", "--max-throughput", "--num-speculative-tokens", "2",
-                   "--max-num-seqs", "64")
+    own = run_json(*PERF, "--engine", "sglang", "--max-throughput", *eagle, "--max-num-seqs", "64")
     assert own["batch"] == 64
 
 
 def test_perf_rejects_bad_speculative_options(run_cli):
     for args, field in ((("--speculative-acceptance", "0.5"), "--num-speculative-tokens"),
                         (("--num-speculative-tokens", "2", "--speculative-acceptance-length", "3.5"),
-                         "--speculative-acceptance-length")):
+                         "--speculative-acceptance-length"),
+                        (("--num-speculative-tokens", "2"), "--speculative-method")):   # mtp without MTP layers
         code, out, err = run_cli(*PERF, "--batch", "1", "--context", "1024", *args)
         assert code == 2 and err.startswith(f"error: {field}:") and "Traceback" not in err, (args, err)
 
@@ -247,13 +253,15 @@ def test_plan_takes_the_scenarios_speculative_decoding(tmp_path, run_json):
 
 def test_sglang_plan_under_speculative_decoding_runs_at_most_48(run_json):
     out = run_json("plan", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "1024", "--osl", "256",
-                   "--rate", "40", "--no-disagg", "--engine", "sglang", "--num-speculative-tokens", "2")
+                   "--rate", "40", "--no-disagg", "--engine", "sglang", "--num-speculative-tokens", "2",
+                   "--speculative-method", "eagle3")
     assert out["engine_settings"]["max_num_seqs"] == 48 and out["recommended"]["batch"] <= 48
 
 
 def test_plan_rejects_bad_speculative_options(run_cli):
     for args, field in ((("--speculative-acceptance", "0.5"), "--num-speculative-tokens"),
                         (("--num-speculative-tokens", "2", "--speculative-method", "medusa"), "--speculative-method"),
+                        (("--num-speculative-tokens", "2"), "--speculative-method"),   # mtp without MTP layers
                         (("--num-speculative-tokens", "2", "--speculative-acceptance-length", "3.5"),
                          "--speculative-acceptance-length")):
         code, out, err = run_cli(*PLAN, *args)

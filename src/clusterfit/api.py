@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .arch import load_model
 from .compose import Catalog, build_replica
 from .precision import resolve_precision
+from .speculative import check_drafter
 from .errors import ClusterfitError
 from .schema import (DeployFile, DeployRequest, DeployResult, FitRequest, FitResult, HardwareList, ModelList, LayoutOut, ModelSummary, MostSessions, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
                      PlanResult, Schema, ServingEngineSettings, SimResult, SimulateRequest, parse_request)
@@ -254,7 +255,8 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
 
     req = _request(PerfRequest, request, kwargs)
     if sum([req.concurrency is not None, req.batch is not None, req.max_throughput]) != 1:
-        raise ClusterfitError("give exactly one of concurrency, max_throughput or batch (with context)")
+        raise ParameterError("concurrency", "give exactly one of concurrency, max throughput or batch (with "
+                                            "context)")
     if req.context is not None and req.batch is None:
         raise ParameterError("context", "needs batch")
     model = load_model(req.model)
@@ -418,10 +420,8 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                            else "no catalog price")]
     drafts = result.speculative
     method = drafts.method if drafts is not None else None
-    if method == "mtp" and not model.mtp_layers:
-        raise ParameterError("speculative_method", f"mtp drafts with the checkpoint's own MTP (NextN) layers and "
-                             f"{model.name} has none: plan with --speculative-method eagle3 (and deploy with "
-                             "--speculative-draft-model) or ngram")
+    if method is not None:
+        check_drafter(model, method)   # a saved plan may name a drafter the model cannot run
     if drafts is not None:
         summary.append(f"speculative decoding: {drafts.method}, {drafts.draft_tokens} draft tokens per step at "
                        f"acceptance {drafts.acceptance:.2f} ({drafts.tokens_per_step:.2f} tokens per step), as "

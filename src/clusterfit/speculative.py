@@ -79,14 +79,26 @@ def acceptance_for_length(draft_tokens: int, accept_length: float) -> float:
     return (lo + hi) / 2.0
 
 
+def check_drafter(model: ModelArch, method: str) -> None:
+    """Refuse a drafter ``model`` cannot run: an unknown method, or mtp (the default) for a checkpoint without MTP
+    (NextN) layers, whose drafts would otherwise be priced from layers it does not have."""
+    if method not in METHODS:
+        raise ClusterfitError(f"speculative decoding method '{method}': unsupported; use one of {', '.join(METHODS)}")
+    if method == "mtp" and not model.mtp_layers:
+        from .schema import ParameterError   # schema imports this module
+
+        raise ParameterError("speculative_method", f"mtp (the default) drafts with the checkpoint's own MTP (NextN) "
+                             f"layers and {model.name} has none; choose eagle3 or eagle (a trained draft head) or "
+                             "ngram (in a scenario: simulation.replica.speculative.method)")
+
+
 def draft_cost_fraction(model: ModelArch, method: str) -> float:
     """Time of one draft token as a fraction of a target decode step (see the module docstring): for a one-layer
     drafter, (active parameters of one decoder layer + LM head) / active parameters of the target; 0 for n-gram
-    lookup."""
+    lookup. The drafter must be one ``model`` can run (check_drafter)."""
+    check_drafter(model, method)
     if method == "ngram":
         return 0.0
-    if method not in ONE_LAYER_DRAFTERS:
-        raise ClusterfitError(f"speculative decoding method '{method}': unsupported; use one of {', '.join(METHODS)}")
     head = model.params.get("lm_head", 0) or model.params.get("embedding", 0)  # a tied head reads the embedding
     body = model.active_params - model.params.get("embedding", 0) - model.params.get("lm_head", 0)
     per_layer = body / max(model.num_layers, 1)
