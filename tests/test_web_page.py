@@ -111,3 +111,25 @@ def test_keyboard_and_errors(page) -> None:  # noqa: ANN001
     pg.get_by_label("config.json content").fill('{"hidden_size": 4096')
     sync_api.expect(pg.locator("#config-error")).to_contain_text("config.json")
     assert outside == []
+
+
+def test_plan_and_deploy_with_speculative_decoding(page) -> None:  # noqa: ANN001
+    """The drafts feed /api/plan and /api/deploy: mtp (the default drafter) for a model without MTP layers is refused
+    with the parameter named; EAGLE-3 plans, says what the TPOT assumes, and deploys with the draft head."""
+    pg, outside, errors = page
+    pg.get_by_label("Model (Hugging Face id").fill("meta-llama/Llama-3.1-8B")
+    pg.get_by_label("Speculative draft tokens per step (optional)").fill("3")
+    pg.get_by_role("button", name="Plan").click()
+    sync_api.expect(pg.locator("#plan-error")).to_contain_text("speculative_method")
+    pg.get_by_label("Drafter").select_option("eagle3")
+    pg.get_by_role("button", name="Plan").click()
+    sync_api.expect(pg.locator("[data-testid=recommended]")).to_be_visible()
+    sync_api.expect(pg.locator("[data-testid=speculative]")).to_contain_text(
+        "eagle3, 3 draft tokens per step at acceptance 0.70 (2.53 tokens per step")   # 1 + 0.7 + 0.49 + 0.343
+    pg.get_by_label("Draft checkpoint for EAGLE (deploy)").fill("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    pg.get_by_role("button", name="Generate").click()
+    launch = pg.locator("[data-testid=deploy-file]").first
+    sync_api.expect(launch).to_contain_text("--speculative-config", timeout=15_000)
+    sync_api.expect(launch).to_contain_text("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    assert outside == []
+    assert [e for e in errors if "status of 422" not in e] == [] and len(errors) == 1   # the refused mtp plan only

@@ -77,6 +77,12 @@ function planRequest() {
   if ($("kv-dtype").value) req.kv_dtypes = [$("kv-dtype").value];
   const pin = numberOf("ep-in"), pout = numberOf("ep-out");
   if (pin !== null || pout !== null) req.endpoint_price = `in=${pin ?? 0},out=${pout ?? 0}`;
+  const drafts = numberOf("spec-k");
+  if (drafts !== null) {
+    req.num_speculative_tokens = drafts;
+    req.speculative_method = $("spec-method").value;
+    const accept = numberOf("spec-accept"); if (accept !== null) req.speculative_acceptance = accept;
+  }
   return req;
 }
 
@@ -222,6 +228,10 @@ function renderPlan(res) {
     if (res.explanation) out.push(el("p", { text: res.explanation }));
     if (res.closest) out.push(el("p", { class: "hint", text: `Closest: ${res.closest.system} ${res.closest.layout}, missed ${res.closest.missed.join(", ")}` }));
   }
+  const sp = res.speculative;
+  if (sp) out.push(el("p", { class: "hint", "data-testid": "speculative", text: `Speculative decoding: ${sp.method}, ` +
+    `${sp.draft_tokens} draft tokens per step at acceptance ${sp.acceptance.toFixed(2)} ` +
+    `(${sp.tokens_per_step.toFixed(2)} tokens per step per sequence), as the predicted TPOT assumes.` }));
   if (res.endpoint) out.push(el("p", { class: "endpoint", "data-testid": "endpoint" },
     el("b", { text: `Endpoint verdict: ${res.endpoint.verdict}. ` }), res.endpoint.explanation));
   if (res.per_system.length) {
@@ -254,6 +264,8 @@ async function runDeploy() {
   req.systems = [lastPlan.system];
   req.target = $("deploy-target").value;
   delete req.endpoint_price;
+  const draft = $("spec-draft").value.trim();
+  if (draft) req.speculative_draft_model = draft;
   button.disabled = true;
   $("deploy-status").textContent = "generating...";
   try {
@@ -349,7 +361,7 @@ async function loadLists() {
 
 function setup() {
   const form = $("form");
-  form.addEventListener("input", (e) => { if (!["isl", "osl", "rate", "ttft", "tpot", "ep-in", "ep-out"].includes(e.target.id)) scheduleFit(); });
+  form.addEventListener("input", (e) => { if (!["isl", "osl", "rate", "ttft", "tpot", "ep-in", "ep-out", "spec-k", "spec-method", "spec-accept", "spec-draft"].includes(e.target.id)) scheduleFit(); });
   form.addEventListener("change", (e) => { if (e.target.id === "model") scheduleFit(); });
   form.addEventListener("submit", (e) => { e.preventDefault(); runPlan(); });
   $("plan-button").addEventListener("click", runPlan);
