@@ -154,7 +154,10 @@ def test_cli_writes_and_refuses_bad_input(tmp_path, capsys):
     for args, what in ((["--plan", str(plan), "--out", str(out)], "not empty"),
                        (["--plan", str(plan), "--out", str(plan)], "is a file"),
                        (["--plan", str(tmp_path / "nope.json"), "--out", str(tmp_path / "e")], "plan"),
-                       (["--plan", str(plan), "--engine", "sglang", "--out", str(tmp_path / "f")], "sized for")):
+                       (["--plan", str(plan), "--engine", "sglang", "--out", str(tmp_path / "f")], "sized for"),
+                       # a parent where nothing can be created (procfs; root ignores permission bits)
+                       *([(["--plan", str(plan), "--out", "/proc/clusterfit-deploy"], "cannot write in /proc")]
+                         if Path("/proc/self").is_dir() else [])):
         with pytest.raises(SystemExit) as e:
             main(["deploy", *args])
         assert e.value.code == 2

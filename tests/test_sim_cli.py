@@ -76,6 +76,7 @@ def test_trace_form(run_cli):
     (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
       "--policy", "fastest"), "policy"),
     (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--trace", "nope.csv"), "trace file not found"),
+    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--trace", "."), "trace file .: a directory"),
     (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
       "--requests", "10", "--plot", "x.jpg"), "PNG"),
 ])

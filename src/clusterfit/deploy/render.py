@@ -429,7 +429,10 @@ def write(files: list[GeneratedFile], out: Path, inputs: list[Path] | None = Non
     parent = out.resolve().parent
     if not parent.is_dir():
         raise ClusterfitError(f"--out {out}: parent directory {parent} does not exist")
-    tmp = Path(tempfile.mkdtemp(prefix=".clusterfit-deploy-", dir=parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=".clusterfit-deploy-", dir=parent))
+    except OSError as exc:
+        raise ClusterfitError(f"--out {out}: cannot write in {parent} ({exc.strerror or exc})") from None
     try:
         for f in files:
             p = tmp / f.path
@@ -439,6 +442,9 @@ def write(files: list[GeneratedFile], out: Path, inputs: list[Path] | None = Non
         if out.is_dir():
             out.rmdir()
         os.replace(tmp, out)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ClusterfitError(f"--out {out}: cannot write the files ({exc.strerror or exc})") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -52,6 +52,9 @@ def resolve_trace_path(name: str | Path) -> Path:
     if q.is_file():
         return q
     known = ", ".join(s.name for s in sample_traces())
+    if p.exists():
+        what = "a directory" if p.is_dir() else "not a regular file"
+        raise ClusterfitError(f"trace file {name}: {what} (shipped samples: {known})")
     raise ClusterfitError(f"trace file not found: {name} (shipped samples: {known})")
 
 
