@@ -277,6 +277,9 @@ def test_malformed_new_fields_are_one_error_line(run_cli, tmp_path):
     code, _, err = run_cli("model", _config(tmp_path, model_type="mimo_v2_flash", hybrid_layer_pattern=[0, 1, 1, 0],
                                             swa_num_attention_heads="many"))
     assert code == 2 and err.startswith("error:") and "Traceback" not in err
+    # a layer_types list shorter than the model (it was ignored: every layer counted as full attention)
+    code, _, err = run_cli("model", _config(tmp_path, layer_types=["sliding_attention", "full_attention"]))
+    assert code == 2 and err.startswith("error:") and "layer_types lists 2 layers but num_hidden_layers is 4" in err
 
 
 def test_a_real_configs_infinity_is_read(tmp_path):

@@ -247,7 +247,9 @@ def _layer_types(t: dict, n: int, name: str) -> list[str]:
     vLLM mimo_v2_flash.py is_compressed_softmax_layer); MiniMax-M3 ``sparse_attention_config.sparse_attention_freq``
     (1 = block-sparse attention); default full attention."""
     lt = t.get("layer_types")
-    if isinstance(lt, list) and len(lt) >= n:
+    if isinstance(lt, list) and len(lt) < n:
+        raise ClusterfitError(f"config for {name}: layer_types lists {len(lt)} layers but num_hidden_layers is {n}")
+    if isinstance(lt, list):
         if not all(isinstance(x, str) for x in lt[:n]):
             raise ClusterfitError(f"config for {name}: layer_types must be a list of strings")
         return list(lt[:n])
