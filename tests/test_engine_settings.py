@@ -412,3 +412,21 @@ def test_sglang_runs_hybrid_linear_attention_models_without_overlap(run_json):
     gpu, host = float(sync.gpu_step_s(0, 0, 64, 64 * 600)), float(sync.host_s(0, 64))
     assert host == pytest.approx(sync.engine.step_overhead_s + 64 * sync.engine.seq_overhead_s)
     assert float(sync.decode_step_s(64, 600)) == pytest.approx(gpu + host, rel=1e-9)
+
+
+def test_tensorrt_llm_is_refused_on_other_vendors_and_left_out_of_their_plans(run_cli, run_json):
+    """TensorRT-LLM runs on NVIDIA GPUs only (nvidia.github.io/TensorRT-LLM/supported-hardware.html): perf, fit and
+    simulate on an AMD or Google system name --engine; plan leaves those systems out and says why."""
+    base = ("meta-llama/Llama-3.1-8B", "--engine", "trtllm")
+    for args in (("perf", *base, "--system", "mi300x", "--isl", "1024", "--osl", "128", "--concurrency", "8"),
+                 ("fit", *base, "--system", "tpu_v6e_host"),
+                 ("simulate", *base, "--system", "mi300x", "--isl", "1024", "--osl", "128", "--rate", "1")):
+        code, out, err = run_cli(*args)
+        assert code == 2 and err.startswith("error: --engine: trtllm runs on NVIDIA GPUs only") and \
+            "Traceback" not in err, (args, err)
+    plan = run_json("plan", *base, "--isl", "1024", "--osl", "128", "--rate", "5", "--system", "mi300x",
+                    "--system", "hgx_h200")
+    assert [o["system"] for o in plan["per_system"]] == ["hgx_h200"]
+    assert any("not on mi300x_platform's AMD" in n for n in plan["not_fitting"]), plan["not_fitting"]
+    assert run_json("perf", "meta-llama/Llama-3.1-8B", "--system", "mi300x", "--isl", "1024", "--osl", "128",
+                    "--concurrency", "8")["tpot_s"] > 0      # vLLM (the default) runs on ROCm

@@ -148,6 +148,7 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
     results = []
     for name in req.systems:
         s = catalog.system(name)
+        eng.check_runs_on(s)
         layout = layout_from_options(model, s, None, req.tp, req.pp, req.ep, req.dp)
         need = nodes_needed(model, s, prec, eng, req.context, req.block_size)
         n = req.nodes or (layout and -(-layout.gpus // s.gpus_per_node)) or need or 1

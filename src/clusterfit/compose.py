@@ -93,6 +93,8 @@ class Catalog:
         from .engines import get_engine
 
         eng = get_engine(name, self.engines_file)
+        if system is not None:
+            eng.check_runs_on(system)
         eng = eng.for_gpu(system.gpu.id).for_device(system.gpu) if system is not None else eng
         return self.settings.apply(eng) if self.settings is not None else eng
 

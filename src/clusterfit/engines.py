@@ -59,6 +59,10 @@ result is written back to the YAML with the command that produced it:
   every token's KV unless KvCacheConfig.max_attention_window is set, which trtllm-bench does not).
 - kv_reservation: 'full' (reserves isl+osl per admitted request, TensorRT-LLM GUARANTEED_NO_EVICT) or
   'average' (pages allocated as generated: isl+osl/2 on average, vLLM / SGLang).
+- vendors: the accelerator vendors the engine runs on; a system of another vendor is refused (``Catalog.engine``)
+  and left out of a plan. TensorRT-LLM: NVIDIA only ("TensorRT LLM supports the full spectrum of NVIDIA GPU
+  architectures", nvidia.github.io/TensorRT-LLM/supported-hardware.html). vLLM and SGLang: not restricted (both
+  run on AMD ROCm; their other accelerator backends are not checked).
 - cuda_graphs: whether the engine replays each step as CUDA graphs (default True, as all three engines do for
   decode). False is vLLM's ``--enforce-eager`` (SGLang ``--disable-cuda-graph``, TensorRT-LLM without
   ``cuda_graph_config``): every kernel is then launched from the CPU, and the step model adds
@@ -302,6 +306,8 @@ class Engine:
     #: the checkpoint's MTP (NextN) layers are loaded as the drafter (speculative decoding with method mtp): their
     #: weights then take GPU memory (memory.fit include_mtp); set by for_speculative, never in engines.yaml
     loads_mtp_layers: bool = False
+    #: the accelerator vendors the engine runs on (hardware.GPU.vendor); empty: any in the catalog
+    vendors: tuple[str, ...] = ()
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     gpu_memory_defaults: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     #: the serving settings the user gave (with_settings): ``for_layout`` keeps them
@@ -481,6 +487,22 @@ class Engine:
         return replace(self, max_num_seqs=int(sd["max_num_seqs"]),
                        max_num_batched_tokens=int(sd["max_num_batched_tokens"]))
 
+    def runs_on(self, gpu: Any) -> bool:
+        """Whether the engine runs on ``gpu`` (a hardware.GPU) at all: its vendor is one of ``vendors``."""
+        return not self.vendors or getattr(gpu, "vendor", "nvidia") in self.vendors
+
+    def not_on(self, system: Any) -> str:
+        """Why the engine cannot serve on ``system`` (a hardware.System) it does not run on."""
+        return (f"{self.name} runs on {' / '.join(v.upper() for v in self.vendors)} GPUs only, not on {system.id}'s "
+                f"{system.gpu.name}")
+
+    def check_runs_on(self, system: Any) -> None:
+        """Refuse ``system`` (a hardware.System) when the engine does not run on its accelerators."""
+        if not self.runs_on(system.gpu):
+            from .schema import ParameterError   # schema imports this module
+
+            raise ParameterError("engine", self.not_on(system))
+
     def for_gpu(self, gpu_id: str) -> "Engine":
         """The constants with the GPU family's override applied (``gpu_family``; an override may also be keyed
         by a substring of the GPU id, the first match wins)."""
@@ -579,6 +601,8 @@ def load_engines(path: str | None = None) -> dict[str, Engine]:
     for name, v in data["engines"].items():
         v = dict(v)
         v.pop("notes", None)
+        if "vendors" in v:
+            v["vendors"] = tuple(v["vendors"])
         out[name] = Engine(name=name, **v)
     return out
 

@@ -120,6 +120,9 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     evaluated = 0
     skipped: list[str] = []
     for system in space.systems:
+        if not engine.runs_on(system.gpu):
+            skipped.append(engine.not_on(system))
+            continue
         eng = (space.catalog.engine(space.engine, system) if space.catalog is not None
                else engine.for_gpu(system.gpu.id).for_device(system.gpu))
         curves = space.catalog.curves(system.gpu) if space.catalog is not None else None  # a profile's, for its GPU
