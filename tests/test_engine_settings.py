@@ -96,7 +96,9 @@ def test_enforce_eager_adds_one_cpu_launch_per_kernel_to_the_decode_step(run_jso
 
 def test_max_num_batched_tokens_chunks_the_prefill(run_json):
     whole = _perf(run_json, "--batch", "1", "--context", "1024")
-    chunked = _perf(run_json, "--batch", "1", "--context", "1024", "--max-num-batched-tokens", "512")
+    # vLLM wants at least max_num_seqs tokens per step (test_vllm_refuses_fewer_batched_tokens_than_running_sequences)
+    chunked = _perf(run_json, "--batch", "1", "--context", "1024", "--max-num-batched-tokens", "512",
+                    "--max-num-seqs", "256")
     assert chunked["engine_settings"]["max_num_batched_tokens"] == 512
     # 1,024 prompt tokens in chunks of 512 take two steps instead of one: at least one more step's per-kernel cost
     # (256 kernels x kernel_overhead_s; prefill steps run outside CUDA graphs; the host's step overhead overlaps the
@@ -430,3 +432,30 @@ def test_tensorrt_llm_is_refused_on_other_vendors_and_left_out_of_their_plans(ru
     assert any("not on mi300x_platform's AMD" in n for n in plan["not_fitting"]), plan["not_fitting"]
     assert run_json("perf", "meta-llama/Llama-3.1-8B", "--system", "mi300x", "--isl", "1024", "--osl", "128",
                     "--concurrency", "8")["tpot_s"] > 0      # vLLM (the default) runs on ROCm
+
+
+def test_vllm_refuses_fewer_batched_tokens_than_running_sequences(run_cli, run_json):
+    """vLLM will not start with max_num_batched_tokens < max_num_seqs (vllm/config/scheduler.py
+    SchedulerConfig._verify_args); its max_num_seqs default is 1024 on an H200 and 256 on an L40S."""
+    base = ("meta-llama/Llama-3.1-8B", "--max-num-batched-tokens", "512")
+    for args in (("perf", *base, "--system", "h200", "--isl", "1024", "--osl", "128", "--concurrency", "8"),
+                 ("fit", *base, "--system", "h200"),
+                 ("plan", *base, "--system", "h200", "--isl", "1024", "--osl", "128", "--rate", "5")):
+        code, out, err = run_cli(*args)
+        assert code == 2 and err.startswith("error: --max-num-batched-tokens:") and "(1,024 here)" in err, (args, err)
+    ok = ("perf", *base, "--isl", "1024", "--osl", "128", "--concurrency", "8")
+    assert run_json(*ok, "--system", "h200", "--max-num-seqs", "256")["tpot_s"] > 0
+    assert run_json(*ok, "--system", "l40s_8x")["tpot_s"] > 0
+    assert run_json(*ok, "--system", "h200", "--engine", "sglang")["tpot_s"] > 0   # SGLang has no such rule
+
+
+@pytest.mark.parametrize("system", ["l40s_8x", "dgx_a100", "hgx_h200"])
+def test_fit_budgets_memory_with_the_engines_defaults_on_that_gpu(run_json, system):
+    """fit and perf hold the same KV cache: vLLM's 256 / 2048 defaults on an L40S or A100 (a smaller activation
+    workspace and sampler reserve than 1024 / 8192) apply to fit as to perf."""
+    fit = run_json("fit", "meta-llama/Llama-3.1-8B", "--system", system, "--tp", "1")["results"][0]
+    perf = run_json("perf", "meta-llama/Llama-3.1-8B", "--system", system, "--tp", "1", "--isl", "1024", "--osl",
+                    "128", "--max-throughput")
+    assert fit["max_kv_tokens"] == int(perf["kv_capacity_tokens"])
+    assert fit["max_num_batched_tokens"] == perf["engine_settings"]["max_num_batched_tokens"] == \
+        (8192 if system == "hgx_h200" else 2048)

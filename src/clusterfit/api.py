@@ -148,19 +148,23 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
     results = []
     for name in req.systems:
         s = catalog.system(name)
-        eng.check_runs_on(s)
+        # the engine's defaults on this GPU (vLLM's max_num_seqs / max_num_batched_tokens by device memory), as
+        # perf and plan take them, then the user's settings
+        eng_s = catalog.engine(req.engine, s).with_settings(req.gpu_memory_utilization, req.max_num_batched_tokens)
+        eng_s.check_settings()
         layout = layout_from_options(model, s, None, req.tp, req.pp, req.ep, req.dp)
-        need = nodes_needed(model, s, prec, eng, req.context, req.block_size)
+        need = nodes_needed(model, s, prec, eng_s, req.context, req.block_size)
         n = req.nodes or (layout and -(-layout.gpus // s.gpus_per_node)) or need or 1
-        r = memory_fit(model, s, prec, layout, n, eng, req.context, req.block_size)
+        r = memory_fit(model, s, prec, layout, n, eng_s, req.context, req.block_size)
         naive = naive_fit(model.total_params, naive_prec, s, req.nodes or 1)
         row = r.as_dict()
         row.update({"nodes_needed": need, "system_name": s.name, "gpu": s.gpu.id, "gpus_per_node": s.gpus_per_node,
-                    "naive": naive.as_dict(), "gpu_memory_marketed_bytes": s.gpu.memory_bytes})
+                    "naive": naive.as_dict(), "gpu_memory_marketed_bytes": s.gpu.memory_bytes,
+                    "max_num_batched_tokens": eng_s.max_num_batched_tokens})
         if layout is None and r.fits:
-            row["most_sessions"] = _most_sessions_layout(model, s, prec, eng, req, n, r)
+            row["most_sessions"] = _most_sessions_layout(model, s, prec, eng_s, req, n, r)
         if req.sessions is not None:
-            sf = _sessions_fit(model, s, prec, eng, req, n, r.max_sequences if r.fits else 0)
+            sf = _sessions_fit(model, s, prec, eng_s, req, n, r.max_sequences if r.fits else 0)
             row["sessions_fit"] = sf
             if not sf.fit_on_shown_replica:
                 row["fits"] = False

@@ -96,7 +96,10 @@ class Catalog:
         if system is not None:
             eng.check_runs_on(system)
         eng = eng.for_gpu(system.gpu.id).for_device(system.gpu) if system is not None else eng
-        return self.settings.apply(eng) if self.settings is not None else eng
+        eng = self.settings.apply(eng) if self.settings is not None else eng
+        if system is not None:
+            eng.check_settings()   # with the GPU's defaults in place
+        return eng
 
 
 @dataclass(frozen=True)

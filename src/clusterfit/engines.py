@@ -63,6 +63,9 @@ result is written back to the YAML with the command that produced it:
   and left out of a plan. TensorRT-LLM: NVIDIA only ("TensorRT LLM supports the full spectrum of NVIDIA GPU
   architectures", nvidia.github.io/TensorRT-LLM/supported-hardware.html). vLLM and SGLang: not restricted (both
   run on AMD ROCm; their other accelerator backends are not checked).
+- batched_tokens_cover_seqs: the engine refuses to start with max_num_batched_tokens below max_num_seqs, so such
+  settings are an error (``check_settings``). vLLM: vllm/config/scheduler.py, SchedulerConfig._verify_args
+  ("max_num_batched_tokens (...) must be greater than or equal to max_num_seqs (...)").
 - cuda_graphs: whether the engine replays each step as CUDA graphs (default True, as all three engines do for
   decode). False is vLLM's ``--enforce-eager`` (SGLang ``--disable-cuda-graph``, TensorRT-LLM without
   ``cuda_graph_config``): every kernel is then launched from the CPU, and the step model adds
@@ -308,6 +311,8 @@ class Engine:
     loads_mtp_layers: bool = False
     #: the accelerator vendors the engine runs on (hardware.GPU.vendor); empty: any in the catalog
     vendors: tuple[str, ...] = ()
+    #: the engine refuses max_num_batched_tokens below max_num_seqs (check_settings)
+    batched_tokens_cover_seqs: bool = False
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     gpu_memory_defaults: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     #: the serving settings the user gave (with_settings): ``for_layout`` keeps them
@@ -495,6 +500,15 @@ class Engine:
         """Why the engine cannot serve on ``system`` (a hardware.System) it does not run on."""
         return (f"{self.name} runs on {' / '.join(v.upper() for v in self.vendors)} GPUs only, not on {system.id}'s "
                 f"{system.gpu.name}")
+
+    def check_settings(self) -> None:
+        """Refuse settings the engine itself refuses at start-up (``batched_tokens_cover_seqs``)."""
+        if self.batched_tokens_cover_seqs and self.max_num_batched_tokens < self.max_num_seqs:
+            from .schema import ParameterError   # schema imports this module
+
+            raise ParameterError("max_num_batched_tokens", f"{self.name} refuses fewer tokens per step "
+                                 f"({self.max_num_batched_tokens:,}) than max_num_seqs ({self.max_num_seqs:,} here); "
+                                 "raise it or lower --max-num-seqs")
 
     def check_runs_on(self, system: Any) -> None:
         """Refuse ``system`` (a hardware.System) when the engine does not run on its accelerators."""

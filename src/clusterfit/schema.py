@@ -487,6 +487,9 @@ class SystemFit(Schema):
     notes: list[str]
     #: the engine's memory fraction on this GPU and layout (SGLang's default follows both; see the notes)
     memory_fraction: float
+    #: the engine's tokens per step on this GPU (vLLM's default follows its memory), whose activation workspace the
+    #: reserve holds; the top-level engine_settings give the engine's catalog default
+    max_num_batched_tokens: int
     system_name: str
     gpu: str
     gpus_per_node: int
