@@ -14,7 +14,7 @@ from clusterfit.planning.capacity import aggregated_curve
 from clusterfit.planning.cost import EndpointPrice, Pool, break_even_rps, parse_price_overrides, usd_per_mtok, verdict
 from clusterfit.planning.pareto import pareto_front
 from clusterfit.planning.planner import _size_aggregated
-from clusterfit.planning.queueing import mean_wait_s, ttft_quantile_s
+from clusterfit.planning.queueing import mean_wait_s, ttft_cdf, ttft_quantile_s
 from clusterfit.planning.scenario import load_scenario, parse_scenario
 from clusterfit.planning.workload import SLO, AgentSessions, LengthDist, Load, Workload
 
@@ -88,6 +88,26 @@ def test_queue_matches_md1_by_hand():
     q2 = ttft_quantile_s(0.9, np.array([5.0]), np.array([[0.1, 0.1]]), np.array([0.5, 0.5]))
     assert q2[0] == pytest.approx(q[0], rel=1e-6)
     assert np.isinf(ttft_quantile_s(0.9, np.array([10.0]), np.array([[0.1]]), np.array([1.0]))[0])
+
+
+def test_the_step_an_arrival_finds_running_adds_its_residual():
+    """An arrival that finds the replica busy waits out the running step, R ~ Uniform(0, step) (queueing.py)."""
+    no_queue = (np.array([0.0]), np.array([[0.05]]), np.array([1.0]))        # no other prefills: W = 0
+    # busy for sure: TTFT = 0.05 + R, p90 = 0.05 + 0.9 x 0.01
+    assert ttft_quantile_s(0.9, *no_queue, step_s=np.array([0.01]), busy=np.array([1.0]))[0] == \
+        pytest.approx(0.059, abs=1e-7)
+    # busy half the time: P(R > r) = 0.5 (1 - r / 0.01) = 0.1 at r = 0.008
+    assert ttft_quantile_s(0.9, *no_queue, step_s=np.array([0.01]), busy=np.array([0.5]))[0] == \
+        pytest.approx(0.058, abs=1e-7)
+    # with the M/D/1 queue of test_queue_matches_md1_by_hand: P(W + R > x) = (1/s) int_{x-s}^{x} P(W > y) dy, the
+    # closed form against a numerical integral of the same tail at the p90 found
+    args, s = (np.array([5.0]), np.array([[0.1]]), np.array([1.0])), 0.02
+    q = ttft_quantile_s(0.9, *args, step_s=np.array([s]), busy=np.array([1.0]))[0]
+    y = np.linspace(q - 0.1 - s, q - 0.1, 200_001)
+    tail = np.where(y < 0, 1.0, 0.5 * np.exp(-10.0 * np.maximum(y, 0.0)))
+    assert float(np.mean(tail)) == pytest.approx(0.1, rel=1e-4)
+    assert 0.1 + math.log(5) / 10 < q < 0.1 + math.log(5) / 10 + s
+    assert ttft_cdf(q, *args, step_s=np.array([s]), busy=np.array([1.0]))[0] == pytest.approx(0.9, rel=1e-6)
 
 
 def test_length_distributions():
@@ -191,3 +211,17 @@ def test_every_catalog_system_is_priced_or_says_why():
         else:
             assert notes.get(gpu, "").startswith(NO_PUBLIC_PRICE) and "searched:" in notes[gpu], \
                 f"{sys_id} ({gpu}): no price and no no-public-price note"
+
+
+def test_a_one_class_quantile_inside_the_step_matches_the_integral():
+    """Light queue, long step: the p90 falls inside the step the arrival finds, where the one-class solver runs
+    Newton's method; its tail there equals the numerical integral of the model (queueing.py)."""
+    rate, service, s = 0.5, 0.1, 0.5        # rho 0.05, P-K mean wait 0.5 x 0.01 / (2 x 0.95)
+    args = (np.array([rate]), np.array([[service]]), np.array([1.0]))
+    q = ttft_quantile_s(0.9, *args, step_s=np.array([s]), busy=np.array([0.9]))[0]
+    assert 0.1 < q < 0.1 + s
+    wbar = rate * service ** 2 / (2 * (1 - rate * service))
+    y = np.linspace(q - 0.1 - s, q - 0.1, 400_001)
+    wait_tail = np.where(y < 0, 1.0, 0.05 * np.exp(-0.05 / wbar * np.maximum(y, 0.0)))
+    at_q = 0.1 * (0.05 * math.exp(-0.05 / wbar * (q - 0.1))) + 0.9 * float(np.mean(wait_tail))
+    assert at_q == pytest.approx(0.1, rel=1e-4)

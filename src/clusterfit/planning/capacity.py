@@ -23,8 +23,9 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
 - TTFT: the prefill budget is an M/G/1 server (see queueing.py). Request class i occupies it for
   ``u_i / budget * step_full_i`` seconds (its share of full prefill steps); its own prefill takes
   ``ceil(u_i / budget)`` steps of its chunk with the decode batch riding along. TTFT p-quantile =
-  quantile of wait + own prefill over the request classes. Under async scheduling (engines.schedules_ahead) the own
-  prefill starts one decode step later when the arrival finds sequences running (probability 1 - exp(-B)).
+  quantile of wait + own prefill over the request classes. An arrival that finds sequences running (probability
+  1 - exp(-B)) first waits out the step running then, uniform over the mean step (queueing.py's step boundary);
+  under async scheduling (engines.schedules_ahead) its own prefill also starts one decode step later.
 - KV: B <= ``kv_batch_bound``: the requests the KV cache admits under the engine's reservation policy
   (StepModel.kv_admitted_sequences at the mean prompt and output: prompt + output for TensorRT-LLM, which
   reserves the whole request; prompt + half the output for vLLM / SGLang, whose paged allocation holds what is in
@@ -195,18 +196,21 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     occupancy = u / bud * step_full
     q = slo.ttft_percentile / 100.0
     front = front_end_s(sm)
+    # continuous batching below its cap is M/G/inf, so the sequences an arrival finds are Poisson of mean B and the
+    # replica is busy with probability 1 - exp(-B); a busy replica admits the arrival at the end of the step running
+    # then (queueing.py, step boundary; the mean step is tpot x per_step)
+    busy = -np.expm1(-B)
+    step = tpot * per_step
     if schedules_ahead(sm):
-        # async scheduling: an arrival that finds sequences running waits for the step already chosen
-        # (engines.schedules_ahead); continuous batching below its cap is M/G/inf, so the sequences an arrival finds
-        # are Poisson of mean B and the replica is busy with probability 1 - exp(-B)
-        own = own + (-np.expm1(-B) * decode_only)[:, None]
-    ttft = ttft_quantile_s(q, rate, occupancy, w, own) + front
+        # async scheduling: the arrival also waits for the step already chosen (engines.schedules_ahead)
+        own = own + (busy * decode_only)[:, None]
+    ttft = ttft_quantile_s(q, rate, occupancy, w, own, step, busy) + front
     ttft = np.where(budget > 0, ttft, np.inf)
-    ttft_mean = own @ w + mean_wait_s(rate, occupancy, w) + front
+    ttft_mean = own @ w + busy * step / 2.0 + mean_wait_s(rate, occupancy, w) + front
     kv_ok = B <= kv_batch_bound(sm, wl)
     tpot_ok = tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
     ttft_ok = np.isfinite(ttft) & (ttft <= (slo.ttft_s if slo.ttft_s is not None else np.inf))
-    p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s - front, rate, occupancy, w, own), 0.0)
+    p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s - front, rate, occupancy, w, own, step, busy), 0.0)
               if slo.ttft_s is not None else np.ones(nB))
     with np.errstate(divide="ignore", invalid="ignore"):
         p_tpot = _normal_cdf((slo.tpot_s - tpot) / tpot_sd) if slo.tpot_s is not None else np.ones(nB)

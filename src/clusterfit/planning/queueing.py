@@ -10,6 +10,9 @@ class probabilities ``weights``.
   (Kingman-style) tail approximation, good for p90/p99 at moderate-to-high load.
 - TTFT = wait + the request's own service time; its percentile is the quantile of that mixture over
   request classes, solved by bisection (no "sum of percentiles" shortcut).
+- Step boundary: an engine admits arrivals between steps, so an arrival that finds the replica busy (probability
+  ``busy``) first waits out the step running then, R ~ Uniform(0, ``step_s``); R is added to the wait as an
+  independent term: P(W + R > x) = (1/s) int_{x-s}^{x} P(W > y) dy, in closed form for the exponential tail.
 
 All arrays broadcast: ``service_s`` has the request-class axis last; ``arrival_per_s`` matches the
 leading axes.
@@ -20,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 _BISECT_STEPS = 40
+_STEP_BISECT_STEPS = 17   # over one step: to 1e-5 of it
+_NEWTON_STEPS = 8
 
 
 def utilisation(arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -48,8 +53,57 @@ def _load_terms(arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.nd
     return w, own, rho, mean_wait_s(lam, s, w), ~(rho < 1.0)
 
 
+def _exceed(y: np.ndarray, rho: np.ndarray, decay: np.ndarray, step_s: np.ndarray | None,
+            busy: np.ndarray | None) -> np.ndarray:
+    """P(W + R > y) (module docstring): W the wait, P(W > v) = 1 for v < 0 and rho exp(-decay v) after (0 after
+    where decay is inf: no wait); R = 0, or Uniform(0, step_s) with probability ``busy``. ``rho``, ``decay``,
+    ``step_s`` and ``busy`` broadcast against ``y``."""
+    queued = np.isfinite(decay)
+    d = np.where(queued, decay, 0.0)
+    r = np.where(queued, rho, 0.0)
+    e_y = np.exp(-d * np.maximum(y, 0.0))
+    g = np.where(y < 0, 1.0, r * e_y)
+    if step_s is None or busy is None:
+        return g
+    s = np.maximum(step_s, 1e-12)
+    a = y - s
+    below = np.maximum(np.minimum(np.minimum(y, 0.0) - a, s), 0.0)      # the part of [y - s, y] below 0
+    above = np.where(queued, r / np.where(queued, d, 1.0), 0.0) * (np.exp(-d * np.maximum(a, 0.0)) - e_y)
+    return (1.0 - busy) * g + busy * (below + above) / s
+
+
+def _one_class_wait(tail: float, d: np.ndarray, r: np.ndarray, mean_w: np.ndarray, s: np.ndarray,
+                    b: np.ndarray) -> np.ndarray:
+    """The x with P(W + R > x) = tail for one request class (module docstring; d the wait tail's decay, 0 where no
+    request waits, r = rho, mean_w = r / d, s the step, b the probability of finding one). Beyond x = s the
+    probability is C exp(-d x) with C = (1 - b) r + b mean_w (exp(d s) - 1) / s, solved in closed form; with no
+    wait it is b (s - x) / s on [0, s]; a waiting class whose quantile falls inside the step is bisected there."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        c = (1.0 - b) * r + b * mean_w * np.expm1(d * s) / s
+        beyond = np.log(np.maximum(c / tail, 1.0)) / np.where(d > 0, d, 1.0)
+        x = np.where(d > 0, beyond, np.where(b > tail, s * (1.0 - tail / np.where(b > 0, b, 1.0)), 0.0))
+        inside = (d > 0) & (c * np.exp(-d * s) <= tail)
+    if inside.any():
+        # on [0, s]: f(x) = (1 - b) r e^(-dx) + b (s - x + mean_w (1 - e^(-dx))) / s - tail falls strictly
+        # (f' = -(1 - b) r d e^(-dx) - b (1 - r e^(-dx)) / s < 0): Newton's method kept inside a shrinking bracket
+        di, ri, mi, si, bi = d[inside], r[inside], mean_w[inside], s[inside], b[inside]
+        lo, hi = np.zeros_like(si), si.copy()
+        xi = 0.5 * si
+        for _ in range(_NEWTON_STEPS):
+            e = np.exp(-di * xi)
+            f = (1.0 - bi) * ri * e + bi * (si - xi + mi * (1.0 - e)) / si - tail
+            lo = np.where(f > 0, xi, lo)
+            hi = np.where(f > 0, hi, xi)
+            step = xi - f / (-(1.0 - bi) * ri * di * e - bi * (1.0 - ri * e) / si)
+            xi = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
+        x = x.copy()
+        x[inside] = xi
+    return x
+
+
 def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
-                    weights: np.ndarray, own_s: np.ndarray | None = None) -> np.ndarray:
+                    weights: np.ndarray, own_s: np.ndarray | None = None, step_s: np.ndarray | None = None,
+                    busy: np.ndarray | None = None) -> np.ndarray:
     """The q-quantile (0 < q < 1) of wait + own time, seconds; inf where the server is saturated.
 
     arrival_per_s: shape (...), requests/s reaching one server.
@@ -57,6 +111,9 @@ def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
     weights: shape (K,), class probabilities summing to 1.
     own_s: shape (..., K), the request's own time from reaching the head of the queue to its first
         token (defaults to ``service_s``; differs when prefills share steps, see capacity.py), s.
+    step_s, busy: shape (...), the engine step an arrival finds running and the probability it finds one (the
+        module docstring's step boundary); None: no such wait. The quantile then lies between the one without it
+        and that plus ``step_s``, which the bisection narrows to 1e-5 of the step.
     """
     w, own, rho, wbar, saturated = _load_terms(arrival_per_s, service_s, weights, own_s)
     rho_c = np.where(saturated | (rho <= 0), 0.5, rho)
@@ -64,32 +121,55 @@ def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
     tail = 1.0 - q
     with np.errstate(divide="ignore", invalid="ignore"):
         wq = np.where(np.isinf(decay), 0.0, np.log(np.maximum(rho_c / tail, 1.0)) / decay)
-    if w.size == 1:  # one request class: the quantile is closed-form
-        return np.where(saturated, np.inf, own[..., 0] + wq)
-    lo = np.zeros(np.broadcast(own.max(axis=-1), wq).shape)
-    hi = own.max(axis=-1) + wq + 1e-12
     dcol, rcol = decay[..., None], rho_c[..., None]
-    for _ in range(_BISECT_STEPS):
+    if w.size == 1:  # one request class: the quantile without the step boundary is closed-form
+        base = own[..., 0] + wq
+    else:
+        lo = np.zeros(np.broadcast(own.max(axis=-1), wq).shape)
+        hi = own.max(axis=-1) + wq + 1e-12
+        for _ in range(_BISECT_STEPS):
+            mid = 0.5 * (lo + hi)
+            over = _exceed(mid[..., None] - own, rcol, dcol, None, None) @ w > tail
+            lo = np.where(over, mid, lo)
+            hi = np.where(over, hi, mid)
+        base = hi
+    if step_s is None or busy is None:
+        return np.where(saturated, np.inf, base)
+    span = np.broadcast_to(np.asarray(step_s, dtype=float), base.shape)
+    lo, hi = base, base + span + 1e-12
+    # _exceed with R inlined, its per-row terms computed once
+    queued = np.isfinite(dcol)
+    d, r = np.where(queued, dcol, 0.0), np.where(queued, rcol, 0.0)
+    mean_w = np.where(queued, r / np.where(queued, d, 1.0), 0.0)
+    s = np.maximum(span, 1e-12)[..., None]
+    b = np.broadcast_to(np.asarray(busy, dtype=float), base.shape)[..., None]
+    if w.size == 1:
+        return np.where(saturated, np.inf, own[..., 0] + _one_class_wait(tail, d[..., 0], r[..., 0],
+                                                                         mean_w[..., 0], s[..., 0], b[..., 0]))
+    for _ in range(_STEP_BISECT_STEPS):
         mid = 0.5 * (lo + hi)
-        x = mid[..., None] - own
-        with np.errstate(over="ignore", invalid="ignore"):
-            pw = np.where(x < 0, 1.0, np.where(np.isinf(dcol), 0.0, rcol * np.exp(-dcol * np.maximum(x, 0.0))))
-        over = pw @ w > tail
+        y = mid[..., None] - own
+        a = y - s
+        e_y = np.exp(-d * np.maximum(y, 0.0))
+        g = np.where(y < 0, 1.0, r * e_y)
+        below = np.maximum(np.minimum(np.minimum(y, 0.0) - a, s), 0.0)
+        p = (1.0 - b) * g + b * (below + mean_w * (np.exp(-d * np.maximum(a, 0.0)) - e_y)) / s
+        over = p @ w > tail
         lo = np.where(over, mid, lo)
         hi = np.where(over, hi, mid)
     return np.where(saturated, np.inf, hi)
 
 
 def ttft_cdf(x_s: float, arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.ndarray,
-             own_s: np.ndarray | None = None) -> np.ndarray:
+             own_s: np.ndarray | None = None, step_s: np.ndarray | None = None,
+             busy: np.ndarray | None = None) -> np.ndarray:
     """P(TTFT <= x_s) under the same model as :func:`ttft_quantile_s` (0 where the server is saturated):
-    sum over classes of w_i (1 - P(W > x_s - own_i)), P(W > y) = 1 for y < 0 and rho exp(-rho y / W) after."""
+    sum over classes of w_i (1 - P(W + R > x_s - own_i)), P(W > y) = 1 for y < 0 and rho exp(-rho y / W) after."""
     w, own, rho, wbar, saturated = _load_terms(arrival_per_s, service_s, weights, own_s)
     ok_w = ~saturated & (rho > 0) & (wbar > 0)
     decay = np.where(ok_w, np.where(rho > 0, rho, 1.0) / np.where(wbar > 0, wbar, 1.0), np.inf)
     rho_c = np.where(ok_w, rho, 0.0)
-    y = x_s - own
-    with np.errstate(over="ignore", invalid="ignore"):
-        pw = np.where(y < 0, 1.0, np.where(np.isinf(decay[..., None]), 0.0,
-                                            rho_c[..., None] * np.exp(-decay[..., None] * np.maximum(y, 0.0))))
+    pw = _exceed(x_s - own, rho_c[..., None], decay[..., None],
+                 None if step_s is None else np.asarray(step_s, dtype=float)[..., None],
+                 None if busy is None else np.asarray(busy, dtype=float)[..., None])
     return np.where(saturated, 0.0, (1.0 - pw) @ w)
