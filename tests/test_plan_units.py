@@ -167,6 +167,7 @@ def test_examples_load():
     ({"model": "x", "workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": 1}},
       "cost": {"prices": {"h200": 0}}}, "cost"),
     ({"model": "x", "workload": {"osl": 10, "load": {"requests_per_s": 1}}}, "workload"),
+    ({"model": "x", "systems": [], "workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": 1}}}, "systems"),
 ])
 def test_scenario_errors_name_the_field(data, field):
     with pytest.raises(ClusterfitError) as exc:

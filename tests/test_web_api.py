@@ -72,6 +72,7 @@ def _post(client: httpx.Client, path: str, content: str | bytes) -> httpx.Respon
     ('{"model": "glm-5.3", "context": -5}', 422, "context: must be an integer in 1..100,000,000, got -5"),
     ('{"model": "glm-5.3", "precision": "fp7"}', 422, "fp7"),
     ('{"model": "glm-5.3", "systems": ["h900"]}', 422, "unknown system 'h900'"),
+    ('{"model": "glm-5.3", "systems": []}', 422, "systems: list should have at least 1 item"),
     ('{"model": "glm-5.3", "bogus": 1}', 422, "bogus: is not a parameter of FitBody"),
     ('{"model": "glm-5.3", "catalog": ["/etc/hw.yaml"]}', 422, "catalog: not accepted over HTTP"),
     ('{"model": "x", "config": {"hidden_size": "big", "num_hidden_layers": 2}}', 422, "hidden_size"),
@@ -141,16 +142,24 @@ def test_server_paths_are_refused_without_touching_them(client: httpx.Client, mo
     assert touched == []
 
 
-@pytest.mark.parametrize("path, body, field", [
-    ("/api/plan", {"model": "glm-5.3", "isl": 100, "osl": 10, "rate": 1, "scenario": "/etc/scenario.yaml"}, "scenario"),
-    ("/api/simulate", {"model": "llama-3.1-8b", "system": "h200", "trace": "/var/log/trace.csv"}, "trace"),
+@pytest.mark.parametrize("path, body, field, instead", [
+    ("/api/plan", {"model": "glm-5.3", "isl": 100, "osl": 10, "rate": 1, "scenario": "/etc/scenario.yaml"}, "scenario",
+     "send the scenario's settings as the request's own fields"),
+    ("/api/simulate", {"model": "llama-3.1-8b", "system": "h200", "trace": "/var/log/trace.csv"}, "trace",
+     "send the load as `rate`"),
     ("/api/perf", {"model": "llama-3.1-8b", "system": "h200", "isl": 10, "osl": 10, "batch": 1, "catalog": ["a.yaml"]},
-     "catalog"),
+     "catalog", "GET /api/systems"),
+    ("/api/deploy", {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "plan_file": "/tmp/plan.json"},
+     "plan_file", "the server plans it again"),
+    ("/api/deploy", {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "out": "/tmp/d"}, "out",
+     "the server writes no file"),
 ])
-def test_file_fields_are_refused(client: httpx.Client, path: str, body: dict, field: str) -> None:
+def test_file_fields_are_refused(client: httpx.Client, path: str, body: dict, field: str, instead: str) -> None:
+    """Each names what to send instead."""
     resp = client.post(path, json=body)
     assert resp.status_code == 422
     assert resp.json()["parameter"] == field and "not accepted over HTTP" in resp.json()["detail"]
+    assert instead in resp.json()["detail"], resp.json()["detail"]
 
 
 def test_inline_config_sizes_a_custom_model(client: httpx.Client) -> None:
@@ -265,3 +274,9 @@ def test_fuzz_openapi(case) -> None:  # noqa: ANN001
 
     case.call_and_validate(checks=[not_a_server_error, status_code_conformance, content_type_conformance,
                                    response_schema_conformance], timeout=30)
+
+
+def test_plan_with_an_empty_system_list_is_refused(client: httpx.Client) -> None:
+    """An empty list is not 'every system' (leave it out for that): it names the parameter."""
+    resp = client.post("/api/plan", json={"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": []})
+    assert resp.status_code == 422 and resp.json()["parameter"] == "systems"

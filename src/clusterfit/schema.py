@@ -251,7 +251,8 @@ class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
                                           description="TPOT percentile judged (default 90, or the scenario's)")
     min_goodput: float | None = Field(None, ge=0.0, le=1.0,
                                       description="Least share of requests within both SLOs (default 0.9)")
-    systems: list[str] | None = Field(None, description="System ids or GPU names (default: all)")
+    systems: list[str] | None = Field(None, min_length=1, max_length=64,
+                                      description="System ids or GPU names (default: all)")
     precisions: list[str] | None = Field(None, description="Weight precisions (default: the checkpoint's)")
     kv_dtypes: list[str] | None = None
     engine: str | None = None

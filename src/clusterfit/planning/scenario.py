@@ -218,7 +218,7 @@ class Scenario(_StrictFrozen):
     """A validated scenario file."""
 
     model: str
-    systems: list[str] | None = None
+    systems: list[str] | None = Field(default=None, min_length=1)   # omitted, not empty, for every system
     precision: str | list[str] | None = None
     kv_dtype: str | list[str] | None = None
     engine: str = "vllm"

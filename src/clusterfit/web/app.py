@@ -173,6 +173,17 @@ _BODY_OF: dict[str, type[Schema]] = {"/api/fit": FitBody, "/api/perf": PerfBody,
                                     "/api/deploy": DeployBody}
 
 
+#: What to send instead of each field that names a server file.
+_NO_FILE_INSTEAD = {
+    "catalog": "the bundled systems are the ones served (GET /api/systems); a model that is not bundled goes as "
+               "its config.json content in `config`",
+    "scenario": "send the scenario's settings as the request's own fields (isl, osl, rate, ttft_ms, tpot_ms, ...)",
+    "trace": "send the load as `rate` with `isl` and `osl`, or run `clusterfit simulate --trace` locally",
+    "plan_file": "send the plan's question (model, isl, osl, rate, targets) instead: the server plans it again",
+    "out": "the answer carries the files' text; nothing is written on the server",
+}
+
+
 def _validation_message(request: Request, exc: RequestValidationError) -> tuple[int, str, str | None]:
     """Status, message and parameter for a body FastAPI could not validate: the API's own message."""
     errors = list(exc.errors())
@@ -187,10 +198,11 @@ def _validation_message(request: Request, exc: RequestValidationError) -> tuple[
     if not isinstance(body, dict):
         got = "no body" if body is None else f"a JSON {type(body).__name__}"
         return 400, f"the request body must be a JSON object of parameters, got {got}", None
-    for field in ("catalog", "scenario", "trace"):
+    for field, instead in _NO_FILE_INSTEAD.items():
         if any(tuple(e.get("loc", ()))[1:2] == (field,) for e in errors):
-            return 422, (f"{field}: not accepted over HTTP: the server reads no file a request names (got "
-                         f"{body.get(field)!r}); send the model's config.json content as `config`"), field
+            what = "writes no file" if field == "out" else "reads no file a request names"
+            return 422, (f"{field}: not accepted over HTTP: the server {what} (got {body.get(field)!r}); "
+                         f"{instead}"), field
     cls = _BODY_OF.get(request.url.path)
     if cls is not None:
         try:
