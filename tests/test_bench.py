@@ -299,6 +299,7 @@ def test_a_garbage_server_is_an_error(run_cli):
 
 @pytest.mark.parametrize("args, words", [
     (["ftp://127.0.0.1:1", "--rate", "1", "--isl", "8", "--osl", "2"], "URL must start with http://"),
+    (["http://[::1", "--rate", "1", "--isl", "8", "--osl", "2"], "URL cannot be parsed (Invalid IPv6 URL)"),
     (["http://127.0.0.1:1/v1/completions", "--rate", "1", "--isl", "8", "--osl", "2"], "not the endpoint path"),
     (["http://127.0.0.1:1", "--isl", "8", "--osl", "2"], "--rate: give a load"),
     (["http://127.0.0.1:1", "--rate", "1,x", "--isl", "8", "--osl", "2"], "--rate: must be a number"),

@@ -150,9 +150,10 @@ def test_ids_and_endpoints_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     for bad in ("../etc/passwd", "a/b/c", "org/..", "org/--x", "/abs"):
         with pytest.raises(ClusterfitError):
             hub.fetch_config(bad)
-    monkeypatch.setenv("HF_ENDPOINT", "file:///etc")
-    with pytest.raises(ClusterfitError, match="HF_ENDPOINT must be an http"):
-        hub.endpoint()
+    for url in ("file:///etc", "http://[::1", "http://localhost:abc", "http://"):
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        with pytest.raises(ClusterfitError, match="HF_ENDPOINT must be an http"):
+            hub.endpoint()
 
 
 def test_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

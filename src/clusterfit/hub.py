@@ -57,8 +57,14 @@ def offline() -> bool:
 def endpoint() -> str:
     """The Hub base URL: ``HF_ENDPOINT`` or https://huggingface.co (http or https only)."""
     url = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or DEFAULT_ENDPOINT
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise ClusterfitError(f"HF_ENDPOINT must be an http(s) URL, got {url!r}")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+    except ValueError:   # an unclosed IPv6 bracket, a port that is not a number
+        ok = False
+    if not ok:
+        raise ClusterfitError(f"HF_ENDPOINT must be an http(s) URL with a host (and a numeric port, if any), "
+                              f"got {url!r}")
     return url
 
 

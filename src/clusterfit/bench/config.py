@@ -135,7 +135,10 @@ def base_v1(url: str) -> str:
 
 def check_url(url: str) -> None:
     """An http(s) URL with a host; else a ParameterError naming ``url``."""
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError as exc:   # e.g. an unclosed IPv6 bracket
+        raise ParameterError("url", f"cannot be parsed ({exc}): {url!r}") from None
     if parts.scheme not in ("http", "https"):
         raise ParameterError("url", f"must start with http:// or https://, got {url!r}")
     if not parts.hostname:
