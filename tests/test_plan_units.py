@@ -168,6 +168,12 @@ def test_examples_load():
       "cost": {"prices": {"h200": 0}}}, "cost"),
     ({"model": "x", "workload": {"osl": 10, "load": {"requests_per_s": 1}}}, "workload"),
     ({"model": "x", "systems": [], "workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": 1}}}, "systems"),
+    # true is not 1 request/s, and a mapping where only a number goes names the field (it printed nothing)
+    ({"model": "x", "workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": True}}},
+     "workload.load.requests_per_s"),
+    ({"model": "x", "workload": {"isl": 100, "osl": 10, "load": {"requests_per_s": {"a": 1}}}},
+     "workload.load.requests_per_s"),
+    ({"model": "x", "workload": {"isl": 100, "osl": True, "load": {"requests_per_s": 1}}}, "workload.osl"),
 ])
 def test_scenario_errors_name_the_field(data, field):
     with pytest.raises(ClusterfitError) as exc:
@@ -185,6 +191,10 @@ def test_scenario_file_errors(tmp_path):
     ok = tmp_path / "s.toml"
     ok.write_text('model = "m"\n[workload]\nisl = 10\nosl = 5\nload = {requests_per_s = 2}\n[simulation]\nanything = 1\n')
     assert load_scenario(ok).simulation == {"anything": 1}
+    nan = tmp_path / "nan.yaml"
+    nan.write_text("model: m\nworkload: {isl: 10, osl: 5, load: {requests_per_s: [1, .nan]}}\n")
+    with pytest.raises(ClusterfitError, match=r"workload\.load\.requests_per_s\[1\]: nan is not a finite number"):
+        load_scenario(nan)
 
 
 def test_speed_calibrated_only_for_nvidia():

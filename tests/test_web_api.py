@@ -280,3 +280,16 @@ def test_plan_with_an_empty_system_list_is_refused(client: httpx.Client) -> None
     """An empty list is not 'every system' (leave it out for that): it names the parameter."""
     resp = client.post("/api/plan", json={"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": []})
     assert resp.status_code == 422 and resp.json()["parameter"] == "systems"
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/api/plan", {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": True}, "rate"),
+    ("/api/perf", {"model": "llama-3.1-8b", "system": "h200", "isl": 10, "osl": 10, "batch": 1, "context": 1024,
+                   "tp": False}, "tp"),
+    ("/api/fit", {"model": "llama-3.1-8b", "context": True}, "context"),
+])
+def test_true_and_false_are_not_numbers(client: httpx.Client, path: str, body: dict, field: str) -> None:
+    """Pydantic's lax mode reads true as 1: a plan for 'rate: true' answered for 1 request/s."""
+    resp = client.post(path, json=body)
+    assert resp.status_code == 422 and resp.json()["parameter"] == field, resp.text
+    assert "not a yes/no field" in resp.json()["detail"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ValidationInfo, field_validator
 
 from .errors import ClusterfitError
 
@@ -79,14 +81,35 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
 
 def check_depth(data: Any, origin: str, limit: int = MAX_DEPTH) -> None:
     """Refuse nesting deeper than ``limit`` and non-finite numbers (iteratively: no recursion on input)."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
+    stack: list[tuple[Any, int, str]] = [(data, 0, "")]
     while stack:
-        node, depth = stack.pop()
+        node, depth, where = stack.pop()
         if depth > limit:
             raise ClusterfitError(f"{origin}: nested more than {limit} levels deep")
         if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
+            stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in node.items())
         elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
+            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(node))
         elif isinstance(node, float) and not math.isfinite(node):
-            raise ClusterfitError(f"{origin}: {node} is not a finite number")
+            raise ClusterfitError(f"{origin}: {where + ': ' if where else ''}{node} is not a finite number")
+
+
+def _allows_bool(annotation: Any) -> bool:
+    """Whether a field annotation takes true / false (bool, Any, or a union or container holding one)."""
+    if annotation is bool or annotation is Any:
+        return True
+    return any(_allows_bool(a) for a in get_args(annotation))
+
+
+class RefuseBool(BaseModel):
+    """Mixin of the models users write (requests, scenario and simulation files): true / false only where a field
+    is a flag. Pydantic's lax mode would read them as 1 / 0 elsewhere (a rate of true requests/s)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _refuse_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            field = cls.model_fields.get(info.field_name)
+            if field is not None and not _allows_bool(field.annotation):
+                raise ValueError(f"got {str(value).lower()}, but this is not a yes/no field")
+        return value

@@ -17,6 +17,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunct
                       model_serializer)
 
 from .errors import ClusterfitError
+from .inputs import RefuseBool
 from .profile import Profile
 from .speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
 
@@ -111,7 +112,11 @@ _PROFILE_HELP = ("A measured kernel profile (the JSON `clusterfit calibrate` wri
                  "the shipped H200-derived ones for the GPU it was measured on (clusterfit.profile)")
 
 
-class LayoutRequest(Schema):
+class RequestSchema(Schema, RefuseBool):
+    """Base of the request models: true / false only where a field is a flag (inputs.RefuseBool)."""
+
+
+class LayoutRequest(RequestSchema):
     """Parallel sizes of one replica; None: chosen by the tool."""
 
     tp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Tensor parallel size")
@@ -120,7 +125,7 @@ class LayoutRequest(Schema):
     dp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Attention data-parallel ranks (DEP, MoE)")
 
 
-class EngineSettingsRequest(Schema):
+class EngineSettingsRequest(RequestSchema):
     """Settings passed to the serving engine, with the engines' own names (None: the scenario's, else the engine's
     default from catalog/engines.yaml). Ranges as ``engines.Engine.with_settings``."""
 
@@ -167,7 +172,7 @@ class FitRequest(LayoutRequest):
     catalog: list[Path] = Field(default_factory=list, description="Extra hardware catalog files (YAML or TOML)")
 
 
-class SpeculativeRequest(Schema):
+class SpeculativeRequest(RequestSchema):
     """Speculative decoding options (clusterfit.speculative; sim.config.SpeculativeSpec), vLLM's names where it has
     them. None of them given: no speculative decoding."""
 

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from ..errors import ClusterfitError
 from ..profile import PROFILE_KIND, PROFILE_SCHEMA_VERSION, Profile, Timings, check_profile
-from ..schema import ParameterError, Schema
+from ..schema import ParameterError, RequestSchema
 
 if TYPE_CHECKING:
     from ..hardware import Gpu, HardwareCatalog
@@ -39,7 +39,7 @@ CPU_DRY_RUN_NOTE = ("CPU dry run (clusterfit calibrate --device cpu): tiny shape
                     "calibration code; the numbers say nothing about a GPU and perf / plan / simulate refuse this profile")
 
 
-class CalibrateRequest(Schema):
+class CalibrateRequest(RequestSchema):
     """What to calibrate. gpus: GPUs in the all-reduce (None: all visible; 1: none). gpu: the catalog GPU to fit
     against (None: from the device name). catalog: extra hardware catalog files. device: 'cuda', or 'cpu' for a dry
     run (fitted against ``gpu`` or h200_sxm, refused for predictions)."""

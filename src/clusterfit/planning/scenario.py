@@ -38,14 +38,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ..engines import EngineSettings
 from ..errors import ClusterfitError
+from ..inputs import RefuseBool
 from .workload import SLO, AgentSessions, LengthDist, Load, Workload
 
 
-class _StrictFrozen(BaseModel):
+class _StrictFrozen(RefuseBool):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -278,9 +279,13 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(data, f"scenario file {p}")
 
 
-def _format_errors(exc: ValidationError) -> str:
+def _format_errors(exc: ValidationError, keep_all: bool = False) -> str:
     out = []
     for err in exc.errors():
+        if keep_all:
+            out.append(f"{'.'.join(str(x) for x in err['loc']) or '(top level)'}: "
+                       f"{err['msg'].removeprefix('Value error, ')}")
+            continue
         # A `number | mapping` field reports one error per branch: keep the branch the input was meant for.
         if err["type"] in ("float_type", "float_parsing") and isinstance(err.get("input"), dict):
             continue
@@ -298,7 +303,8 @@ def _format_errors(exc: ValidationError) -> str:
         if line not in seen:
             seen.add(line)
             uniq.append(line)
-    return "; ".join(uniq)
+    # every error was a union branch the input was not meant for (a mapping where only a number goes): say so all
+    return "; ".join(uniq) if uniq or keep_all else _format_errors(exc, keep_all=True)
 
 
 _UNION_TAGS = {"float", "LengthStatsSpec", "str", "list[str]", "function-after[_one_form(), LengthStatsSpec]",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from ..inputs import RefuseBool
 from ..speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
 
 #: Keys of ``simulation.replica`` renamed to vLLM's engine-argument names: old -> new.
@@ -20,7 +21,7 @@ RENAMED_REPLICA_KEYS = {"max_batch": "max_num_seqs", "token_budget": "max_num_ba
 POLICIES = ("round_robin", "random", "least_outstanding", "least_kv", "power_of_two", "affinity")
 
 
-class _Strict(BaseModel):
+class _Strict(RefuseBool):
     model_config = ConfigDict(extra="forbid")
 
 
