@@ -390,3 +390,11 @@ def test_compute_capability_from_nvidias_table(cat, gpu, cc):
     """developer.nvidia.com/cuda-gpus: 8.0 A100, 8.9 L40S, 9.0 H100 / H200 / GH200, 10.0 B200 / GB200, 10.3 B300,
     12.0 RTX PRO 6000 Blackwell; AMD parts have none."""
     assert cat.gpu(gpu).compute_capability == cc
+
+
+def test_true_is_not_a_number_in_a_user_catalog(tmp_path):
+    """memory_gb = true was read as 1 GB (pydantic's lax mode); it names the field now (inputs.RefuseBool)."""
+    f = tmp_path / "hw.toml"
+    f.write_text(USER_TOML.replace("memory_gb = 64", "memory_gb = true"))
+    with pytest.raises(ClusterfitError, match=r"gpus\.my_accel\.memory_gb: true / false only go to yes/no fields"):
+        load_hardware([f])

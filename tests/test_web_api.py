@@ -292,4 +292,4 @@ def test_true_and_false_are_not_numbers(client: httpx.Client, path: str, body: d
     """Pydantic's lax mode reads true as 1: a plan for 'rate: true' answered for 1 request/s."""
     resp = client.post(path, json=body)
     assert resp.status_code == 422 and resp.json()["parameter"] == field, resp.text
-    assert "not a yes/no field" in resp.json()["detail"]
+    assert "true / false only go to yes/no fields, got " in resp.json()["detail"]

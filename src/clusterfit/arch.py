@@ -218,7 +218,8 @@ def _check_shapes(t: dict, name: str, n_heads: int, n_kv: int) -> None:
         raise ClusterfitError(f"{where}: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads "
                               f"({n_kv})")
     for key in ("head_dim", "sliding_window", "max_position_embeddings", "intermediate_size",
-                "moe_intermediate_size", "n_routed_experts", "num_experts", "num_experts_per_tok", "top_k_experts",
+                "moe_intermediate_size", "n_routed_experts", "num_experts", "num_local_experts", "num_experts_per_tok",
+                "top_k_experts",
                 "v_head_dim", "global_head_dim", "num_global_key_value_heads", "swa_num_attention_heads",
                 "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "sliding_window_size",
                 "dense_intermediate_size", "moe_latent_size", "moe_shared_expert_intermediate_size",
@@ -405,7 +406,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     vocab = _req(t, "vocab_size", name)
     n_heads = _req(t, "num_attention_heads", name)
     n_kv = _cfg(t, "num_key_value_heads", default=n_heads)
-    if not isinstance(n_kv, int) or n_kv <= 0 or n_kv > n_heads:
+    if isinstance(n_kv, bool) or not isinstance(n_kv, int) or n_kv <= 0 or n_kv > n_heads:
         raise ClusterfitError(f"config for {name}: num_key_value_heads must be in 1..num_attention_heads, got {n_kv!r}")
     _check_shapes(t, name, n_heads, n_kv)
     # transformers' PretrainedConfig ties by default; Falcon's configs rely on it (FalconForCausalLM ties lm_head)

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from .errors import ClusterfitError, close_matches, unknown
+from .inputs import RefuseBool
 
 GB = 10**9
 GiB = 2**30
@@ -145,7 +146,7 @@ def derive_visible_bytes(nvidia_smi_mib: float) -> int:
     return int(round(nvidia_smi_mib * MiB * TORCH_PER_NVIDIA_SMI))
 
 
-class _Entry(BaseModel):
+class _Entry(RefuseBool):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

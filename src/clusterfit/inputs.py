@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from .errors import ClusterfitError
 
@@ -111,5 +112,5 @@ class RefuseBool(BaseModel):
         if isinstance(value, bool) and info.field_name is not None:
             field = cls.model_fields.get(info.field_name)
             if field is not None and not _allows_bool(field.annotation):
-                raise ValueError(f"got {str(value).lower()}, but this is not a yes/no field")
+                raise PydanticCustomError("bool_not_number", "true / false only go to yes/no fields")
         return value
