@@ -308,6 +308,15 @@ def test_allreduce_faster_than_the_line_rate_is_refused(run_cli, tmp_path):
     assert "fit.allreduce.bw_bytes_per_s" in line and "450" in line
 
 
+def test_true_is_not_a_gpu_count(run_cli, tmp_path):
+    """gpu.count true was read as 1 (pydantic's lax mode); it names the field (inputs.RefuseBool)."""
+    doc = _doc()
+    doc["gpu"]["count"] = True
+    line = _one_error(*run_cli(*PERF, "--isl", "128", "--osl", "16", "--batch", "1", "--profile",
+                               _write(tmp_path, doc))[::2])
+    assert "gpu.count: true / false only go to yes/no fields" in line
+
+
 @pytest.mark.parametrize("content, said", [
     (b"[1, 2]", "JSON object"), (b"{\"schema_version\": 1,", "not valid JSON"), (b"\xff\xfe\x00", "UTF-8"),
     (b'{"x": NaN}', "NaN"),

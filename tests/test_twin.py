@@ -242,6 +242,7 @@ def test_streaming_completion_and_chat(twin):
     ("/v1/completions", [1, 2], 400, "JSON object"),
     ("/v1/completions", {"max_tokens": 3}, 400, "prompt"),
     ("/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": True}, 400, "max_tokens"),   # not 1 token
     ("/v1/completions", {"prompt": "x", "n": 0}, 400, "n"),
     ("/v1/completions", {"prompt": []}, 400, "prompt"),
     ("/v1/completions", {"prompt": "x", "stream": "maybe"}, 400, "stream"),

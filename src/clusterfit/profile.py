@@ -35,8 +35,10 @@ import datetime as _dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
+
+from .inputs import RefuseBool
 
 if TYPE_CHECKING:
     from .hardware import Gpu, HardwareCatalog
@@ -78,8 +80,9 @@ ByteCount = Annotated[int, Field(ge=1, le=10**15)]
 Text = Annotated[str, Field(max_length=200)]
 
 
-class _Doc(BaseModel):
-    """Base of every profile section: unknown keys are errors, numbers are finite, instances immutable."""
+class _Doc(RefuseBool):
+    """Base of every profile section: unknown keys are errors, numbers are finite (and not true / false),
+    instances immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 

@@ -21,8 +21,9 @@ import json
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
+from ..inputs import RefuseBool
 from .config import CHARS_PER_TOKEN, COMPLETION_DEFAULT_MAX_TOKENS
 
 FILLER = " tok"
@@ -45,9 +46,9 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
-class _Open(BaseModel):
+class _Open(RefuseBool):
     """Fields the twin reads; every other field (temperature, top_p, stop, seed, ignore_eos, ...) is accepted and
-    ignored, as vLLM does with sampling fields a request may carry."""
+    ignored, as vLLM does with sampling fields a request may carry. ``max_tokens: true`` is not 1 token."""
 
     model_config = ConfigDict(extra="allow")
 
