@@ -77,7 +77,8 @@ def _one_class_wait(tail: float, d: np.ndarray, r: np.ndarray, mean_w: np.ndarra
     """The x with P(W + R > x) = tail for one request class (module docstring; d the wait tail's decay, 0 where no
     request waits, r = rho, mean_w = r / d, s the step, b the probability of finding one). Beyond x = s the
     probability is C exp(-d x) with C = (1 - b) r + b mean_w (exp(d s) - 1) / s, solved in closed form; with no
-    wait it is b (s - x) / s on [0, s]; a waiting class whose quantile falls inside the step is bisected there."""
+    wait it is b (s - x) / s on [0, s]; a waiting class whose quantile falls inside the step is solved there by
+    Newton's method."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         c = (1.0 - b) * r + b * mean_w * np.expm1(d * s) / s
         beyond = np.log(np.maximum(c / tail, 1.0)) / np.where(d > 0, d, 1.0)
@@ -136,25 +137,18 @@ def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
     if step_s is None or busy is None:
         return np.where(saturated, np.inf, base)
     span = np.broadcast_to(np.asarray(step_s, dtype=float), base.shape)
-    lo, hi = base, base + span + 1e-12
-    # _exceed with R inlined, its per-row terms computed once
-    queued = np.isfinite(dcol)
-    d, r = np.where(queued, dcol, 0.0), np.where(queued, rcol, 0.0)
-    mean_w = np.where(queued, r / np.where(queued, d, 1.0), 0.0)
-    s = np.maximum(span, 1e-12)[..., None]
-    b = np.broadcast_to(np.asarray(busy, dtype=float), base.shape)[..., None]
+    b = np.broadcast_to(np.asarray(busy, dtype=float), base.shape)
     if w.size == 1:
-        return np.where(saturated, np.inf, own[..., 0] + _one_class_wait(tail, d[..., 0], r[..., 0],
-                                                                         mean_w[..., 0], s[..., 0], b[..., 0]))
+        queued = np.isfinite(decay)
+        d, r = np.where(queued, decay, 0.0), np.where(queued, rho_c, 0.0)
+        mean_w = np.where(queued, r / np.where(queued, d, 1.0), 0.0)
+        return np.where(saturated, np.inf,
+                        own[..., 0] + _one_class_wait(tail, d, r, mean_w, np.maximum(span, 1e-12), b))
+    lo, hi = base, base + span + 1e-12
+    scol, bcol = span[..., None], b[..., None]
     for _ in range(_STEP_BISECT_STEPS):
         mid = 0.5 * (lo + hi)
-        y = mid[..., None] - own
-        a = y - s
-        e_y = np.exp(-d * np.maximum(y, 0.0))
-        g = np.where(y < 0, 1.0, r * e_y)
-        below = np.maximum(np.minimum(np.minimum(y, 0.0) - a, s), 0.0)
-        p = (1.0 - b) * g + b * (below + mean_w * (np.exp(-d * np.maximum(a, 0.0)) - e_y)) / s
-        over = p @ w > tail
+        over = _exceed(mid[..., None] - own, rcol, dcol, scol, bcol) @ w > tail
         lo = np.where(over, mid, lo)
         hi = np.where(over, hi, mid)
     return np.where(saturated, np.inf, hi)
