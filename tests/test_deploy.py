@@ -290,3 +290,35 @@ def test_a_saved_speculative_plan_deploys_and_a_broken_block_is_refused(tmp_path
         err = capsys.readouterr().err
         assert e.value.code == 2 and err.startswith("error: --plan") and "speculative" in err, err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_local_checkpoint_deploys_from_its_directory(tmp_path, capsys):
+    """A model given as the config.json inside its checkpoint directory is served from that directory (vllm serve
+    DIR); other local or inline configs cannot say what to serve, and names the commands cannot carry as plain
+    words are refused; a saved plan deploys a local copy of its model, not another model."""
+    src = Path(cf.__file__).parent / "catalog" / "models" / "Qwen__Qwen3-8B.json"
+    ckpt = tmp_path / "qwen8"
+    ckpt.mkdir()
+    shutil.copy(src, ckpt / "config.json")
+    files = {f.path: f.text for f in deploy(model=str(ckpt / "config.json"), systems=["h200"], isl=1024, osl=128,
+                                            rate=5).files}
+    assert f"vllm serve {ckpt.resolve()} --served-model-name qwen8 " in files["launch.sh"]
+    spaced = tmp_path / "my model"
+    spaced.mkdir()
+    shutil.copy(src, spaced / "config.json")
+    for path, said in ((src, "give its Hugging Face id, or the config.json inside the checkpoint's directory"),
+                       (spaced / "config.json", "must match")):
+        with pytest.raises(SystemExit) as e:
+            main(["deploy", str(path), "--isl", "1024", "--osl", "128", "--rate", "5", "--system", "h200",
+                  "--out", str(tmp_path / "never")])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.startswith("error:") and said in err, err
+    plan = tmp_path / "plan.json"
+    assert main(["plan", "Qwen/Qwen3-8B", "--isl", "1024", "--osl", "128", "--rate", "5", "--system", "h200",
+                 "--no-disagg", "--json"]) in (0, None)
+    plan.write_text(capsys.readouterr().out)
+    assert main(["deploy", str(ckpt / "config.json"), "--plan", str(plan), "--out", str(tmp_path / "ok")]) in (0, None)
+    assert f"vllm serve {ckpt.resolve()} " in (tmp_path / "ok" / "launch.sh").read_text()
+    with pytest.raises(SystemExit):
+        main(["deploy", "meta-llama/Llama-3.1-8B", "--plan", str(plan), "--out", str(tmp_path / "other")])
+    assert "is another model" in capsys.readouterr().err and not (tmp_path / "never").exists()

@@ -293,3 +293,13 @@ def test_true_and_false_are_not_numbers(client: httpx.Client, path: str, body: d
     resp = client.post(path, json=body)
     assert resp.status_code == 422 and resp.json()["parameter"] == field, resp.text
     assert "true / false only go to yes/no fields, got " in resp.json()["detail"]
+
+
+def test_deploy_of_an_inline_config_names_the_model(client: httpx.Client) -> None:
+    """An inline config.json sizes a model, but does not say which checkpoint the engine should serve."""
+    cfg = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "vocab_size": 1000, "intermediate_size": 512, "max_position_embeddings": 4096}
+    resp = client.post("/api/deploy", json={"model": "tiny", "config": cfg, "isl": 100, "osl": 10, "rate": 1,
+                                            "systems": ["h200"]})
+    assert resp.status_code == 422 and resp.json()["parameter"] == "model", resp.text
+    assert "give its Hugging Face id" in resp.json()["detail"]

@@ -364,6 +364,30 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
 
 
 # ============================================================================================== deploy
+#: What a checkpoint id or directory and a served name may hold in the generated commands (shell, YAML, Slurm).
+_SAFE_NAME = r"/?[A-Za-z0-9_][A-Za-z0-9_./-]*"
+
+
+def _checkpoint_to_serve(model: ModelArch, source: str) -> str:
+    """What the engine is told to serve: the Hugging Face id, or the checkpoint directory of a config.json given by
+    path (``vllm serve DIR``). Anything else (an inline config, a file not named config.json) cannot be deployed;
+    names the launch commands could not carry as plain words are refused."""
+    import re
+
+    if model.hf_id:
+        ckpt = model.hf_id
+    elif Path(source).name == "config.json" and Path(source).is_file():
+        ckpt = str(Path(source).resolve().parent)
+    else:
+        raise ParameterError("model", f"{model.name}: deploy writes the checkpoint the engine serves; give its "
+                             "Hugging Face id, or the config.json inside the checkpoint's directory")
+    for what, value in (("checkpoint", ckpt), ("served model name", model.name)):
+        if not re.fullmatch(_SAFE_NAME, value):
+            raise ParameterError("model", f"the {what} {value!r} must match {_SAFE_NAME} to be written into launch "
+                                 "commands and manifests")
+    return ckpt
+
+
 def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResult:
     """Launch commands, Kubernetes manifests or a Slurm script for a plan (planned here, or ``plan_file``)."""
     from .deploy.render import ENGINE_VERSIONS, DeploySpec, render, write
@@ -408,7 +432,20 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     settings = result.engine_settings
     if settings is None:
         raise ClusterfitError("the plan has no engine_settings (made by an older clusterfit): plan again")
-    model = load_model(result.model)
+    # the model as the user named it (a saved plan holds its display name only)
+    source = req.model if req.model is not None else result.model
+    model = load_model(source)
+    if model.name != result.model:   # another name for the planned model (a local copy of a bundled one) is fine
+        try:
+            planned = load_model(result.model)
+        except ClusterfitError:
+            planned = None   # planned from a config.json this call does not see: the one given stands for it
+        if planned is not None and (planned.total_params, planned.num_layers) != (model.total_params,
+                                                                                   model.num_layers):
+            raise ParameterError("model", f"{source}: the plan is for {result.model}, and {model.name} is another "
+                                 f"model ({model.total_params / 1e9:.1f}B parameters against "
+                                 f"{planned.total_params / 1e9:.1f}B)")
+    model_id = _checkpoint_to_serve(model, source)
     system = catalog.system(row.system)
     checkpoint = resolve_precision(model, None, None, None).name
     quant = row.precision if row.precision not in (checkpoint, "checkpoint") and row.precision == "fp8" else None
@@ -434,7 +471,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     eng = _row_engine(dataclasses.replace(catalog, settings=_given_settings(settings)), engine, model, row,
                       speculative=method)
     spec = DeploySpec(
-        model_id=model.hf_id or model.name, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
+        model_id=model_id, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
         ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
         gpus_per_node=system.gpus_per_node, replicas=row.replicas, max_model_len=int(max_len),
         memory_fraction=eng.gpu_memory_utilization, max_num_seqs=eng.max_num_seqs,
