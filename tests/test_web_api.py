@@ -149,9 +149,9 @@ def test_server_paths_are_refused_without_touching_them(client: httpx.Client, mo
      "send the load as `rate`"),
     ("/api/perf", {"model": "llama-3.1-8b", "system": "h200", "isl": 10, "osl": 10, "batch": 1, "catalog": ["a.yaml"]},
      "catalog", "GET /api/systems"),
-    ("/api/deploy", {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "plan_file": "/tmp/plan.json"},
+    ("/api/deploy", {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "plan_file": "plan.json"},
      "plan_file", "the server plans it again"),
-    ("/api/deploy", {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "out": "/tmp/d"}, "out",
+    ("/api/deploy", {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "out": "d"}, "out",
      "the server writes no file"),
 ])
 def test_file_fields_are_refused(client: httpx.Client, path: str, body: dict, field: str, instead: str) -> None:
