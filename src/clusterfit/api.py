@@ -364,28 +364,16 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
 
 
 # ============================================================================================== deploy
-#: What a checkpoint id or directory and a served name may hold in the generated commands (shell, YAML, Slurm).
-_SAFE_NAME = r"/?[A-Za-z0-9_][A-Za-z0-9_./-]*"
-
-
 def _checkpoint_to_serve(model: ModelArch, source: str) -> str:
     """What the engine is told to serve: the Hugging Face id, or the checkpoint directory of a config.json given by
-    path (``vllm serve DIR``). Anything else (an inline config, a file not named config.json) cannot be deployed;
-    names the launch commands could not carry as plain words are refused."""
-    import re
-
+    path (``vllm serve DIR``). Anything else (an inline config, a file not named config.json) cannot be deployed.
+    (DeploySpec refuses names the launch commands could not carry as plain words.)"""
     if model.hf_id:
-        ckpt = model.hf_id
-    elif Path(source).name == "config.json" and Path(source).is_file():
-        ckpt = str(Path(source).resolve().parent)
-    else:
-        raise ParameterError("model", f"{model.name}: deploy writes the checkpoint the engine serves; give its "
-                             "Hugging Face id, or the config.json inside the checkpoint's directory")
-    for what, value in (("checkpoint", ckpt), ("served model name", model.name)):
-        if not re.fullmatch(_SAFE_NAME, value):
-            raise ParameterError("model", f"the {what} {value!r} must match {_SAFE_NAME} to be written into launch "
-                                 "commands and manifests")
-    return ckpt
+        return model.hf_id
+    if Path(source).name == "config.json" and Path(source).is_file():
+        return str(Path(source).resolve().parent)
+    raise ParameterError("model", f"{model.name}: deploy writes the checkpoint the engine serves; give its "
+                         "Hugging Face id, or the config.json inside the checkpoint's directory")
 
 
 def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResult:

@@ -47,6 +47,10 @@ def flag_list(engine: str) -> frozenset[str]:
     return frozenset(out)
 
 
+#: What a checkpoint (a Hugging Face id or a directory) and a served model name may hold.
+SAFE_NAME = r"/?[A-Za-z0-9_][A-Za-z0-9_./-]*"
+
+
 @dataclass(frozen=True)
 class DeploySpec:
     """What the files must reproduce: one replica's layout and engine settings, and how many replicas."""
@@ -75,6 +79,16 @@ class DeploySpec:
     speculative_method: str | None = None
     num_speculative_tokens: int = 0
     draft_model: str | None = None
+
+    def __post_init__(self) -> None:
+        # the checkpoint and the served name go into shell commands, YAML and Slurm scripts as plain words (the shell
+        # launcher double-quotes an argument holding `$` so that ${PORT} expands: a name must not hold one)
+        from ..schema import ParameterError   # imported where it is raised, as in speculative_args
+
+        for what, value in (("checkpoint", self.model_id), ("served model name", self.served_name)):
+            if not re.fullmatch(SAFE_NAME, value):
+                raise ParameterError("model", f"the {what} {value!r} must match {SAFE_NAME} to be written into "
+                                     "launch commands and manifests")
 
     @property
     def gpus_on_node(self) -> int:
