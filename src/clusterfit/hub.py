@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ClusterfitError
-from .inputs import MAX_DOCUMENT_BYTES
+from .inputs import MAX_DOCUMENT_BYTES, http_url_problem
 
 #: The public Hub; ``HF_ENDPOINT`` overrides it (huggingface_hub's variable for mirrors and private hubs).
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -57,14 +57,9 @@ def offline() -> bool:
 def endpoint() -> str:
     """The Hub base URL: ``HF_ENDPOINT`` or https://huggingface.co (http or https only)."""
     url = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or DEFAULT_ENDPOINT
-    try:
-        parts = urllib.parse.urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
-    except ValueError:   # an unclosed IPv6 bracket, a port that is not a number
-        ok = False
-    if not ok:
-        raise ClusterfitError(f"HF_ENDPOINT must be an http(s) URL with a host (and a numeric port, if any), "
-                              f"got {url!r}")
+    problem = http_url_problem(url)
+    if problem is not None:
+        raise ClusterfitError(f"HF_ENDPOINT must be an http(s) URL: it {problem}, got {url!r}")
     return url
 
 

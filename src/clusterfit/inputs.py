@@ -95,6 +95,23 @@ def check_depth(data: Any, origin: str, limit: int = MAX_DEPTH) -> None:
             raise ClusterfitError(f"{origin}: {where + ': ' if where else ''}{node} is not a finite number")
 
 
+def http_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as the base of an HTTP(S) server (None: nothing): not parseable, another scheme,
+    no host, a port that is not a number."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        parts.port   # raises on a port that is not a number
+    except ValueError as exc:   # also an unclosed IPv6 bracket
+        return f"cannot be parsed ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https://"
+    if not parts.hostname:
+        return "has no host"
+    return None
+
+
 def _allows_bool(annotation: Any) -> bool:
     """Whether a field annotation takes true / false (bool, Any, or a union or container holding one)."""
     if annotation is bool or annotation is Any:

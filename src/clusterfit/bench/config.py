@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
+from ..inputs import http_url_problem
 from ..schema import EngineSettingsRequest, LayoutRequest, MAX_TOKENS, ParameterError
 from ..sim.config import SampledLengthSpec
 
@@ -135,18 +136,10 @@ def base_v1(url: str) -> str:
 
 def check_url(url: str) -> None:
     """An http(s) URL with a host; else a ParameterError naming ``url``."""
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError as exc:   # e.g. an unclosed IPv6 bracket
-        raise ParameterError("url", f"cannot be parsed ({exc}): {url!r}") from None
-    if parts.scheme not in ("http", "https"):
-        raise ParameterError("url", f"must start with http:// or https://, got {url!r}")
-    if not parts.hostname:
-        raise ParameterError("url", f"has no host: {url!r}")
-    try:
-        parts.port
-    except ValueError:
-        raise ParameterError("url", f"has a bad port: {url!r}") from None
+    problem = http_url_problem(url)
+    if problem is not None:
+        raise ParameterError("url", f"{problem}, got {url!r}")
+    parts = urlsplit(url.strip())
     if parts.query or parts.fragment:
         raise ParameterError("url", f"give the server's base URL without ?query or #fragment, got {url!r}")
     if parts.path.rstrip("/").endswith("/completions"):
