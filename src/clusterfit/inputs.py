@@ -82,17 +82,33 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
 
 def check_depth(data: Any, origin: str, limit: int = MAX_DEPTH) -> None:
     """Refuse nesting deeper than ``limit`` and non-finite numbers (iteratively: no recursion on input)."""
-    stack: list[tuple[Any, int, str]] = [(data, 0, "")]
+    stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
-        node, depth, where = stack.pop()
+        node, depth = stack.pop()
         if depth > limit:
             raise ClusterfitError(f"{origin}: nested more than {limit} levels deep")
         if isinstance(node, dict):
-            stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in node.items())
+            stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
-            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(node))
+            stack.extend((v, depth + 1) for v in node)
         elif isinstance(node, float) and not math.isfinite(node):
+            where = _path_of(data, node)
             raise ClusterfitError(f"{origin}: {where + ': ' if where else ''}{node} is not a finite number")
+
+
+def _path_of(data: Any, target: Any) -> str:
+    """The path (``a.b[2]``) of the object ``target`` inside ``data``: looked up only for an error message, so
+    that reading a document builds no paths."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        node, where = stack.pop()
+        if node is target:
+            return where
+        if isinstance(node, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
+    return ""
 
 
 def http_url_problem(url: str) -> str | None:

@@ -279,32 +279,24 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(data, f"scenario file {p}")
 
 
-def _format_errors(exc: ValidationError, keep_all: bool = False) -> str:
-    out = []
-    for err in exc.errors():
-        if keep_all:
-            out.append(f"{'.'.join(str(x) for x in err['loc']) or '(top level)'}: "
-                       f"{err['msg'].removeprefix('Value error, ')}")
-            continue
-        # A `number | mapping` field reports one error per branch: keep the branch the input was meant for.
+def _format_errors(exc: ValidationError) -> str:
+    errors = exc.errors()
+
+    def other_branch(err: Any) -> bool:
+        """A `number | mapping` field reports one error per branch: drop the branch the input was not meant for."""
         if err["type"] in ("float_type", "float_parsing") and isinstance(err.get("input"), dict):
-            continue
-        if err["type"] in ("model_type", "dict_type") and not isinstance(err.get("input"), dict) \
-                and any(e["loc"][:-1] == err["loc"][:-1] and e is not err for e in exc.errors()):
-            continue
+            return True
+        return err["type"] in ("model_type", "dict_type") and not isinstance(err.get("input"), dict) \
+            and any(e["loc"][:-1] == err["loc"][:-1] and e is not err for e in errors)
+
+    # when every error is such a branch (a mapping where only a number goes), report them all
+    kept = [e for e in errors if not other_branch(e)] or errors
+    out = []
+    for err in kept:
         loc = ".".join(str(x) for x in err["loc"] if not (isinstance(x, str) and x in _UNION_TAGS))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field"
+        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         out.append(f"{loc or '(top level)'}: {msg}")
-    # A union (number | mapping) reports one error per branch; keep the mapping branch's, drop duplicates.
-    seen, uniq = set(), []
-    for line in out:
-        if line not in seen:
-            seen.add(line)
-            uniq.append(line)
-    # every error was a union branch the input was not meant for (a mapping where only a number goes): say so all
-    return "; ".join(uniq) if uniq or keep_all else _format_errors(exc, keep_all=True)
+    return "; ".join(dict.fromkeys(out))   # the branches of a union can repeat a line
 
 
 _UNION_TAGS = {"float", "LengthStatsSpec", "str", "list[str]", "function-after[_one_form(), LengthStatsSpec]",
