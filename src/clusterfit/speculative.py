@@ -82,11 +82,11 @@ def acceptance_for_length(draft_tokens: int, accept_length: float) -> float:
 def check_drafter(model: ModelArch, method: str) -> None:
     """Refuse a drafter ``model`` cannot run: an unknown method, or mtp (the default) for a checkpoint without MTP
     (NextN) layers, whose drafts would otherwise be priced from layers it does not have."""
-    if method not in METHODS:
-        raise ClusterfitError(f"speculative decoding method '{method}': unsupported; use one of {', '.join(METHODS)}")
-    if method == "mtp" and not model.mtp_layers:
-        from .schema import ParameterError   # schema imports this module
+    from .schema import ParameterError   # schema imports this module
 
+    if method not in METHODS:
+        raise ParameterError("speculative_method", f"'{method}' is unsupported; use one of {', '.join(METHODS)}")
+    if method == "mtp" and not model.mtp_layers:
         raise ParameterError("speculative_method", f"mtp (the default) drafts with the checkpoint's own MTP (NextN) "
                              f"layers and {model.name} has none; choose eagle3 or eagle (a trained draft head) or "
                              "ngram (in a scenario: simulation.replica.speculative.method)")

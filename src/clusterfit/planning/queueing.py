@@ -58,9 +58,7 @@ def _exceed(y: np.ndarray, rho: np.ndarray, decay: np.ndarray, step_s: np.ndarra
     """P(W + R > y) (module docstring): W the wait, P(W > v) = 1 for v < 0 and rho exp(-decay v) after (0 after
     where decay is inf: no wait); R = 0, or Uniform(0, step_s) with probability ``busy``. ``rho``, ``decay``,
     ``step_s`` and ``busy`` broadcast against ``y``."""
-    queued = np.isfinite(decay)
-    d = np.where(queued, decay, 0.0)
-    r = np.where(queued, rho, 0.0)
+    d, r, mean_w = _wait_tail(rho, decay)
     e_y = np.exp(-d * np.maximum(y, 0.0))
     g = np.where(y < 0, 1.0, r * e_y)
     if step_s is None or busy is None:
@@ -68,8 +66,15 @@ def _exceed(y: np.ndarray, rho: np.ndarray, decay: np.ndarray, step_s: np.ndarra
     s = np.maximum(step_s, 1e-12)
     a = y - s
     below = np.maximum(np.minimum(np.minimum(y, 0.0) - a, s), 0.0)      # the part of [y - s, y] below 0
-    above = np.where(queued, r / np.where(queued, d, 1.0), 0.0) * (np.exp(-d * np.maximum(a, 0.0)) - e_y)
-    return (1.0 - busy) * g + busy * (below + above) / s
+    return (1.0 - busy) * g + busy * (below + mean_w * (np.exp(-d * np.maximum(a, 0.0)) - e_y)) / s
+
+
+def _wait_tail(rho: np.ndarray, decay: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The wait tail's (decay, rho, rho / decay), all 0 where no request waits (decay inf)."""
+    queued = np.isfinite(decay)
+    d = np.where(queued, decay, 0.0)
+    r = np.where(queued, rho, 0.0)
+    return d, r, np.where(queued, r / np.where(queued, d, 1.0), 0.0)
 
 
 def _one_class_wait(tail: float, d: np.ndarray, r: np.ndarray, mean_w: np.ndarray, s: np.ndarray,
@@ -139,9 +144,7 @@ def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
     span = np.broadcast_to(np.asarray(step_s, dtype=float), base.shape)
     b = np.broadcast_to(np.asarray(busy, dtype=float), base.shape)
     if w.size == 1:
-        queued = np.isfinite(decay)
-        d, r = np.where(queued, decay, 0.0), np.where(queued, rho_c, 0.0)
-        mean_w = np.where(queued, r / np.where(queued, d, 1.0), 0.0)
+        d, r, mean_w = _wait_tail(rho_c, decay)
         return np.where(saturated, np.inf,
                         own[..., 0] + _one_class_wait(tail, d, r, mean_w, np.maximum(span, 1e-12), b))
     lo, hi = base, base + span + 1e-12
