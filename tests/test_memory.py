@@ -194,6 +194,7 @@ def test_engines_documented():
     (("fit", "llama-3.1-8b", "-s", "h900"), "unknown system 'h900'"),
     (("fit", "llama-3.1-8b", "--precision", "fp7"), "unknown precision 'fp7'"),
     (("fit", "llama-3.1-8b", "--kv-dtype", "int3"), "unknown KV-cache dtype 'int3'"),
+    (("fit", "llama-3.1-8b", "--kv-dtype", "fp4"), "unknown KV-cache dtype 'fp4'"),  # as typed, not 'nvfp4'
     (("fit", "llama-3.1-70b", "--tp", "3"), "TP=3 does not divide the 64 attention heads"),
     (("fit", "llama-3.1-70b", "--tp", "-2"), "--tp: must be an integer in 1..4,096"),
     (("fit", "llama-3.1-8b", "--ep", "2"), "EP=2 needs an MoE model"),

@@ -133,7 +133,7 @@ def resolve_precision(model: ModelArch, precision: str | None = None, experts_pr
         label += f"+experts:{fmts['routed_experts'].name}"
     act = "fp16" if model.torch_dtype in ("float16", "fp16") else "bf16"
     kv = normalise(kv_dtype) if kv_dtype else act
-    return Precision(label, fmts, kv, kv_bytes_per_elem(kv))
+    return Precision(label, fmts, kv, kv_bytes_per_elem(kv_dtype or act))  # the error quotes what was typed
 
 
 def naive_bytes_per_param(precision: str) -> float:
