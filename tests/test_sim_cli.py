@@ -66,6 +66,30 @@ def test_trace_form(run_cli):
     assert json.loads(out)["requests"] == 2000
 
 
+def test_requests_longer_than_the_kv_cache_are_rejected_and_said(run_cli):
+    """A replica admits a request while prompt + output + one block fit in its KV cache less the watermark (vLLM's
+    1%, sim.config.ReplicaSpec): 100,100 tokens do not fit in 20% of one H200, so every request is rejected, the
+    report counts them apart and says so, and perf refuses the same request naming --isl."""
+    base = ("meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--gpus", "1", "--gpu-memory-utilization", "0.2")
+    code, out, err = run_cli("perf", *base, "--isl", "1000", "--osl", "100", "--concurrency", "1", "--json")
+    assert code == 0, err
+    capacity = json.loads(out)["kv_capacity_tokens"]
+    assert capacity < 100_000 + 100
+    sim = ("simulate", *base, "--isl", "100000", "--osl", "100", "--rate", "1", "--requests", "10")
+    code, out, err = run_cli(*sim, "--json")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["rejected"] == rep["rejected_too_long"] == 10 and rep["completed"] == 0
+    assert rep["kv_admit_tokens"] == pytest.approx(capacity * 0.99, rel=1e-4)  # the simulator's own step model
+    code, out, err = run_cli(*sim)
+    assert code == 0 and "10 rejected requests need more KV cache than a replica admits" in " ".join(out.split())
+    code, out, err = run_cli("perf", *base, "--isl", "100000", "--osl", "100", "--concurrency", "1")
+    assert code == 2 and "--isl: a request of 100,000 + 100 tokens needs more KV cache" in " ".join(err.split())
+    code, out, err = run_cli("simulate", *base, "--isl", "1000", "--osl", "100", "--rate", "1", "--requests", "10",
+                             "--json")
+    assert code == 0 and json.loads(out)["rejected_too_long"] == 0
+
+
 @pytest.mark.parametrize("args, match", [
     (("simulate",), "MODEL or --scenario"),
     (("simulate", "meta-llama/Llama-3.1-8B"), "--system"),

@@ -751,6 +751,11 @@ class SimReport(Schema):
     requests: int
     completed: int
     rejected: int
+    rejected_too_long: int = Field(0, description="of the rejected requests, those whose prompt + output tokens "
+                                                  "exceed what one replica's KV cache admits (kv_admit_tokens); "
+                                                  "the others met a full queue (max_queue)")
+    kv_admit_tokens: float | None = Field(None, description="KV-cache tokens one replica admits a request into: "
+                                                            "its capacity less the engine's watermark")
     failed: int
     retried: int
     preemptions: int

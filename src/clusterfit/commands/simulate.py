@@ -139,6 +139,10 @@ def render_simulation(console: Console, report: SimResult) -> None:
     console.print(f"requests {report.requests:,}: completed {report.completed:,}, rejected "
                   f"{report.rejected:,}, failed {report.failed:,} (retried {report.retried:,}); "
                   f"preemptions {report.preemptions:,}")
+    if report.rejected_too_long and report.kv_admit_tokens is not None:
+        console.print(f"[yellow]{report.rejected_too_long:,} rejected requests need more KV cache than a replica "
+                      f"admits ({report.kv_admit_tokens:,.0f} tokens): give each replica more GPUs or memory "
+                      "(--gpus, --gpu-memory-utilization) or shorter requests[/]")
     console.print(f"throughput {thr.requests_per_s:,.2f} req/s, {thr.output_tokens_per_s:,.0f} output tok/s; "
                   f"goodput {report.goodput:.1%}")
     if report.verdict is not None:

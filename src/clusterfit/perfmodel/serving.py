@@ -24,7 +24,7 @@ iterations at contexts isl..isl+osl: ``static_batch`` below.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +53,16 @@ def max_throughput_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> Num:
     cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp
                      * sm.engine.caps_in_flight(sm.pp), sm.max_num_seqs)
     return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), cap), 0.0)
+
+
+def _refuse_too_long(sm: StepModel, isl: int, osl: int) -> NoReturn:
+    """The error for a request whose tokens the KV cache of one attention-DP rank cannot hold."""
+    from ..schema import ParameterError  # the schema module imports the model code, not the other way
+
+    rank = " per attention-DP rank" if sm.dp > 1 else ""
+    raise ParameterError("isl", f"a request of {isl:,} + {osl:,} tokens needs more KV cache than this layout admits "
+                         f"({sm.kv_capacity_tokens / max(sm.dp, 1):,.0f} tokens{rank}); give it more GPUs (--gpus, "
+                         "--tp), more memory (--gpu-memory-utilization), fp8 KV (--kv-dtype fp8) or shorter requests")
 
 
 def cycle_s(sm: StepModel, batch: ArrayLike, isl: ArrayLike, osl: ArrayLike) -> Num:
@@ -134,7 +144,7 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
                               f"precision (no memory left for the KV cache)")
     cap = float(max_throughput_batch(sm, isl, osl))
     if cap < 1:
-        raise ClusterfitError(f"the KV cache holds no request of {isl}+{osl} tokens on this layout")
+        _refuse_too_long(sm, isl, osl)
     per_step = 1.0 if drafting is None else drafting.tokens_per_step
     if batch is not None:
         if batch < 1:

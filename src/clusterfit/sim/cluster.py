@@ -363,6 +363,7 @@ class Cluster:
     def _result(self, window_s: float, wall0: float) -> SimRun:
         """The run's outcome; it ends at the last arrival or the last finish, whichever is later."""
         requests = self.ledger.arrays()
+        too_long = int(np.count_nonzero(np.asarray(self.too_big, bool) & (requests["status"] == REJECTED)))
         gaps = TokenGaps()
         for r in self.replicas:
             gaps.merge(r.gaps)
@@ -380,7 +381,8 @@ class Cluster:
             sim_wall_s=time.perf_counter() - wall0,
             config=self.config,
             extra={"window_s": window_s, "kv_capacity_tokens": self.kv_capacity, "max_num_seqs": self.max_num_seqs,
-                   "max_num_batched_tokens": self.max_num_batched_tokens},
+                   "max_num_batched_tokens": self.max_num_batched_tokens, "rejected_too_long": too_long,
+                   "kv_admit_tokens": self.admit_cap},
             token_gaps=gaps,
         )
 

@@ -83,6 +83,8 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
         "requests": n,
         "completed": int(done.sum()),
         "rejected": int((status == REJECTED).sum()),
+        "rejected_too_long": int(run.extra.get("rejected_too_long", 0)),
+        "kv_admit_tokens": float(run.extra["kv_admit_tokens"]) if "kv_admit_tokens" in run.extra else None,
         "failed": int((status == FAILED).sum()),
         "retried": int((req["retries"] > 0).sum()),
         "preemptions": int(req["preemptions"].sum()),
