@@ -303,3 +303,26 @@ def test_deploy_of_an_inline_config_names_the_model(client: httpx.Client) -> Non
                                             "systems": ["h200"]})
     assert resp.status_code == 422 and resp.json()["parameter"] == "model", resp.text
     assert "give its Hugging Face id" in resp.json()["detail"]
+
+
+@pytest.mark.parametrize("path, body, field, message", [
+    ("/api/perf", {"model": "llama-3.1-8b", "system": "h900", "isl": 10, "osl": 10, "concurrency": 1}, "system",
+     "unknown system 'h900'"),
+    ("/api/perf", {"model": "llama-3.1-8b", "system": "h200", "isl": 10, "osl": 10, "concurrency": 1,
+                   "kv_dtype": "fp4"}, "kv_dtype", "unknown KV-cache dtype 'fp4'"),
+    ("/api/perf", {"model": "llama-3.1-8b", "system": "h200", "isl": 10, "osl": 10, "concurrency": 1,
+                   "engine": "vllmx"}, "engine", "unknown engine 'vllmx'"),
+    ("/api/plan", {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": ["h900"]}, "systems",
+     "unknown system 'h900'"),
+    ("/api/plan", {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": ["h200"],
+                   "precisions": ["fp7"]}, "precisions", "unknown precision 'fp7'"),
+    ("/api/fit", {"model": "llama-3.1-8b", "systems": ["h200"], "kv_dtype": "int3"}, "kv_dtype",
+     "unknown KV-cache dtype 'int3'"),
+])
+def test_unknown_names_name_their_field(client: httpx.Client, path: str, body: dict, field: str,
+                                        message: str) -> None:
+    """An unknown system, precision, KV dtype or engine names the body field it came in (plural where the body
+    takes a list), as every other refused value does."""
+    resp = client.post(path, json=body)
+    assert resp.status_code == 422 and resp.json()["parameter"] == field, resp.text
+    assert message in resp.json()["detail"]

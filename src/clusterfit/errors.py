@@ -7,7 +7,10 @@ from collections.abc import Iterable
 
 
 class ClusterfitError(ValueError):
-    """Bad input or an impossible request, with a message meant for the user."""
+    """Bad input or an impossible request, with a message meant for the user. ``parameter`` names the request
+    parameter it is about where one is known (the HTTP API's error body carries it); the message says it in words."""
+
+    parameter: str | None = None
 
 
 def close_matches(word: str, choices: Iterable[str], n: int = 5) -> list[str]:
@@ -20,6 +23,9 @@ def close_matches(word: str, choices: Iterable[str], n: int = 5) -> list[str]:
 
 #: The command that lists the known names of each kind.
 LISTING = {"model": "clusterfit models", "system": "clusterfit hardware", "gpu": "clusterfit hardware"}
+#: The request parameter an unknown name of each kind was given in.
+PARAMETER_OF_KIND = {"model": "model", "system": "system", "gpu": "system", "engine": "engine",
+                     "precision": "precision", "KV-cache dtype": "kv_dtype"}
 
 
 def unknown(kind: str, word: str, choices: Iterable[str]) -> ClusterfitError:
@@ -28,5 +34,8 @@ def unknown(kind: str, word: str, choices: Iterable[str]) -> ClusterfitError:
     hits = close_matches(word, choices)
     hint = f" Did you mean: {', '.join(hits)}?" if hits else ""
     if kind in LISTING:
-        return ClusterfitError(f"unknown {kind} '{word}'.{hint} See `{LISTING[kind]}` for the full list.")
-    return ClusterfitError(f"unknown {kind} '{word}'.{hint} Known: {', '.join(choices)}.")
+        err = ClusterfitError(f"unknown {kind} '{word}'.{hint} See `{LISTING[kind]}` for the full list.")
+    else:
+        err = ClusterfitError(f"unknown {kind} '{word}'.{hint} Known: {', '.join(choices)}.")
+    err.parameter = PARAMETER_OF_KIND.get(kind)
+    return err

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from .arch import COMPONENTS, ModelArch
-from .errors import ClusterfitError
+from .errors import ClusterfitError, unknown
 
 
 @dataclass(frozen=True)
@@ -79,14 +79,14 @@ def weight_format(name: str, hidden: int = 4096) -> WeightFormat:
         return WeightFormat(n, 8.0 + 8.0 / 32, "fp8")
     if n == "nvfp4":
         return WeightFormat(n, 4.0 + 8.0 / 16, "fp4")
-    raise ClusterfitError(f"unknown precision '{name}'. Known: {', '.join(PRECISIONS)}")
+    raise unknown("precision", name, PRECISIONS)
 
 
 def kv_bytes_per_elem(kv_dtype: str) -> float:
     """Bytes per cached K/V element for a KV-cache dtype (bf16/fp16 2, fp8 1)."""
     n = normalise(kv_dtype)
     if n not in KV_DTYPES:
-        raise ClusterfitError(f"unknown KV-cache dtype '{kv_dtype}'. Known: {', '.join(KV_DTYPES)}")
+        raise unknown("KV-cache dtype", kv_dtype, KV_DTYPES)
     return KV_DTYPES[n]
 
 
@@ -147,4 +147,4 @@ def naive_bytes_per_param(precision: str) -> float:
         return 0.5
     if n == "fp32":
         return 4.0
-    raise ClusterfitError(f"unknown precision '{precision}'. Known: {', '.join(PRECISIONS)}")
+    raise unknown("precision", precision, PRECISIONS)

@@ -33,6 +33,8 @@ MAX_BATCH = 1_000_000
 class ParameterError(ClusterfitError):
     """A request parameter out of its range or of the wrong type; ``parameter`` names it (API name)."""
 
+    parameter: str
+
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(f"{parameter}: {message}")
         self.parameter = parameter

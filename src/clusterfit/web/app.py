@@ -210,10 +210,19 @@ def _validation_message(request: Request, exc: RequestValidationError) -> tuple[
         except ParameterError as perr:
             return 422, str(perr), perr.parameter
         except ClusterfitError as cerr:
-            return 422, str(cerr), None
+            return 422, str(cerr), _body_parameter(request.url.path, cerr.parameter)
     err = errors[0] if errors else {"loc": (), "msg": "invalid request"}
     loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
     return 422, f"{loc + ': ' if loc else ''}{str(err.get('msg', 'invalid')).lower()}", loc or None
+
+
+def _body_parameter(path: str, name: str | None) -> str | None:
+    """The body field an error's parameter names on this endpoint: ``systems`` on /api/plan for a ``system``
+    (the model code names the one value it was given; bodies that take several use the plural)."""
+    cls = _BODY_OF.get(path)
+    if name is None or cls is None or name in cls.model_fields:
+        return name
+    return f"{name}s" if f"{name}s" in cls.model_fields else name
 
 
 def _install_errors(app: FastAPI) -> None:
@@ -223,7 +232,7 @@ def _install_errors(app: FastAPI) -> None:
         return _error(status, message, parameter)
 
     async def on_clusterfit(request: Request, exc: Exception) -> Response:
-        return _error(422, str(exc), getattr(exc, "parameter", None))
+        return _error(422, str(exc), _body_parameter(request.url.path, getattr(exc, "parameter", None)))
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
