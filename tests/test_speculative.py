@@ -271,7 +271,10 @@ def test_plan_rejects_bad_speculative_options(run_cli):
 def test_mtp_drafting_loads_the_checkpoints_mtp_layers():
     """Under mtp the engine loads the checkpoint's MTP (NextN) layers as the drafter: their weights leave that much
     less for the KV cache on every GPU (memory.weight_bytes_per_gpu with include_mtp); EAGLE heads are a separate
-    checkpoint the config does not describe, so eagle3 changes nothing."""
+    checkpoint the config does not describe, so eagle3 leaves the budget alone. Either drafter's attention layer keeps
+    KV in the same cache (memory.draft_kv_layers): DeepSeek-V3's bf16 MLA cache, 576 latent + rope elements x 2 B =
+    1,152 B per layer on every TP rank, goes from 61 x 1,152 = 70,272 to 62 x 1,152 = 71,424 B per token per GPU;
+    Llama-3.1-8B's from 32 to 33 x (2 x 8 KV heads x 128 x 2 B) = 135,168 B with an EAGLE-3 head."""
     from clusterfit.compose import Catalog, build_replica
     from clusterfit.memory import weight_bytes_per_gpu
 
@@ -284,3 +287,16 @@ def test_mtp_drafting_loads_the_checkpoints_mtp_layers():
     assert extra > 1e9      # one fp8 NextN layer of 11.6B parameters over 8 GPUs
     assert plain.step.kv_rank_budget_bytes - mtp.step.kv_rank_budget_bytes == pytest.approx(extra, rel=1e-9)
     assert eagle.step.kv_rank_budget_bytes == plain.step.kv_rank_budget_bytes
+    assert plain.step.kv_bytes_per_token_per_gpu == 70_272
+    assert mtp.step.kv_bytes_per_token_per_gpu == eagle.step.kv_bytes_per_token_per_gpu == 71_424
+    assert eagle.step.kv_capacity_tokens == pytest.approx(plain.step.kv_capacity_tokens * 61 / 62, rel=1e-12)
+    from clusterfit.memory import fit
+
+    mem = fit(mtp.model, mtp.system, mtp.precision, mtp.layout, 1, mtp.engine, context=4096)
+    assert mem.kv_bytes_per_token_per_gpu == 71_424   # the memory model counts the same layer
+    assert mem.kv_bytes_per_sequence_per_gpu == 62 * 1_152 * 4096
+    assert any("mtp drafter's 1 attention layer(s)" in n for n in mem.notes)
+    llama = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "h200", tp=1, speculative="eagle3")
+    assert llama.step.kv_bytes_per_token_per_gpu == 135_168
+    ngram = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "h200", tp=1, speculative="ngram")
+    assert ngram.step.kv_bytes_per_token_per_gpu == 32 * 4_096   # prompt lookup has no layers

@@ -309,6 +309,9 @@ class Engine:
     #: the checkpoint's MTP (NextN) layers are loaded as the drafter (speculative decoding with method mtp): their
     #: weights then take GPU memory (memory.fit include_mtp); set by for_speculative, never in engines.yaml
     loads_mtp_layers: bool = False
+    #: the drafter under speculative decoding (speculative.METHODS), set by for_speculative: its attention layers
+    #: keep KV in the target's cache (memory.draft_kv_layers), never in engines.yaml
+    draft_method: str | None = None
     #: the accelerator vendors the engine runs on (hardware.GPU.vendor); empty: any in the catalog
     vendors: tuple[str, ...] = ()
     #: the engine refuses max_num_batched_tokens below max_num_seqs (check_settings)
@@ -396,9 +399,12 @@ class Engine:
     def for_speculative(self, dp: int = 1, method: str | None = None) -> "Engine":
         """This engine as it runs with speculative decoding on ``dp`` attention-DP ranks: ``speculative_max_num_seqs``
         // dp running sequences per rank (a static cap) and ``speculative_async_scheduling``, each unless the user
-        set it; with ``method`` mtp the checkpoint's MTP layers loaded (``loads_mtp_layers``). Returns the engine
+        set it; with ``method`` mtp the checkpoint's MTP layers loaded (``loads_mtp_layers``); ``draft_method``
+        records the drafter, whose attention layers share the KV cache (memory.draft_kv_layers). Returns the engine
         before ``for_layout`` when it changes (to be resolved again, as with_settings)."""
         changes: dict[str, Any] = {"loads_mtp_layers": True} if method == "mtp" else {}
+        if method is not None:
+            changes["draft_method"] = method
         if self.speculative_max_num_seqs is not None and "max_num_seqs" not in self.user_set:
             changes.update(max_num_seqs=max(1, int(self.speculative_max_num_seqs) // max(1, int(dp))),
                            batch_cap_rule="static")

@@ -144,6 +144,36 @@ def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: L
     return memo[key]
 
 
+def draft_kv_layers(model: ModelArch, method: str | None) -> int:
+    """Attention layers the drafter adds to the KV cache under speculative decoding: engines allocate the draft
+    model's attention layers in the target's KV cache, one slot per token (vLLM v1/spec_decode/eagle.py
+    EagleProposer.load_model collects draft_attn_layer_names for the KV cache spec). mtp: the checkpoint's MTP
+    (NextN) layers; eagle / eagle3: the head's one decoder layer (the EAGLE papers' head; SpecForge's configs all
+    set num_hidden_layers 1); ngram or none: 0."""
+    if method == "mtp":
+        return int(model.mtp_layers)
+    return 1 if method in ("eagle", "eagle3") else 0
+
+
+def _draft_layer(model: ModelArch) -> Layer | None:
+    """The layer a drafter's attention layer is sized as: the model's first full (unwindowed) KV-caching layer. An
+    MTP layer repeats the model's full-attention layer; an EAGLE head's config is not the target's, but SpecForge's
+    Llama-family heads keep the target's KV heads and head size (configs/llama3-70B-ealge3.json,
+    qwen3-235B-A22B-eagle3.json). Its DeepSeek-V3 head caches 8 KV heads of 128 where the target caches a 576-wide
+    latent, 3.6x this layer's bytes (configs/deepseek-v3-671b-eagle3.json): a known undercount of one layer."""
+    caching = [L for L in model.layers if L.attention.caches_kv]
+    return next((L for L in caching if not L.attention.window), caching[0] if caching else None)
+
+
+def draft_kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
+                                     method: str | None) -> float:
+    """KV bytes per token per GPU of the drafter's attention layers (draft_kv_layers), on the stage that holds them
+    (the last; the fit adds them to the largest stage, an upper bound under PP)."""
+    n, layer = draft_kv_layers(model, method), _draft_layer(model)
+    return 0.0 if n == 0 or layer is None else n * layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem,
+                                                                                      layout.tp)
+
+
 def recurrent_state_bytes_per_sequence(model: ModelArch, layout: Layout) -> float:
     """Recurrent-state bytes one sequence holds on one GPU of the largest stage: the linear-attention / Mamba layers'
     constant state (heads split by tp, in the config's state dtype; the part of ``kv_bytes_per_sequence`` that does
@@ -387,8 +417,13 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                          "weights and runtime reserve exceed the engine's memory budget", notes=tuple(notes),
                          memory_fraction=eng.gpu_memory_utilization)
     per_tok = kv_bytes_per_token(model, precision)
-    per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay)
-    per_seq = kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_context_only)
+    draft = draft_kv_bytes_per_token_per_gpu(model, precision, lay, eng.draft_method)
+    per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay) + draft
+    per_seq = (kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_context_only)
+               + draft * math.ceil(context / block_size) * block_size)
+    if draft:
+        notes.append(f"the {eng.draft_method} drafter's {draft_kv_layers(model, eng.draft_method)} attention "
+                     f"layer(s) keep KV in the same cache: +{draft:,.0f} bytes per token per GPU")
     groups = lay.dp
     # an engine that keeps recurrent states in a pool of their own (SGLang) splits the budget: the KV pool holds
     # the tokens, the state pool caps the running sequences (Engine.split_state_pool)

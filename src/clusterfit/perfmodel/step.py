@@ -41,7 +41,7 @@ from ..arch import FFN, Attention, ModelArch, model_memo
 from ..engines import Engine
 from ..hardware import Gpu, System
 from ..layout import Layout
-from ..memory import fit, recurrent_state_bytes_per_sequence, weight_bytes_per_gpu
+from ..memory import draft_kv_bytes_per_token_per_gpu, fit, recurrent_state_bytes_per_sequence, weight_bytes_per_gpu
 from ..precision import Precision, WeightFormat
 from . import comm, ops
 from .kernels import GemmCurve, KernelCurves, gemm_time_s, load_curves
@@ -886,7 +886,8 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
                          cap, m0) for ffn, cnt in tally.moe_counts.items())
     # weights per GPU from the memory model (exact formats, replicated and uneven shards); KV per token from the
     # attention op coefficients (the memory model agrees: tests/test_perf_model.py)
-    kv_tok = sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * frac
+    kv_tok = (sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * frac
+              + draft_kv_bytes_per_token_per_gpu(model, precision, layout, eng.draft_method))  # the drafter's layers
     if kv_budget_bytes_per_gpu is None:  # the memory model with the engine's budgeting
         nodes = max(1, -(-gpus // system.gpus_per_node))
         mem = fit(model, system, precision, layout, nodes, eng, include_mtp=eng.loads_mtp_layers)
