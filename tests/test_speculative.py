@@ -1,6 +1,9 @@
 """Speculative decoding (clusterfit.speculative, sim.config.SpeculativeSpec, Engine.for_speculative): the tokens a step
 yields, the drafter's cost from the model, SGLang's defaults under speculative decoding, and the simulator using them."""
 
+import json
+from pathlib import Path
+
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -300,3 +303,78 @@ def test_mtp_drafting_loads_the_checkpoints_mtp_layers():
     assert llama.step.kv_bytes_per_token_per_gpu == 135_168
     ngram = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "h200", tp=1, speculative="ngram")
     assert ngram.step.kv_bytes_per_token_per_gpu == 32 * 4_096   # prompt lookup has no layers
+
+
+# ---- EAGLE draft heads described by their config.json (tests/data/eagle/SOURCE.md) ------------------------------
+EAGLE = Path(__file__).parent / "data" / "eagle"
+
+
+def test_draft_head_sizes_by_hand():
+    """vLLM's EAGLE-3 Llama head (llama_eagle3.py): one decoder layer whose q/k/v read 2 x hidden, fc 3h -> h
+    (replicated), its own LM head of draft_vocab_size rows, the target's embedding (same vocabulary). Llama-3.1-70B's
+    SpecForge head, h 8,192, 64 heads, 8 KV heads of 128, intermediate 28,672:
+      q/k/v 16,384 x 80 x 128 = 167,772,160; o 8,192 x 8,192 = 67,108,864; MLP 3 x 8,192 x 28,672 = 704,643,072;
+      LM head 32,000 x 8,192 = 262,144,000 -> 1,201,668,096 split over TP;
+      fc 3 x 8,192 x 8,192 = 201,326,592 + 4 norms of 8,192 = 201,359,360 on every GPU.
+    At TP8 in 16 bits: (1,201,668,096 / 8 + 201,359,360) x 2 = 703,135,744 bytes per GPU."""
+    from clusterfit.speculative import draft_head
+
+    cfg = json.loads((EAGLE / "llama3-70B-eagle3.json").read_text())
+    head = draft_head(cfg, load_model("meta-llama/Llama-3.1-70B"), "eagle3")
+    assert (head.sharded_params, head.replicated_params) == (1_201_668_096, 201_359_360)
+    assert head.weight_bytes_per_gpu(8) == 703_135_744
+    assert head.kv_bytes_per_token_per_gpu(8, 2.0) == 2 * 1 * 128 * 2      # one KV head per rank
+    qwen = draft_head(json.loads((EAGLE / "qwen3-32b-eagle3.json").read_text()), load_model("Qwen/Qwen3-32B"), "eagle3")
+    # q/k/v 10,240 x 80 x 80 + o 5,120 x 5,120 + MLP 3 x 5,120 x 25,600 + LM head 32,000 x 5,120
+    assert qwen.sharded_params == 65_536_000 + 26_214_400 + 393_216_000 + 163_840_000
+    assert qwen.replicated_params == 3 * 5120 * 5120 + 4 * 5120
+    eagle1 = draft_head(cfg, load_model("meta-llama/Llama-3.1-70B"), "eagle")   # h-wide q/k/v, fc 2h, shared head
+    assert eagle1.sharded_params == 8192 * 80 * 128 + 67_108_864 + 704_643_072
+    assert eagle1.replicated_params == 2 * 8192 * 8192 + 3 * 8192
+
+
+@pytest.mark.parametrize("change, method, message", [
+    ({"hidden_size": 4096}, "eagle3", "hidden_size 4,096 is not Llama-3.1-70B's 8,192"),
+    ({"num_local_experts": 16}, "eagle3", "mixture-of-experts draft layer"),
+    ({"intermediate_size": 0}, "eagle3", "'intermediate_size' must be a positive integer"),
+    ({"num_attention_heads": True}, "eagle3", "'num_attention_heads' must be a positive integer"),
+    ({}, "mtp", "only eagle and eagle3 load a draft head"),
+])
+def test_draft_head_refusals_name_the_field(change, method, message):
+    from clusterfit.schema import ParameterError
+    from clusterfit.speculative import draft_head
+
+    cfg = {**json.loads((EAGLE / "llama3-70B-eagle3.json").read_text()), **change}
+    with pytest.raises(ParameterError, match=message) as exc:
+        draft_head(cfg, load_model("meta-llama/Llama-3.1-70B"), method)
+    assert exc.value.parameter == "speculative_draft_config"
+
+
+def test_draft_config_is_counted_in_perf_and_simulate(run_cli):
+    """The head's weights come out of every GPU's KV budget (perf's weight_bytes_per_gpu grows by exactly the
+    hand-computed 703,135,744 bytes) and the simulator admits less; errors name --speculative-draft-config."""
+    base = ("meta-llama/Llama-3.1-70B", "--system", "h200", "--tp", "8", "--isl", "1000", "--osl", "100",
+            "--num-speculative-tokens", "3", "--speculative-method", "eagle3")
+    head = ("--speculative-draft-config", str(EAGLE / "llama3-70B-eagle3.json"))
+    runs = {}
+    for name, extra in (("without", ()), ("with", head)):
+        code, out, err = run_cli("perf", *base, "--concurrency", "8", *extra, "--json")
+        assert code == 0, err
+        runs[name] = json.loads(out)
+    assert runs["with"]["weight_bytes_per_gpu"] - runs["without"]["weight_bytes_per_gpu"] == 703_135_744
+    assert runs["with"]["kv_capacity_tokens"] < runs["without"]["kv_capacity_tokens"]
+    assert any("takes 0.70 GB per GPU" in n for n in runs["with"]["notes"])
+    assert any("weights are not counted" in n for n in runs["without"]["notes"])
+    admits = []
+    for extra in ((), head):
+        code, out, err = run_cli("simulate", *base, "--rate", "1", "--requests", "20", *extra, "--json")
+        assert code == 0, err
+        admits.append(json.loads(out)["kv_admit_tokens"])
+    assert admits[1] < admits[0]
+    for extra, message in ((("--speculative-draft-config", "nope.json"), "draft config not found"),
+                           (("--speculative-draft-config", str(EAGLE / "qwen3-32b-eagle3.json")),
+                            "hidden_size 5,120 is not Llama-3.1-70B's 8,192")):
+        code, out, err = run_cli("perf", *base, "--concurrency", "8", *extra)
+        assert code == 2 and err.startswith("error: --speculative-draft-config:") and message in err, err
+    code, out, err = run_cli("perf", *base[:-2], "--concurrency", "8", *head)   # mtp (the default) loads no head
+    assert code == 2 and "--speculative-draft-config" in err and "not with mtp" in err

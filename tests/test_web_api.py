@@ -326,3 +326,20 @@ def test_unknown_names_name_their_field(client: httpx.Client, path: str, body: d
     resp = client.post(path, json=body)
     assert resp.status_code == 422 and resp.json()["parameter"] == field, resp.text
     assert message in resp.json()["detail"]
+
+
+def test_draft_head_config_over_http(client: httpx.Client) -> None:
+    """The draft head's config.json travels as content (the server reads no file): its weights are counted as on
+    the command line, and a head the model cannot use names the field."""
+    import json
+    from pathlib import Path
+
+    cfg = json.loads((Path(__file__).parent / "data" / "eagle" / "llama3-70B-eagle3.json").read_text())
+    body = {"model": "meta-llama/Llama-3.1-70B", "system": "h200", "tp": 8, "isl": 1000, "osl": 100,
+            "concurrency": 8, "num_speculative_tokens": 3, "speculative_method": "eagle3"}
+    plain = client.post("/api/perf", json=body)
+    counted = client.post("/api/perf", json={**body, "speculative_draft_config": cfg})
+    assert plain.status_code == counted.status_code == 200, counted.text
+    assert counted.json()["weight_bytes_per_gpu"] - plain.json()["weight_bytes_per_gpu"] == 703_135_744
+    bad = client.post("/api/perf", json={**body, "speculative_draft_config": {**cfg, "hidden_size": 4096}})
+    assert bad.status_code == 422 and bad.json()["parameter"] == "speculative_draft_config", bad.text

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .arch import load_model
-from .compose import Catalog, build_replica
+from .compose import Catalog, CompiledReplica, build_replica
 from .precision import resolve_precision
 from .speculative import check_drafter
 from .errors import ClusterfitError
@@ -270,7 +270,9 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
                   "context" if req.context is not None and req.context >= req.isl + req.osl else "isl")
     settings = req.engine_settings()
     spec = req.speculative_spec()
-    rep = build_replica(Catalog.load(req.catalog, settings=settings, profile=req.profile), model, req.system,
+    head = req.draft_head(model, spec.method if spec is not None else None)
+    rep = build_replica(Catalog.load(req.catalog, settings=settings, profile=req.profile, draft_head=head),
+                        model, req.system,
                         precision=req.precision,
                         experts_precision=req.experts_precision, kv_dtype=req.kv_dtype, gpus=req.gpus, tp=req.tp,
                         pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False,
@@ -287,6 +289,8 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
                      f"shipped H200-derived curves for {', '.join(req.profile.families())}")
     if req.concurrency is not None and req.concurrency > out["batch"]:
         notes.append(_queue_concurrency(rep.step, out, req.concurrency, req.isl, req.osl))
+    if spec is not None:
+        notes.extend(_drafter_memory_note(rep, spec.method))
     lay = rep.layout
     return PerfResult.model_validate({
         "model": rep.model.name, "system": rep.system.id, "engine": req.engine, "precision": rep.precision.name,
@@ -294,6 +298,26 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
         "isl": req.isl, "osl": req.osl, **out, "notes": notes,
         "engine_settings": ServingEngineSettings.of(rep.engine, settings.given()),
         **_perf_intervals(out, rep.engine.name, rep.system.gpu.id, rep.model)})
+
+
+def _drafter_memory_note(rep: CompiledReplica, method: str) -> list[str]:
+    """What the memory counts of the drafter: the EAGLE head's weights (given its config) or that they are not
+    counted, and the drafter's KV layers (memory.draft_kv_layers); nothing for n-gram lookup."""
+    from .memory import draft_kv_layers, drafter_weight_bytes_per_gpu
+
+    if method not in ("eagle", "eagle3", "mtp"):
+        return []
+    n = draft_kv_layers(rep.model, method)
+    if method == "mtp":
+        return [f"mtp drafts with the checkpoint's {n} MTP layer(s): their weights are loaded and they keep KV in "
+                "the target's cache"]
+    kv = f"its {n} attention layer(s) keep KV in the target's cache"
+    head = drafter_weight_bytes_per_gpu(rep.engine, rep.layout)
+    if head:
+        return [f"the {method} draft head ({rep.engine.draft_head.layers} layer(s)) takes {head / 1e9:.2f} GB per GPU "
+                f"and {kv}"]
+    return [f"the {method} draft head's weights are not counted (give its config.json: --speculative-draft-config); "
+            f"{kv}, sized as the target's"]
 
 
 def _perf_intervals(out: dict[str, Any], engine: str, gpu_id: str, model: ModelArch) -> dict[str, Any]:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .perfmodel.step import StepModel
     from .precision import Precision
     from .profile import Profile
+    from .speculative import DraftHead
 
 #: KV token slots the default (smallest) layout must leave when no layout is given.
 DEFAULT_MIN_KV_TOKENS = 32768
@@ -49,10 +50,12 @@ class Catalog:
     engines_file: str | None = None
     settings: EngineSettings | None = None
     profile: Profile | None = None
+    draft_head: DraftHead | None = None
 
     @classmethod
     def load(cls, hardware: list[Path] | tuple[Path, ...] | None = None, engines_file: str | None = None,
-             settings: EngineSettings | None = None, profile: Profile | None = None) -> Catalog:
+             settings: EngineSettings | None = None, profile: Profile | None = None,
+             draft_head: DraftHead | None = None) -> Catalog:
         """The catalogs; ``profile`` is checked against the hardware catalog (profile.check_profile)."""
         from .hardware import load_hardware
 
@@ -61,7 +64,7 @@ class Catalog:
             from .profile import check_profile
 
             profile = check_profile(profile, hw)
-        return cls(hw, engines_file, settings, profile)
+        return cls(hw, engines_file, settings, profile, draft_head)
 
     def curves(self, gpu: Gpu) -> KernelCurves:
         """The kernel curves for ``gpu``: the profile's where it was measured on that GPU, else the shipped ones."""
@@ -97,6 +100,8 @@ class Catalog:
             eng.check_runs_on(system)
         eng = eng.for_gpu(system.gpu.id).for_device(system.gpu) if system is not None else eng
         eng = self.settings.apply(eng) if self.settings is not None else eng
+        if self.draft_head is not None:
+            eng = eng.with_draft_head(self.draft_head)
         if system is not None:
             eng.check_settings()   # with the GPU's defaults in place
         return eng

@@ -312,6 +312,9 @@ class Engine:
     #: the drafter under speculative decoding (speculative.METHODS), set by for_speculative: its attention layers
     #: keep KV in the target's cache (memory.draft_kv_layers), never in engines.yaml
     draft_method: str | None = None
+    #: the EAGLE / EAGLE-3 draft head the user described (speculative.DraftHead; compose.Catalog.draft_head): its
+    #: weights and KV under eagle / eagle3 (memory.drafter_weight_bytes_per_gpu); None: not described
+    draft_head: Any = None
     #: the accelerator vendors the engine runs on (hardware.GPU.vendor); empty: any in the catalog
     vendors: tuple[str, ...] = ()
     #: the engine refuses max_num_batched_tokens below max_num_seqs (check_settings)
@@ -387,6 +390,10 @@ class Engine:
         if async_scheduling is not None:
             changes["async_scheduling"] = bool(async_scheduling)
         return self._changed(changes, by_user=True)
+
+    def with_draft_head(self, head: Any) -> "Engine":
+        """This engine with the user's EAGLE draft head (speculative.DraftHead), counted under eagle / eagle3."""
+        return self._changed({"draft_head": head}, by_user=False)
 
     def _changed(self, changes: dict[str, Any], by_user: bool) -> "Engine":
         """This engine with ``changes`` (recorded in ``user_set`` when the user gave them). The changes go on the

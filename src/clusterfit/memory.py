@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .arch import Layer, ModelArch, model_memo
 from .attention import INDEXER_BYTES_PER_ELEM, INDEXER_SCALE_BYTES, LINEAR_STATE_BYTES  # noqa: F401 (re-exported)
@@ -27,6 +28,9 @@ from .errors import ClusterfitError
 from .hardware import System
 from .layout import Layout, default_layout, layout_problem
 from .precision import Precision, naive_bytes_per_param
+
+if TYPE_CHECKING:
+    from .speculative import DraftHead
 
 #: Measured on an H200 (shared/reference/measured/h200-memory-fp8-moe.json, torch.cuda.mem_get_info):
 #: total 150,109,880,320 B; free after CUDA context creation 149,557,477,376 B.
@@ -166,12 +170,23 @@ def _draft_layer(model: ModelArch) -> Layer | None:
 
 
 def draft_kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
-                                     method: str | None) -> float:
+                                     method: str | None, head: DraftHead | None = None) -> float:
     """KV bytes per token per GPU of the drafter's attention layers (draft_kv_layers), on the stage that holds them
-    (the last; the fit adds them to the largest stage, an upper bound under PP)."""
+    (the last; the fit adds them to the largest stage, an upper bound under PP). An EAGLE head described by its
+    config (``head``, speculative.DraftHead) counts its own layers and KV heads."""
+    if head is not None and method in ("eagle", "eagle3"):
+        return head.kv_bytes_per_token_per_gpu(layout.tp, precision.kv_bytes_per_elem)
     n, layer = draft_kv_layers(model, method), _draft_layer(model)
     return 0.0 if n == 0 or layer is None else n * layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem,
                                                                                       layout.tp)
+
+
+def drafter_weight_bytes_per_gpu(engine: Engine, layout: Layout) -> float:
+    """Bytes per GPU of an EAGLE head the user described (Engine.draft_head) when the engine drafts with it (eagle /
+    eagle3); 0 otherwise. MTP layers are the checkpoint's own (weight_bytes_per_gpu include_mtp)."""
+    head = engine.draft_head
+    return 0.0 if head is None or engine.draft_method not in ("eagle", "eagle3") else head.weight_bytes_per_gpu(
+        layout.tp)
 
 
 def recurrent_state_bytes_per_sequence(model: ModelArch, layout: Layout) -> float:
@@ -397,8 +412,10 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
         raise ClusterfitError(f"layout {lay.label()} needs {lay.gpus} GPUs but {nodes} node(s) of {system.id} "
                               f"have {gpus}")
     device = system.gpu.usable_memory_bytes
-    w = weight_bytes_per_gpu(model, precision, lay, include_mtp)
-    w_total = _weight_bytes_total(model, precision, include_mtp)
+    head = drafter_weight_bytes_per_gpu(eng, lay)
+    w = weight_bytes_per_gpu(model, precision, lay, include_mtp) + int(math.ceil(head))
+    w_total = _weight_bytes_total(model, precision, include_mtp) + (  # one copy of the head, as on one GPU
+        int(math.ceil(eng.draft_head.weight_bytes_per_gpu(1))) if head else 0)
     reserve = runtime_reserve(model, lay, eng)
     budget = kv_budget_bytes_per_gpu(device, w, reserve, eng)
     notes: list[str] = []
@@ -417,10 +434,12 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                          "weights and runtime reserve exceed the engine's memory budget", notes=tuple(notes),
                          memory_fraction=eng.gpu_memory_utilization)
     per_tok = kv_bytes_per_token(model, precision)
-    draft = draft_kv_bytes_per_token_per_gpu(model, precision, lay, eng.draft_method)
+    draft = draft_kv_bytes_per_token_per_gpu(model, precision, lay, eng.draft_method, eng.draft_head)
     per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay) + draft
     per_seq = (kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_context_only)
                + draft * math.ceil(context / block_size) * block_size)
+    if head:
+        notes.append(f"the {eng.draft_method} draft head ({eng.draft_head.source}): {head / 1e9:.2f} GB per GPU")
     if draft:
         notes.append(f"the {eng.draft_method} drafter's {draft_kv_layers(model, eng.draft_method)} attention "
                      f"layer(s) keep KV in the same cache: +{draft:,.0f} bytes per token per GPU")

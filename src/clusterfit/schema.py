@@ -22,7 +22,9 @@ from .profile import Profile
 from .speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
 
 if TYPE_CHECKING:  # the simulator's spec, imported where it is built (schemas load no simulator code)
+    from .arch import ModelArch
     from .sim.config import SpeculativeSpec
+    from .speculative import DraftHead
 
 #: Upper bounds on sizes a request may ask for (the work they cause grows with them).
 MAX_GPUS = 4096
@@ -187,6 +189,21 @@ class SpeculativeRequest(RequestSchema):
         "Probability that each draft token is accepted (default 0.7, clusterfit.speculative.DEFAULT_ACCEPTANCE)"))
     speculative_acceptance_length: float | None = Field(None, ge=1.0, le=MAX_DRAFT_TOKENS + 1.0, description=(
         "Mean tokens a step emits per sequence, as engines report it (instead of --speculative-acceptance)"))
+    speculative_draft_config: dict[str, Any] | None = Field(None, description=(
+        "The content of the EAGLE / EAGLE-3 draft head's config.json: its weights and KV cache are then counted "
+        "(clusterfit.speculative.draft_head); without it they are not"))
+
+    def draft_head(self, model: ModelArch, method: str | None) -> DraftHead | None:
+        """The draft head ``speculative_draft_config`` describes for ``method`` (the spec's drafter, after a
+        scenario's), None without one; the config needs an EAGLE drafter (ParameterError)."""
+        if self.speculative_draft_config is None:
+            return None
+        if method not in ("eagle", "eagle3"):
+            raise ParameterError("speculative_draft_config", "a draft head is loaded by --speculative-method eagle or "
+                                 f"eagle3 only, not with {method or 'speculative decoding off'}")
+        from .speculative import draft_head
+
+        return draft_head(self.speculative_draft_config, model, method, "the draft head's config.json")
 
     def speculative_fields(self, base: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The sim.config.SpeculativeSpec fields these options give, on top of ``base`` (a spec's fields, e.g. a

@@ -105,6 +105,86 @@ def draft_cost_fraction(model: ModelArch, method: str) -> float:
     return float((per_layer + head) / max(model.active_params, 1))
 
 
+#: Keys of a draft config that make its layer a mixture of experts, which draft_head does not size.
+_MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
+
+
+@dataclass(frozen=True)
+class DraftHead:
+    """An EAGLE / EAGLE-3 draft head as vLLM loads it beside the target (vllm/model_executor/models/llama_eagle.py
+    and llama_eagle3.py; v1/spec_decode/eagle.py EagleProposer.load_model), from the head's config.json:
+
+    - ``num_hidden_layers`` Llama decoder layers; EAGLE-3's first takes embedding and hidden state side by side, so
+      its q/k/v projections read 2 x hidden_size inputs;
+    - ``fc``: EAGLE-3 fuses three target hidden states, 3 x (target_hidden_size or hidden_size) -> hidden_size; EAGLE
+      fuses the embedding with one, 2 x hidden_size -> hidden_size; no bias, replicated on every TP rank;
+    - the LM head: EAGLE-3's own, draft_vocab_size rows (vocab_size where absent); EAGLE shares the target's;
+    - the token embedding: shared with the target when its vocabulary is the target's, else the head's own.
+
+    ``sharded_params`` split over the TP ranks (attention, MLP, LM head, own embedding), ``replicated_params`` sit on
+    each (fc, norms); ``kv_heads`` x ``head_dim`` per layer go to the KV cache (memory.draft_kv_bytes_per_token_per_gpu).
+    """
+
+    source: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    sharded_params: int
+    replicated_params: int
+
+    def weight_bytes_per_gpu(self, tp: int, bytes_per_param: float = 2.0) -> float:
+        """Bytes of the head on one GPU of a TP group (16-bit weights: vLLM loads the head in the target's dtype)."""
+        return (self.sharded_params / max(int(tp), 1) + self.replicated_params) * bytes_per_param
+
+    def kv_bytes_per_token_per_gpu(self, tp: int, kv_bytes_per_elem: float) -> float:
+        """KV bytes per token on one GPU: K and V of the head's KV heads split over TP (one per rank where TP
+        exceeds them, as vLLM replicates them), every layer."""
+        return self.layers * 2.0 * max(1, self.kv_heads // max(int(tp), 1)) * self.head_dim * kv_bytes_per_elem
+
+
+def draft_head(config: object, target: ModelArch, method: str, source: str = "the draft config") -> DraftHead:
+    """The DraftHead of ``method`` (eagle or eagle3) a draft checkpoint's config.json describes; refuses with a
+    ParameterError naming ``speculative_draft_config`` what it cannot size: another drafter, a MoE head, a width
+    that is not the target's, missing or non-positive sizes."""
+    from .schema import ParameterError   # schema imports this module
+
+    def bad(msg: str) -> ParameterError:
+        return ParameterError("speculative_draft_config", f"{source}: {msg}")
+
+    if method not in ("eagle", "eagle3"):
+        raise bad(f"only eagle and eagle3 load a draft head; {method} drafts without one")
+    if not isinstance(config, dict):
+        raise bad("a config.json must be a JSON object")
+    if any(config.get(k) for k in _MOE_KEYS):
+        raise bad("a mixture-of-experts draft layer is not sized; give a dense (Llama-style) head")
+
+    def size(key: str, default: int | None = None) -> int:
+        v = config.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise bad(f"'{key}' must be a positive integer, got {v!r}")
+        return v
+
+    h, heads = size("hidden_size"), size("num_attention_heads")
+    kv, layers, inter = size("num_key_value_heads", heads), size("num_hidden_layers", 1), size("intermediate_size")
+    hd, vocab = size("head_dim", h // heads if h % heads == 0 else None), size("vocab_size")
+    if h != target.hidden and "target_hidden_size" not in config:
+        raise bad(f"hidden_size {h:,} is not {target.name}'s {target.hidden:,}: the head reads the target's hidden "
+                  "states")
+    target_h = size("target_hidden_size", h)
+    bias = (heads + 2 * kv) * hd if config.get("attention_bias") else 0
+    sharded = 0
+    for i in range(layers):
+        width = 2 * h if method == "eagle3" and i == 0 else h
+        sharded += width * (heads + 2 * kv) * hd + bias + heads * hd * h + 3 * h * inter
+    replicated = layers * 2 * h + h + (3 * target_h * h if method == "eagle3" else 2 * h * h)  # norms, final, fc
+    if method == "eagle3":
+        sharded += size("draft_vocab_size", vocab) * h
+        replicated += h  # the norm of the fused hidden state
+    if vocab != target.vocab:
+        sharded += vocab * h  # not the target's vocabulary: the head keeps its own embedding
+    return DraftHead(source, layers, kv, hd, sharded, replicated)
+
+
 @dataclass(frozen=True)
 class Drafting:
     """Speculative decoding as the step models take it: ``draft_tokens`` verified per step, each accepted with

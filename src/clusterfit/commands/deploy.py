@@ -26,7 +26,7 @@ from .options import (
     PriceOpt,
     RateOpt,
     ScenarioOpt,
-    SpeculativeAcceptanceLengthOpt,
+    SpeculativeAcceptanceLengthOpt, SpeculativeDraftConfigOpt,
     SpeculativeAcceptanceOpt,
     SpeculativeMethodOpt,
     TokensPerSOpt,
@@ -71,6 +71,7 @@ def deploy_command(
     speculative_method: SpeculativeMethodOpt = None,
     speculative_acceptance: SpeculativeAcceptanceOpt = None,
     speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
+    speculative_draft_config: SpeculativeDraftConfigOpt = None,
     speculative_draft_model: Optional[str] = typer.Option(
         None, "--speculative-draft-model", help="EAGLE / EAGLE-3: the draft checkpoint's Hugging Face id, written "
         "into the engine's speculative flags.", rich_help_panel=SPECULATIVE_PANEL),
@@ -93,7 +94,7 @@ def deploy_command(
         allow_longer_context=allow_longer_context, speculative_draft_model=speculative_draft_model),
         **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager),
         **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
-                             speculative_acceptance_length))
+                             speculative_acceptance_length, speculative_draft_config))
     emit(result, as_json, lambda console: render(result, console))
 
 

@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import ClusterfitError
+
 TpOpt = Annotated[Optional[int], typer.Option(help="Tensor parallel size")]
 PpOpt = Annotated[Optional[int], typer.Option(help="Pipeline parallel size")]
 EpOpt = Annotated[Optional[int], typer.Option(help="Expert parallel size (MoE)")]
@@ -72,6 +74,9 @@ SpeculativeAcceptanceOpt = Annotated[Optional[float], typer.Option(
 SpeculativeAcceptanceLengthOpt = Annotated[Optional[float], typer.Option(
     help="Mean tokens emitted per step, as the engine reports it (instead of --speculative-acceptance)",
     rich_help_panel=SPECULATIVE_PANEL)]
+SpeculativeDraftConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--speculative-draft-config", metavar="FILE", help="The EAGLE / EAGLE-3 draft head's config.json: its weights "
+    "and KV cache are counted (without it, not)", rich_help_panel=SPECULATIVE_PANEL)]
 ProfileOpt = Annotated[Optional[Path], typer.Option(
     "--profile", metavar="FILE", help="Kernel profile from `clusterfit calibrate`: its measured curves replace the "
     "H200-derived ones for the GPU it was measured on")]
@@ -88,12 +93,23 @@ def engine_settings(max_num_seqs: int | None, max_num_batched_tokens: int | None
 
 
 def speculative_kwargs(num_speculative_tokens: int | None, speculative_method: str | None,
-                       speculative_acceptance: float | None,
-                       speculative_acceptance_length: float | None) -> dict[str, object]:
-    """The speculative-decoding options the user gave, as API keyword arguments (schema.SpeculativeRequest)."""
+                       speculative_acceptance: float | None, speculative_acceptance_length: float | None,
+                       speculative_draft_config: Path | None = None) -> dict[str, object]:
+    """The speculative-decoding options the user gave, as API keyword arguments (schema.SpeculativeRequest); the
+    draft head's config file is read here (the API takes its content)."""
+    draft = None
+    if speculative_draft_config is not None:
+        from ..inputs import parse_document, read_text
+        from ..schema import ParameterError
+
+        try:
+            draft = parse_document(read_text(speculative_draft_config, "draft config"), str(speculative_draft_config),
+                                   "json")
+        except ClusterfitError as exc:
+            raise ParameterError("speculative_draft_config", str(exc)) from None
     return given(num_speculative_tokens=num_speculative_tokens, speculative_method=speculative_method,
                  speculative_acceptance=speculative_acceptance,
-                 speculative_acceptance_length=speculative_acceptance_length)
+                 speculative_acceptance_length=speculative_acceptance_length, speculative_draft_config=draft)
 
 
 def profile_kwargs(path: Path | None) -> dict[str, object]:

@@ -9,7 +9,7 @@ import typer
 from .options import (AsyncSchedulingOpt, CatalogOpt, DpOpt, EnforceEagerOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt,
                       GpuMemoryUtilizationOpt, JsonOpt, KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt,
                       MaxNumSeqsOpt, NumSpeculativeTokensOpt, PpOpt, PrecisionOpt, ProfileOpt,
-                      SpeculativeAcceptanceLengthOpt, SpeculativeAcceptanceOpt, SpeculativeMethodOpt, TpOpt,
+                      SpeculativeAcceptanceLengthOpt, SpeculativeDraftConfigOpt, SpeculativeAcceptanceOpt, SpeculativeMethodOpt, TpOpt,
                       engine_settings, given, profile_kwargs, speculative_kwargs)
 from .output import emit
 
@@ -46,6 +46,7 @@ def perf_command(
     speculative_method: SpeculativeMethodOpt = None,
     speculative_acceptance: SpeculativeAcceptanceOpt = None,
     speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
+    speculative_draft_config: SpeculativeDraftConfigOpt = None,
     catalog: CatalogOpt = None,
     profile: ProfileOpt = None,
     allow_longer_context: LongerContextOpt = False,
@@ -61,7 +62,7 @@ def perf_command(
                       **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager,
                                         async_scheduling),
                       **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
-                                           speculative_acceptance_length),
+                                           speculative_acceptance_length, speculative_draft_config),
                       **profile_kwargs(profile))
     emit(result, as_json, lambda c: render_perf(c, result))
 

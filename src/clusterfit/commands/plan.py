@@ -27,7 +27,7 @@ from .options import (
     ProfileOpt,
     RateOpt,
     ScenarioOpt,
-    SpeculativeAcceptanceLengthOpt,
+    SpeculativeAcceptanceLengthOpt, SpeculativeDraftConfigOpt,
     SpeculativeAcceptanceOpt,
     SpeculativeMethodOpt,
     SystemsOpt,
@@ -74,6 +74,7 @@ def plan_command(
     speculative_method: SpeculativeMethodOpt = None,
     speculative_acceptance: SpeculativeAcceptanceOpt = None,
     speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
+    speculative_draft_config: SpeculativeDraftConfigOpt = None,
     prefix_cache_hit: Optional[float] = typer.Option(None, "--prefix-cache-hit", help="Prefix-cache hit rate 0..1."),
     scenario: ScenarioOpt = None,
     failover: FailoverOpt = None,
@@ -115,7 +116,7 @@ def plan_command(
         **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager,
                                         async_scheduling),
         **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
-                             speculative_acceptance_length),
+                             speculative_acceptance_length, speculative_draft_config),
         **profile_kwargs(profile))
     if plot is not None:
         from ..planning.plot import plot_pareto

@@ -9,7 +9,7 @@ import typer
 
 from .options import (AsyncSchedulingOpt, CatalogOpt, DpOpt, EnforceEagerOpt, EpOpt, GpuMemoryUtilizationOpt,
                       JsonOpt, KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt, MaxNumSeqsOpt,
-                      NumSpeculativeTokensOpt, PpOpt, PrecisionOpt, ProfileOpt, SpeculativeAcceptanceLengthOpt,
+                      NumSpeculativeTokensOpt, PpOpt, PrecisionOpt, ProfileOpt, SpeculativeAcceptanceLengthOpt, SpeculativeDraftConfigOpt,
                       SpeculativeAcceptanceOpt, SpeculativeMethodOpt, TpOpt, engine_settings, given, profile_kwargs,
                       speculative_kwargs)
 from .output import check_outputs, emit
@@ -66,6 +66,7 @@ def simulate_command(
     speculative_method: SpeculativeMethodOpt = None,
     speculative_acceptance: SpeculativeAcceptanceOpt = None,
     speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
+    speculative_draft_config: SpeculativeDraftConfigOpt = None,
     catalog: CatalogOpt = None,
     profile: ProfileOpt = None,
     allow_longer_context: LongerContextOpt = False,
@@ -91,7 +92,7 @@ def simulate_command(
         tpot_ms=tpot_ms, ttft_percentile=ttft_percentile, tpot_percentile=tpot_percentile, min_goodput=min_goodput,
         catalog=catalog, allow_longer_context=allow_longer_context),
         **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
-                             speculative_acceptance_length),
+                             speculative_acceptance_length, speculative_draft_config),
         **engine_settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, enforce_eager,
                                         async_scheduling),
         **profile_kwargs(profile))

@@ -41,7 +41,8 @@ from ..arch import FFN, Attention, ModelArch, model_memo
 from ..engines import Engine
 from ..hardware import Gpu, System
 from ..layout import Layout
-from ..memory import draft_kv_bytes_per_token_per_gpu, fit, recurrent_state_bytes_per_sequence, weight_bytes_per_gpu
+from ..memory import (draft_kv_bytes_per_token_per_gpu, drafter_weight_bytes_per_gpu, fit,
+                      recurrent_state_bytes_per_sequence, weight_bytes_per_gpu)
 from ..precision import Precision, WeightFormat
 from . import comm, ops
 from .kernels import GemmCurve, KernelCurves, gemm_time_s, load_curves
@@ -887,14 +888,15 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     # weights per GPU from the memory model (exact formats, replicated and uneven shards); KV per token from the
     # attention op coefficients (the memory model agrees: tests/test_perf_model.py)
     kv_tok = (sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * frac
-              + draft_kv_bytes_per_token_per_gpu(model, precision, layout, eng.draft_method))  # the drafter's layers
+              + draft_kv_bytes_per_token_per_gpu(model, precision, layout, eng.draft_method, eng.draft_head))
     if kv_budget_bytes_per_gpu is None:  # the memory model with the engine's budgeting
         nodes = max(1, -(-gpus // system.gpus_per_node))
         mem = fit(model, system, precision, layout, nodes, eng, include_mtp=eng.loads_mtp_layers)
         kv_budget_bytes_per_gpu = mem.kv_budget_bytes_per_gpu
         w_bytes = mem.weight_bytes_per_gpu  # the same weight_bytes_per_gpu(model, precision, layout, include_mtp)
     else:
-        w_bytes = weight_bytes_per_gpu(model, precision, layout, eng.loads_mtp_layers)
+        w_bytes = weight_bytes_per_gpu(model, precision, layout, eng.loads_mtp_layers) + int(math.ceil(
+            drafter_weight_bytes_per_gpu(eng, layout)))
     state = recurrent_state_bytes_per_sequence(model, layout)  # the memory model's, on one GPU
     kv_pool, state_slots = eng.split_state_pool(kv_budget_bytes_per_gpu, state)
     kv_tokens_per_rank = kv_pool / max(kv_tok, 1e-9)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..arch import load_model
 from ..compose import Catalog
 from ..errors import ClusterfitError
 from ..schema import ParameterError, PlanRequest
@@ -112,6 +113,9 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.budget_nodes, q.budget_gpus = req.nodes, req.gpus
     q.confidence = _confidence(req, capacity)
     q.speculative, q.simulation = _speculative(req, q.simulation)
+    if req.speculative_draft_config is not None and q.catalog is not None:
+        head = req.draft_head(load_model(model), q.speculative.method if q.speculative is not None else None)
+        q.catalog = replace(q.catalog, draft_head=head)
     return q
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from ..arch import load_model
 from ..errors import ClusterfitError
 from ..schema import ParameterError, SimulateRequest
 from .cluster import SimRun, run_simulation
@@ -190,11 +191,14 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
         layout, replicas = _planned_layout(req, model, system, precision, kv_dtype, engine)
         if replicas is not None and req.replicas is None and "replicas" not in (scen.simulation or {}):
             sim = sim.model_copy(update={"replicas": replicas})
+    spec = sim.replica.speculative
+    head = (req.draft_head(load_model(model), spec.method if spec is not None else None)
+            if req.speculative_draft_config is not None else None)
     rep = build_replica(Catalog.load(req.catalog, settings=settings if settings.given() else None,
-                                     profile=req.profile), model, system,
+                                     profile=req.profile, draft_head=head), model, system,
                         precision=precision, kv_dtype=kv_dtype,
                         engine=engine or "vllm",
-                        speculative=sim.replica.speculative.method if sim.replica.speculative is not None else None,
+                        speculative=spec.method if spec is not None else None,
                         **layout)
     sim = with_draft_cost(sim, rep.model)
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
