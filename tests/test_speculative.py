@@ -328,6 +328,13 @@ def test_draft_head_sizes_by_hand():
     # q/k/v 10,240 x 80 x 80 + o 5,120 x 5,120 + MLP 3 x 5,120 x 25,600 + LM head 32,000 x 5,120
     assert qwen.sharded_params == 65_536_000 + 26_214_400 + 393_216_000 + 163_840_000
     assert qwen.replicated_params == 3 * 5120 * 5120 + 4 * 5120
+    # the drafter's cost per draft token: the head's 1,403,027,456 parameters over the target's 70,553,706,496
+    # (Llama-3.1-70B's published total), against one of its 80 layers + its 128,256 x 8,192 LM head without the
+    # config: ((70,553,706,496 - 2 x 1,050,673,152) / 80 + 1,050,673,152) / 70,553,706,496 = 2.70%
+    target = load_model("meta-llama/Llama-3.1-70B")
+    assert draft_cost_fraction(target, "eagle3", head) == pytest.approx(1_403_027_456 / 70_553_706_496, rel=1e-12)
+    assert draft_cost_fraction(target, "eagle3") == pytest.approx(
+        ((70_553_706_496 - 2 * 1_050_673_152) / 80 + 1_050_673_152) / 70_553_706_496, rel=1e-12)
     eagle1 = draft_head(cfg, load_model("meta-llama/Llama-3.1-70B"), "eagle")   # h-wide q/k/v, fc 2h, shared head
     assert eagle1.sharded_params == 8192 * 80 * 128 + 67_108_864 + 704_643_072
     assert eagle1.replicated_params == 2 * 8192 * 8192 + 3 * 8192

@@ -279,7 +279,7 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
                         speculative=spec.method if spec is not None else None)
     if req.batch is not None:
         _check_batch_fits(rep.step, req.batch, req.context if req.context is not None else req.isl + req.osl / 2)
-    drafting = spec.for_model(rep.model).drafting() if spec is not None else None
+    drafting = spec.for_model(rep.model, rep.engine.draft_head).drafting() if spec is not None else None
     out = predict(rep.model, rep.system, rep.layout, rep.precision, rep.engine, req.isl, req.osl,
                   concurrency=req.concurrency, batch=req.batch, context=req.context,
                   max_throughput=req.max_throughput, step_model=rep.step, drafting=drafting)

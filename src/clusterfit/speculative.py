@@ -92,17 +92,20 @@ def check_drafter(model: ModelArch, method: str) -> None:
                              "ngram (in a scenario: simulation.replica.speculative.method)")
 
 
-def draft_cost_fraction(model: ModelArch, method: str) -> float:
+def draft_cost_fraction(model: ModelArch, method: str, head: DraftHead | None = None) -> float:
     """Time of one draft token as a fraction of a target decode step (see the module docstring): for a one-layer
-    drafter, (active parameters of one decoder layer + LM head) / active parameters of the target; 0 for n-gram
-    lookup. The drafter must be one ``model`` can run (check_drafter)."""
+    drafter, (active parameters of one decoder layer + LM head) / active parameters of the target; an EAGLE head
+    described by its config (``head``), its own parameters over the target's; 0 for n-gram lookup. The drafter must
+    be one ``model`` can run (check_drafter)."""
     check_drafter(model, method)
     if method == "ngram":
         return 0.0
-    head = model.params.get("lm_head", 0) or model.params.get("embedding", 0)  # a tied head reads the embedding
+    if head is not None and method in ("eagle", "eagle3"):
+        return float((head.sharded_params + head.replicated_params) / max(model.active_params, 1))
+    lm_head = model.params.get("lm_head", 0) or model.params.get("embedding", 0)  # a tied head reads the embedding
     body = model.active_params - model.params.get("embedding", 0) - model.params.get("lm_head", 0)
     per_layer = body / max(model.num_layers, 1)
-    return float((per_layer + head) / max(model.active_params, 1))
+    return float((per_layer + lm_head) / max(model.active_params, 1))
 
 
 #: Keys of a draft config that make its layer a mixture of experts, which draft_head does not size.

@@ -224,7 +224,8 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
                                              per_sys.get(sys_id, []), req, osl, model) for sys_id in budgets},
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
-                     queueing_model=QUEUEING_MODEL, speculative=_speculative_block(req.speculative, model),
+                     queueing_model=QUEUEING_MODEL, speculative=_speculative_block(req.speculative, model, req.catalog.draft_head
+                                                                        if req.catalog is not None else None),
                      capacity=CapacityAnswer(nodes=req.budget_nodes, gpus=req.budget_gpus, budget_gpus=budgets,
                                              layouts=[_layout_row(s, osl, budgets[s.system.id], model)
                                                       for s in sized]))

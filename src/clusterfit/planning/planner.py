@@ -665,7 +665,8 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
                      queueing_model=QUEUEING_MODEL, confidence=req.confidence,
-                     speculative=_speculative_block(req.speculative, model))
+                     speculative=_speculative_block(req.speculative, model,
+                                                    req.catalog.draft_head if req.catalog is not None else None))
     priced = [r for r in rows if r.cost_per_hour is not None]
     if rows:
         top = priced[0] if priced else rows[0]
@@ -690,10 +691,10 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
     return out
 
 
-def _speculative_block(spec: SpeculativeSpec | None, model: ModelArch) -> dict | None:
+def _speculative_block(spec: SpeculativeSpec | None, model: ModelArch, head: object = None) -> dict | None:
     """The plan's speculative decoding as its JSON shows it (perf's block: speculative.Drafting.as_dict, the draft
-    cost the model gives)."""
-    return None if spec is None else spec.for_model(model).drafting().as_dict()
+    cost the model and the user's EAGLE head give)."""
+    return None if spec is None else spec.for_model(model, head).drafting().as_dict()
 
 
 def speed_calibrated(system: System) -> bool:

@@ -109,14 +109,19 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.kv_dtypes = list(kv_dtypes) if kv_dtypes else [None]
     q.engine = engine or "vllm"
     q.failover, q.max_nodes_per_replica = failover or 0, max_nodes or 4
-    q.disaggregated = disagg
-    q.budget_nodes, q.budget_gpus = req.nodes, req.gpus
+    q.disaggregated, q.budget_nodes, q.budget_gpus = disagg, req.nodes, req.gpus
     q.confidence = _confidence(req, capacity)
     q.speculative, q.simulation = _speculative(req, q.simulation)
-    if req.speculative_draft_config is not None and q.catalog is not None:
-        head = req.draft_head(load_model(model), q.speculative.method if q.speculative is not None else None)
-        q.catalog = replace(q.catalog, draft_head=head)
+    q.catalog = _with_draft_head(req, q)
     return q
+
+
+def _with_draft_head(req: PlanRequest, q: PlanQuestion) -> Catalog | None:
+    """The question's catalog carrying the EAGLE head ``speculative_draft_config`` describes (schema.draft_head)."""
+    if req.speculative_draft_config is None or q.catalog is None:
+        return q.catalog
+    head = req.draft_head(load_model(q.model), q.speculative.method if q.speculative is not None else None)
+    return replace(q.catalog, draft_head=head)
 
 
 def _speculative(req: PlanRequest, simulation: object) -> tuple[SpeculativeSpec | None, object]:

@@ -115,7 +115,8 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     from ..perfmodel.comm import links_for
 
     engine = get_engine(space.engine, space.engines_file)
-    drafting = space.speculative.for_model(model).drafting() if space.speculative is not None else None
+    head = space.catalog.draft_head if space.catalog is not None else None
+    drafting = space.speculative.for_model(model, head).drafting() if space.speculative is not None else None
     candidates: list[Candidate] = []
     evaluated = 0
     skipped: list[str] = []

@@ -55,7 +55,10 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
 
     def parsed(section: dict) -> SimulationConfig:  # a speculative section's draft cost follows from the model
         sim = parse_simulation(section, "simulation (from --verify)")
-        return with_draft_cost(sim, load_model(question.model)) if sim.replica.speculative is not None else sim
+        if sim.replica.speculative is None:
+            return sim
+        head = question.catalog.draft_head if question.catalog is not None else None
+        return with_draft_cost(sim, load_model(question.model), head)
 
     base = _simulation_section(question, rec, requests, seed)
     slo = question.slo

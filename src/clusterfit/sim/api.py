@@ -127,13 +127,14 @@ def simulate(step_model: StepCosts, sim: SimulationConfig, workload=None, slo=No
     return report, run
 
 
-def with_draft_cost(sim: SimulationConfig, model: Any) -> SimulationConfig:
-    """``sim`` with its speculative decoding's draft cost derived from ``model`` (a ModelArch) where the section
-    does not state it (SpeculativeSpec.for_model); unchanged without speculative decoding."""
+def with_draft_cost(sim: SimulationConfig, model: Any, head: Any = None) -> SimulationConfig:
+    """``sim`` with its speculative decoding's draft cost derived from ``model`` (a ModelArch) and the user's EAGLE
+    head (``head``) where the section does not state it (SpeculativeSpec.for_model); unchanged without speculative
+    decoding."""
     spec = sim.replica.speculative
     if spec is None:
         return sim
-    return sim.model_copy(update={"replica": sim.replica.model_copy(update={"speculative": spec.for_model(model)})})
+    return sim.model_copy(update={"replica": sim.replica.model_copy(update={"speculative": spec.for_model(model, head)})})
 
 
 def slo_terms(sim: SimulationConfig, slo=None) -> tuple[float | None, float | None, float, float, float]:
@@ -200,7 +201,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
                         engine=engine or "vllm",
                         speculative=spec.method if spec is not None else None,
                         **layout)
-    sim = with_draft_cost(sim, rep.model)
+    sim = with_draft_cost(sim, rep.model, rep.engine.draft_head)
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
     return {"model": model, "system": rep.system.id, **report}, run
 

@@ -140,13 +140,14 @@ class SpeculativeSpec(_Strict):
                                   "derives it from the model")
         return Drafting(self.method, self.draft_tokens, self.alpha, self.draft_cost)
 
-    def for_model(self, model: Any) -> "SpeculativeSpec":
-        """This spec with ``draft_cost`` derived from ``model`` (a ModelArch) when it is not given."""
+    def for_model(self, model: Any, head: Any = None) -> "SpeculativeSpec":
+        """This spec with ``draft_cost`` derived from ``model`` (a ModelArch) and the EAGLE head the user described
+        (``head``, a speculative.DraftHead; None: one target layer + LM head) when it is not given."""
         if self.draft_cost is not None:
             return self
         from ..speculative import draft_cost_fraction
 
-        return self.model_copy(update={"draft_cost": draft_cost_fraction(model, self.method)})
+        return self.model_copy(update={"draft_cost": draft_cost_fraction(model, self.method, head)})
 
 
 class ReplicaSpec(_Strict):
