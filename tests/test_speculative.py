@@ -346,6 +346,8 @@ def test_draft_head_sizes_by_hand():
     ({"intermediate_size": 0}, "eagle3", "'intermediate_size' must be a positive integer"),
     ({"num_attention_heads": True}, "eagle3", "'num_attention_heads' must be a positive integer"),
     ({}, "mtp", "only eagle and eagle3 load a draft head"),
+    ({"num_hidden_layers": 100_000_000}, "eagle3", "more than the 8 layers a draft head has"),
+    ({"head_dim": None, "num_attention_heads": 60}, "eagle3", "give 'head_dim': hidden_size 8,192 is not a multiple"),
 ])
 def test_draft_head_refusals_name_the_field(change, method, message):
     from clusterfit.schema import ParameterError

@@ -19,6 +19,8 @@ EAGLE-3 (a trained draft head) is one decoder layer of the target's width follow
 draft token on the batch's sequences. ``draft_cost_fraction`` charges it as the share of the target's per-token
 active parameters that one such pass reads: one decoder layer's active parameters plus the LM head's, over the
 target's active parameters (decode is bound by those reads at the batch sizes speculative decoding is used at).
+An EAGLE head whose config.json the user gives (``draft_head``) is charged its own parameters instead, and its
+weights and KV cache are counted in memory (memory.drafter_weight_bytes_per_gpu, draft_kv_bytes_per_token_per_gpu).
 The simulator (sim.config.SpeculativeSpec) multiplies a step by 1 + k x that fraction.
 """
 
@@ -108,6 +110,8 @@ def draft_cost_fraction(model: ModelArch, method: str, head: DraftHead | None = 
     return float((per_layer + lm_head) / max(model.active_params, 1))
 
 
+#: Most decoder layers a draft head may have (EAGLE heads have one; SpecForge's configs all set 1).
+MAX_DRAFT_LAYERS = 8
 #: Keys of a draft config that make its layer a mixture of experts, which draft_head does not size.
 _MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
 
@@ -162,23 +166,26 @@ def draft_head(config: object, target: ModelArch, method: str, source: str = "th
         raise bad("a mixture-of-experts draft layer is not sized; give a dense (Llama-style) head")
 
     def size(key: str, default: int | None = None) -> int:
-        v = config.get(key, default)
+        v = config.get(key)
+        v = default if v is None else v   # null in a config.json is absent
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise bad(f"'{key}' must be a positive integer, got {v!r}")
         return v
 
     h, heads = size("hidden_size"), size("num_attention_heads")
     kv, layers, inter = size("num_key_value_heads", heads), size("num_hidden_layers", 1), size("intermediate_size")
-    hd, vocab = size("head_dim", h // heads if h % heads == 0 else None), size("vocab_size")
+    if config.get("head_dim") is None and h % heads:
+        raise bad(f"give 'head_dim': hidden_size {h:,} is not a multiple of num_attention_heads {heads:,}")
+    hd, vocab = size("head_dim", h // heads), size("vocab_size")
+    if layers > MAX_DRAFT_LAYERS:
+        raise bad(f"'num_hidden_layers' {layers:,} is more than the {MAX_DRAFT_LAYERS} layers a draft head has")
     if h != target.hidden and "target_hidden_size" not in config:
         raise bad(f"hidden_size {h:,} is not {target.name}'s {target.hidden:,}: the head reads the target's hidden "
                   "states")
     target_h = size("target_hidden_size", h)
     bias = (heads + 2 * kv) * hd if config.get("attention_bias") else 0
-    sharded = 0
-    for i in range(layers):
-        width = 2 * h if method == "eagle3" and i == 0 else h
-        sharded += width * (heads + 2 * kv) * hd + bias + heads * hd * h + 3 * h * inter
+    qkv = (heads + 2 * kv) * hd   # q/k/v outputs; EAGLE-3's first layer reads 2h inputs, every other layer h
+    sharded = (layers * h + (h if method == "eagle3" else 0)) * qkv + layers * (bias + heads * hd * h + 3 * h * inter)
     replicated = layers * 2 * h + h + (3 * target_h * h if method == "eagle3" else 2 * h * h)  # norms, final, fc
     if method == "eagle3":
         sharded += size("draft_vocab_size", vocab) * h
