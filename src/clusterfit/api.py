@@ -413,9 +413,12 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
 
         from .inputs import parse_document, read_text
 
-        text = read_text(req.plan_file, "plan file")
         try:
-            result = PlanResult.model_validate(parse_document(text, str(req.plan_file), "json"))
+            document = parse_document(read_text(req.plan_file, "plan file"), str(req.plan_file), "json")
+        except ClusterfitError as exc:
+            raise ParameterError("plan_file", str(exc)) from None
+        try:
+            result = PlanResult.model_validate(document)
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(x) for x in err.get("loc", ()))

@@ -37,8 +37,10 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-#: API parameters that collect a repeatable option under a plural name.
-_REPEATABLE = {"systems": "system", "precisions": "precision", "kv_dtypes": "kv_dtype", "prices": "price"}
+#: API parameters whose command-line flag has another name: a repeatable option collected under a plural name,
+#: deploy's --plan FILE.
+_FLAG_OF = {"systems": "system", "precisions": "precision", "kv_dtypes": "kv_dtype", "prices": "price",
+            "plan_file": "plan"}
 
 
 def parameter_flag(exc: ClusterfitError) -> str:
@@ -48,7 +50,7 @@ def parameter_flag(exc: ClusterfitError) -> str:
     if isinstance(exc, ParameterError) and exc.parameter == "model":  # the MODEL argument, not an option
         return exc.detail
     if isinstance(exc, ParameterError) and exc.parameter.isidentifier():
-        flag = _REPEATABLE.get(exc.parameter, exc.parameter)
+        flag = _FLAG_OF.get(exc.parameter, exc.parameter)
         return f"--{flag.replace('_', '-')}: {exc.detail}"
     return str(exc)
 
