@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -108,6 +109,18 @@ def test_errors_exit_2(run_cli, args, match):
     code, out, err = run_cli(*args)
     assert code == 2
     assert match in err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs procfs: a folder where no file can be created")
+@pytest.mark.parametrize("option", ["--requests-csv", "--csv", "--plot"])
+def test_an_output_where_nothing_can_be_written_is_refused_before_work(run_cli, option):
+    """/proc exists but takes no new file, even for root: a FileNotFoundError traceback after the simulation
+    before; now one error line before any work."""
+    code, out, err = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl",
+                             "10", "--rate", "1", "--requests", "10", option,
+                             "/proc/clusterfit.png" if option == "--plot" else "/proc/clusterfit.csv")
+    assert code == 2 and err.startswith("error: output /proc/clusterfit.") and "cannot write in /proc" in err, err
+    assert "Traceback" not in err
 
 
 def test_missing_matplotlib_is_a_clear_error(run_cli, monkeypatch, tmp_path):

@@ -56,7 +56,10 @@ def parameter_flag(exc: ClusterfitError) -> str:
 
 
 def check_outputs(outputs: list[Path], inputs: list[Path]) -> None:
-    """Refuse, before any work, an output file whose folder is missing, that is a folder, or that is an input."""
+    """Refuse, before any work, an output file whose folder is missing, that is a folder, that is an input, or
+    whose folder takes no new file (a read-only mount, /proc: a scratch file is created there and removed)."""
+    import tempfile
+
     from ..errors import ClusterfitError
 
     seen: set[Path] = set()
@@ -72,3 +75,8 @@ def check_outputs(outputs: list[Path], inputs: list[Path]) -> None:
         if target in seen:
             raise ClusterfitError(f"output {out} is given twice")
         seen.add(target)
+        try:
+            with tempfile.TemporaryFile(dir=target.parent):
+                pass
+        except OSError as exc:
+            raise ClusterfitError(f"output {out}: cannot write in {out.parent} ({exc.strerror or exc})") from None
