@@ -156,7 +156,7 @@ def test_cli_writes_and_refuses_bad_input(tmp_path, capsys):
                        (["--plan", str(tmp_path / "nope.json"), "--out", str(tmp_path / "e")],
                         "--plan: plan file not found"),
                        (["--plan", str(Path(__file__)), "--out", str(tmp_path / "e")],
-                        f"--plan: {Path(__file__)}: not valid JSON"),
+                        f"--plan: plan file {Path(__file__)}: not valid JSON"),
                        (["--plan", str(plan), "--engine", "sglang", "--out", str(tmp_path / "f")], "sized for"),
                        # a parent where nothing can be created (procfs; root ignores permission bits)
                        *([(["--plan", str(plan), "--out", "/proc/clusterfit-deploy"], "cannot write in /proc")]

@@ -414,7 +414,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         from .inputs import parse_document, read_text
 
         try:
-            document = parse_document(read_text(req.plan_file, "plan file"), str(req.plan_file), "json")
+            document = parse_document(read_text(req.plan_file, "plan file"), f"plan file {req.plan_file}", "json")
         except ClusterfitError as exc:
             raise ParameterError("plan_file", str(exc)) from None
         try:

@@ -992,7 +992,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     from .inputs import read_text
 
     p = Path(path)
-    return parse_config_text(read_text(p, "model config"), str(p))
+    return parse_config_text(read_text(p, "model config"), f"model config {p}")
 
 
 def checked_parse(config: dict[str, Any], name: str, hf_id: str | None = None) -> ModelArch:

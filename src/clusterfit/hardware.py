@@ -356,7 +356,7 @@ def _parse_file(path: pathlib.Path) -> CatalogFile:
     from .inputs import read_text
 
     text = read_text(path, "hardware catalog")
-    raw = _parse_text(text, str(path), toml=path.suffix.lower() == ".toml")
+    raw = _parse_text(text, f"hardware catalog {path}", toml=path.suffix.lower() == ".toml")
     return _validate(raw, str(path))
 
 

@@ -401,7 +401,7 @@ def read_profile(path: str | Path) -> Profile:
     from .schema import ParameterError
 
     try:
-        data = parse_document(read_text(path, "profile"), str(path), "json")
+        data = parse_document(read_text(path, "profile"), f"profile {path}", "json")
     except ParameterError:
         raise
     except ClusterfitError as exc:

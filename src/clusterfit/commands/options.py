@@ -103,8 +103,8 @@ def speculative_kwargs(num_speculative_tokens: int | None, speculative_method: s
         from ..schema import ParameterError
 
         try:
-            draft = parse_document(read_text(speculative_draft_config, "draft config"), str(speculative_draft_config),
-                                   "json")
+            draft = parse_document(read_text(speculative_draft_config, "draft config"),
+                                   f"draft config {speculative_draft_config}", "json")
         except ClusterfitError as exc:
             raise ParameterError("speculative_draft_config", str(exc)) from None
     return given(num_speculative_tokens=num_speculative_tokens, speculative_method=speculative_method,
