@@ -289,7 +289,7 @@ def test_zero_gpus_per_node(tmp_path):
 
 def test_malformed_yaml(tmp_path):
     msg = _bad(tmp_path, "gpus:\n  x1: [unclosed\n")
-    assert "bad.yaml" in msg and "not valid YAML" in msg and "line" in msg
+    assert "hardware catalog " in msg and "bad.yaml" in msg and "not valid YAML" in msg and "line" in msg
 
 
 def test_malformed_toml(tmp_path):

@@ -221,7 +221,7 @@ def test_malformed_and_incomplete_config_files(run_cli, tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{"hidden_size": 10,')
     code, _, err = run_cli("fit", str(bad))
-    assert code == 2 and "not valid JSON at line 1, column 20" in err
+    assert code == 2 and f"model config {bad}: not valid JSON at line 1, column 20" in " ".join(err.split())
     bad.write_text('{"hidden_size": 4096}')
     code, _, err = run_cli("fit", str(tmp_path))
     assert code == 2 and "missing required field 'num_hidden_layers'" in err
