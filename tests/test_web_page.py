@@ -133,3 +133,29 @@ def test_plan_and_deploy_with_speculative_decoding(page) -> None:  # noqa: ANN00
     sync_api.expect(launch).to_contain_text("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
     assert outside == []
     assert [e for e in errors if "status of 422" not in e] == [] and len(errors) == 1   # the refused mtp plan only
+
+
+def test_eagle_head_config_is_read_in_the_browser(page, tmp_path) -> None:  # noqa: ANN001
+    """The EAGLE head's config.json is read by the page and sent as content: a head of another width is refused
+    naming the field; Llama-3.1-70B's SpecForge head prices its drafts at its own 1,403,027,456 parameters over the
+    target's 70,553,706,496 (1.99% of a decode step, tests/test_speculative.py)."""
+    pg, outside, errors = page
+    head = Path(__file__).parent / "data" / "eagle" / "llama3-70B-eagle3.json"
+    pg.get_by_label("Model (Hugging Face id").fill("meta-llama/Llama-3.1-8B")
+    pg.get_by_label("Speculative draft tokens per step (optional)").fill("3")
+    pg.get_by_label("Drafter").select_option("eagle3")
+    not_json = tmp_path / "head.json"
+    not_json.write_text("{")
+    pg.get_by_label("EAGLE head's config.json (optional: counts its memory and cost)").set_input_files(str(not_json))
+    sync_api.expect(pg.locator("#spec-draft-config-error")).to_contain_text("head.json")
+    pg.get_by_label("EAGLE head's config.json (optional: counts its memory and cost)").set_input_files(str(head))
+    sync_api.expect(pg.locator("#spec-draft-config-error")).to_have_text("")
+    pg.get_by_role("button", name="Plan").click()
+    sync_api.expect(pg.locator("#plan-error")).to_contain_text("speculative_draft_config")
+    sync_api.expect(pg.locator("#plan-error")).to_contain_text("hidden_size 8,192 is not Llama-3.1-8B's 4,096")
+    pg.get_by_label("Model (Hugging Face id").fill("meta-llama/Llama-3.1-70B")
+    pg.get_by_role("button", name="Plan").click()
+    sync_api.expect(pg.locator("[data-testid=speculative]")).to_contain_text(
+        "the drafter costing 1.99% of a decode step per draft token", timeout=30_000)
+    assert outside == []
+    assert [e for e in errors if "status of 422" not in e] == [] and len(errors) == 1   # the refused 8B head only

@@ -37,6 +37,8 @@ async function api(path, body, signal) {
 // ------------------------------------------------------------------------------------------- inputs
 const numberOf = (id) => { const v = $(id).value.trim(); return v === "" ? null : Number(v); };
 
+let draftConfig = null;   // the EAGLE head's config.json, read in the browser (the server reads no file)
+
 function customConfig() {
   // the pasted config.json as an object, null when empty; throws with a message when it is not JSON
   const text = $("config").value.trim();
@@ -82,6 +84,7 @@ function planRequest() {
     req.num_speculative_tokens = drafts;
     req.speculative_method = $("spec-method").value;
     const accept = numberOf("spec-accept"); if (accept !== null) req.speculative_acceptance = accept;
+    if (draftConfig) req.speculative_draft_config = draftConfig;
   }
   return req;
 }
@@ -231,7 +234,8 @@ function renderPlan(res) {
   const sp = res.speculative;
   if (sp) out.push(el("p", { class: "hint", "data-testid": "speculative", text: `Speculative decoding: ${sp.method}, ` +
     `${sp.draft_tokens} draft tokens per step at acceptance ${sp.acceptance.toFixed(2)} ` +
-    `(${sp.tokens_per_step.toFixed(2)} tokens per step per sequence), as the predicted TPOT assumes.` }));
+    `(${sp.tokens_per_step.toFixed(2)} tokens per step per sequence), the drafter costing ` +
+    `${(100 * sp.draft_cost).toFixed(2)}% of a decode step per draft token, as the predicted TPOT assumes.` }));
   if (res.endpoint) out.push(el("p", { class: "endpoint", "data-testid": "endpoint" },
     el("b", { text: `Endpoint verdict: ${res.endpoint.verdict}. ` }), res.endpoint.explanation));
   if (res.per_system.length) {
@@ -361,7 +365,7 @@ async function loadLists() {
 
 function setup() {
   const form = $("form");
-  form.addEventListener("input", (e) => { if (!["isl", "osl", "rate", "ttft", "tpot", "ep-in", "ep-out", "spec-k", "spec-method", "spec-accept", "spec-draft"].includes(e.target.id)) scheduleFit(); });
+  form.addEventListener("input", (e) => { if (!["isl", "osl", "rate", "ttft", "tpot", "ep-in", "ep-out", "spec-k", "spec-method", "spec-accept", "spec-draft", "spec-draft-config"].includes(e.target.id)) scheduleFit(); });
   form.addEventListener("change", (e) => { if (e.target.id === "model") scheduleFit(); });
   form.addEventListener("submit", (e) => { e.preventDefault(); runPlan(); });
   $("plan-button").addEventListener("click", runPlan);
@@ -373,6 +377,18 @@ function setup() {
     $("config").value = await file.text();
     $("custom").open = true;
     scheduleFit();
+  });
+  $("spec-draft-config").addEventListener("change", async (e) => {
+    const file = e.target.files[0];
+    draftConfig = null;
+    $("spec-draft-config-error").textContent = "";
+    if (!file) return;
+    try {
+      if (file.size > 900000) throw new Error("larger than 900 kB");
+      const cfg = JSON.parse(await file.text());
+      if (typeof cfg !== "object" || cfg === null || Array.isArray(cfg)) throw new Error("not a JSON object");
+      draftConfig = cfg;
+    } catch (err) { $("spec-draft-config-error").textContent = `${file.name}: ${err.message}`; }
   });
   loadLists().then(scheduleFit, (e) => { $("fit-error").textContent = "Could not load the model and system lists: " + e.message; });
 }
