@@ -335,6 +335,9 @@ def test_draft_head_sizes_by_hand():
     assert draft_cost_fraction(target, "eagle3", head) == pytest.approx(1_403_027_456 / 70_553_706_496, rel=1e-12)
     assert draft_cost_fraction(target, "eagle3") == pytest.approx(
         ((70_553_706_496 - 2 * 1_050_673_152) / 80 + 1_050_673_152) / 70_553_706_496, rel=1e-12)
+    own = draft_head({**cfg, "vocab_size": 128_000}, target, "eagle3")   # not the target's vocabulary: own table
+    assert own.sharded_params == 1_201_668_096 + 128_000 * 8192 and own.embedding_params == 128_000 * 8192
+    assert draft_cost_fraction(target, "eagle3", own) == draft_cost_fraction(target, "eagle3", head)  # one row read
     eagle1 = draft_head(cfg, load_model("meta-llama/Llama-3.1-70B"), "eagle")   # h-wide q/k/v, fc 2h, shared head
     assert eagle1.sharded_params == 8192 * 80 * 128 + 67_108_864 + 704_643_072
     assert eagle1.replicated_params == 2 * 8192 * 8192 + 3 * 8192

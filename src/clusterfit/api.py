@@ -307,7 +307,7 @@ def _drafter_memory_note(rep: CompiledReplica, method: str) -> list[str]:
 
     if method not in ("eagle", "eagle3", "mtp"):
         return []
-    n = draft_kv_layers(rep.model, method)
+    n = draft_kv_layers(rep.model, method, rep.engine.draft_head)
     if method == "mtp":
         return [f"mtp drafts with the checkpoint's {n} MTP layer(s): their weights are loaded and they keep KV in "
                 "the target's cache"]

@@ -148,12 +148,14 @@ def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: L
     return memo[key]
 
 
-def draft_kv_layers(model: ModelArch, method: str | None) -> int:
+def draft_kv_layers(model: ModelArch, method: str | None, head: DraftHead | None = None) -> int:
     """Attention layers the drafter adds to the KV cache under speculative decoding: engines allocate the draft
     model's attention layers in the target's KV cache, one slot per token (vLLM v1/spec_decode/eagle.py
     EagleProposer.load_model collects draft_attn_layer_names for the KV cache spec). mtp: the checkpoint's MTP
     (NextN) layers; eagle / eagle3: the head's one decoder layer (the EAGLE papers' head; SpecForge's configs all
-    set num_hidden_layers 1); ngram or none: 0."""
+    set num_hidden_layers 1), or the layers of the head the user described (``head``); ngram or none: 0."""
+    if head is not None and method in ("eagle", "eagle3"):
+        return int(head.layers)
     if method == "mtp":
         return int(model.mtp_layers)
     return 1 if method in ("eagle", "eagle3") else 0
@@ -441,8 +443,9 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     if head:
         notes.append(f"the {eng.draft_method} draft head ({eng.draft_head.source}): {head / 1e9:.2f} GB per GPU")
     if draft:
-        notes.append(f"the {eng.draft_method} drafter's {draft_kv_layers(model, eng.draft_method)} attention "
-                     f"layer(s) keep KV in the same cache: +{draft:,.0f} bytes per token per GPU")
+        layers = draft_kv_layers(model, eng.draft_method, eng.draft_head)
+        notes.append(f"the {eng.draft_method} drafter's {layers} attention layer(s) keep KV in the same cache: "
+                     f"+{draft:,.0f} bytes per token per GPU")
     groups = lay.dp
     # an engine that keeps recurrent states in a pool of their own (SGLang) splits the budget: the KV pool holds
     # the tokens, the state pool caps the running sequences (Engine.split_state_pool)

@@ -103,7 +103,7 @@ def draft_cost_fraction(model: ModelArch, method: str, head: DraftHead | None = 
     if method == "ngram":
         return 0.0
     if head is not None and method in ("eagle", "eagle3"):
-        return float((head.sharded_params + head.replicated_params) / max(model.active_params, 1))
+        return float(head.read_params / max(model.active_params, 1))
     lm_head = model.params.get("lm_head", 0) or model.params.get("embedding", 0)  # a tied head reads the embedding
     body = model.active_params - model.params.get("embedding", 0) - model.params.get("lm_head", 0)
     per_layer = body / max(model.num_layers, 1)
@@ -129,7 +129,9 @@ class DraftHead:
     - the token embedding: shared with the target when its vocabulary is the target's, else the head's own.
 
     ``sharded_params`` split over the TP ranks (attention, MLP, LM head, own embedding), ``replicated_params`` sit on
-    each (fc, norms); ``kv_heads`` x ``head_dim`` per layer go to the KV cache (memory.draft_kv_bytes_per_token_per_gpu).
+    each (fc, norms); ``embedding_params``: the own embedding among the sharded (0 when shared), which a draft token
+    looks up one row of rather than reads; ``kv_heads`` x ``head_dim`` per layer go to the KV cache
+    (memory.draft_kv_bytes_per_token_per_gpu).
     """
 
     source: str
@@ -138,6 +140,12 @@ class DraftHead:
     head_dim: int
     sharded_params: int
     replicated_params: int
+    embedding_params: int = 0
+
+    @property
+    def read_params(self) -> int:
+        """Parameters one draft token reads: all but the embedding table."""
+        return self.sharded_params + self.replicated_params - self.embedding_params
 
     def weight_bytes_per_gpu(self, tp: int, bytes_per_param: float = 2.0) -> float:
         """Bytes of the head on one GPU of a TP group (16-bit weights: vLLM loads the head in the target's dtype)."""
@@ -190,9 +198,8 @@ def draft_head(config: object, target: ModelArch, method: str, source: str = "th
     if method == "eagle3":
         sharded += size("draft_vocab_size", vocab) * h
         replicated += h  # the norm of the fused hidden state
-    if vocab != target.vocab:
-        sharded += vocab * h  # not the target's vocabulary: the head keeps its own embedding
-    return DraftHead(source, layers, kv, hd, sharded, replicated)
+    embedding = vocab * h if vocab != target.vocab else 0  # not the target's vocabulary: the head keeps its own
+    return DraftHead(source, layers, kv, hd, sharded + embedding, replicated, embedding)
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,8 @@ def with_draft_cost(sim: SimulationConfig, model: Any, head: Any = None) -> Simu
     spec = sim.replica.speculative
     if spec is None:
         return sim
-    return sim.model_copy(update={"replica": sim.replica.model_copy(update={"speculative": spec.for_model(model, head)})})
+    replica = sim.replica.model_copy(update={"speculative": spec.for_model(model, head)})
+    return sim.model_copy(update={"replica": replica})
 
 
 def slo_terms(sim: SimulationConfig, slo=None) -> tuple[float | None, float | None, float, float, float]:
