@@ -318,6 +318,8 @@ def test_deploy_of_an_inline_config_names_the_model(client: httpx.Client) -> Non
                    "precisions": ["fp7"]}, "precisions", "unknown precision 'fp7'"),
     ("/api/fit", {"model": "llama-3.1-8b", "systems": ["h200"], "kv_dtype": "int3"}, "kv_dtype",
      "unknown KV-cache dtype 'int3'"),
+    ("/api/perf", {"model": "deepseek-v3", "system": "h200", "isl": 10, "osl": 10, "concurrency": 1,
+                   "experts_precision": "fp7"}, "experts_precision", "unknown precision 'fp7'"),
 ])
 def test_unknown_names_name_their_field(client: httpx.Client, path: str, body: dict, field: str,
                                         message: str) -> None:

@@ -24,7 +24,7 @@ def close_matches(word: str, choices: Iterable[str], n: int = 5) -> list[str]:
 #: The command that lists the known names of each kind.
 LISTING = {"model": "clusterfit models", "system": "clusterfit hardware", "gpu": "clusterfit hardware"}
 #: The request parameter an unknown name of each kind was given in.
-PARAMETER_OF_KIND = {"model": "model", "system": "system", "gpu": "system", "engine": "engine",
+PARAMETER_OF_KIND = {"model": "model", "system": "system", "engine": "engine",
                      "precision": "precision", "KV-cache dtype": "kv_dtype"}
 
 

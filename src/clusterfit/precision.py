@@ -129,7 +129,11 @@ def resolve_precision(model: ModelArch, precision: str | None = None, experts_pr
         raise ClusterfitError(f"experts_precision: {model.name} has no routed experts (a dense model); drop "
                               f"--experts-precision")
     if experts_precision is not None:
-        fmts["routed_experts"] = weight_format(experts_precision, hidden)
+        try:
+            fmts["routed_experts"] = weight_format(experts_precision, hidden)
+        except ClusterfitError as exc:
+            exc.parameter = "experts_precision"   # the same names, another field
+            raise
         label += f"+experts:{fmts['routed_experts'].name}"
     act = "fp16" if model.torch_dtype in ("float16", "fp16") else "bf16"
     kv = normalise(kv_dtype) if kv_dtype else act
