@@ -390,3 +390,23 @@ def test_draft_config_is_counted_in_perf_and_simulate(run_cli):
         assert code == 2 and err.startswith("error: --speculative-draft-config:") and message in err, err
     code, out, err = run_cli("perf", *base[:-2], "--concurrency", "8", *head)   # mtp (the default) loads no head
     assert code == 2 and "--speculative-draft-config" in err and "not with mtp" in err
+
+
+def test_fit_counts_the_drafter_as_perf_does(run_cli):
+    """`fit` takes the speculative options: DeepSeek-V3's MTP layer adds its fp8 weights and one more 1,152 B MLA
+    layer per token per GPU (71,424 B); Llama-3.1-70B's EAGLE-3 head adds the hand-computed 703,135,744 B per GPU at
+    TP8; mtp on a model without MTP layers is refused as in perf."""
+    def fit(*args):
+        code, out, err = run_cli("fit", *args, "--system", "h200", "--tp", "8", "--context", "4096", "--json")
+        assert code == 0, err
+        return json.loads(out)["results"][0]
+
+    plain, mtp = fit("deepseek-ai/DeepSeek-V3"), fit("deepseek-ai/DeepSeek-V3", "--num-speculative-tokens", "1")
+    assert (plain["kv_bytes_per_token_per_gpu"], mtp["kv_bytes_per_token_per_gpu"]) == (70_272, 71_424)
+    assert mtp["weight_bytes_per_gpu"] - plain["weight_bytes_per_gpu"] > 1e9   # one fp8 NextN layer over 8 GPUs
+    assert mtp["max_sequences"] < plain["max_sequences"]
+    base = ("meta-llama/Llama-3.1-70B", "--num-speculative-tokens", "3", "--speculative-method", "eagle3")
+    counted = fit(*base, "--speculative-draft-config", str(EAGLE / "llama3-70B-eagle3.json"))
+    assert counted["weight_bytes_per_gpu"] - fit(*base)["weight_bytes_per_gpu"] == 703_135_744
+    code, out, err = run_cli("fit", "meta-llama/Llama-3.1-8B", "--num-speculative-tokens", "2")
+    assert code == 2 and err.startswith("error: --speculative-method:") and "has none" in err, err

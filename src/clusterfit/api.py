@@ -142,7 +142,11 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
     if "context" in req.model_fields_set:
         check_context(model, req.context, req.allow_longer_context, "context", "context")
     prec = resolve_precision(model, req.precision, req.experts_precision, req.kv_dtype)
-    catalog = Catalog.load(req.catalog)
+    spec = req.speculative_spec()
+    if spec is not None:
+        check_drafter(model, spec.method)
+    catalog = Catalog.load(req.catalog, draft_head=req.draft_head(model, spec.method if spec is not None else None)
+                           if req.speculative_draft_config is not None else None)
     eng = catalog.engine(req.engine).with_settings(req.gpu_memory_utilization, req.max_num_batched_tokens)
     naive_prec = req.precision or _dominant_format(model, prec)
     results = []
@@ -153,6 +157,8 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
         eng_s = catalog.engine(req.engine, s).with_settings(req.gpu_memory_utilization, req.max_num_batched_tokens)
         eng_s.check_settings()
         layout = layout_from_options(model, s, None, req.tp, req.pp, req.ep, req.dp)
+        if spec is not None:   # the drafter's weights and KV layers (memory.fit), as perf and plan count them
+            eng_s = eng_s.for_speculative(layout.dp if layout is not None else 1, spec.method)
         need = nodes_needed(model, s, prec, eng_s, req.context, req.block_size)
         n = req.nodes or (layout and -(-layout.gpus // s.gpus_per_node)) or need or 1
         r = memory_fit(model, s, prec, layout, n, eng_s, req.context, req.block_size)

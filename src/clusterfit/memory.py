@@ -407,6 +407,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     gpus = nodes * system.gpus_per_node
     lay = layout or default_layout(model, system, gpus)
     eng = engine.for_layout(system.gpu, lay.tp, lay.pp, lay.dp)  # the engine's defaults for this GPU and layout
+    include_mtp = include_mtp or eng.loads_mtp_layers   # mtp drafting loads the checkpoint's MTP layers
     problem = layout_problem(model, lay)
     if problem:
         raise ClusterfitError(f"impossible layout {lay.label()} for {model.name}: {problem}")

@@ -156,26 +156,6 @@ class EngineSettingsRequest(RequestSchema):
                         self.enforce_eager, self.async_scheduling)
 
 
-class FitRequest(LayoutRequest):
-    model: str | None = Field(None, description="HF id, alias or path to a config.json")
-    params: str | None = Field(None, description="Bare parameter count (744B, 1.6T): naive mode")
-    systems: list[str] = Field(default_factory=lambda: ["h100", "h200", "b200"], min_length=1, max_length=64)
-    precision: str | None = None
-    experts_precision: str | None = None
-    kv_dtype: str | None = None
-    nodes: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes per replica (default: the fewest that fit)")
-    context: int = Field(32768, ge=1, le=MAX_TOKENS, description="Tokens per sequence (prompt + output)")
-    engine: str = "vllm"
-    gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0)
-    max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)
-    block_size: int = Field(16, ge=1, le=4096, description="Paged-KV block size, tokens")
-    allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
-                                       "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
-    sessions: int | None = Field(None, ge=1, le=10_000_000,
-                                 description="Concurrent sessions of `context` tokens the deployment must hold")
-    catalog: list[Path] = Field(default_factory=list, description="Extra hardware catalog files (YAML or TOML)")
-
-
 class SpeculativeRequest(RequestSchema):
     """Speculative decoding options (clusterfit.speculative; sim.config.SpeculativeSpec), vLLM's names where it has
     them. None of them given: no speculative decoding."""
@@ -239,6 +219,26 @@ class SpeculativeRequest(RequestSchema):
 
         fields = self.speculative_fields(base.model_dump() if base is not None else None)
         return base if fields is None else SpeculativeSpec.model_validate(fields)
+
+
+class FitRequest(LayoutRequest, SpeculativeRequest):
+    model: str | None = Field(None, description="HF id, alias or path to a config.json")
+    params: str | None = Field(None, description="Bare parameter count (744B, 1.6T): naive mode")
+    systems: list[str] = Field(default_factory=lambda: ["h100", "h200", "b200"], min_length=1, max_length=64)
+    precision: str | None = None
+    experts_precision: str | None = None
+    kv_dtype: str | None = None
+    nodes: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes per replica (default: the fewest that fit)")
+    context: int = Field(32768, ge=1, le=MAX_TOKENS, description="Tokens per sequence (prompt + output)")
+    engine: str = "vllm"
+    gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0)
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)
+    block_size: int = Field(16, ge=1, le=4096, description="Paged-KV block size, tokens")
+    allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
+                                       "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
+    sessions: int | None = Field(None, ge=1, le=10_000_000,
+                                 description="Concurrent sessions of `context` tokens the deployment must hold")
+    catalog: list[Path] = Field(default_factory=list, description="Extra hardware catalog files (YAML or TOML)")
 
 
 class PerfRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):

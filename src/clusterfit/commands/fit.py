@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from .options import (LongerContextOpt, CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, JsonOpt, KvDtypeOpt, PpOpt,
-                      PrecisionOpt, TpOpt, given)
+                      PrecisionOpt, NumSpeculativeTokensOpt, SpeculativeAcceptanceLengthOpt, SpeculativeAcceptanceOpt,
+                      SpeculativeDraftConfigOpt, SpeculativeMethodOpt, TpOpt, given, speculative_kwargs)
 from .output import emit
 
 if TYPE_CHECKING:
@@ -38,6 +39,11 @@ def fit_command(
     block_size: Annotated[int, typer.Option(help="Paged-KV block size, tokens")] = 16,
     sessions: Annotated[Optional[int], typer.Option(
         help="Concurrent sessions of --context tokens to hold: says whether they fit and how many nodes they need")] = None,
+    num_speculative_tokens: NumSpeculativeTokensOpt = None,
+    speculative_method: SpeculativeMethodOpt = None,
+    speculative_acceptance: SpeculativeAcceptanceOpt = None,
+    speculative_acceptance_length: SpeculativeAcceptanceLengthOpt = None,
+    speculative_draft_config: SpeculativeDraftConfigOpt = None,
     catalog: CatalogOpt = None,
     allow_longer_context: LongerContextOpt = False,
     as_json: JsonOpt = False,
@@ -50,7 +56,9 @@ def fit_command(
                              ep=ep, dp=dp, context=context, engine=engine,
                              gpu_memory_utilization=gpu_memory_utilization,
                              max_num_batched_tokens=max_num_batched_tokens, block_size=block_size, sessions=sessions,
-                             catalog=catalog, allow_longer_context=allow_longer_context))
+                             catalog=catalog, allow_longer_context=allow_longer_context),
+                     **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
+                                          speculative_acceptance_length, speculative_draft_config))
     emit(result, as_json, lambda c: render_fit(c, result))
 
 
