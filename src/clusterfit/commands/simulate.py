@@ -53,7 +53,7 @@ def simulate_command(
     policy: Annotated[Optional[str], typer.Option(
         help="round_robin, random, least_outstanding, least_kv, power_of_two, affinity")] = None,
     fail_at: Annotated[Optional[float], typer.Option(help="Lose a replica at this time, s")] = None,
-    fail_replica: Annotated[int, typer.Option(help="Which replica --fail-at loses")] = 0,
+    fail_replica: Annotated[Optional[int], typer.Option(help="Which replica --fail-at loses [default: 0]")] = None,
     fail_node: Annotated[Optional[int], typer.Option(help="Lose this whole node at --fail-at instead")] = None,
     restart_after: Annotated[Optional[float], typer.Option(help="Seconds until the lost replica is back")] = None,
     ttft_ms: Annotated[Optional[float], typer.Option(help="TTFT SLO, ms")] = None,

@@ -19,7 +19,7 @@ from ..arch import load_model
 from ..errors import ClusterfitError
 from ..schema import ParameterError, SimulateRequest
 from .cluster import SimRun, run_simulation
-from .config import SampledLengthSpec, SessionSpec, SimulationConfig
+from .config import ARRIVAL_PROCESSES, POLICIES, SampledLengthSpec, SessionSpec, SimulationConfig
 from .metrics import summarize
 from .stepmodel import StepCosts
 from .trace_files import load_trace
@@ -228,6 +228,17 @@ def _planned_layout(req: SimulateRequest, model: str, system: str, precision: st
     return {"tp": rec.tp, "pp": rec.pp, "ep": rec.ep, "dp": rec.dp}, rec.serving_replicas
 
 
+def _check_failure_options(req: SimulateRequest) -> None:
+    """What a failure is, where and how long, means nothing without when (--fail-at); a replica and a node at once
+    would be two failures."""
+    given = [n for n in ("fail_replica", "fail_node", "restart_after") if n in req.model_fields_set]
+    if req.fail_at is None and given:
+        raise ParameterError(given[0], "describes a failure: give its time, --fail-at SECONDS")
+    if "fail_replica" in given and "fail_node" in given:
+        raise ParameterError("fail_node", "a failure takes one replica (--fail-replica) or one node (--fail-node), "
+                             "not both")
+
+
 def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationConfig:
     """The scenario's simulation section with the request's options applied on top. A trace brings its own
     arrivals and lengths: rate, arrival, isl, osl and length_cv cannot be given with it."""
@@ -237,6 +248,11 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
         if clash:
             raise ParameterError(clash[0], "a trace gives the arrivals and lengths; drop "
                                  + ", ".join(f"--{c.replace('_', '-')}" for c in clash) + " or the trace")
+    if req.policy is not None and req.policy not in POLICIES:
+        raise ParameterError("policy", f"unknown policy {req.policy!r}; choose one of {', '.join(POLICIES)}")
+    if req.arrival is not None and req.arrival not in ARRIVAL_PROCESSES:
+        raise ParameterError("arrival", f"unknown arrival process {req.arrival!r}; choose one of "
+                             f"{', '.join(ARRIVAL_PROCESSES)}")
     upd: dict[str, Any] = {}
     for key, val in (("replicas", req.replicas), ("requests", req.requests), ("seed", req.seed),
                      ("policy", req.policy), ("trace", req.trace)):
@@ -259,6 +275,7 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
     spec = req.speculative_fields(sim.replica.speculative.model_dump() if sim.replica.speculative else None)
     if spec is not None:
         upd["replica"] = sim.replica.model_dump() | {"speculative": spec}
+    _check_failure_options(req)
     if req.fail_at is not None:
         upd["failures"] = [f.model_dump() for f in sim.failures] + [
             {"at_s": req.fail_at, "replica": None if req.fail_node is not None else req.fail_replica,

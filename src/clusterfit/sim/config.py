@@ -7,7 +7,7 @@ SLOs come from the rest of the scenario (or the CLI) and are passed in separatel
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -58,6 +58,11 @@ class SampledLengthSpec(_Strict):
         return self
 
 
+#: The arrival processes the simulator generates (ArrivalSpec.process).
+ArrivalProcess = Literal["poisson", "gamma", "mmpp", "diurnal"]
+ARRIVAL_PROCESSES: tuple[str, ...] = get_args(ArrivalProcess)
+
+
 class ArrivalSpec(_Strict):
     """How requests (or sessions) arrive.
 
@@ -67,7 +72,7 @@ class ArrivalSpec(_Strict):
     same long-run mean ``rate_rps``. diurnal: rate_rps x (1 + amplitude x sin(2 pi t / period_s)).
     """
 
-    process: Literal["poisson", "gamma", "mmpp", "diurnal"] = "poisson"
+    process: ArrivalProcess = "poisson"
     rate_rps: float | None = Field(default=None, gt=0)
     cv: float = Field(default=2.0, gt=0)
     burst_factor: float = Field(default=4.0, ge=1)
