@@ -116,6 +116,17 @@ def test_cli_errors():
     assert bad.returncode == 2 and "endpoint-price" in bad.stderr
 
 
+@pytest.mark.parametrize("extra, message", [
+    (("--verify-requests", "500"), "--verify-requests: sizes the simulation --verify runs; give --verify too"),
+    (("--tpot-percentile", "99"), "--tpot-percentile: judges the TPOT target; give --tpot-ms"),
+    (("--min-goodput", "0.5"), "--min-goodput: judges the latency targets; give --ttft-ms or --tpot-ms"),
+])
+def test_options_that_would_be_ignored_are_refused(run_cli, extra, message):
+    """Each ran before with the option silently ignored (no target to judge, no simulation to size)."""
+    code, out, err = run_cli("plan", MODEL, "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", *extra)
+    assert code == 2 and message in " ".join(err.split()), err
+
+
 def test_plot(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "front.png"

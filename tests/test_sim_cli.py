@@ -102,6 +102,10 @@ def test_requests_longer_than_the_kv_cache_are_rejected_and_said(run_cli):
       "--policy", "fastest"), "--policy: unknown policy 'fastest'; choose one of round_robin"),
     (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
       "--arrival", "weird"), "--arrival: unknown arrival process 'weird'; choose one of poisson, gamma, mmpp"),
+    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
+      "--ttft-percentile", "99"), "--ttft-percentile: judges a latency target; give --ttft-ms"),
+    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
+      "--min-goodput", "0.5"), "--min-goodput: judges a latency target; give --ttft-ms or --tpot-ms"),
     # a failure's replica, node or restart without its time was silently ignored: nothing failed
     (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
       "--fail-replica", "1"), "--fail-replica: describes a failure: give its time, --fail-at SECONDS"),

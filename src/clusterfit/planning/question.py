@@ -107,13 +107,25 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.systems = systems or None
     q.precisions = list(precisions) if precisions else [None]
     q.kv_dtypes = list(kv_dtypes) if kv_dtypes else [None]
-    q.engine = engine or "vllm"
-    q.failover, q.max_nodes_per_replica = failover or 0, max_nodes or 4
+    q.engine, q.failover, q.max_nodes_per_replica = engine or "vllm", failover or 0, max_nodes or 4
     q.disaggregated, q.budget_nodes, q.budget_gpus = disagg, req.nodes, req.gpus
     q.confidence = _confidence(req, capacity)
     q.speculative, q.simulation = _speculative(req, q.simulation)
     q.catalog = _with_draft_head(req, q)
+    _check_judged(req, q)
     return q
+
+
+def _check_judged(req: PlanRequest, q: PlanQuestion) -> None:
+    """Options that qualify something absent would be ignored: a TPOT percentile or a least goodput without the
+    target it judges (option or scenario), a count of verification requests without --verify."""
+    if req.tpot_percentile is not None and q.slo.tpot_s is None:
+        raise ParameterError("tpot_percentile", "judges the TPOT target; give --tpot-ms (or the scenario's slo)")
+    if req.min_goodput is not None and q.slo.tpot_s is None and q.slo.ttft_s is None:
+        raise ParameterError("min_goodput", "judges the latency targets; give --ttft-ms or --tpot-ms (or the "
+                             "scenario's slo)")
+    if req.verify_requests is not None and not req.verify:
+        raise ParameterError("verify_requests", "sizes the simulation --verify runs; give --verify too")
 
 
 def _with_draft_head(req: PlanRequest, q: PlanQuestion) -> Catalog | None:

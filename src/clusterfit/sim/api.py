@@ -193,6 +193,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
         layout, replicas = _planned_layout(req, model, system, precision, kv_dtype, engine)
         if replicas is not None and req.replicas is None and "replicas" not in (scen.simulation or {}):
             sim = sim.model_copy(update={"replicas": replicas})
+    _check_judged(req, *slo_terms(sim, slo)[:2])
     spec = sim.replica.speculative
     head = (req.draft_head(load_model(model), spec.method if spec is not None else None)
             if req.speculative_draft_config is not None else None)
@@ -226,6 +227,14 @@ def _planned_layout(req: SimulateRequest, model: str, system: str, precision: st
     if rec is None:
         return {}, None
     return {"tp": rec.tp, "pp": rec.pp, "ep": rec.ep, "dp": rec.dp}, rec.serving_replicas
+
+
+def _check_judged(req: SimulateRequest, ttft_s: float | None, tpot_s: float | None) -> None:
+    """A percentile or a least goodput judges a target: without one (option or scenario) it would be ignored."""
+    for name, target, flag in (("ttft_percentile", ttft_s, "--ttft-ms"), ("tpot_percentile", tpot_s, "--tpot-ms"),
+                               ("min_goodput", ttft_s if ttft_s is not None else tpot_s, "--ttft-ms or --tpot-ms")):
+        if getattr(req, name) is not None and target is None:
+            raise ParameterError(name, f"judges a latency target; give {flag} (or the scenario's slo)")
 
 
 def _check_failure_options(req: SimulateRequest) -> None:
