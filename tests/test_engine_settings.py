@@ -459,3 +459,13 @@ def test_fit_budgets_memory_with_the_engines_defaults_on_that_gpu(run_json, syst
     assert fit["max_kv_tokens"] == int(perf["kv_capacity_tokens"])
     assert fit["max_num_batched_tokens"] == perf["engine_settings"]["max_num_batched_tokens"] == \
         (8192 if system == "hgx_h200" else 2048)
+
+
+def test_a_decode_batch_above_the_max_num_seqs_given_is_refused(run_cli, run_json):
+    """--batch B asks for the step at B running sequences; with --max-num-seqs below B the engine never runs them
+    (perf answered for B anyway). At the cap it answers."""
+    code, out, err = run_cli("perf", MODEL, "--system", "h200", "--isl", "10", "--osl", "10", "--batch", "4",
+                             "--context", "100", "--max-num-seqs", "2")
+    assert code == 2 and err.startswith("error: --batch: 4 sequences are more than the engine runs at once "
+                                        "(max_num_seqs 2 over this replica)"), err
+    assert _perf(run_json, "--batch", "2", "--context", "100", "--max-num-seqs", "2")["batch"] == 2

@@ -207,6 +207,9 @@ def test_engines_documented():
     (("fit", "--params", "lots", "--precision", "fp8"), "cannot read parameter count 'lots'"),
     (("fit", "--params", "1e20", "--precision", "fp8"), "--params must be between"),
     (("fit", "--params", "70B"), "--params needs --precision"),
+    (("fit", "--params", "70B", "--precision", "fp8", "--sessions", "10"), "--sessions: needs the model's architecture"),
+    (("fit", "--params", "70B", "--precision", "fp8", "--context", "1000"), "--context: needs the model's architecture"),
+    (("fit", "--params", "70B", "--precision", "fp8", "--kv-dtype", "fp8"), "--kv-dtype: needs the model's architecture"),
     (("fit",), "give a MODEL or --params, one of them"),
     (("fit", "llama-3.1-8b", "--params", "8B", "--precision", "bf16"), "give a MODEL or --params, not both"),
 ])

@@ -138,6 +138,11 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
                               "`clusterfit fit --params 744B --precision fp8`)")
     if req.params is not None and req.precision is None:
         raise ParameterError("precision", "--params needs --precision (bf16, fp8, int4, ...)")
+    needs_layers = [n for n in ("sessions", "context", "kv_dtype") if n in req.model_fields_set
+                    and getattr(req, n) is not None]
+    if req.params is not None and needs_layers:   # a parameter count has no KV cache: they would be ignored
+        raise ParameterError(needs_layers[0], "needs the model's architecture (a parameter count says nothing of its "
+                             "KV cache); give MODEL instead of --params")
     model = bare_model(parse_param_count(req.params)) if req.params is not None else load_model(str(req.model))
     if "context" in req.model_fields_set:
         check_context(model, req.context, req.allow_longer_context, "context", "context")
@@ -284,7 +289,8 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
                         pp=req.pp, ep=req.ep, dp=req.dp, engine=req.engine, require_kv=False,
                         speculative=spec.method if spec is not None else None)
     if req.batch is not None:
-        _check_batch_fits(rep.step, req.batch, req.context if req.context is not None else req.isl + req.osl / 2)
+        _check_batch_fits(rep.step, req.batch, req.context if req.context is not None else req.isl + req.osl / 2,
+                          "max_num_seqs" in settings.given())
     drafting = spec.for_model(rep.model, rep.engine.draft_head).drafting() if spec is not None else None
     out = predict(rep.model, rep.system, rep.layout, rep.precision, rep.engine, req.isl, req.osl,
                   concurrency=req.concurrency, batch=req.batch, context=req.context,
@@ -343,10 +349,14 @@ def _perf_intervals(out: dict[str, Any], engine: str, gpu_id: str, model: ModelA
             "intervals": bands.basis(["prefill", dec])}
 
 
-def _check_batch_fits(step: StepModel, batch: int, context: float) -> None:
-    """A decode batch the KV cache cannot hold is an error naming what it holds."""
+def _check_batch_fits(step: StepModel, batch: int, context: float, capped: bool = False) -> None:
+    """A decode batch the KV cache cannot hold is an error naming what it holds; so is one above the running
+    sequences the user capped the engine at (``capped``: max_num_seqs given)."""
     import numpy as np
 
+    if capped and batch > step.max_num_seqs:
+        raise ParameterError("batch", f"{batch} sequences are more than the engine runs at once (max_num_seqs "
+                             f"{step.max_num_seqs:,} over this replica); lower --batch or raise --max-num-seqs")
     holds = float(np.asarray(step.max_sequences(context)))
     if batch > holds:
         raise ParameterError("batch", f"{batch} sequences at context {context:,.0f} do not fit the KV cache: it holds "
