@@ -158,6 +158,10 @@ def test_cli_writes_and_refuses_bad_input(tmp_path, capsys):
                        (["--plan", str(Path(__file__)), "--out", str(tmp_path / "e")],
                         f"--plan: plan file {Path(__file__)}: not valid JSON"),
                        (["--plan", str(plan), "--engine", "sglang", "--out", str(tmp_path / "f")], "sized for"),
+                       # the plan's own question and settings stand: --max-num-seqs 7 was ignored (1024 written)
+                       (["--plan", str(plan), "--max-num-seqs", "7", "--out", str(tmp_path / "h")],
+                        "--max-num-seqs: the plan in"),
+                       (["--plan", str(plan), "--isl", "5000", "--out", str(tmp_path / "h")], "--isl: the plan in"),
                        # a parent where nothing can be created (procfs; root ignores permission bits)
                        *([(["--plan", str(plan), "--out", "/proc/clusterfit-deploy"], "cannot write in /proc")]
                          if Path("/proc/self").is_dir() else [])):
@@ -170,7 +174,7 @@ def test_cli_writes_and_refuses_bad_input(tmp_path, capsys):
     bad.write_text(json.dumps({**json.loads(plan.read_text()), "per_system": "x"}))
     with pytest.raises(SystemExit):
         main(["deploy", "--plan", str(bad), "--out", str(tmp_path / "g")])
-    assert not (tmp_path / "g").exists() and not (tmp_path / "e").exists()
+    assert not (tmp_path / "g").exists() and not (tmp_path / "e").exists() and not (tmp_path / "h").exists()
 
 
 def test_http_deploy_answers_files_and_writes_nothing():

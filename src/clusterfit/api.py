@@ -416,6 +416,11 @@ def _checkpoint_to_serve(model: ModelArch, source: str) -> str:
                          "Hugging Face id, or the config.json inside the checkpoint's directory")
 
 
+#: What deploy takes beside a plan file: where and how to write the files, the row to deploy, the checkpoint.
+_USED_WITH_PLAN_FILE = frozenset({"plan_file", "target", "out", "engine", "systems", "model", "catalog",
+                                  "max_model_len", "speculative_draft_model", "allow_longer_context"})
+
+
 def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResult:
     """Launch commands, Kubernetes manifests or a Slurm script for a plan (planned here, or ``plan_file``)."""
     from .deploy.render import ENGINE_VERSIONS, DeploySpec, render, write
@@ -428,6 +433,11 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         from pydantic import ValidationError
 
         from .inputs import parse_document, read_text
+
+        asked = [n for n in DeployRequest.model_fields if n in req.model_fields_set and n not in _USED_WITH_PLAN_FILE]
+        if asked:   # the plan answers the question it was planned for: these would be ignored
+            raise ParameterError(asked[0], f"the plan in {req.plan_file} was sized for its own question; drop it, or "
+                                 "plan again with it and deploy that plan")
 
         try:
             document = parse_document(read_text(req.plan_file, "plan file"), f"plan file {req.plan_file}", "json")
