@@ -127,6 +127,17 @@ def test_options_that_would_be_ignored_are_refused(run_cli, extra, message):
     assert code == 2 and message in " ".join(err.split()), err
 
 
+def test_a_load_that_fills_whole_replicas_exactly_is_sized(run_cli):
+    """100,000 one-token requests/s over Qwen3-0.6B replicas capped at 16 running sequences: the replica count is
+    rounded up from load / capacity, and the capacity of the best batch then fell an ulp short of load / replicas,
+    an IndexError before (found by random calls of api.plan)."""
+    code, out, err = run_cli("plan", "Qwen/Qwen3-0.6B", "--isl", "100", "--osl", "1", "--system", "gh200_144gb_1x",
+                             "--engine", "sglang", "--tokens-per-s", "100000", "--max-num-seqs", "16", "--json")
+    assert code == 0, err
+    rec = json.loads(out)["recommended"]
+    assert rec["batch"] == 16 and rec["serving_replicas"] >= 1
+
+
 def test_plot(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "front.png"

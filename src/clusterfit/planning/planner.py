@@ -200,6 +200,13 @@ def _point_capacity(units: np.ndarray, feasible: np.ndarray) -> float:
     return float(np.max(units[feasible])) if feasible.any() else 0.0
 
 
+def _operating_batch(feasible: np.ndarray, units: np.ndarray, need: float, replicas: int) -> int:
+    """Index of the smallest feasible batch that carries one replica's share of ``need``. The tolerance is relative:
+    ``replicas`` was rounded up from need / the best capacity, whose own batch can then fall an ulp short of
+    need / replicas at large loads (100,000 requests/s over 41 replicas: an IndexError)."""
+    return int(np.flatnonzero(feasible & (units >= need / replicas * (1.0 - 1e-9)))[0])
+
+
 def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> _Sized | None:
     """Replicas of ``c`` for the load. With ``--confidence`` the curve is at the pessimistic bound (sizing,
     feasibility); the figures reported are the point curve's at the same operating batch."""
@@ -212,7 +219,7 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
     caps = np.where(ok, cap_units, -np.inf)
     best = int(np.argmax(caps))
     n = max(1, math.ceil(need / caps[best] - 1e-9))
-    op = int(np.flatnonzero(ok & (cap_units >= need / n - 1e-12))[0])
+    op = _operating_batch(ok, cap_units, need, n)
     if wl.load.kind == "concurrent_sessions":  # Little's law: sessions / (time per turn incl. think time)
         served_rps = need / (wl.osl_mean_tokens * pt.tpot_s[op] + pt.ttft_mean_s[op] + wl.think_time_s)
     else:
@@ -247,7 +254,7 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
         kd = spare_replicas(k, n, c.gpus, node, price)
         nodes = pool_nodes(n, kd, c.gpus, node, price)
         if best_d is None or nodes < best_d[0] or (nodes == best_d[0] and c.gpus * (n + kd) < best_d[4]):
-            op = int(np.flatnonzero(ok & (units >= need / n - 1e-12))[0])
+            op = _operating_batch(ok, units, need, n)
             best_d = (nodes, c, n, b, c.gpus * (n + kd), op, float(caps[b]), kd)
     if best_d is None:
         return None
