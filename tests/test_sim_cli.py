@@ -91,6 +91,10 @@ def test_requests_longer_than_the_kv_cache_are_rejected_and_said(run_cli):
     assert code == 0 and json.loads(out)["rejected_too_long"] == 0
 
 
+#: A small simulate run the error cases add one option to.
+LOAD = ("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1")
+
+
 @pytest.mark.parametrize("args, match", [
     (("simulate",), "MODEL or --scenario"),
     (("simulate", "meta-llama/Llama-3.1-8B"), "--system"),
@@ -98,25 +102,17 @@ def test_requests_longer_than_the_kv_cache_are_rejected_and_said(run_cli):
      "no input lengths"),
     (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10"),
      "no arrival rate"),
-    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
-      "--policy", "fastest"), "--policy: unknown policy 'fastest'; choose one of round_robin"),
-    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
-      "--arrival", "weird"), "--arrival: unknown arrival process 'weird'; choose one of poisson, gamma, mmpp"),
-    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
-      "--ttft-percentile", "99"), "--ttft-percentile: judges a latency target; give --ttft-ms"),
-    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
-      "--min-goodput", "0.5"), "--min-goodput: judges a latency target; give --ttft-ms or --tpot-ms"),
+    ((*LOAD, "--policy", "fastest"), "--policy: unknown policy 'fastest'; choose one of round_robin"),
+    ((*LOAD, "--arrival", "weird"), "--arrival: unknown arrival process 'weird'; choose one of poisson, gamma, mmpp"),
+    ((*LOAD, "--ttft-percentile", "99"), "--ttft-percentile: judges a latency target; give --ttft-ms"),
+    ((*LOAD, "--min-goodput", "0.5"), "--min-goodput: judges a latency target; give --ttft-ms or --tpot-ms"),
     # a failure's replica, node or restart without its time was silently ignored: nothing failed
-    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
-      "--fail-replica", "1"), "--fail-replica: describes a failure: give its time, --fail-at SECONDS"),
-    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
-      "--restart-after", "5"), "--restart-after: describes a failure"),
-    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
-      "--fail-at", "1", "--fail-replica", "0", "--fail-node", "0"), "--fail-node: a failure takes one replica"),
+    ((*LOAD, "--fail-replica", "1"), "--fail-replica: describes a failure: give its time, --fail-at SECONDS"),
+    ((*LOAD, "--restart-after", "5"), "--restart-after: describes a failure"),
+    ((*LOAD, "--fail-at", "1", "--fail-replica", "0", "--fail-node", "0"), "--fail-node: a failure takes one replica"),
     (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--trace", "nope.csv"), "trace file not found"),
     (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--trace", "."), "trace file .: a directory"),
-    (("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl", "10", "--rate", "1",
-      "--requests", "10", "--plot", "x.jpg"), "PNG"),
+    ((*LOAD, "--requests", "10", "--plot", "x.jpg"), "PNG"),
 ])
 def test_errors_exit_2(run_cli, args, match):
     code, out, err = run_cli(*args)
@@ -129,8 +125,7 @@ def test_errors_exit_2(run_cli, args, match):
 def test_an_output_where_nothing_can_be_written_is_refused_before_work(run_cli, option):
     """/proc exists but takes no new file, even for root: a FileNotFoundError traceback after the simulation
     before; now one error line before any work."""
-    code, out, err = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl",
-                             "10", "--rate", "1", "--requests", "10", option,
+    code, out, err = run_cli(*LOAD, "--requests", "10", option,
                              "/proc/clusterfit.png" if option == "--plot" else "/proc/clusterfit.csv")
     assert code == 2 and err.startswith("error: output /proc/clusterfit.") and "cannot write in /proc" in err, err
     assert "Traceback" not in err
