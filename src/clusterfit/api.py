@@ -432,17 +432,14 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     if req.plan_file is not None:
         from pydantic import ValidationError
 
-        from .inputs import parse_document, read_text
+        from .inputs import read_document
 
         asked = [n for n in DeployRequest.model_fields if n in req.model_fields_set and n not in _USED_WITH_PLAN_FILE]
         if asked:   # the plan answers the question it was planned for: these would be ignored
             raise ParameterError(asked[0], f"the plan in {req.plan_file} was sized for its own question; drop it, or "
                                  "plan again with it and deploy that plan")
 
-        try:
-            document = parse_document(read_text(req.plan_file, "plan file"), f"plan file {req.plan_file}", "json")
-        except ClusterfitError as exc:
-            raise ParameterError("plan_file", str(exc)) from None
+        document = read_document(req.plan_file, "plan file", "json", "plan_file")
         try:
             result = PlanResult.model_validate(document)
         except ValidationError as exc:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .arch import ModelArch, load_model
+from .errors import ParameterError
 from .precision import resolve_precision
 
 if TYPE_CHECKING:
@@ -80,8 +81,6 @@ class Catalog:
         """A profile must be for the GPU of at least one of ``systems`` (those predicted): else an error naming both."""
         if self.profile is None or any(s.gpu.id == self.profile.gpu.id for s in systems):
             return
-        from .schema import ParameterError
-
         have = ", ".join(dict.fromkeys(f"{s.id} ({s.gpu.id})" for s in systems))
         raise ParameterError("profile", f"the profile was measured on {self.profile.gpu.id} "
                              f"({self.profile.gpu.device_name}), but the prediction is for {have}: calibrate on "

@@ -196,7 +196,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
-from .errors import ClusterfitError, unknown
+from .errors import ClusterfitError, ParameterError, unknown
 
 if TYPE_CHECKING:
     from .hardware import Gpu
@@ -517,8 +517,6 @@ class Engine:
     def check_settings(self) -> None:
         """Refuse settings the engine itself refuses at start-up (``batched_tokens_cover_seqs``)."""
         if self.batched_tokens_cover_seqs and self.max_num_batched_tokens < self.max_num_seqs:
-            from .schema import ParameterError   # schema imports this module
-
             raise ParameterError("max_num_batched_tokens", f"{self.name} refuses fewer tokens per step "
                                  f"({self.max_num_batched_tokens:,}) than max_num_seqs ({self.max_num_seqs:,} here); "
                                  "raise it or lower --max-num-seqs")
@@ -526,8 +524,6 @@ class Engine:
     def check_runs_on(self, system: Any) -> None:
         """Refuse ``system`` (a hardware.System) when the engine does not run on its accelerators."""
         if not self.runs_on(system.gpu):
-            from .schema import ParameterError   # schema imports this module
-
             raise ParameterError("engine", self.not_on(system))
 
     def for_gpu(self, gpu_id: str) -> "Engine":

@@ -13,6 +13,18 @@ class ClusterfitError(ValueError):
     parameter: str | None = None
 
 
+class ParameterError(ClusterfitError):
+    """A request parameter out of its range or of the wrong type; ``parameter`` names it (API name). Also importable
+    from clusterfit.schema, where the request models live."""
+
+    parameter: str
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(f"{parameter}: {message}")
+        self.parameter = parameter
+        self.detail = message
+
+
 def close_matches(word: str, choices: Iterable[str], n: int = 5) -> list[str]:
     """Up to ``n`` entries of ``choices`` that look like ``word`` (case-insensitive)."""
     lowered = {c.lower(): c for c in choices}

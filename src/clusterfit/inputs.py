@@ -44,6 +44,19 @@ def read_text(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) 
                               ) from None
 
 
+def read_document(path: str | Path, what: str, kind: Literal["yaml", "toml", "json"], parameter: str) -> Any:
+    """The parsed content of the file an option names (``read_text`` + ``parse_document``); any problem is a
+    ParameterError naming ``parameter`` (the CLI prints its flag), the message starting with ``what`` and the path."""
+    from .errors import ParameterError
+
+    try:
+        return parse_document(read_text(path, what), f"{what} {path}", kind)
+    except ParameterError:
+        raise
+    except ClusterfitError as exc:
+        raise ParameterError(parameter, str(exc)) from None
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 

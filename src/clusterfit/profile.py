@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from .inputs import RefuseBool
+from .errors import ParameterError
+from .inputs import RefuseBool, read_document
 
 if TYPE_CHECKING:
     from .hardware import Gpu, HardwareCatalog
@@ -383,8 +384,6 @@ def validation_message(exc: ValidationError) -> str:
 
 def parse_profile(data: Any, origin: str = "profile") -> Profile:
     """Validate a parsed JSON document as a Profile; a problem is a ParameterError on ``profile`` naming the field."""
-    from .schema import ParameterError
-
     if not isinstance(data, dict):
         raise ParameterError("profile", f"{origin}: a profile is a JSON object (clusterfit calibrate writes one), "
                              f"not a {type(data).__name__}")
@@ -396,17 +395,7 @@ def parse_profile(data: Any, origin: str = "profile") -> Profile:
 
 def read_profile(path: str | Path) -> Profile:
     """Read and validate a profile file (what ``--profile FILE`` names; size-limited, JSON)."""
-    from .errors import ClusterfitError
-    from .inputs import parse_document, read_text
-    from .schema import ParameterError
-
-    try:
-        data = parse_document(read_text(path, "profile"), f"profile {path}", "json")
-    except ParameterError:
-        raise
-    except ClusterfitError as exc:
-        raise ParameterError("profile", str(exc)) from None
-    return parse_profile(data, str(path))
+    return parse_profile(read_document(path, "profile", "json", "profile"), str(path))
 
 
 # ======================================================================================= the catalog
@@ -414,7 +403,6 @@ def check_profile(profile: Profile, hardware: HardwareCatalog) -> Profile:
     """``profile`` checked against the hardware catalog in force (module docstring); returned with ``gpu.id`` the
     catalog id (an alias is resolved). A problem is a ParameterError on ``profile`` naming the field."""
     from .errors import ClusterfitError
-    from .schema import ParameterError
 
     def bad(field: str, why: str) -> ParameterError:
         return ParameterError("profile", f"{field}: {why}")

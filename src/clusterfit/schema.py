@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError,
                       model_serializer)
 
-from .errors import ClusterfitError
+from .errors import ClusterfitError, ParameterError  # ParameterError: re-exported (schema.ParameterError)
 from .inputs import RefuseBool
 from .profile import Profile
 from .speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
@@ -30,17 +30,6 @@ if TYPE_CHECKING:  # the simulator's spec, imported where it is built (schemas l
 MAX_GPUS = 4096
 MAX_TOKENS = 100_000_000
 MAX_BATCH = 1_000_000
-
-
-class ParameterError(ClusterfitError):
-    """A request parameter out of its range or of the wrong type; ``parameter`` names it (API name)."""
-
-    parameter: str
-
-    def __init__(self, parameter: str, message: str) -> None:
-        super().__init__(f"{parameter}: {message}")
-        self.parameter = parameter
-        self.detail = message
 
 
 class Schema(BaseModel):

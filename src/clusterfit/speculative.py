@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal, get_args
 
-from .errors import ClusterfitError
+from .errors import ClusterfitError, ParameterError
 
 if TYPE_CHECKING:  # the request schemas import this module: no model code at their import
     from .arch import ModelArch
@@ -84,8 +84,6 @@ def acceptance_for_length(draft_tokens: int, accept_length: float) -> float:
 def check_drafter(model: ModelArch, method: str) -> None:
     """Refuse a drafter ``model`` cannot run: an unknown method, or mtp (the default) for a checkpoint without MTP
     (NextN) layers, whose drafts would otherwise be priced from layers it does not have."""
-    from .schema import ParameterError   # schema imports this module
-
     if method not in METHODS:
         raise ParameterError("speculative_method", f"'{method}' is unsupported; use one of {', '.join(METHODS)}")
     if method == "mtp" and not model.mtp_layers:
@@ -161,8 +159,6 @@ def draft_head(config: object, target: ModelArch, method: str, source: str = "th
     """The DraftHead of ``method`` (eagle or eagle3) a draft checkpoint's config.json describes; refuses with a
     ParameterError naming ``speculative_draft_config`` what it cannot size: another drafter, a MoE head, a width
     that is not the target's, missing or non-positive sizes."""
-    from .schema import ParameterError   # schema imports this module
-
     def bad(msg: str) -> ParameterError:
         return ParameterError("speculative_draft_config", f"{source}: {msg}")
 

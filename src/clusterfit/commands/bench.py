@@ -12,6 +12,7 @@ import typer
 from .options import (CatalogOpt, DpOpt, EnforceEagerOpt, EpOpt, GpuMemoryUtilizationOpt, JsonOpt, KvDtypeOpt,
                       MaxNumBatchedTokensOpt, MaxNumSeqsOpt, PpOpt, PrecisionOpt, TpOpt, engine_settings, given)
 from .output import check_outputs, emit
+from ..errors import ParameterError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -77,7 +78,6 @@ def bench_command(
     """Load-test an OpenAI-compatible endpoint: TTFT, TPOT, ITL, E2E, throughput, goodput, failures by reason."""
     from ..bench import BenchSweep, parse_config, run_bench, run_sweep, write_requests_csv
     from ..errors import ClusterfitError
-    from ..schema import ParameterError
 
     if csv is not None:
         check_outputs([csv], [Path(trace)] if trace is not None else [])
@@ -124,8 +124,6 @@ def bench_command(
 
 def _numbers(text: str | None, name: str, kind: type) -> list[Any]:
     """A number or a comma-separated list of numbers ('4', '1,2,4'); else a ParameterError naming ``name``."""
-    from ..schema import ParameterError
-
     if text is None:
         return []
     try:
@@ -139,8 +137,6 @@ def _numbers(text: str | None, name: str, kind: type) -> list[Any]:
 
 def _empirical(text: str | None, name: str) -> dict[str, Any] | None:
     """``128,512`` or ``128:3,512:1`` as an empirical SampledLengthSpec mapping (the simulator's vocabulary)."""
-    from ..schema import ParameterError
-
     if text is None:
         return None
     values, weights = [], []

@@ -7,8 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import ClusterfitError
-
 TpOpt = Annotated[Optional[int], typer.Option(help="Tensor parallel size")]
 PpOpt = Annotated[Optional[int], typer.Option(help="Pipeline parallel size")]
 EpOpt = Annotated[Optional[int], typer.Option(help="Expert parallel size (MoE)")]
@@ -99,14 +97,9 @@ def speculative_kwargs(num_speculative_tokens: int | None, speculative_method: s
     draft head's config file is read here (the API takes its content)."""
     draft = None
     if speculative_draft_config is not None:
-        from ..inputs import parse_document, read_text
-        from ..schema import ParameterError
+        from ..inputs import read_document
 
-        try:
-            draft = parse_document(read_text(speculative_draft_config, "draft config"),
-                                   f"draft config {speculative_draft_config}", "json")
-        except ClusterfitError as exc:
-            raise ParameterError("speculative_draft_config", str(exc)) from None
+        draft = read_document(speculative_draft_config, "draft config", "json", "speculative_draft_config")
     return given(num_speculative_tokens=num_speculative_tokens, speculative_method=speculative_method,
                  speculative_acceptance=speculative_acceptance,
                  speculative_acceptance_length=speculative_acceptance_length, speculative_draft_config=draft)

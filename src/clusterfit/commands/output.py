@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ..errors import ClusterfitError, ParameterError
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
     from rich.console import Console
-
-    from ..errors import ClusterfitError
 
 
 def emit(result: BaseModel | dict[str, Any], as_json: bool, render: Callable[[Console], None]) -> None:
@@ -45,8 +45,6 @@ _FLAG_OF = {"systems": "system", "precisions": "precision", "kv_dtypes": "kv_dty
 
 def parameter_flag(exc: ClusterfitError) -> str:
     """The message of ``exc``, naming the command-line flag where it names an API parameter (``tp`` -> ``--tp``)."""
-    from ..schema import ParameterError
-
     if isinstance(exc, ParameterError) and exc.parameter == "model":  # the MODEL argument, not an option
         return exc.detail
     if isinstance(exc, ParameterError) and exc.parameter.isidentifier():
@@ -59,8 +57,6 @@ def check_outputs(outputs: list[Path], inputs: list[Path]) -> None:
     """Refuse, before any work, an output file whose folder is missing, that is a folder, that is an input, or
     whose folder takes no new file (a read-only mount, /proc: a scratch file is created there and removed)."""
     import tempfile
-
-    from ..errors import ClusterfitError
 
     seen: set[Path] = set()
     resolved_inputs = {p.resolve() for p in inputs}

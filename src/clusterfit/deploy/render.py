@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, ParameterError
 
 ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23", "trtllm": "1.2"}
 IMAGES = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23",
@@ -83,8 +83,6 @@ class DeploySpec:
     def __post_init__(self) -> None:
         # the checkpoint and the served name go into shell commands, YAML and Slurm scripts as plain words (the shell
         # launcher double-quotes an argument holding `$` so that ${PORT} expands: a name must not hold one)
-        from ..schema import ParameterError   # imported where it is raised, as in speculative_args
-
         for what, value in (("checkpoint", self.model_id), ("served model name", self.served_name)):
             if not re.fullmatch(SAFE_NAME, value):
                 raise ParameterError("model", f"the {what} {value!r} must match {SAFE_NAME} to be written into "
@@ -132,8 +130,6 @@ def speculative_args(spec: DeploySpec) -> list[str]:
     ``--speculative-eagle-topk 1`` and ``--speculative-num-draft-tokens`` = steps + 1 (the chain's tokens and the
     bonus token), the draft checkpoint as ``--speculative-draft-model-path``. Errors say what the engine needs."""
     import json
-
-    from ..schema import ParameterError
 
     m, k = spec.speculative_method, spec.num_speculative_tokens
     if m is None:

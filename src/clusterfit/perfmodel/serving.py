@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from ..arch import ModelArch
 from ..engines import Engine, front_end_s, schedules_ahead
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, ParameterError
 from ..hardware import System
 from ..layout import Layout
 from ..precision import Precision
@@ -57,8 +57,6 @@ def max_throughput_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> Num:
 
 def _refuse_too_long(sm: StepModel, isl: int, osl: int) -> NoReturn:
     """The error for a request whose tokens the KV cache of one attention-DP rank cannot hold."""
-    from ..schema import ParameterError  # the schema module imports the model code, not the other way
-
     rank = " per attention-DP rank" if sm.dp > 1 else ""
     raise ParameterError("isl", f"a request of {isl:,} + {osl:,} tokens needs more KV cache than this layout admits "
                          f"({sm.kv_capacity_tokens / max(sm.dp, 1):,.0f} tokens{rank}); give it more GPUs (--gpus, "
