@@ -307,7 +307,7 @@ class Engine:
     speculative_max_num_seqs: int | None = None
     speculative_async_scheduling: bool | None = None
     #: the checkpoint's MTP (NextN) layers are loaded as the drafter (speculative decoding with method mtp): their
-    #: weights then take GPU memory (memory.fit include_mtp); set by for_speculative, never in engines.yaml
+    #: weights then take GPU memory (memory.fit, weight_bytes_per_gpu include_mtp); set by for_speculative, never in engines.yaml
     loads_mtp_layers: bool = False
     #: the drafter under speculative decoding (speculative.METHODS), set by for_speculative: its attention layers
     #: keep KV in the target's cache (memory.draft_kv_layers), never in engines.yaml

@@ -178,9 +178,9 @@ def draft_kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, lay
     config (``head``, speculative.DraftHead) counts its own layers and KV heads."""
     if head is not None and method in ("eagle", "eagle3"):
         return head.kv_bytes_per_token_per_gpu(layout.tp, precision.kv_bytes_per_elem)
-    n, layer = draft_kv_layers(model, method), _draft_layer(model)
-    return 0.0 if n == 0 or layer is None else n * layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem,
-                                                                                      layout.tp)
+    n = draft_kv_layers(model, method)
+    layer = _draft_layer(model) if n else None   # no layer scan without a drafter (every compile of a plan search)
+    return 0.0 if layer is None else n * layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem, layout.tp)
 
 
 def drafter_weight_bytes_per_gpu(engine: Engine, layout: Layout) -> float:
@@ -393,10 +393,11 @@ class ReplicaMemoryFit:
 
 
 def fit(model: ModelArch, system: System, precision: Precision, layout: Layout | None, nodes: int, engine: Engine,
-        context: int = 32768, block_size: int = 16, include_mtp: bool = False) -> ReplicaMemoryFit:
+        context: int = 32768, block_size: int = 16) -> ReplicaMemoryFit:
     """Fit one replica on ``nodes`` nodes of ``system``: weights, reserve, KV budget, max sequences at ``context``.
 
-    ``engine``: the serving engine (clusterfit.engines.get_engine(name), with Engine.with_settings overrides).
+    ``engine``: the serving engine (clusterfit.engines.get_engine(name), with Engine.with_settings overrides; under
+    speculative decoding Engine.for_speculative, whose drafter's weights and KV layers are counted).
     ``layout`` defaults to default_layout over all GPUs of the nodes (TP inside a node, PP across nodes).
     max_kv_tokens counts token slots per replica (per-GPU budget / per-GPU bytes per token x dp groups).
     """
@@ -407,7 +408,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     gpus = nodes * system.gpus_per_node
     lay = layout or default_layout(model, system, gpus)
     eng = engine.for_layout(system.gpu, lay.tp, lay.pp, lay.dp)  # the engine's defaults for this GPU and layout
-    include_mtp = include_mtp or eng.loads_mtp_layers   # mtp drafting loads the checkpoint's MTP layers
+    include_mtp = eng.loads_mtp_layers   # mtp drafting loads the checkpoint's MTP layers
     problem = layout_problem(model, lay)
     if problem:
         raise ClusterfitError(f"impossible layout {lay.label()} for {model.name}: {problem}")

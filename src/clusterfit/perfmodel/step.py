@@ -891,7 +891,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
               + draft_kv_bytes_per_token_per_gpu(model, precision, layout, eng.draft_method, eng.draft_head))
     if kv_budget_bytes_per_gpu is None:  # the memory model with the engine's budgeting
         nodes = max(1, -(-gpus // system.gpus_per_node))
-        mem = fit(model, system, precision, layout, nodes, eng, include_mtp=eng.loads_mtp_layers)
+        mem = fit(model, system, precision, layout, nodes, eng)   # MTP weights when the engine loads them
         kv_budget_bytes_per_gpu = mem.kv_budget_bytes_per_gpu
         w_bytes = mem.weight_bytes_per_gpu  # the same weight_bytes_per_gpu(model, precision, layout, include_mtp)
     else:
