@@ -150,8 +150,7 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
     spec = req.speculative_spec()
     if spec is not None:
         check_drafter(model, spec.method)
-    catalog = Catalog.load(req.catalog, draft_head=req.draft_head(model, spec.method if spec is not None else None)
-                           if req.speculative_draft_config is not None else None)
+    catalog = Catalog.load(req.catalog, draft_head=req.draft_head(model, spec.method if spec is not None else None))
     eng = catalog.engine(req.engine).with_settings(req.gpu_memory_utilization, req.max_num_batched_tokens)
     naive_prec = req.precision or _dominant_format(model, prec)
     results = []
