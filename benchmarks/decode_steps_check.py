@@ -1,0 +1,92 @@
+"""The performance model's decode step against whole decode steps measured on one H200 (issue 11).
+
+Usage: python benchmarks/decode_steps_check.py [--out benchmarks/results/decode-steps-check.json]
+
+Measurements: tests/data/measured/h200-decode-steps.json (PyTorch ops, CUDA graphs and eager) and
+h200-decode-steps-compiled.json (the same step built with torch.compile), both written by
+benchmarks/probe_decode_steps.py on the device tool's H200 (their ``_run`` keys say how). The model side is
+``StepModel.gpu_step_s`` (the GPU's part of the step, without the engine's host time, as the probe has none) and
+``decode_step_s`` (what perf reports) of each engine for the same model on one H200 SXM (catalog system hgx_h200,
+TP1, the catalog precision: bf16 for both models), one decode step of ``batch`` sequences of ``context`` tokens.
+
+The probe's step leaves out rotary embeddings and sampling, which every engine runs, so a model that matches the
+engines should sit at or somewhat above the measured step; the probe's MoE layer is unfused PyTorch (41 GPU
+operations per layer with torch.compile off, against the one or two fused MoE kernels of vLLM / SGLang /
+TensorRT-LLM), so its small-batch MoE steps are an upper bound, not an engine's figure.
+
+Also written: the grouped expert GEMM's fp8-over-bf16 speed-up measured at each token count (one EP=8 rank of
+DeepSeek-V3), against the 2x of the datasheet peaks that the model's MoE term assumes once compute-bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterfit.compose import Catalog, build_replica
+
+ROOT = Path(__file__).resolve().parents[1]
+MEASURED = ROOT / "tests" / "data" / "measured"
+SYSTEM = "hgx_h200"
+ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def decode_rows(catalog: Catalog, doc: dict[str, Any], build: str) -> list[dict[str, Any]]:
+    out = []
+    models = sorted({r["model"] for r in doc["decode_steps"]})
+    for model in models:
+        rows = [r for r in doc["decode_steps"] if r["model"] == model and "graph_s" in r]
+        b = np.array([r["batch"] for r in rows], dtype=float)
+        ctx = np.array([r["context"] for r in rows], dtype=float)
+        for eng in ENGINES:
+            sm = build_replica(catalog, model, SYSTEM, gpus=1, tp=1, engine=eng).step
+            gpu = np.asarray(sm.gpu_step_s(0.0, 0.0, b, b * ctx))
+            full = np.asarray(sm.decode_step_s(b, ctx))
+            for r, g, f in zip(rows, gpu, full):
+                out.append({"build": build, "model": model, "engine": eng, "batch": r["batch"],
+                            "context": r["context"], "measured_graph_s": r["graph_s"], "model_gpu_step_s": float(g),
+                            "model_decode_step_s": float(f), "gpu_err_pct": 100.0 * (float(g) / r["graph_s"] - 1.0)})
+    return out
+
+
+def fp8_speedup(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    by = {(r["dtype"], r["tokens"]): 0.0 for r in doc.get("grouped_gemm", [])}
+    for r in doc.get("grouped_gemm", []):
+        by[(r["dtype"], r["tokens"])] += r["s"]  # gate_up + down of one layer
+    return [{"tokens": t, "bf16_s": s, "fp8_s": by[("fp8_e4m3_rowwise", t)],
+             "fp8_speedup": s / by[("fp8_e4m3_rowwise", t)]}
+            for (dt, t), s in sorted(by.items()) if dt == "bf16" and ("fp8_e4m3_rowwise", t) in by]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "decode-steps-check.json"))
+    args = ap.parse_args()
+    catalog = Catalog.load()
+    plain = json.loads((MEASURED / "h200-decode-steps.json").read_text())
+    compiled = json.loads((MEASURED / "h200-decode-steps-compiled.json").read_text())
+    rows = decode_rows(catalog, plain, "eager ops") + decode_rows(catalog, compiled, "torch.compile")
+    summary = {}
+    for r in rows:
+        summary.setdefault(f"{r['model']} | {r['build']} | {r['engine']}", []).append(r["gpu_err_pct"])
+    result = {"_what": __doc__.split("\n\n")[0], "system": SYSTEM, "rows": rows,
+              "gpu_err_pct_range": {k: [round(min(v), 1), round(max(v), 1)] for k, v in summary.items()},
+              "launch": compiled.get("launch"), "grouped_fp8_speedup": fp8_speedup(plain)}
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{'model | probe build | engine':58s} batch  measured  model GPU   err   perf step")
+    for r in rows:
+        print(f"{r['model'] + ' | ' + r['build'] + ' | ' + r['engine']:58s} {r['batch']:5d} "
+              f"{r['measured_graph_s'] * 1e3:8.3f}  {r['model_gpu_step_s'] * 1e3:8.3f} {r['gpu_err_pct']:+6.1f}% "
+              f"{r['model_decode_step_s'] * 1e3:8.3f} ms")
+    for s in result["grouped_fp8_speedup"]:
+        print(f"grouped GEMM T={s['tokens']:6d}: bf16 {s['bf16_s'] * 1e3:7.3f} ms, fp8 {s['fp8_s'] * 1e3:7.3f} ms, "
+              f"fp8 speed-up {s['fp8_speedup']:.2f}x (datasheet peaks: 2x)")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
