@@ -33,3 +33,16 @@ def test_every_example_plan_holds_in_simulation(path):
 
 def test_examples_are_all_there():
     assert len(EXAMPLES) == 4
+
+
+def test_a_prefill_bound_light_load_plan_holds_in_simulation(run_json):
+    """50,000-token prompts, one output token, 0.1 requests/s: at its own full rate every batch saturates the prefill
+    queue, yet the load is a tenth of one TP1 replica's. Before capacity.Underload the planner found no aggregated
+    plan and recommended a disaggregated one reporting TTFT 505,740 ms (the prefill pool's TTFT at its capacity);
+    now one TP1 replica with TTFT p90 4.05 s, the simulator's 3.81 s on the same replica and load."""
+    load = ("--isl", "50000", "--osl", "1", "--rate", "0.1")
+    plan = run_json("plan", "openai/gpt-oss-20b", "--system", "h200_nvl_8x", *load)["recommended"]
+    assert (plan["mode"], plan["layout"], plan["replicas"]) == ("aggregated", "TP1", 1)
+    sim = run_json("simulate", "openai/gpt-oss-20b", "--system", "h200_nvl_8x", "--tp", "1", "--replicas", "1", *load,
+                   "--requests", "3000", "--seed", "1")
+    assert plan["ttft_s"] == pytest.approx(sim["ttft_s"]["p90"], rel=0.1)

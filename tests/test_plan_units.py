@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from clusterfit.errors import ClusterfitError
-from clusterfit.planning.capacity import aggregated_curve
+from clusterfit.planning.capacity import PREFILL_LOAD_POINTS, PrefillCapacity, _load_fractions, aggregated_curve
 from clusterfit.planning.cost import EndpointPrice, Pool, break_even_rps, parse_price_overrides, usd_per_mtok, verdict
 from clusterfit.planning.pareto import pareto_front
 from clusterfit.planning.planner import _size_aggregated
@@ -61,6 +61,37 @@ def test_hand_computed_optimum():
     # operating point: 40/3 = 13.33 req/s per replica -> smallest B with B/(100(0.01+3e-4 B)) >= 13.33:
     # B >= 13.33/(10 - 0.4) ... B (1 - 0.4) >= 13.33 -> B >= 22.2 -> 23
     assert sized.batch == 23
+
+
+def test_prefill_bound_light_load_runs_the_smallest_batch_below_its_full_rate():
+    """isl 8,000, osl 1: batch 1 takes one 0.1701 s step per request (10 ms + 0.1 ms + 8,000 x 0.02 ms), so its own
+    full rate is 5.88 requests/s, where the prefill queue (8,000 / 8,191 x 0.17392 s = 0.16986 s a request) is 99.9%
+    busy and TTFT p90 is 141 s; larger batches only slow the step. capacity.Underload serves batch 1 below that rate:
+    the largest rate of the load grid with TTFT p90 within the 1 s target (4.36 requests/s here)."""
+    wl = Workload.simple(8000, 1, Load("requests_per_s", 1))
+    c = aggregated_curve(LinearStep(), wl, SLO(ttft_s=1.0, min_goodput=0.0), np.arange(1, 65, dtype=float))
+    u = c.underload
+    assert c.tpot_s[0] == pytest.approx(0.1701)
+    assert u.rate0 == pytest.approx(1 / 0.1701)
+    assert float(u.occupancy[0]) == pytest.approx(8000 / 8191 * 0.17392)
+    assert float(u.ttft_s(u.rate0)[0]) > 60.0
+    assert c.feasible[0] and not c.feasible[1:].any()
+    lam = float(c.rate_rps[0])
+    assert 0 < lam < u.rate0 and c.ttft_s[0] <= 1.0
+    fractions = _load_fractions(PREFILL_LOAD_POINTS)
+    i = int(np.argmin(np.abs(fractions * u.rate0 - lam)))
+    assert fractions[i] * u.rate0 == pytest.approx(lam)
+    assert float(u.ttft_s(fractions[i + 1] * u.rate0)[0]) > 1.0     # the next rate of the grid misses the target
+    # a trickle of requests finds the replica idle: TTFT is its own prefill step
+    assert float(u.ttft_s(1e-6)[0]) == pytest.approx(0.1701, rel=3e-3)
+
+
+def test_prefill_pool_ttft_at_the_rate_served_not_at_capacity():
+    p = PrefillCapacity(4.0, 0.9, 0.0, 3, load_rps=np.array([1.0, 2.0, 4.0]), load_ttft_s=np.array([0.2, 0.3, 0.9]))
+    assert p.ttft_at(1.5) == pytest.approx(0.25)
+    assert p.ttft_at(0.5) == pytest.approx(0.2)        # below the rates tried: the lowest one's
+    assert p.ttft_at(9.0) == pytest.approx(0.9)        # never beyond capacity
+    assert PrefillCapacity(0.0, 7.0, 0.0, 3).ttft_at(1.0) == 7.0
 
 
 def test_tpot_percentile_spread_by_hand():

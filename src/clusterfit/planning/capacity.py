@@ -26,6 +26,10 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
   quantile of wait + own prefill over the request classes. An arrival that finds sequences running (probability
   1 - exp(-B)) first waits out the step running then, uniform over the mean step (queueing.py's step boundary);
   under async scheduling (engines.schedules_ahead) its own prefill also starts one decode step later.
+- Light load (``Underload``): where the smallest batch misses the TTFT target at its own full rate (prefill-bound
+  workloads saturate the prefill queue at every batch's full rate), it is also run below that rate: its capacity
+  becomes the largest rate of the load grid within the target, and the planner reports TTFT at the rate a replica
+  serves when that is below the smallest batch's.
 - KV: B <= ``kv_batch_bound``: the requests the KV cache admits under the engine's reservation policy
   (StepModel.kv_admitted_sequences at the mean prompt and output: prompt + output for TensorRT-LLM, which
   reserves the whole request; prompt + half the output for vLLM / SGLang, whose paged allocation holds what is in
@@ -118,6 +122,7 @@ class AggregatedCurve:
     goodput: np.ndarray | None = None     # predicted share of requests within both targets
     goodput_ok: np.ndarray | None = None
     point: AggregatedCurve | None = None  # with margins: the same curve at the point prediction
+    underload: Underload | None = None    # the smallest batch run below its full rate (Underload)
 
     @property
     def tpot_judged_s(self) -> np.ndarray:
@@ -127,6 +132,43 @@ class AggregatedCurve:
     def feasible(self) -> np.ndarray:
         ok = self.kv_ok & self.tpot_ok & self.ttft_ok
         return ok if self.goodput_ok is None else ok & self.goodput_ok
+
+
+@dataclass(frozen=True)
+class Underload:
+    """The grid's smallest batch ``b0`` run below its full rate ``rate0``: at ``lam`` < rate0 requests/s a replica
+    keeps on average b0 x lam / rate0 sequences running (Little's law, the same time per request), so an arrival
+    finds it busy with probability 1 - exp(-that), and its prefill queue is utilised lam x E[occupancy]. Where the
+    workload is prefill-bound (short outputs) every batch of the grid saturates the prefill queue at its own full
+    rate (rho -> 1, TTFT unbounded), yet a lighter load is served at once: the curve's first point then carries the
+    largest rate whose TTFT is within the SLO (finite without one), and a plan reports TTFT at the rate it serves.
+    """
+
+    q: float
+    b0: float
+    rate0: float
+    occupancy: np.ndarray   # (K,) seconds each request class holds the prefill budget
+    weights: np.ndarray     # (K,)
+    own: np.ndarray         # (K,) own prefill time, without the async-scheduling wait
+    ahead_s: float          # the decode step an arrival also waits under async scheduling (0 without)
+    step_s: float           # the mean engine step
+    front_s: float          # the engine's front-end latency
+
+    def ttft_s(self, lam: np.ndarray | float) -> np.ndarray:
+        """TTFT at the SLO's percentile for arrivals at ``lam`` requests/s (array)."""
+        lam = np.atleast_1d(np.asarray(lam, dtype=float))
+        busy = -np.expm1(-self.b0 * lam / self.rate0)
+        own = self.own[None, :] + (busy * self.ahead_s)[:, None]
+        occ = np.broadcast_to(self.occupancy, own.shape)
+        return ttft_quantile_s(self.q, lam, occ, self.weights, own, np.full(lam.size, self.step_s), busy) + self.front_s
+
+    def capacity(self, limit_s: float) -> float:
+        """Largest rate on the load-fraction grid (as prefill_capacity's) whose TTFT is finite and within
+        ``limit_s``; 0 when none is."""
+        lam = self.rate0 * _load_fractions(PREFILL_LOAD_POINTS)
+        t = self.ttft_s(lam)
+        ok = np.isfinite(t) & (t <= limit_s)
+        return float(lam[ok].max()) if ok.any() else 0.0
 
 
 def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMargins | None = None,
@@ -201,15 +243,26 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     # then (queueing.py, step boundary; the mean step is tpot x per_step)
     busy = -np.expm1(-B)
     step = tpot * per_step
-    if schedules_ahead(sm):
+    ahead = schedules_ahead(sm)
+    under = Underload(q, float(B[0]), float(rate[0]), occupancy[0], w, own[0].copy(),
+                      float(decode_only[0]) if ahead else 0.0, float(step[0]), front)
+    if ahead:
         # async scheduling: the arrival also waits for the step already chosen (engines.schedules_ahead)
         own = own + (busy * decode_only)[:, None]
     ttft = ttft_quantile_s(q, rate, occupancy, w, own, step, busy) + front
     ttft = np.where(budget > 0, ttft, np.inf)
+    limit = slo.ttft_s if slo.ttft_s is not None else np.inf
+    if budget[0] > 0 and not (np.isfinite(ttft[0]) and ttft[0] <= limit) and float(np.min(under.own)) + front < limit:
+        lam0 = under.capacity(limit)
+        if lam0 > 0:  # the smallest batch, run below its full rate, serves lam0 within the SLO (Underload)
+            rate, busy, own = rate.copy(), busy.copy(), own.copy()
+            rate[0], busy[0] = lam0, -np.expm1(-B[0] * lam0 / under.rate0)
+            own[0] = under.own + busy[0] * under.ahead_s
+            ttft[0] = float(under.ttft_s(lam0)[0])
     ttft_mean = own @ w + busy * step / 2.0 + mean_wait_s(rate, occupancy, w) + front
     kv_ok = B <= kv_batch_bound(sm, wl)
     tpot_ok = tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
-    ttft_ok = np.isfinite(ttft) & (ttft <= (slo.ttft_s if slo.ttft_s is not None else np.inf))
+    ttft_ok = np.isfinite(ttft) & (ttft <= limit)
     p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s - front, rate, occupancy, w, own, step, busy), 0.0)
               if slo.ttft_s is not None else np.ones(nB))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -218,7 +271,7 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     goodput_ok = (goodput >= slo.min_goodput - 1e-12 if (slo.ttft_s is not None or slo.tpot_s is not None)
                   else np.ones(nB, bool))
     return AggregatedCurve(B, tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, decode_only / per_step, tpot_q,
-                           goodput, goodput_ok)
+                           goodput, goodput_ok, underload=under)
 
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -239,6 +292,15 @@ class PrefillCapacity:
     kv_transfer_s: float
     points: int
     point: PrefillCapacity | None = None   # with margins: the same replica at the point prediction
+    load_rps: np.ndarray | None = None     # the arrival rates tried (fractions of saturation), increasing
+    load_ttft_s: np.ndarray | None = None  # TTFT at each of them
+
+    def ttft_at(self, rate_rps: float) -> float:
+        """TTFT of a replica serving ``rate_rps`` requests/s (at most its capacity): interpolated between the rates
+        tried, the lowest one's below them."""
+        if self.load_rps is None or self.load_ttft_s is None or self.rate_rps <= 0:
+            return self.ttft_s
+        return float(np.interp(min(rate_rps, self.rate_rps), self.load_rps, self.load_ttft_s))
 
 
 def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link, margins: StepMargins | None = None) -> PrefillCapacity:
@@ -282,7 +344,8 @@ def _prefill_from_steps(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, u: n
     if not ok.any():
         return PrefillCapacity(0.0, float(ttft[0]), float(transfer @ w), lam.size)
     i = int(np.flatnonzero(ok)[-1])
-    return PrefillCapacity(float(lam[i]), float(ttft[i]), float(transfer @ w), lam.size)
+    return PrefillCapacity(float(lam[i]), float(ttft[i]), float(transfer @ w), lam.size, load_rps=lam[:i + 1],
+                           load_ttft_s=ttft[:i + 1])
 
 
 @dataclass

@@ -207,6 +207,13 @@ def _operating_batch(feasible: np.ndarray, units: np.ndarray, need: float, repli
     return int(np.flatnonzero(feasible & (units >= need / replicas * (1.0 - 1e-9)))[0])
 
 
+def _served_ttft_s(curve: AggregatedCurve, rate_rps: float) -> float:
+    """TTFT of the curve's smallest batch at ``rate_rps`` requests/s per replica (at most its own rate)."""
+    if curve.underload is None:
+        return float(curve.ttft_s[0])
+    return float(curve.underload.ttft_s(min(rate_rps, float(curve.rate_rps[0])))[0])
+
+
 def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> _Sized | None:
     """Replicas of ``c`` for the load. With ``--confidence`` the curve is at the pessimistic bound (sizing,
     feasibility); the figures reported are the point curve's at the same operating batch."""
@@ -227,10 +234,13 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
     k = spare_replicas(k, n, c.gpus, c.system.gpus_per_node, price)
     total = n + k
     nodes = pool_nodes(n, k, c.gpus, c.system.gpus_per_node, price)
-    bound = None if a.point is None else (float(a.ttft_s[op]), float(a.tpot_judged_s[op]), float(a.rate_rps[best]))
+    ttft_pt, ttft_bound = float(pt.ttft_s[op]), float(a.ttft_s[op])
+    if op == 0:  # the smallest batch carries each replica's share: TTFT at the rate it serves (capacity.Underload)
+        ttft_pt, ttft_bound = _served_ttft_s(pt, served_rps / n), _served_ttft_s(a, served_rps / n)
+    bound = None if a.point is None else (ttft_bound, float(a.tpot_judged_s[op]), float(a.rate_rps[best]))
     point_cap = _point_capacity(_load_capacity(wl, pt.rate_rps, pt.tpot_s, pt.ttft_mean_s), pt.feasible)
     return _Sized("aggregated", c.system, c.precision_name, c.kv_dtype, c, None, float(a.batch[op]),
-                  float(a.batch[best]), float(caps[best]), n, 0, k, float(pt.tpot_s[op]), float(pt.ttft_s[op]),
+                  float(a.batch[best]), float(caps[best]), n, 0, k, float(pt.tpot_s[op]), ttft_pt,
                   float(served_rps), float(n * pt.rate_rps[best]), nodes, total * c.gpus, price,
                   tpot_judged_s=float(pt.tpot_judged_s[op]), bound=bound, point_capacity=point_cap)
 
@@ -283,10 +293,11 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
     assert pc.prefill is not None
     pp_ = pc.prefill.point or pc.prefill
     full = min(n_d * float(dp_.rate_rps[b]), n_p * pp_.rate_rps)
-    bound = None if d.point is None else (float(pc.prefill.ttft_s), tpot, float(d.rate_rps[b]))
+    per_prefill = lam / n_p   # TTFT at the rate each prefill replica serves, not at its capacity
+    bound = None if d.point is None else (pc.prefill.ttft_at(per_prefill), tpot, float(d.rate_rps[b]))
     point_cap = _point_capacity(_load_capacity(wl, dp_.rate_rps, dp_.tpot_s, 0.0), dp_.feasible)
     return _Sized("disaggregated", dc.system, dc.precision_name, dc.kv_dtype, dc, pc, float(d.batch[op]),
-                  float(d.batch[b]), cap, n_d, n_p, k_d, float(dp_.tpot_s[op]), float(pp_.ttft_s), float(lam), full,
+                  float(d.batch[b]), cap, n_d, n_p, k_d, float(dp_.tpot_s[op]), pp_.ttft_at(per_prefill), float(lam), full,
                   p_nodes + d_nodes, (n_d + k_d) * dc.gpus + (n_p + k_p) * pc.gpus, price, prefill_spares=k_p,
                   bound=bound, point_capacity=point_cap)
 
