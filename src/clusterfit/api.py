@@ -314,7 +314,7 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
 def _drafter_memory_note(rep: CompiledReplica, method: str) -> list[str]:
     """What the memory counts of the drafter: the EAGLE head's weights (given its config) or that they are not
     counted, and the drafter's KV layers (memory.draft_kv_layers); nothing for n-gram lookup."""
-    from .memory import draft_kv_layers, drafter_weight_bytes_per_gpu
+    from .memory import draft_kv_layers, drafter_weight_bytes_per_gpu, uncounted_head_note
 
     if method not in ("eagle", "eagle3", "mtp"):
         return []
@@ -327,8 +327,7 @@ def _drafter_memory_note(rep: CompiledReplica, method: str) -> list[str]:
     if head:
         return [f"the {method} draft head ({rep.engine.draft_head.layers} layer(s)) takes {head / 1e9:.2f} GB per GPU "
                 f"and {kv}"]
-    return [f"the {method} draft head's weights are not counted (give its config.json: --speculative-draft-config); "
-            f"{kv}, sized as the target's"]
+    return [f"{uncounted_head_note(method)}; {kv}, sized as the target's"]
 
 
 def _perf_intervals(out: dict[str, Any], engine: str, gpu_id: str, model: ModelArch) -> dict[str, Any]:

@@ -183,6 +183,11 @@ def draft_kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, lay
     return 0.0 if layer is None else n * layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem, layout.tp)
 
 
+def uncounted_head_note(method: str) -> str:
+    """What fit and perf say of an EAGLE / EAGLE-3 drafter given without its config.json: its weights are unknown."""
+    return f"the {method} draft head's weights are not counted (give its config.json: --speculative-draft-config)"
+
+
 def drafter_weight_bytes_per_gpu(engine: Engine, layout: Layout) -> float:
     """Bytes per GPU of an EAGLE head the user described (Engine.draft_head) when the engine drafts with it (eagle /
     eagle3); 0 otherwise. MTP layers are the checkpoint's own (weight_bytes_per_gpu include_mtp)."""
@@ -444,6 +449,8 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                + draft * math.ceil(context / block_size) * block_size)
     if head:
         notes.append(f"the {eng.draft_method} draft head ({eng.draft_head.source}): {head / 1e9:.2f} GB per GPU")
+    elif eng.draft_method in ("eagle", "eagle3"):
+        notes.append(uncounted_head_note(eng.draft_method))
     if draft:
         layers = draft_kv_layers(model, eng.draft_method, eng.draft_head)
         notes.append(f"the {eng.draft_method} drafter's {layers} attention layer(s) keep KV in the same cache: "
