@@ -66,7 +66,17 @@ function fitRequest() {
   if ($("kv-dtype").value) req.kv_dtype = $("kv-dtype").value;
   const context = numberOf("context"); if (context !== null) req.context = context;
   const sessions = numberOf("sessions"); if (sessions !== null) req.sessions = sessions;
-  return req;
+  return { ...req, ...speculativePart() };
+}
+
+// the drafter counts in the fit (its weights and KV layers) as in the plan
+function speculativePart() {
+  const drafts = numberOf("spec-k");
+  if (drafts === null) return {};
+  const part = { num_speculative_tokens: drafts, speculative_method: $("spec-method").value };
+  const accept = numberOf("spec-accept"); if (accept !== null) part.speculative_acceptance = accept;
+  if (draftConfig) part.speculative_draft_config = draftConfig;
+  return part;
 }
 
 function planRequest() {
@@ -79,14 +89,7 @@ function planRequest() {
   if ($("kv-dtype").value) req.kv_dtypes = [$("kv-dtype").value];
   const pin = numberOf("ep-in"), pout = numberOf("ep-out");
   if (pin !== null || pout !== null) req.endpoint_price = `in=${pin ?? 0},out=${pout ?? 0}`;
-  const drafts = numberOf("spec-k");
-  if (drafts !== null) {
-    req.num_speculative_tokens = drafts;
-    req.speculative_method = $("spec-method").value;
-    const accept = numberOf("spec-accept"); if (accept !== null) req.speculative_acceptance = accept;
-    if (draftConfig) req.speculative_draft_config = draftConfig;
-  }
-  return req;
+  return { ...req, ...speculativePart() };
 }
 
 // --------------------------------------------------------------------------------------------- fit
@@ -365,7 +368,7 @@ async function loadLists() {
 
 function setup() {
   const form = $("form");
-  form.addEventListener("input", (e) => { if (!["isl", "osl", "rate", "ttft", "tpot", "ep-in", "ep-out", "spec-k", "spec-method", "spec-accept", "spec-draft", "spec-draft-config"].includes(e.target.id)) scheduleFit(); });
+  form.addEventListener("input", (e) => { if (!["isl", "osl", "rate", "ttft", "tpot", "ep-in", "ep-out", "spec-draft", "spec-draft-config"].includes(e.target.id)) scheduleFit(); });
   form.addEventListener("change", (e) => { if (e.target.id === "model") scheduleFit(); });
   form.addEventListener("submit", (e) => { e.preventDefault(); runPlan(); });
   $("plan-button").addEventListener("click", runPlan);
@@ -382,13 +385,14 @@ function setup() {
     const file = e.target.files[0];
     draftConfig = null;
     $("spec-draft-config-error").textContent = "";
-    if (!file) return;
+    if (!file) { scheduleFit(); return; }
     try {
       if (file.size > 900000) throw new Error("larger than 900 kB");
       const cfg = JSON.parse(await file.text());
       if (typeof cfg !== "object" || cfg === null || Array.isArray(cfg)) throw new Error("not a JSON object");
       draftConfig = cfg;
     } catch (err) { $("spec-draft-config-error").textContent = `${file.name}: ${err.message}`; }
+    scheduleFit();
   });
   loadLists().then(scheduleFit, (e) => { $("fit-error").textContent = "Could not load the model and system lists: " + e.message; });
 }
