@@ -2,12 +2,13 @@
 
 Usage: python benchmarks/decode_steps_check.py [--out benchmarks/results/decode-steps-check.json]
 
-Measurements: tests/data/measured/h200-decode-steps.json (PyTorch ops, CUDA graphs and eager) and
-h200-decode-steps-compiled.json (the same step built with torch.compile), both written by
+Measurements: tests/data/measured/h200-decode-steps.json (PyTorch ops, CUDA graphs and eager),
+h200-decode-steps-compiled.json (the same step built with torch.compile), h200-decode-steps-qwen3-32b.json and
+h200-decode-steps-llama-8k.json (PyTorch ops: Qwen3-32B, and Llama-3.1-8B at context 8,192), all written by
 benchmarks/probe_decode_steps.py on the device tool's H200 (their ``_run`` keys say how). The model side is
 ``StepModel.gpu_step_s`` (the GPU's part of the step, without the engine's host time, as the probe has none) and
 ``decode_step_s`` (what perf reports) of each engine for the same model on one H200 SXM (catalog system hgx_h200,
-TP1, the catalog precision: bf16 for both models), one decode step of ``batch`` sequences of ``context`` tokens.
+TP1, the catalog precision: bf16 for these models), one decode step of ``batch`` sequences of ``context`` tokens.
 
 The probe's step leaves out rotary embeddings and sampling, which every engine runs, so a model that matches the
 engines should sit at or somewhat above the measured step; the probe's MoE layer is unfused PyTorch (41 GPU
@@ -33,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "tests" / "data" / "measured"
 SYSTEM = "hgx_h200"
 ENGINES = ("vllm", "sglang", "trtllm")
+#: further plain-op measurements: Qwen3-32B at context 1024, Llama-3.1-8B at context 8192
+PLAIN_MORE = ("h200-decode-steps-qwen3-32b.json", "h200-decode-steps-llama-8k.json")
 
 
 def decode_rows(catalog: Catalog, doc: dict[str, Any], build: str) -> list[dict[str, Any]]:
@@ -70,16 +73,18 @@ def main() -> None:
     plain = json.loads((MEASURED / "h200-decode-steps.json").read_text())
     compiled = json.loads((MEASURED / "h200-decode-steps-compiled.json").read_text())
     rows = decode_rows(catalog, plain, "eager ops") + decode_rows(catalog, compiled, "torch.compile")
+    for name in PLAIN_MORE:
+        rows += decode_rows(catalog, json.loads((MEASURED / name).read_text()), "eager ops")
     summary = {}
     for r in rows:
-        summary.setdefault(f"{r['model']} | {r['build']} | {r['engine']}", []).append(r["gpu_err_pct"])
+        summary.setdefault(f"{r['model']} @{r['context']} | {r['build']} | {r['engine']}", []).append(r["gpu_err_pct"])
     result = {"_what": __doc__.split("\n\n")[0], "system": SYSTEM, "rows": rows,
               "gpu_err_pct_range": {k: [round(min(v), 1), round(max(v), 1)] for k, v in summary.items()},
               "launch": compiled.get("launch"), "grouped_fp8_speedup": fp8_speedup(plain)}
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{'model | probe build | engine':58s} batch  measured  model GPU   err   perf step")
+    print(f"{'model @context | probe build | engine':64s} batch  measured  model GPU   err   perf step")
     for r in rows:
-        print(f"{r['model'] + ' | ' + r['build'] + ' | ' + r['engine']:58s} {r['batch']:5d} "
+        print(f"{r['model'] + ' @' + str(r['context']) + ' | ' + r['build'] + ' | ' + r['engine']:64s} {r['batch']:5d} "
               f"{r['measured_graph_s'] * 1e3:8.3f}  {r['model_gpu_step_s'] * 1e3:8.3f} {r['gpu_err_pct']:+6.1f}% "
               f"{r['model_decode_step_s'] * 1e3:8.3f} ms")
     for s in result["grouped_fp8_speedup"]:

@@ -3,7 +3,8 @@ token counts: the measurements issue 11 asks for ("decode steps with CUDA graphs
 MoE shape; grouped GEMM at large token counts"). Its output is kept in ``benchmarks/results/`` and checked against
 the performance model by ``benchmarks/decode_steps_check.py``.
 
-Usage: python benchmarks/probe_decode_steps.py OUT.json [--quick] [--device cpu]
+Usage: python benchmarks/probe_decode_steps.py OUT.json [--quick] [--device cpu] [--compile | --only-compile]
+       [--run MODEL:CONTEXT:B1,B2,... ...]
 
 What one decode step is here: the model's forward pass for one new token of each of B sequences that each hold
 ``context`` cached tokens, built from PyTorch operators with random bf16 weights (shapes from the catalog's
@@ -294,6 +295,9 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="also time both shapes built with torch.compile")
     ap.add_argument("--only-compile", action="store_true", help="time only the torch.compile builds (and launches)")
     ap.add_argument("--budget-s", type=float, default=1e9, help="start no further shape after this many seconds")
+    ap.add_argument("--run", action="append", metavar="MODEL:CONTEXT:B1,B2,...",
+                    help="instead of the two default shapes: this catalog model at this context and these batches "
+                         "(repeatable), and no grouped GEMMs")
     args = ap.parse_args()
     dev = args.device
     if dev == "cuda" and not torch.cuda.is_available():
@@ -310,25 +314,31 @@ def main() -> None:
         path.write_text(json.dumps(out, indent=1) + "\n")
 
     batches = [1, 16, 128, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
-    dense, moe = shape("meta-llama/Llama-3.1-8B"), shape("Qwen/Qwen3-30B-A3B")
+    runs = [(shape(m), args.context, batches) for m in ("meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B")]
+    if args.run:
+        runs = []
+        for spec in args.run:
+            model, ctx, bs = spec.rsplit(":", 2)
+            runs.append((shape(model), int(ctx), [int(b) for b in bs.split(",")]))
     if dev == "cpu":
-        dense, moe, batches, args.context = tiny(dense), tiny(moe), [1, 4], 64
+        runs = [(tiny(s), 64, [1, 4]) for s, _, _ in runs]
     launch_rows(dev, timer, out)
     builds = [True] if args.only_compile else [False, True] if args.compile else [False]
     for compiled in builds:
-        for s in (dense, moe):
+        for s, context, bs in runs:
             if time.time() - T0 > args.budget_s:
                 out["errors"].append(f"decode {s['model']} compiled={compiled}: skipped, --budget-s spent")
                 continue
             try:
-                decode_rows(s, batches, args.context, dev, timer, out, save, compiled)
+                decode_rows(s, bs, context, dev, timer, out, save, compiled)
             except Exception as exc:  # noqa: BLE001 - keep the other shape's rows
                 out["errors"].append(f"decode {s['model']} compiled={compiled}: {exc!r}"[:300])
                 log("failed:", repr(exc)[:300])
                 if dev == "cuda":
                     torch.cuda.empty_cache()
-    if args.only_compile:
+    if args.only_compile or args.run:
         save()
+        log(f"wrote {path}; errors: {len(out['errors'])}")
         return
     tokens = [4096, 16384, 65536] if args.quick else [1024, 4096, 16384, 32768, 65536, 131072]
     try:
