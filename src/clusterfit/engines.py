@@ -68,8 +68,8 @@ result is written back to the YAML with the command that produced it:
   ("max_num_batched_tokens (...) must be greater than or equal to max_num_seqs (...)").
 - cuda_graphs: whether the engine replays each step as CUDA graphs (default True, as all three engines do for
   decode). False is vLLM's ``--enforce-eager`` (SGLang ``--disable-cuda-graph``, TensorRT-LLM without
-  ``cuda_graph_config``): every kernel is then launched from the CPU, and a step lasts at least
-  ``n_kernels x eager_launch_s`` (perfmodel/step.py).
+  ``cuda_graph_config``): every kernel is then launched from the CPU, and the step model adds
+  ``n_kernels x eager_launch_s`` to each step (perfmodel/step.py).
 - graph_kernel_overhead_s: time per kernel inside a replayed CUDA graph (a decode-only step of at most
   ``cuda_graph_max_bs`` sequences per attention rank): the gap between graph nodes and the small kernels' minimum
   duration, without the CPU launch. Other steps (prefill and mixed chunks, larger decode batches, run piecewise
@@ -166,14 +166,14 @@ result is written back to the YAML with the command that produced it:
   the tokens back. It adds to TTFT and end-to-end latency (perf, the planner's TTFT, the simulator's per-request
   times), not to the GPU's steps or throughput. Fitted with the other constants (benchmarks/fit_oss_engines.py);
   0 for TensorRT-LLM, whose development rows are mostly offline trtllm-bench runs.
-- eager_launch_s: CPU seconds per modelled kernel to launch a step without CUDA graphs, 38 us; measured on one H200
-  (tests/data/measured/h200-decode-steps.json, benchmarks/probe_decode_steps.py): an eager PyTorch decode step of
-  Llama-3.1-8B's shape takes 9.65 ms (median of the batches 1-32, where it is 1.5x to 2.5x its CUDA-graph replay,
-  so CPU-bound) for the 256 kernels this model counts in that step, 37.7 us each (the probe launched 515 GPU
-  operations, 18.7 us each: the modelled kernels are fused units of about two). Launches are asynchronous, so the
-  step lasts the longer of the CPU's launches and the GPU's work (perfmodel/step.py): measured eager / graph 1.71 at
-  batch 2-8, 1.08 at 128, 1.00 at 512. Meta's Holistic Trace Analysis documents 5-20 us of CPU launch time per
-  PyTorch kernel (facebookresearch/HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst).
+- eager_launch_s: CPU time to launch one kernel without CUDA graphs, 5 us, paid in series with the GPU work; the
+  low end of the 5-20 us "launch time on the CPU side" of PyTorch kernels that Meta's Holistic Trace Analysis
+  documents (facebookresearch/HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst). Checked on
+  one H200 (tests/data/measured, benchmarks/probe_decode_steps.py; tests/test_measured_h200.py): over the measured
+  eager / CUDA-graph step ratios of three dense shapes (Llama-3.1-8B at contexts 1,024 and 8,192, Qwen3-32B; batch
+  2 and up) this additive law fits best at 5 us, and with one shape left out in turn it predicts the held-out
+  shape's ratios better (mean |error| 0.122) than a step lasting the longer of the GPU's work and the CPU's
+  launches, refitted the same way (0.146).
 
 Memory budgeting (memory.py):
 - memory_mode: 'total_fraction' (vLLM gpu_memory_utilization, SGLang mem_fraction_static: the engine may use
@@ -220,8 +220,8 @@ MAX_NUM_BATCHED_TOKENS_RANGE = (1, 1_048_576)
 MAX_NUM_SEQS_RANGE = (1, 1_048_576)
 #: vLLM V0's --num-scheduler-steps (decode steps per scheduler call; 1 = every step, the V1 behaviour)
 NUM_SCHEDULER_STEPS_RANGE = (1, 1024)
-#: CPU launch time per modelled kernel without CUDA graphs, measured on an H200 (Engine.eager_launch_s; module docstring).
-EAGER_LAUNCH_S = 3.8e-5
+#: CPU launch time of one kernel without CUDA graphs (Engine.eager_launch_s; see the module docstring).
+EAGER_LAUNCH_S = 5e-6
 
 
 @dataclass(frozen=True)

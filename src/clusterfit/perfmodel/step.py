@@ -4,10 +4,10 @@
                   + communication (not overlapped with compute; the engines we model serialise TP
                     all-reduces and EP all-to-alls with the layer they belong to)
                   + n_kernels * (graph_kernel_overhead_s if the step replays a CUDA graph else kernel_overhead_s)
-                    (without CUDA graphs, Engine.cuda_graphs False / vLLM --enforce-eager: the larger of the sum so
-                    far and n_kernels * eager_launch_s, as the CPU launches kernels while the GPU runs earlier ones)
                   + host, host = step_overhead_s + seq_overhead_s * running sequences   (engine constants)
                     (with async scheduling / an overlap scheduler only max(host - the GPU time above, 0) is exposed)
+                  + n_kernels * eager_launch_s          (only without CUDA graphs: Engine.cuda_graphs False,
+                                                          vLLM --enforce-eager; each kernel's CPU launch, in series)
 
 ``compile_step`` walks the layers once, deduplicates identical layers and keeps per-step coefficients
 (GEMM shapes and their counts, attention bytes/FLOPs per attended token, MoE shapes, element-wise bytes
@@ -519,14 +519,12 @@ class StepModel:
             parts.add("communication", "communication_s", t_comm)
             parts.add("kernel_overhead", "overhead_s", t_kern)
         if not self.engine.cuda_graphs:
-            # eager mode (vLLM --enforce-eager): the CPU launches every kernel of the step one by one while the GPU
-            # runs those already launched, so the step lasts the longer of the two (measured on an H200:
-            # Engine.eager_launch_s); the launch time beyond the GPU's is what eager mode adds
+            # eager mode (vLLM --enforce-eager): the CPU launches every kernel of the step one by one; when the
+            # kernels are shorter than their launches (decode) the GPU waits, so each launch adds in series
             t_launch = np.where(tokens > 0, self.n_kernels * self.engine.eager_launch_s, 0.0)
-            exposed = np.maximum(t_launch - total, 0.0)
-            total = total + exposed
+            total = total + t_launch
             if parts is not None:
-                parts.add("kernel_launch_eager", "overhead_s", exposed)
+                parts.add("kernel_launch_eager", "overhead_s", t_launch)
         return total
 
     def _graph_replayed(self, prefill_tokens: Num, decode_seqs: Num) -> npt.NDArray[np.bool_]:
