@@ -254,7 +254,7 @@ def model_commit() -> tuple[str, list[str]]:
     def git(*args: str) -> str:
         try:
             return subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True,
-                                  check=True).stdout.strip()
+                                  check=True).stdout.rstrip()   # not strip(): porcelain lines start with a space
         except (OSError, subprocess.CalledProcessError):
             return ""
     head = git("rev-parse", "HEAD") or "unknown (not a git checkout)"
