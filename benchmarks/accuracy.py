@@ -658,6 +658,55 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
     return base
 
 
+def patch_yaml_values(text: str, new: dict) -> str:
+    """``text`` (a YAML file of nested mappings) with each scalar that ``new`` changes rewritten on its own line, so
+    the file's comments, order and layout stay; a key ``new`` adds (a GPU family fitted for the first time) is
+    appended under its parent mapping. Lines are matched by their key path (indentation), never by value."""
+    import yaml
+
+    old = yaml.safe_load(text)
+    lines = text.splitlines()
+    stack: list[tuple[int, str]] = []
+    where: dict[tuple[str, ...], int] = {}
+    for i, line in enumerate(lines):
+        m = re.match(r"^( *)([A-Za-z0-9_.\-]+):(.*)$", line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        indent = len(m.group(1))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, m.group(2)))
+        where[tuple(k for _, k in stack)] = i
+
+    def walk(o: object, n: object, path: tuple[str, ...]) -> None:
+        if isinstance(n, dict):
+            for k, v in n.items():
+                if isinstance(o, dict) and k in o:
+                    walk(o[k], v, path + (k,))
+                else:  # a new key: append it, dumped, after its parent's last line
+                    parent = where.get(path)
+                    if parent is None:
+                        raise ValueError(f"cannot place new key {'.'.join(path + (k,))}")
+                    indent = (len(lines[parent]) - len(lines[parent].lstrip()) + 2) if path else 0
+                    block = yaml.safe_dump({k: v}, sort_keys=False).splitlines()
+                    end = max(i for p, i in where.items() if p[:len(path)] == path)
+                    lines[end + 1:end + 1] = [" " * indent + b for b in block]
+                    for p, i in list(where.items()):
+                        if i > end:
+                            where[p] = i + len(block)
+        elif n != o:
+            i = where[path]
+            key = path[-1]
+            head = lines[i][:lines[i].index(key + ":") + len(key) + 1]
+            lines[i] = f"{head} {yaml.safe_dump(n, default_flow_style=True).splitlines()[0]}"
+
+    walk(old, new, ())
+    out = "\n".join(lines) + "\n"
+    if yaml.safe_load(out) != new:
+        raise ValueError("patching the YAML did not reproduce the calibrated values")
+    return out
+
+
 def cross_validate(path: str, engine: str = "trtllm", folds: int = 2, seed: str = "clusterfit") -> dict:
     """Out-of-sample accuracy of the calibration: the engine's throughput rows are split into ``folds`` parts by
     a hash of their id; each part is predicted with constants fitted on the others. Returns the pooled summary
@@ -1552,8 +1601,8 @@ def main(argv=None) -> int:
         from clusterfit.engines import ENGINES_YAML
 
         cfg = calibrate(a.csv)
-        header = "".join(line + "\n" for line in ENGINES_YAML.read_text().splitlines() if line.startswith("#"))
-        ENGINES_YAML.write_text(header + yaml.safe_dump(cfg, sort_keys=False))
+        text = ENGINES_YAML.read_text()
+        ENGINES_YAML.write_text(patch_yaml_values(text, cfg))
         print(yaml.safe_dump(cfg["engines"]["trtllm"], sort_keys=False))
         return 0
     t0 = time.perf_counter()

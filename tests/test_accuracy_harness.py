@@ -759,3 +759,22 @@ def test_the_front_end_latency_is_fitted_on_the_rows_that_pin_it(fit_oss, monkey
     # fitted on every row, the four all-at-once runs win and set it to 50 ms
     monkeypatch.setattr(fit_oss, "FIT_ROWS", {})
     assert fit_oss.fit(Linear(), rows, start, grid, log=lambda s: None)["params"]["request_latency_s"] == 0.050
+
+
+def test_calibrate_rewrites_values_in_place_keeping_the_files_comments(acc):
+    """--calibrate writes the fitted constants into catalog/engines.yaml line by line: comments in the body (sources
+    of engine defaults) and the layout stay, a changed value is rewritten on its own line, and a GPU family fitted
+    for the first time is appended under its engine (a whole-file YAML dump dropped the body's comments)."""
+    import yaml
+
+    text = ("# header\nengines:\n  trtllm:\n    # why this default\n    memory_scale: 0.9  # inline\n"
+            "    vendors: [nvidia]\n    by_gpu_family:\n      hopper:\n        compute_scale: 1.0\n"
+            "  vllm:\n    memory_scale: 0.9\n")
+    new = yaml.safe_load(text)
+    new["engines"]["trtllm"]["memory_scale"] = 0.85
+    new["engines"]["trtllm"]["by_gpu_family"]["blackwell"] = {"compute_scale": 0.75}
+    out = acc.patch_yaml_values(text, new)
+    assert yaml.safe_load(out) == new
+    assert "# header" in out and "    # why this default" in out and "vendors: [nvidia]" in out
+    assert "    memory_scale: 0.85\n" in out and "  vllm:\n    memory_scale: 0.9\n" in out
+    assert "      blackwell:\n        compute_scale: 0.75\n" in out
