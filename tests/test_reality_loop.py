@@ -17,8 +17,10 @@ import pytest
 
 MODEL = "meta-llama/Llama-3.1-8B"
 ISL, OSL = 8192, 32
-#: (name, requests/s, requests): ~20% of the replica's capacity, ~85%, ~2x (a queue builds).
-LOADS = (("light", 1.5, 8), ("near saturation", 4.0, 24), ("overload", 10.0, 30))
+#: (name, requests/s, requests): ~20% of the replica's capacity, ~85%, ~2x (a queue builds). The light load sends 16:
+#: with 8, its TTFT p90 was the 7.3th of 8 values, so one request a busy 2-core host stalled decided it (a CI run on
+#: this machine: 0.357 s measured against 0.315 s simulated, outside the 10%; the test passed alone three times).
+LOADS = (("light", 1.5, 16), ("near saturation", 4.0, 24), ("overload", 10.0, 30))
 
 
 @pytest.fixture(scope="module")
