@@ -297,9 +297,9 @@ def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl:
     bound = None if d.point is None else (pc.prefill.ttft_at(per_prefill), tpot, float(d.rate_rps[b]))
     point_cap = _point_capacity(_load_capacity(wl, dp_.rate_rps, dp_.tpot_s, 0.0), dp_.feasible)
     return _Sized("disaggregated", dc.system, dc.precision_name, dc.kv_dtype, dc, pc, float(d.batch[op]),
-                  float(d.batch[b]), cap, n_d, n_p, k_d, float(dp_.tpot_s[op]), pp_.ttft_at(per_prefill), float(lam), full,
-                  p_nodes + d_nodes, (n_d + k_d) * dc.gpus + (n_p + k_p) * pc.gpus, price, prefill_spares=k_p,
-                  bound=bound, point_capacity=point_cap)
+                  float(d.batch[b]), cap, n_d, n_p, k_d, float(dp_.tpot_s[op]), pp_.ttft_at(per_prefill), float(lam),
+                  full, p_nodes + d_nodes, (n_d + k_d) * dc.gpus + (n_p + k_p) * pc.gpus, price,
+                  prefill_spares=k_p, bound=bound, point_capacity=point_cap)
 
 
 # ---------------------------------------------------------------------------------------- binding
