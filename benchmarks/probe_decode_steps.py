@@ -1,7 +1,9 @@
 """Whole decode steps on the local GPU, replayed as CUDA graphs and run eagerly, and grouped expert GEMMs at large
 token counts: the measurements issue 11 asks for ("decode steps with CUDA graphs at batch 1-512 for a dense and a
-MoE shape; grouped GEMM at large token counts"). Its output is kept in ``benchmarks/results/`` and checked against
-the performance model by ``benchmarks/decode_steps_check.py``.
+MoE shape; grouped GEMM at large token counts"). Its outputs are kept in ``tests/data/measured/`` and checked against
+the performance model by ``benchmarks/decode_steps_check.py``. Needs torch, and clusterfit importable (an install,
+or ``PYTHONPATH=src``; the modules it uses import neither numpy nor pydantic): the shapes come from the catalog's
+parsed architectures (clusterfit.arch.load_model), the timing rule is clusterfit.calibrate.probe.median_time_s.
 
 Usage: python benchmarks/probe_decode_steps.py OUT.json [--quick] [--device cpu] [--compile | --only-compile]
        [--run MODEL:CONTEXT:B1,B2,... ...]
@@ -40,9 +42,10 @@ from typing import Any
 
 import torch
 
+from clusterfit.calibrate.probe import median_time_s
+
 F = torch.nn.functional
 BF16 = torch.bfloat16
-CATALOG = Path(__file__).resolve().parents[1] / "src" / "clusterfit" / "catalog" / "models"
 T0 = time.time()
 
 
@@ -51,16 +54,18 @@ def log(*a: Any) -> None:
 
 
 def shape(model_id: str) -> dict[str, Any]:
-    """The probe's shape fields from the bundled config.json of ``model_id``."""
-    c = json.loads((CATALOG / (model_id.replace("/", "__") + ".json")).read_text())
-    s = {"model": model_id, "layers": c["num_hidden_layers"], "hidden": c["hidden_size"],
-         "heads": c["num_attention_heads"], "kv_heads": c["num_key_value_heads"],
-         "head_dim": c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"], "vocab": c["vocab_size"],
-         "eps": c.get("rms_norm_eps", 1e-6)}
-    if "num_experts" in c:
-        s |= {"experts": c["num_experts"], "top_k": c["num_experts_per_tok"], "moe_inter": c["moe_intermediate_size"]}
+    """The probe's shape fields of a catalog model, from its parsed architecture (clusterfit.arch.load_model; every
+    layer of these models has the first layer's shape). Norm epsilon: 1e-6 (timing does not depend on it)."""
+    from clusterfit.arch import load_model
+
+    m = load_model(model_id)
+    att, ffn = m.layers[0].attention, m.layers[0].ffn
+    s = {"model": model_id, "layers": m.num_layers, "hidden": m.hidden, "heads": att.num_heads,
+         "kv_heads": att.num_kv_heads, "head_dim": att.head_dim, "vocab": m.vocab, "eps": 1e-6}
+    if ffn.kind == "moe":
+        s |= {"experts": ffn.num_experts, "top_k": ffn.top_k, "moe_inter": ffn.expert_intermediate}
     else:
-        s["inter"] = c["intermediate_size"]
+        s["inter"] = ffn.intermediate
     return s
 
 
@@ -71,27 +76,13 @@ def tiny(s: dict[str, Any]) -> dict[str, Any]:
 
 
 class Timer:
+    """clusterfit.calibrate.probe's timing rule (median_time_s) on this script's device."""
+
     def __init__(self, dev: str) -> None:
         self.cuda = dev == "cuda"
 
     def median_s(self, fn: Any, warmup: int, repeats: int) -> float:
-        for _ in range(warmup):
-            fn()
-        self.sync()
-        times = []
-        for _ in range(repeats):
-            if self.cuda:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b) / 1e3)
-            else:
-                t = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t)
-        return sorted(times)[len(times) // 2]
+        return median_time_s(torch, self.cuda, fn, warmup, repeats)
 
     def sync(self) -> None:
         if self.cuda:

@@ -80,6 +80,30 @@ DRY_RUN = Shapes(
     stream_bytes=16 << 20, allreduce_bytes=(1 << 12, 1 << 16), warmup=1, repeats=3)
 
 
+def median_time_s(torch: Any, cuda: bool, fn: Callable[[], Any], warmup: int, repeats: int) -> float:
+    """Median seconds of fn() over ``repeats`` calls after ``warmup`` calls: CUDA events around each call on a GPU
+    (``cuda``), the host clock on the CPU. The probes' one timing rule (also benchmarks/probe_decode_steps.py)."""
+    for _ in range(warmup):
+        fn()
+    if cuda:
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+    times.sort()
+    return float(times[len(times) // 2])
+
+
 class Probe:
     """Times kernels on one device (``torch.device``), returning profile timing rows (plain dicts)."""
 
@@ -91,29 +115,9 @@ class Probe:
 
     # ---------------------------------------------------------------------------------------- timing
     def time_s(self, fn: Callable[[], Any], warmup: int | None = None, repeats: int | None = None) -> float:
-        """Median seconds of fn() over ``repeats`` calls after ``warmup`` calls (CUDA events; host clock on CPU)."""
-        torch = self.torch
-        warmup = self.shapes.warmup if warmup is None else warmup
-        repeats = self.shapes.repeats if repeats is None else repeats
-        for _ in range(warmup):
-            fn()
-        if self.cuda:
-            torch.cuda.synchronize()
-        times = []
-        for _ in range(repeats):
-            if self.cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) / 1e3)
-            else:
-                t = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t)
-        times.sort()
-        return float(times[len(times) // 2])
+        """Median seconds of fn() (``median_time_s``) at the shapes' warm-up and repeat counts unless given."""
+        return median_time_s(self.torch, self.cuda, fn, self.shapes.warmup if warmup is None else warmup,
+                             self.shapes.repeats if repeats is None else repeats)
 
     def _free(self) -> None:
         if self.cuda:
