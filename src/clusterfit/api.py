@@ -315,8 +315,9 @@ def _drafter_memory_note(rep: CompiledReplica, method: str) -> list[str]:
     """What the memory counts of the drafter: the EAGLE head's weights (given its config) or that they are not
     counted, and the drafter's KV layers (memory.draft_kv_layers); nothing for n-gram lookup."""
     from .memory import draft_kv_layers, drafter_weight_bytes_per_gpu, uncounted_head_note
+    from .speculative import ONE_LAYER_DRAFTERS
 
-    if method not in ("eagle", "eagle3", "mtp"):
+    if method not in ONE_LAYER_DRAFTERS:
         return []
     n = draft_kv_layers(rep.model, method, rep.engine.draft_head)
     if method == "mtp":

@@ -28,6 +28,7 @@ from .errors import ClusterfitError
 from .hardware import System
 from .layout import Layout, default_layout, layout_problem
 from .precision import Precision, naive_bytes_per_param
+from .speculative import HEAD_DRAFTERS
 
 if TYPE_CHECKING:
     from .speculative import DraftHead
@@ -154,11 +155,11 @@ def draft_kv_layers(model: ModelArch, method: str | None, head: DraftHead | None
     EagleProposer.load_model collects draft_attn_layer_names for the KV cache spec). mtp: the checkpoint's MTP
     (NextN) layers; eagle / eagle3: the head's one decoder layer (the EAGLE papers' head; SpecForge's configs all
     set num_hidden_layers 1), or the layers of the head the user described (``head``); ngram or none: 0."""
-    if head is not None and method in ("eagle", "eagle3"):
+    if head is not None and method in HEAD_DRAFTERS:
         return int(head.layers)
     if method == "mtp":
         return int(model.mtp_layers)
-    return 1 if method in ("eagle", "eagle3") else 0
+    return 1 if method in HEAD_DRAFTERS else 0
 
 
 def _draft_layer(model: ModelArch) -> Layer | None:
@@ -176,7 +177,7 @@ def draft_kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, lay
     """KV bytes per token per GPU of the drafter's attention layers (draft_kv_layers), on the stage that holds them
     (the last; the fit adds them to the largest stage, an upper bound under PP). An EAGLE head described by its
     config (``head``, speculative.DraftHead) counts its own layers and KV heads."""
-    if head is not None and method in ("eagle", "eagle3"):
+    if head is not None and method in HEAD_DRAFTERS:
         return head.kv_bytes_per_token_per_gpu(layout.tp, precision.kv_bytes_per_elem)
     n = draft_kv_layers(model, method)
     layer = _draft_layer(model) if n else None   # no layer scan without a drafter (every compile of a plan search)
@@ -192,7 +193,7 @@ def drafter_weight_bytes_per_gpu(engine: Engine, layout: Layout) -> float:
     """Bytes per GPU of an EAGLE head the user described (Engine.draft_head) when the engine drafts with it (eagle /
     eagle3); 0 otherwise. MTP layers are the checkpoint's own (weight_bytes_per_gpu include_mtp)."""
     head = engine.draft_head
-    return 0.0 if head is None or engine.draft_method not in ("eagle", "eagle3") else head.weight_bytes_per_gpu(
+    return 0.0 if head is None or engine.draft_method not in HEAD_DRAFTERS else head.weight_bytes_per_gpu(
         layout.tp)
 
 
@@ -449,7 +450,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                + draft * math.ceil(context / block_size) * block_size)
     if head:
         notes.append(f"the {eng.draft_method} draft head ({eng.draft_head.source}): {head / 1e9:.2f} GB per GPU")
-    elif eng.draft_method in ("eagle", "eagle3"):
+    elif eng.draft_method in HEAD_DRAFTERS:
         notes.append(uncounted_head_note(eng.draft_method))
     if draft:
         layers = draft_kv_layers(model, eng.draft_method, eng.draft_head)

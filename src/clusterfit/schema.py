@@ -19,7 +19,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunct
 from .errors import ClusterfitError, ParameterError  # ParameterError: re-exported (schema.ParameterError)
 from .inputs import RefuseBool
 from .profile import Profile
-from .speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
+from .speculative import HEAD_DRAFTERS, MAX_DRAFT_TOKENS, SpeculativeMethod
 
 if TYPE_CHECKING:  # the simulator's spec, imported where it is built (schemas load no simulator code)
     from .arch import ModelArch
@@ -167,7 +167,7 @@ class SpeculativeRequest(RequestSchema):
         scenario's), None without one; the config needs an EAGLE drafter (ParameterError)."""
         if self.speculative_draft_config is None:
             return None
-        if method not in ("eagle", "eagle3"):
+        if method not in HEAD_DRAFTERS:
             raise ParameterError("speculative_draft_config", "a draft head is loaded by --speculative-method eagle or "
                                  f"eagle3 only, not with {method or 'speculative decoding off'}")
         from .speculative import draft_head

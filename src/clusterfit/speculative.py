@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # the request schemas import this module: no model code at th
 SpeculativeMethod = Literal["mtp", "eagle", "eagle3", "ngram"]
 METHODS: tuple[str, ...] = get_args(SpeculativeMethod)
 ONE_LAYER_DRAFTERS = ("mtp", "eagle", "eagle3")
+#: The drafters that are a trained EAGLE head (a config.json of their own describes them: draft_head).
+HEAD_DRAFTERS = ("eagle", "eagle3")
 
 #: Per-draft-token acceptance used when neither the user nor the source gives one: 0.7. Source: GLM-5.2's native MTP
 #: layer at num_speculative_tokens 5 accepts a mean 2.9 tokens per step on GSM8K in vLLM
@@ -100,7 +102,7 @@ def draft_cost_fraction(model: ModelArch, method: str, head: DraftHead | None = 
     check_drafter(model, method)
     if method == "ngram":
         return 0.0
-    if head is not None and method in ("eagle", "eagle3"):
+    if head is not None and method in HEAD_DRAFTERS:
         return float(head.read_params / max(model.active_params, 1))
     lm_head = model.params.get("lm_head", 0) or model.params.get("embedding", 0)  # a tied head reads the embedding
     body = model.active_params - model.params.get("embedding", 0) - model.params.get("lm_head", 0)
@@ -162,7 +164,7 @@ def draft_head(config: object, target: ModelArch, method: str, source: str = "th
     def bad(msg: str) -> ParameterError:
         return ParameterError("speculative_draft_config", f"{source}: {msg}")
 
-    if method not in ("eagle", "eagle3"):
+    if method not in HEAD_DRAFTERS:
         raise bad(f"only eagle and eagle3 load a draft head; {method} drafts without one")
     if not isinstance(config, dict):
         raise bad("a config.json must be a JSON object")

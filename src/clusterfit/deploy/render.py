@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ClusterfitError, ParameterError
+from ..speculative import HEAD_DRAFTERS
 
 ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23", "trtllm": "1.2"}
 IMAGES = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23",
@@ -137,10 +138,10 @@ def speculative_args(spec: DeploySpec) -> list[str]:
             raise ParameterError("speculative_draft_model", "the plan has no speculative decoding (plan with "
                                  "--num-speculative-tokens, or drop the draft model)")
         return []
-    if m in ("eagle", "eagle3") and not spec.draft_model:
+    if m in HEAD_DRAFTERS and not spec.draft_model:
         raise ParameterError("speculative_draft_model", f"{m} drafts with a separate draft checkpoint; give its "
                              "Hugging Face id (the EAGLE head trained for this model)")
-    if m not in ("eagle", "eagle3") and spec.draft_model:
+    if m not in HEAD_DRAFTERS and spec.draft_model:
         raise ParameterError("speculative_draft_model", f"{m} drafts without a separate checkpoint; drop it")
     if spec.engine == "vllm":
         cfg: dict[str, object] = {"method": m, "num_speculative_tokens": k}
