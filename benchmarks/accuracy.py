@@ -514,13 +514,13 @@ def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=NO_S
 ENGINES_PATH = None  # catalog/engines.yaml unless calibrating
 
 
-#: Calibrated constants and their bounds: name -> (start, lower, upper, unit). Global constants are fitted on the
-#: rows of GPUs outside every family (Hopper), then each family refits its own subset on its own rows. The bounds
-#: are physical: memory_scale <= 1 keeps every streaming kernel at or below the fastest one measured on the H200
-#: (decode attention at 98.6% of the datasheet bandwidth), compute_scale <= 1.3 keeps the GEMM asymptote under the
-#: datasheet peak (0.752 x 1.3 = 0.98), graph_kernel_overhead_s <= 5 us: a minimal kernel measured 1.02 us inside a
-#: CUDA graph on an H200, a plain-op Llama-3.1-8B decode graph about 2.4 us per kernel beyond streaming its weights
-#: (tests/data/measured; catalog/engines.yaml has the grouped-CV figures before and after the bound).
+#: Calibrated constants and their bounds: name -> (start, lower, upper, unit). Global constants are fitted on the rows
+#: of GPUs outside every family (Hopper), then each family refits its own subset on its own rows. The bounds are
+#: physical: memory_scale <= 1 keeps every streaming kernel at or below the fastest one measured on the H200 (decode
+#: attention at 98.6% of the datasheet bandwidth), compute_scale <= 1.3 keeps the GEMM asymptote under the datasheet
+#: peak (0.752 x 1.3 = 0.98), graph_kernel_overhead_s <= 5 us: a minimal kernel measured 1.02 us inside a CUDA graph on
+#: an H200, dense batch-1 decode graphs 2.6-3.5 us per operation beyond streaming their weights (tests/data/measured;
+#: catalog/engines.yaml has the grouped-CV figures before and after the bound).
 GLOBAL_PARAMS = {"step_overhead_s": (1.0, 0.1, 20.0, 1e-3), "compute_scale": (1.0, 0.3, 1.3, 1.0),
                  "memory_scale": (0.9, 0.3, 1.0, 1.0), "seq_overhead_s": (1.0, 0.0, 20.0, 1e-6),
                  "kernel_overhead_s": (2.0, 0.0, 30.0, 1e-6), "attention_scale": (0.9, 0.3, 1.0, 1.0),

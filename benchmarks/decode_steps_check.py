@@ -15,7 +15,10 @@ engines should sit at or somewhat above the measured step; the probe's MoE layer
 operations per layer with torch.compile off, against the one or two fused MoE kernels of vLLM / SGLang /
 TensorRT-LLM), so its small-batch MoE steps are an upper bound, not an engine's figure.
 
-Also written: the grouped expert GEMM's fp8-over-bf16 speed-up measured at each token count (one EP=8 rank of
+Also written: each dense shape's batch-1 graph step beyond streaming its weights, per GPU operation the probe
+counted (``graph_residual_per_kernel``): (measured step - the GEMM weight bytes the model streams / (4.8 TB/s x the
+bf16 GEMM weight-streaming efficiency of tests/data/profiles/h200-calibrate-2026-12-04.json)) / kernels; and the
+grouped expert GEMM's fp8-over-bf16 speed-up measured at each token count (one EP=8 rank of
 DeepSeek-V3), against the 2x of the datasheet peaks that the model's MoE term assumes once compute-bound.
 """
 
@@ -32,6 +35,7 @@ from clusterfit.compose import Catalog, build_replica
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "tests" / "data" / "measured"
+PROFILE = ROOT / "tests" / "data" / "profiles" / "h200-calibrate-2026-12-04.json"
 SYSTEM = "hgx_h200"
 ENGINES = ("vllm", "sglang", "trtllm")
 #: further plain-op measurements: Qwen3-32B at context 1024, Llama-3.1-8B at context 8192
@@ -56,6 +60,23 @@ def decode_rows(catalog: Catalog, doc: dict[str, Any], build: str) -> list[dict[
     return out
 
 
+def graph_residual_per_kernel(catalog: Catalog, doc: dict[str, Any], build: str, stream_bps: float) -> list[dict]:
+    """Batch-1 rows of dense shapes whose GPU operations were counted: seconds per operation beyond streaming the
+    weights (the model's GEMM weight bytes, lm_head included) at ``stream_bps`` bytes/s."""
+    out = []
+    for r in doc["decode_steps"]:
+        if r["batch"] != 1 or "kernels" not in r or "graph_s" not in r:
+            continue
+        sm = build_replica(catalog, r["model"], SYSTEM, gpus=1, tp=1, engine="vllm").step
+        if sm.moe:
+            continue
+        weights = sum(g.count * g.n * g.k * g.w_bytes_per_elem for g in sm.gemms)
+        out.append({"build": build, "model": r["model"], "context": r["context"], "kernels": r["kernels"],
+                    "weight_bytes": weights, "graph_s": r["graph_s"],
+                    "residual_per_kernel_s": (r["graph_s"] - weights / stream_bps) / r["kernels"]})
+    return out
+
+
 def fp8_speedup(doc: dict[str, Any]) -> list[dict[str, Any]]:
     by = {(r["dtype"], r["tokens"]): 0.0 for r in doc.get("grouped_gemm", [])}
     for r in doc.get("grouped_gemm", []):
@@ -72,21 +93,29 @@ def main() -> None:
     catalog = Catalog.load()
     plain = json.loads((MEASURED / "h200-decode-steps.json").read_text())
     compiled = json.loads((MEASURED / "h200-decode-steps-compiled.json").read_text())
-    rows = decode_rows(catalog, plain, "eager ops") + decode_rows(catalog, compiled, "torch.compile")
-    for name in PLAIN_MORE:
-        rows += decode_rows(catalog, json.loads((MEASURED / name).read_text()), "eager ops")
+    builds = [(plain, "eager ops"), (compiled, "torch.compile")]
+    builds += [(json.loads((MEASURED / name).read_text()), "eager ops") for name in PLAIN_MORE]
+    rows = [r for doc, build in builds for r in decode_rows(catalog, doc, build)]
+    fit = json.loads(PROFILE.read_text())["fit"]
+    stream_bps = fit["datasheet"]["mem_bw_bytes_per_s"] * fit["gemm"]["bf16"]["mem_eff"]
+    residual = [x for doc, build in builds for x in graph_residual_per_kernel(catalog, doc, build, stream_bps)]
     summary = {}
     for r in rows:
         summary.setdefault(f"{r['model']} @{r['context']} | {r['build']} | {r['engine']}", []).append(r["gpu_err_pct"])
     result = {"_what": __doc__.split("\n\n")[0], "system": SYSTEM, "rows": rows,
               "gpu_err_pct_range": {k: [round(min(v), 1), round(max(v), 1)] for k, v in summary.items()},
-              "launch": compiled.get("launch"), "grouped_fp8_speedup": fp8_speedup(plain)}
+              "launch": compiled.get("launch"), "weight_stream_bytes_per_s": stream_bps,
+              "graph_residual_per_kernel": residual, "grouped_fp8_speedup": fp8_speedup(plain)}
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"{'model @context | probe build | engine':64s} batch  measured  model GPU   err   perf step")
     for r in rows:
         print(f"{r['model'] + ' @' + str(r['context']) + ' | ' + r['build'] + ' | ' + r['engine']:64s} {r['batch']:5d} "
               f"{r['measured_graph_s'] * 1e3:8.3f}  {r['model_gpu_step_s'] * 1e3:8.3f} {r['gpu_err_pct']:+6.1f}% "
               f"{r['model_decode_step_s'] * 1e3:8.3f} ms")
+    for x in residual:
+        print(f"{x['model']} @{x['context']} {x['build']}: batch-1 graph {x['graph_s'] * 1e3:.3f} ms, "
+              f"{x['weight_bytes'] / 1e9:.2f} GB of weights at {stream_bps / 1e12:.2f} TB/s, "
+              f"{x['residual_per_kernel_s'] * 1e6:.2f} us per GPU operation beyond them ({x['kernels']})")
     for s in result["grouped_fp8_speedup"]:
         print(f"grouped GEMM T={s['tokens']:6d}: bf16 {s['bf16_s'] * 1e3:7.3f} ms, fp8 {s['fp8_s'] * 1e3:7.3f} ms, "
               f"fp8 speed-up {s['fp8_speedup']:.2f}x (datasheet peaks: 2x)")
