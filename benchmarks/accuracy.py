@@ -86,7 +86,7 @@ from clusterfit.layout import Layout
 from clusterfit.memory import fit
 from clusterfit.compose import Catalog, compile_replica
 from clusterfit.engines import front_end_s, gpu_family
-from clusterfit.perfmodel.serving import cycle_s, first_token_s, max_throughput_batch, static_batch_s
+from clusterfit.perfmodel.serving import cycle_s, first_token_s, running_batch, static_batch_s
 from clusterfit.precision import resolve_precision
 
 #: Names the catalog rules below cannot derive: Llama-3-70B has Llama-3.1-70B's shapes (the 3.1 release changed only
@@ -1090,7 +1090,7 @@ def predict_row(row) -> float:
         per_gpu = chunk / t / sm.gpus
         return per_gpu * (8 if metric.endswith("per_node") else 1)
     if metric in CLOSED_LOOP_LATENCY and st.concurrency is not None and not all_at_once(mode):
-        b = float(max_throughput_batch(sm, isl, osl))
+        b = float(running_batch(sm, isl, osl))
         if b < 1:
             raise Skip("KV cache holds no request")
         b = min(b, max(1.0, st.concurrency / replicas))
@@ -1107,7 +1107,7 @@ def predict_row(row) -> float:
         b_rep = b / replicas if "out_tps=output_seqlen*batch_size/total_latency/tp" not in row["notes"] else b
         total = replicas * b_rep * osl / float(static_batch_s(sm, b_rep, isl, osl))
     elif all_at_once(mode) or st.concurrency is not None:
-        b = float(max_throughput_batch(sm, isl, osl))
+        b = float(running_batch(sm, isl, osl))
         if b < 1:
             raise Skip("KV cache holds no request")
         if st.concurrency is not None:

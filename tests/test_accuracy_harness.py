@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from clusterfit.errors import ClusterfitError
+from clusterfit.perfmodel.serving import max_throughput_batch
 
 COLUMNS = ("id,source_repo_or_site,source_path_or_title,source_date,model,total_params_b,active_params_b,gpu,"
            "num_gpus,nodes,precision_weights,precision_kv,tp,pp,ep,dp,engine,isl,osl,concurrency_or_mode,metric,"
@@ -218,7 +219,7 @@ def test_stated_engine_settings_reach_the_prediction(acc):
     sm = acc.step_for("Llama-3.1-8B", "H200-SXM-141GB", "fp8", "", "trtllm", 1, 1, 1, 1, (None, 2048, 16))
     assert sm.engine.max_num_batched_tokens == 2048 and sm.max_num_seqs == 16
     # max_batch_size is the cap itself (not trtllm-bench's estimate, which rounds up to 64 at least)
-    assert float(acc.max_throughput_batch(sm, 1000, 1000)) == 16
+    assert float(max_throughput_batch(sm, 1000, 1000)) == 16
     free = acc.predict_row(base)
     assert acc.predict_row(capped) < free / 4       # 16 sequences against trtllm-bench's hundreds
     assert acc.predict_row(conc) == pytest.approx(acc.predict_row(dict(base, notes="max_batch_size 16")), rel=0.02)

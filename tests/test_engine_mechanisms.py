@@ -125,10 +125,10 @@ def test_no_async_scheduling_option_adds_the_host_time_back(run_json):
 
 def test_fp4_expert_gemms_run_at_the_fitted_share_of_the_bf16_curve():
     """moe_fp4_compute_scale (TensorRT-LLM, fitted per GPU family with fp4 tensor cores) multiplies the efficiency
-    of the MoE expert GEMMs that run in fp4: on a B200, Qwen3-30B-A3B nvfp4, a 32,768-token prefill step's experts
-    are compute-bound even at scale 1 (at 16,384 tokens they stream their weights for longer since the 2026-12-04
-    refit's lower Blackwell memory scale), so their time is the scale-1 time divided by the scale; the H200 (no fp4
-    math) and bf16 experts are untouched."""
+    of the MoE expert GEMMs that run in fp4: on a B200, Qwen3-30B-A3B nvfp4, a 65,536-token prefill step's experts
+    are compute-bound even at scale 1 (at 16,384 tokens they stream their weights for longer since the first
+    2026-12-04 refit's lower Blackwell memory scale, at 32,768 since the second's higher compute scale), so their time
+    is the scale-1 time divided by the scale; the H200 (no fp4 math) and bf16 experts are untouched."""
     from clusterfit.compose import build_replica
 
     catalog = Catalog.load()
@@ -136,7 +136,7 @@ def test_fp4_expert_gemms_run_at_the_fitted_share_of_the_bf16_curve():
     scale = sm.engine.moe_fp4_compute_scale
     assert 0.2 <= scale < 1.0 and [g.compute_dtype for g in sm.moe] == ["fp4"]
     one = dataclasses.replace(sm, engine=dataclasses.replace(sm.engine, moe_fp4_compute_scale=1.0))
-    p = 32768.0
+    p = 65536.0
 
     def experts(m):
         return m.breakdown(p, p * p / 2, 0, 0)["by_op_s"]["moe_experts"]

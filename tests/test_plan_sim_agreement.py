@@ -46,3 +46,33 @@ def test_a_prefill_bound_light_load_plan_holds_in_simulation(run_json):
     sim = run_json("simulate", "openai/gpt-oss-20b", "--system", "h200_nvl_8x", "--tp", "1", "--replicas", "1", *load,
                    "--requests", "3000", "--seed", "1")
     assert plan["ttft_s"] == pytest.approx(sim["ttft_s"]["p90"], rel=0.1)
+
+
+@pytest.mark.parametrize("osl", [1, 2, 16])
+def test_max_throughput_of_short_answers_matches_the_simulator(run_json, osl):
+    """Llama-3.1-8B on one H200, 1,000-token prompts and 1-16 output tokens, all requests queued. vLLM's step holds
+    8,192 tokens (max_num_batched_tokens), so about 8,192 / 1,000 prompts join each step and each leaves osl steps
+    later: osl x 8.192 sequences run at once, however many fit the KV cache (893). Before serving.running_batch perf
+    costed 893 sequences each waiting through the whole queue: TPOT 10,610 ms at osl 2 and 1,368 ms at osl 16,
+    where the simulator (the same step model, scheduled step by step) gives 200 and 204 ms."""
+    load = ("meta-llama/Llama-3.1-8B-Instruct", "--system", "h200", "--isl", "1000", "--osl", str(osl))
+    perf = run_json("perf", *load, "--max-throughput")
+    assert perf["batch"] == pytest.approx(osl * 8192 / 1000)
+    assert perf["kv_limited_batch"] > 800
+    sim = run_json("simulate", *load, "--rate", "1000", "--requests", "3000", "--seed", "1")
+    assert perf["output_tokens_per_s"] == pytest.approx(sim["throughput"]["output_tokens_per_s"], rel=0.05)
+    if osl > 1:
+        assert perf["tpot_s"] == pytest.approx(sim["tpot_s"]["p50"], rel=0.1)
+
+
+def test_closed_loop_above_the_prefill_bound_queues(run_json):
+    """A closed loop of 500 clients with 2-token answers: about 16 run at once (the prefill budget, as above), the
+    others wait for a slot, and perf says why and counts the wait in TTFT."""
+    perf = run_json("perf", "meta-llama/Llama-3.1-8B-Instruct", "--system", "h200", "--isl", "1000", "--osl", "2",
+                    "--concurrency", "500")
+    assert perf["batch"] == pytest.approx(2 * 8192 / 1000)
+    note = next(n for n in perf["notes"] if n.startswith("concurrency 500"))
+    assert "max_num_batched_tokens" in note
+    # Little's law: 500 / (requests per second) in the system, all but the request's own two steps waiting
+    assert perf["ttft_s"] == pytest.approx(500 / (perf["output_tokens_per_s"] / 2), rel=0.05)
+

@@ -16,7 +16,8 @@ Request-life accounting (continuous / in-flight batching, chunked prefill), used
 Max-throughput mode (trtllm-bench throughput, MLPerf Offline: all requests queued): B grows until KV memory
 (StepModel.kv_admitted_sequences, the admission rule the planner and the simulator share: per request isl+osl
 tokens reserved by TensorRT-LLM, isl+osl/2 on average for vLLM/SGLang paged allocation) or the engine's batch
-cap stops it.
+cap stops it, and at most until the cycle's osl steps each carry a full prefill chunk (prefill_bound_batch): past
+that the prompts, not the sequences, limit the engine, and more requests only queue (running_batch).
 
 Static batching (TensorRT-LLM v0.9 gptSessionBenchmark): B prompts are prefilled together, then osl decode
 iterations at contexts isl..isl+osl: ``static_batch`` below.
@@ -53,6 +54,25 @@ def max_throughput_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> Num:
     cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp
                      * sm.engine.caps_in_flight(sm.pp), sm.max_num_seqs)
     return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), cap), 0.0)
+
+
+def prefill_bound_batch(sm: StepModel, isl: ArrayLike, decode_steps: ArrayLike) -> Num:
+    """Running sequences above which the engine cannot keep every sequence decoding: the batch B at which the
+    prompts of B requests, B x isl tokens per cycle, fill the prefill budget of every one of the cycle's
+    ``decode_steps`` steps (max_num_batched_tokens per attention-DP rank; cycle_s's chunk). Past it more requests
+    only queue for the budget: each step admits about max_num_batched_tokens / isl new prompts, whose sequences
+    leave after ``decode_steps`` steps, so about decode_steps x max_num_batched_tokens / isl run at once however
+    many wait (the simulator's steady state, sim.replica). cycle_s, which spreads B x isl prompt tokens over
+    ``decode_steps`` steps, holds up to this batch only."""
+    budget = float(sm.engine.max_num_batched_tokens) * sm.dp
+    return np.maximum(np.asarray(decode_steps, float) * budget / np.maximum(np.asarray(isl, float), 1.0), 1.0)
+
+
+def running_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike, tokens_per_step: float = 1.0) -> Num:
+    """Sequences a saturated replica runs at once: the KV-limited batch under the engine's cap
+    (max_throughput_batch), and at most prefill_bound_batch for requests decoding osl / tokens_per_step steps."""
+    return np.minimum(max_throughput_batch(sm, isl, osl),
+                      prefill_bound_batch(sm, isl, np.asarray(osl, float) / tokens_per_step))
 
 
 def _refuse_too_long(sm: StepModel, isl: int, osl: int) -> NoReturn:
@@ -154,12 +174,13 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         out_tps = b * per_step / step
         ttft = first_token_s(sm, isl, b - 1.0, ctx)
     else:
+        running = float(running_batch(sm, isl, osl, per_step))
         if concurrency is not None:
             if concurrency < 1:
                 raise ClusterfitError(f"--concurrency must be >= 1, got {concurrency}")
-            b = float(min(concurrency, cap))
+            b = float(min(concurrency, running))
         else:
-            b = cap
+            b = running
         ctx = isl + osl / 2
         cyc = float(cycle_s(sm, b, isl, osl))
         step = float(sm.decode_step_s(b, ctx))
