@@ -94,6 +94,9 @@ def test_request_and_keywords_not_both():
     (["fit", "llama-3.1-8b", "--max-num-batched-tokens", "0"], "--max-num-batched-tokens"),
     (["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "10", "--osl", "5", "--rate", "1",
       "--requests", "10", "--csv", "/nonexistent-dir/x.csv"], "does not exist"),  # checked before simulating
+    # one output token: no request decodes, a TPOT target has nothing to judge (it had sized TP2 for a TPOT of 35 ms)
+    (["plan", "llama-3.1-8b", "--isl", "1000", "--osl", "1", "--rate", "20", "--tpot-ms", "50", "--system", "h200"],
+     "--tpot-ms"),
 ])
 def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)

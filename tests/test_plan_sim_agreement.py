@@ -63,6 +63,8 @@ def test_max_throughput_of_short_answers_matches_the_simulator(run_json, osl):
     assert perf["output_tokens_per_s"] == pytest.approx(sim["throughput"]["output_tokens_per_s"], rel=0.05)
     if osl > 1:
         assert perf["tpot_s"] == pytest.approx(sim["tpot_s"]["p50"], rel=0.1)
+    else:
+        assert any(n.startswith("osl 1:") for n in perf["notes"])
 
 
 def test_closed_loop_above_the_prefill_bound_queues(run_json):
@@ -76,3 +78,12 @@ def test_closed_loop_above_the_prefill_bound_queues(run_json):
     # Little's law: 500 / (requests per second) in the system, all but the request's own two steps waiting
     assert perf["ttft_s"] == pytest.approx(500 / (perf["output_tokens_per_s"] / 2), rel=0.05)
 
+
+def test_one_output_token_shows_no_tpot(run_cli):
+    """With osl 1 the table says there is no decode instead of a TPOT, and the plan's summary names no TPOT."""
+    code, out, _ = run_cli("perf", "meta-llama/Llama-3.1-8B-Instruct", "--system", "h200", "--isl", "1000", "--osl",
+                           "1", "--max-throughput")
+    assert code == 0 and "one output token: no decode" in out and "tokens/s per user" not in out
+    code, out, _ = run_cli("plan", "meta-llama/Llama-3.1-8B-Instruct", "--isl", "1000", "--osl", "1", "--rate", "20",
+                           "--system", "h200")
+    assert code == 0 and "runs batch" in out and "TPOT p90" not in out.split("Recommended:")[1]

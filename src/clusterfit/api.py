@@ -300,6 +300,10 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
                      f"shipped H200-derived curves for {', '.join(req.profile.families())}")
     if req.concurrency is not None and req.concurrency > out["batch"]:
         notes.append(_queue_concurrency(rep.step, out, req.concurrency, req.isl, req.osl))
+    if req.osl == 1:
+        notes.append("osl 1: the one output token is sampled at the end of the prompt's prefill, so no request "
+                     "decodes and TPOT is undefined (tpot_s and tokens_per_s_per_user in --json hold the engine "
+                     "step at this load)")
     if spec is not None:
         notes.extend(_drafter_memory_note(rep, spec.method))
     lay = rep.layout

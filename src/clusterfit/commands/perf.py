@@ -86,8 +86,11 @@ def render_perf(console: Console, out: PerfResult) -> None:
     t.add_column("value", justify="right")
     t.add_row("batch (running sequences)", f"{out.batch:.0f}")
     t.add_row("TTFT", with_interval(out.ttft_s, out.ttft_s_interval, 1e3, 1, "ms"))
-    t.add_row("TPOT", with_interval(out.tpot_s, out.tpot_s_interval, 1e3, 2, "ms"))
-    t.add_row("tokens/s per user", with_interval(out.tokens_per_s_per_user, out.tokens_per_s_per_user_interval))
+    if out.osl > 1:
+        t.add_row("TPOT", with_interval(out.tpot_s, out.tpot_s_interval, 1e3, 2, "ms"))
+        t.add_row("tokens/s per user", with_interval(out.tokens_per_s_per_user, out.tokens_per_s_per_user_interval))
+    else:  # the one output token comes from the prefill (the notes say so; --json keeps the step time)
+        t.add_row("TPOT", "- (one output token: no decode)")
     t.add_row("output tokens/s (replica)", with_interval(out.output_tokens_per_s, out.output_tokens_per_s_interval,
                                                          digits=0))
     t.add_row("output tokens/s per GPU", with_interval(out.output_tokens_per_s_per_gpu,

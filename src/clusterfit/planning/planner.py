@@ -739,9 +739,9 @@ def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, 
     if rec.cost_per_hour is not None:
         text += (f", ${rec.cost_per_hour:,.2f}/h (${rec.cost_per_month or 0.0:,.0f}/month), "
                  f"${rec.cost_per_mtok_out or 0.0:.2f} per million output tokens at the target load")
+    tpot = f"TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and " if wl.osl_mean_tokens > 1.0 else ""
     text += (f". At {wl.load.describe()} each {'decode ' if rec.prefill else ''}replica runs batch {rec.batch:.0f} "
-             f"with TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and TTFT p{slo.ttft_percentile:g} "
-             f"{rec.ttft_s * 1e3:.0f} ms. "
+             f"with {tpot}TTFT p{slo.ttft_percentile:g} {rec.ttft_s * 1e3:.0f} ms. "
              f"What binds: {rec.binding} - {rec.why}.")
     if rec.sized_on is not None:
         b = rec.sized_on
