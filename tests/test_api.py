@@ -97,6 +97,8 @@ def test_request_and_keywords_not_both():
     # one output token: no request decodes, a TPOT target has nothing to judge (it had sized TP2 for a TPOT of 35 ms)
     (["plan", "llama-3.1-8b", "--isl", "1000", "--osl", "1", "--rate", "20", "--tpot-ms", "50", "--system", "h200"],
      "--tpot-ms"),
+    (["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "1", "--rate", "5", "--requests", "100",
+      "--tpot-ms", "50"], "--tpot-ms"),  # it had reported "TPOT p90 - <= 50 ... holds"
 ])
 def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)

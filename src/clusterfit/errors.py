@@ -25,6 +25,14 @@ class ParameterError(ClusterfitError):
         self.detail = message
 
 
+def no_decode_tpot(parameter: str) -> ParameterError:
+    """A TPOT target for requests of one output token (plan, simulate): that token is sampled at the end of the
+    prefill, so no request decodes and the target would judge nothing."""
+    return ParameterError(parameter, "with one output token per request no request decodes (the token is sampled at "
+                          "the end of its prefill), so there is no TPOT to hold; drop the TPOT target (the TTFT "
+                          "target bounds the latency)")
+
+
 def close_matches(word: str, choices: Iterable[str], n: int = 5) -> list[str]:
     """Up to ``n`` entries of ``choices`` that look like ``word`` (case-insensitive)."""
     lowered = {c.lower(): c for c in choices}

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ..arch import load_model
 from ..compose import Catalog
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, no_decode_tpot
 from ..schema import ParameterError, PlanRequest
 from .cost import EndpointPrice, parse_price_overrides
 from ..sim.config import SpeculativeSpec
@@ -121,10 +121,7 @@ def _check_judged(req: PlanRequest, q: PlanQuestion) -> None:
     target it judges (option or scenario), a count of verification requests without --verify; a TPOT target where
     no request decodes (one output token each: it is sampled at the end of the prefill)."""
     if q.slo.tpot_s is not None and q.workload.osl_mean_tokens <= 1.0:
-        raise ParameterError("tpot_ms" if req.tpot_ms is not None else "osl",
-                             "with one output token per request no request decodes (the token is sampled at the "
-                             "end of its prefill), so there is no TPOT to hold; drop the TPOT target (the TTFT "
-                             "target bounds the latency)")
+        raise no_decode_tpot("tpot_ms" if req.tpot_ms is not None else "osl")
     if req.tpot_percentile is not None and q.slo.tpot_s is None:
         raise ParameterError("tpot_percentile", "judges the TPOT target; give --tpot-ms (or the scenario's slo)")
     if req.min_goodput is not None and q.slo.tpot_s is None and q.slo.ttft_s is None:

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..arch import load_model
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, no_decode_tpot
 from ..schema import ParameterError, SimulateRequest
 from .cluster import SimRun, run_simulation
 from .config import ARRIVAL_PROCESSES, POLICIES, SampledLengthSpec, SessionSpec, SimulationConfig
@@ -270,6 +270,8 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
     if req.ttft_ms is not None:
         upd["slo_ttft_s"] = req.ttft_ms / 1e3
     if req.tpot_ms is not None:
+        if req.osl == 1 and not req.length_cv:
+            raise no_decode_tpot("tpot_ms")
         upd["slo_tpot_s"] = req.tpot_ms / 1e3
     judged = {"slo_ttft_percentile": req.ttft_percentile, "slo_tpot_percentile": req.tpot_percentile,
               "slo_min_goodput": req.min_goodput}
