@@ -166,3 +166,20 @@ def test_eagle_head_config_is_read_in_the_browser(page, tmp_path) -> None:  # no
     assert outside == []
     # the 8B model refused the 70B head: in the fit, and in the plan
     assert [e for e in errors if "status of 422" not in e] == [] and len(errors) >= 2
+
+
+def test_one_token_answers_plan_without_a_tpot(page) -> None:  # noqa: ANN001
+    """Prompts answered with one token (classification, scoring): the page's default TPOT target is refused with the
+    parameter named (no request decodes, so there is none to hold); without it the plan shows no TPOT."""
+    pg, outside, errors = page
+    pg.get_by_label("Model (Hugging Face id").fill("meta-llama/Llama-3.1-8B")
+    pg.get_by_label("Output tokens (OSL)").fill("1")
+    pg.get_by_role("button", name="Plan").click()
+    sync_api.expect(pg.locator("#plan-error")).to_contain_text("tpot_ms")
+    pg.get_by_label("TPOT target p90 (ms)").fill("")
+    pg.get_by_role("button", name="Plan").click()
+    recommended = pg.locator("[data-testid=recommended]")
+    sync_api.expect(recommended).to_be_visible()
+    sync_api.expect(recommended.locator(".figures div", has_text="TPOT (predicted)").locator("b")).to_have_text("-")
+    assert outside == []
+    assert [e for e in errors if "status of 422" not in e] == [] and len(errors) >= 1

@@ -203,7 +203,7 @@ async function runPlan() {
   $("plan-status").textContent = "planning...";
   try {
     const res = await api("/api/plan", req);
-    renderPlan(res);
+    renderPlan(res, req.osl);
     $("plan-status").textContent = `${fmtInt(res.configurations_evaluated)} configurations evaluated`;
   } catch (e) {
     $("plan-error").textContent = e.message;
@@ -215,8 +215,10 @@ async function runPlan() {
 
 function figure(value, label) { return el("div", {}, el("b", { text: value }), el("span", { text: label })); }
 
-function renderPlan(res) {
+function renderPlan(res, osl) {
   const out = [];
+  // one output token: it is sampled at the end of the prefill, no request decodes, so there is no TPOT to show
+  const tpotText = (t) => (osl !== null && osl <= 1 ? "-" : fmtMs(t));
   out.push(el("p", { class: "hint", text: `${res.model}: ${res.workload}; ${res.slo}` }));
   const r = res.recommended;
   if (r) {
@@ -226,8 +228,8 @@ function renderPlan(res) {
         figure(fmtInt(r.replicas), "replicas" + (r.spare_replicas ? ` (${r.spare_replicas} spare)` : "")),
         figure(fmtInt(r.nodes), "nodes"), figure(fmtInt(r.total_gpus), "GPUs"),
         figure(fmtMoney(r.cost_per_hour), "per hour"), figure(fmtMoney(r.cost_per_mtok_out), "per Mtok out"),
-        figure(fmtMs(r.ttft_s), "TTFT (predicted)"), figure(fmtMs(r.tpot_s), "TPOT (predicted)"),
-        figure(r.tokens_per_s_per_user.toFixed(0), "tokens/s per user")),
+        figure(fmtMs(r.ttft_s), "TTFT (predicted)"), figure(tpotText(r.tpot_s), "TPOT (predicted)"),
+        figure(osl !== null && osl <= 1 ? "-" : r.tokens_per_s_per_user.toFixed(0), "tokens/s per user")),
       el("p", { class: "hint", text: r.explanation || r.why })));
   } else {
     out.push(el("p", { class: "verdict bad", text: "No plan meets the targets." }));
@@ -248,7 +250,7 @@ function renderPlan(res) {
       el("td", { text: o.system }), el("td", { text: o.layout + (o.xPyD ? " " + o.xPyD : "") }),
       el("td", { class: "num", text: fmtInt(o.replicas) }), el("td", { class: "num", text: fmtInt(o.total_gpus) }),
       el("td", { class: "num", text: fmtMoney(o.cost_per_hour) }), el("td", { class: "num", text: fmtMoney(o.cost_per_mtok_out) }),
-      el("td", { class: "num", text: fmtMs(o.ttft_s) }), el("td", { class: "num", text: fmtMs(o.tpot_s) })));
+      el("td", { class: "num", text: fmtMs(o.ttft_s) }), el("td", { class: "num", text: tpotText(o.tpot_s) })));
     out.push(el("table", { "aria-label": "Best plan per system" }, el("caption", { class: "hint", text: "Best plan per system" }), head, ...rows));
   }
   if (res.not_fitting.length) out.push(el("p", { class: "hint", text: "Does not fit: " + res.not_fitting.join("; ") }));
