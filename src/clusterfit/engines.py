@@ -90,8 +90,12 @@ result is written back to the YAML with the command that produced it:
   budget with decode tokens first, sim/replica.py). SGLang does so only with ``--enable-mixed-chunk``
   (python/sglang/srt/server_args.py ``enable_mixed_chunk``, a store-true flag, off by default; it is in the 0.5.23
   flag list shared/reference/deploy/sglang-0.5.23-server-flags.txt): by default a step is a prefill batch whenever
-  one can be formed, which holds every decode back, else a decode batch. The closed-form TTFT / TPOT of perf and
-  the planner keep the mixed-step approximation for every engine.
+  one can be formed, which holds every decode back, else a decode batch. perf's request cycle (perfmodel/serving.py
+  cycle_s, running_batch) follows it: a prompt's chunk steps run alone and add their whole time to the decodes',
+  and the prompts never crowd the decodes out of a step. Against the simulator at max throughput, Llama-3.1-8B on
+  one H200 at 1000/128: perf +10.9% -> +4.6% output tokens/s, Qwen3-30B-A3B at 2000/500 +17.0% -> +9.7%. The
+  first-token time and the planner's curve keep the mixed-step approximation, which the simulator prefers at the
+  planner's light loads (benchmarks/plan_vs_sim.py, SGLang's question: TPOT p90 gap +2.3%, +4.5% with it).
 - async_scheduling_with_linear_attention: whether the engine keeps its async (overlap) scheduling for models with
   linear-attention or Mamba layers. SGLang does not by default: for such hybrid models its default prefix-cache
   strategy (MambaRadixCache ``no_buffer``) "will automatically close overlap schedule for compatibility reasons"

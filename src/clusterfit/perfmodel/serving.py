@@ -9,6 +9,8 @@ Request-life accounting (continuous / in-flight batching, chunked prefill), used
 
     cycle_s = osl * decode_step_s(B, isl + osl/2)
               + (B * isl / chunk) * [step_s(chunk prefill + B decodes) - decode_step_s(B)]   (prefill's marginal cost)
+    (an engine without mixed batches, SGLang, runs each chunk in a prefill step of its own that holds the decodes:
+     + (B * isl / chunk) * step_s(chunk prefill alone))
     output tokens/s = B * osl / cycle_s;   TPOT = cycle_s / osl;
     TTFT = the chunked prefill steps of the prompt, each shared with the other B-1 sequences' decodes
     (first_token_s; the first token is sampled at the end of the step that completes the prompt).
@@ -71,6 +73,8 @@ def prefill_bound_batch(sm: StepModel, isl: ArrayLike, decode_steps: ArrayLike) 
 def running_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike, tokens_per_step: float = 1.0) -> Num:
     """Sequences a saturated replica runs at once: the KV-limited batch under the engine's cap
     (max_throughput_batch), and at most prefill_bound_batch for requests decoding osl / tokens_per_step steps."""
+    if not sm.engine.mixed_batches:  # prefill steps of their own: the prompts do not crowd out the decodes
+        return max_throughput_batch(sm, isl, osl)
     return np.minimum(max_throughput_batch(sm, isl, osl),
                       prefill_bound_batch(sm, isl, np.asarray(osl, float) / tokens_per_step))
 
@@ -91,8 +95,10 @@ def cycle_s(sm: StepModel, batch: ArrayLike, isl: ArrayLike, osl: ArrayLike) -> 
     ctx = i + o / 2.0
     dec = sm.decode_step_s(b, ctx)
     chunk = np.minimum(float(sm.engine.max_num_batched_tokens) * sm.dp, np.maximum(b * i, 1.0))
-    mixed = sm.step_s(chunk, chunk * (i + 1.0) / 2.0, b, b * ctx)
     n_chunks = b * i / chunk
+    if not sm.engine.mixed_batches:  # SGLang: a prefill step holds every decode back (Engine.mixed_batches)
+        return o * dec + n_chunks * sm.step_s(chunk, chunk * (i + 1.0) / 2.0, 0.0, 0.0)
+    mixed = sm.step_s(chunk, chunk * (i + 1.0) / 2.0, b, b * ctx)
     return o * dec + n_chunks * np.maximum(mixed - dec, 0.0)
 
 
