@@ -1085,7 +1085,7 @@ def predict_row(row) -> float:
     if metric in ("tokens_per_s_per_user", "decode_tokens_per_s_batch1"):
         return 1.0 / float(sm.decode_step_s(1, isl + osl / 2))
     if metric in PREFILL_METRICS and "prefill" in mode:
-        chunk = float(sm.engine.max_num_batched_tokens) * sm.dp
+        chunk = sm.batched_tokens
         t = float(sm.step_s(chunk, chunk * (isl + 1) / 2, 0, 0))
         per_gpu = chunk / t / sm.gpus
         return per_gpu * (8 if metric.endswith("per_node") else 1)

@@ -376,9 +376,8 @@ def _queue_concurrency(step: StepModel, out: dict[str, Any], concurrency: int, i
     wait = (concurrency / b - 1.0) * osl * float(out["tpot_s"])
     out["ttft_s"] = float(out["ttft_s"]) + wait
     kv = float(np.asarray(step.kv_admitted_sequences(isl, osl)))
-    budget = step.engine.max_num_batched_tokens * step.dp
     why = ("the KV cache" if kv <= b else f"the engine's max_num_seqs ({step.max_num_seqs})" if step.max_num_seqs <= b
-           else f"the prompts the engine prefills, {budget:,} tokens a step (max_num_batched_tokens)")
+           else f"the prompts the engine prefills, {step.batched_tokens:,.0f} tokens a step (max_num_batched_tokens)")
     return (f"concurrency {concurrency:,} is above the {b:.0f} requests the replica runs at once (limited by {why}); "
             f"the other {concurrency - b:,.0f} wait for a slot, {wait * 1e3:,.0f} ms on average, included in TTFT")
 

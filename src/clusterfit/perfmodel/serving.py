@@ -61,13 +61,13 @@ def max_throughput_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> Num:
 def prefill_bound_batch(sm: StepModel, isl: ArrayLike, decode_steps: ArrayLike) -> Num:
     """Running sequences above which the engine cannot keep every sequence decoding: the batch B at which the
     prompts of B requests, B x isl tokens per cycle, fill the prefill budget of every one of the cycle's
-    ``decode_steps`` steps (max_num_batched_tokens per attention-DP rank; cycle_s's chunk). Past it more requests
+    ``decode_steps`` steps (StepModel.batched_tokens, cycle_s's chunk). Past it more requests
     only queue for the budget: each step admits about max_num_batched_tokens / isl new prompts, whose sequences
     leave after ``decode_steps`` steps, so about decode_steps x max_num_batched_tokens / isl run at once however
     many wait (the simulator's steady state, sim.replica). cycle_s, which spreads B x isl prompt tokens over
     ``decode_steps`` steps, holds up to this batch only."""
-    budget = float(sm.engine.max_num_batched_tokens) * sm.dp
-    return np.maximum(np.asarray(decode_steps, float) * budget / np.maximum(np.asarray(isl, float), 1.0), 1.0)
+    return np.maximum(np.asarray(decode_steps, float) * sm.batched_tokens / np.maximum(np.asarray(isl, float), 1.0),
+                      1.0)
 
 
 def running_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike, tokens_per_step: float = 1.0) -> Num:
@@ -94,7 +94,7 @@ def cycle_s(sm: StepModel, batch: ArrayLike, isl: ArrayLike, osl: ArrayLike) -> 
     o = np.asarray(osl, float)
     ctx = i + o / 2.0
     dec = sm.decode_step_s(b, ctx)
-    chunk = np.minimum(float(sm.engine.max_num_batched_tokens) * sm.dp, np.maximum(b * i, 1.0))
+    chunk = np.minimum(sm.batched_tokens, np.maximum(b * i, 1.0))
     n_chunks = b * i / chunk
     if not sm.engine.mixed_batches:  # SGLang: a prefill step holds every decode back (Engine.mixed_batches)
         return o * dec + n_chunks * sm.step_s(chunk, chunk * (i + 1.0) / 2.0, 0.0, 0.0)

@@ -647,6 +647,12 @@ class StepModel:
         return self.kv_state_bytes_per_seq + total * self.layers_per_gpu_frac
 
     @property
+    def batched_tokens(self) -> float:
+        """Tokens one engine step of the replica holds: the engine's max_num_batched_tokens on each attention-DP
+        rank (each rank schedules its own requests)."""
+        return float(self.engine.max_num_batched_tokens) * self.dp
+
+    @property
     def kv_rank_budget_bytes(self) -> float:
         """KV bytes of one attention-DP rank's pool (each rank keeps its own sequences; one GPU's budget)."""
         return self.kv_capacity_tokens / max(self.dp, 1) * self.kv_bytes_per_token_per_gpu

@@ -154,11 +154,16 @@ class Underload:
     step_s: float           # the mean engine step
     front_s: float          # the engine's front-end latency
 
+    def state(self, lam: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        """(probability an arrival finds the replica busy, (n, K) own time to first token) at ``lam`` requests/s."""
+        lam = np.atleast_1d(np.asarray(lam, dtype=float))
+        busy = -np.expm1(-self.b0 * lam / self.rate0)
+        return busy, self.own[None, :] + (busy * self.ahead_s)[:, None]
+
     def ttft_s(self, lam: np.ndarray | float) -> np.ndarray:
         """TTFT at the SLO's percentile for arrivals at ``lam`` requests/s (array)."""
         lam = np.atleast_1d(np.asarray(lam, dtype=float))
-        busy = -np.expm1(-self.b0 * lam / self.rate0)
-        own = self.own[None, :] + (busy * self.ahead_s)[:, None]
+        busy, own = self.state(lam)
         occ = np.broadcast_to(self.occupancy, own.shape)
         return ttft_quantile_s(self.q, lam, occ, self.weights, own, np.full(lam.size, self.step_s), busy) + self.front_s
 
@@ -256,9 +261,8 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
         lam0 = under.capacity(limit)
         if lam0 > 0:  # the smallest batch, run below its full rate, serves lam0 within the SLO (Underload)
             rate, busy, own = rate.copy(), busy.copy(), own.copy()
-            rate[0], busy[0] = lam0, -np.expm1(-B[0] * lam0 / under.rate0)
-            own[0] = under.own + busy[0] * under.ahead_s
-            ttft[0] = float(under.ttft_s(lam0)[0])
+            (busy[0],), (own[0],) = under.state(lam0)
+            rate[0], ttft[0] = lam0, float(under.ttft_s(lam0)[0])
     ttft_mean = own @ w + busy * step / 2.0 + mean_wait_s(rate, occupancy, w) + front
     kv_ok = B <= kv_batch_bound(sm, wl)
     tpot_ok = tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
