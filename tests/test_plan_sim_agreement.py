@@ -98,3 +98,14 @@ def test_sglang_max_throughput_holds_its_decodes_back_as_the_simulator_does(run_
     perf = run_json("perf", *load, "--max-throughput")
     sim = run_json("simulate", *load, "--rate", "100000", "--requests", str(3 * int(perf["batch"])))
     assert perf["output_tokens_per_s"] == pytest.approx(sim["throughput"]["output_tokens_per_s"], rel=0.07)
+
+
+def test_a_scenario_of_one_token_answers_with_a_tpot_target_is_refused(run_cli, tmp_path):
+    """The TPOT target and the one-token answers may both come from a scenario: plan and simulate judge the merged
+    question, and name osl (the target is not an option here)."""
+    scen = tmp_path / "scoring.yaml"
+    scen.write_text("model: meta-llama/Llama-3.1-8B\nsystems: [hgx_h200]\nworkload:\n  isl: 1000\n  osl: 1\n"
+                    "  load: {requests_per_s: 5}\nslo: {ttft_ms: 500, tpot_ms: 50}\nsimulation: {requests: 100}\n")
+    for args in (("plan",), ("simulate",), ("simulate", "--tp", "1")):   # with a layout simulate plans nothing
+        code, out, err = run_cli(*args, "--scenario", str(scen))
+        assert code == 2 and out == "" and err.startswith("error: --osl:") and "no request decodes" in err, (args, err)

@@ -193,7 +193,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
         layout, replicas = _planned_layout(req, model, system, precision, kv_dtype, engine)
         if replicas is not None and req.replicas is None and "replicas" not in (scen.simulation or {}):
             sim = sim.model_copy(update={"replicas": replicas})
-    _check_judged(req, *slo_terms(sim, slo)[:2])
+    _check_judged(req, *slo_terms(sim, slo)[:2], one_token=_one_token_answers(sim, workload))
     spec = sim.replica.speculative
     head = (req.draft_head(load_model(model), spec.method if spec is not None else None)
             if req.speculative_draft_config is not None else None)
@@ -229,8 +229,20 @@ def _planned_layout(req: SimulateRequest, model: str, system: str, precision: st
     return {"tp": rec.tp, "pp": rec.pp, "ep": rec.ep, "dp": rec.dp}, rec.serving_replicas
 
 
-def _check_judged(req: SimulateRequest, ttft_s: float | None, tpot_s: float | None) -> None:
-    """A percentile or a least goodput judges a target: without one (option or scenario) it would be ignored."""
+def _one_token_answers(sim: SimulationConfig, workload: Any) -> bool:
+    """Whether every request asks for one output token (no request decodes): the options' or the simulation
+    section's output lengths, else the scenario's workload; a trace's lengths are not looked at."""
+    out = sim.output
+    if out is not None:
+        return out.dist == "fixed" and out.value == 1
+    return sim.trace is None and workload is not None and workload.osl_mean_tokens <= 1.0
+
+
+def _check_judged(req: SimulateRequest, ttft_s: float | None, tpot_s: float | None, one_token: bool = False) -> None:
+    """A percentile or a least goodput judges a target: without one (option or scenario) it would be ignored; so
+    would a TPOT target where every request's one output token comes from its prefill (``one_token``)."""
+    if tpot_s is not None and one_token:
+        raise no_decode_tpot("tpot_ms" if req.tpot_ms is not None else "osl")
     for name, target, flag in (("ttft_percentile", ttft_s, "--ttft-ms"), ("tpot_percentile", tpot_s, "--tpot-ms"),
                                ("min_goodput", ttft_s if ttft_s is not None else tpot_s, "--ttft-ms or --tpot-ms")):
         if getattr(req, name) is not None and target is None:
@@ -270,8 +282,6 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
     if req.ttft_ms is not None:
         upd["slo_ttft_s"] = req.ttft_ms / 1e3
     if req.tpot_ms is not None:
-        if req.osl == 1 and not req.length_cv:
-            raise no_decode_tpot("tpot_ms")
         upd["slo_tpot_s"] = req.tpot_ms / 1e3
     judged = {"slo_ttft_percentile": req.ttft_percentile, "slo_tpot_percentile": req.tpot_percentile,
               "slo_min_goodput": req.min_goodput}
