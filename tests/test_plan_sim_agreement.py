@@ -79,7 +79,7 @@ def test_closed_loop_above_the_prefill_bound_queues(run_json):
     assert perf["ttft_s"] == pytest.approx(500 / (perf["output_tokens_per_s"] / 2), rel=0.05)
 
 
-def test_one_output_token_shows_no_tpot(run_cli):
+def test_one_output_token_shows_no_tpot(run_cli, run_json):
     """With osl 1 the table says there is no decode instead of a TPOT, and the plan's summary names no TPOT."""
     code, out, _ = run_cli("perf", "meta-llama/Llama-3.1-8B-Instruct", "--system", "h200", "--isl", "1000", "--osl",
                            "1", "--max-throughput")
@@ -87,6 +87,23 @@ def test_one_output_token_shows_no_tpot(run_cli):
     code, out, _ = run_cli("plan", "meta-llama/Llama-3.1-8B-Instruct", "--isl", "1000", "--osl", "1", "--rate", "20",
                            "--system", "h200")
     assert code == 0 and "runs batch" in out and "TPOT p90" not in out.split("Recommended:")[1]
+    # the table's TPOT column says "-" (it showed the engine's 56.6 ms decode step as the plan's TPOT), and so does
+    # the capacity table; --json marks the plan and keeps tpot_s
+    assert "TPOT -: one output token per request" in out
+    row = next(line for line in out.splitlines() if line.lstrip().startswith("hgx_h200"))
+    assert row.split()[-2:] == ["-", "slo"]
+    code, out, _ = run_cli("plan", "meta-llama/Llama-3.1-8B-Instruct", "--isl", "1000", "--osl", "1", "--nodes", "1",
+                           "--system", "h200")
+    capacity = out.split("Best layout per system")[0]
+    rows = [line for line in capacity.splitlines() if line.lstrip().startswith("hgx_h200")]
+    assert code == 0 and len(rows) == 4 and all(line.split()[-1] == "-" for line in rows)
+    assert "TPOT" not in out.split("Recommended:")[1].split("What binds")[0]
+    plan = run_json("plan", "meta-llama/Llama-3.1-8B-Instruct", "--isl", "1000", "--osl", "1", "--rate", "20",
+                    "--system", "h200")
+    assert plan["one_output_token"] is True and plan["per_system"][0]["tpot_s"] > 0
+    plan = run_json("plan", "meta-llama/Llama-3.1-8B-Instruct", "--isl", "1000", "--osl", "2", "--rate", "20",
+                    "--system", "h200")
+    assert "one_output_token" not in plan
 
 
 def test_sglang_max_throughput_holds_its_decodes_back_as_the_simulator_does(run_json):

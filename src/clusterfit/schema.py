@@ -1058,7 +1058,7 @@ class CapacityAnswer(Schema):
 
 class PlanResult(Schema):
     _omit_if_none = frozenset({"endpoint", "closest", "explanation", "verify", "plot", "capacity", "confidence",
-                               "speculative"})
+                               "speculative", "one_output_token"})
     model: str
     workload: str
     slo: str
@@ -1084,3 +1084,6 @@ class PlanResult(Schema):
     confidence: int | None = None
     #: speculative decoding on every replica, as perf's block (the draft cost derived from the model); None: none
     speculative: SpeculativeOut | None = None
+    #: True when every request asks for one output token: it is sampled at the end of the prefill, no request
+    #: decodes, so the options' tpot_s (the engine's decode step at their batch) is no request's TPOT; absent otherwise
+    one_output_token: bool | None = None

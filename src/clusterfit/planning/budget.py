@@ -224,14 +224,16 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
                                              per_sys.get(sys_id, []), req, osl, model) for sys_id in budgets},
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
-                     queueing_model=QUEUEING_MODEL, speculative=_speculative_block(req.speculative, model, req.catalog.draft_head
-                                                                        if req.catalog is not None else None),
+                     queueing_model=QUEUEING_MODEL, one_output_token=wl.one_output_token or None,
+                     speculative=_speculative_block(req.speculative, model, req.catalog.draft_head
+                                                    if req.catalog is not None else None),
                      capacity=CapacityAnswer(nodes=req.budget_nodes, gpus=req.budget_gpus, budget_gpus=budgets,
                                              layouts=[_layout_row(s, osl, budgets[s.system.id], model)
                                                       for s in sized]))
     if rows:
         top = rows[0]
-        out.recommended = top.model_copy(update={"explanation": _text(top, rows, what, slo.describe())})
+        out.recommended = top.model_copy(update={"explanation": _text(top, rows, what, slo.describe(),
+                                                                           wl.one_output_token)})
     else:
         out.explanation = (f"No layout that fits in {what} meets {slo.describe()}"
                            + (f" with N+{req.failover} spares" if req.failover else "")
@@ -239,14 +241,17 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
     return out
 
 
-def _text(top: PlanOption, rows: list[PlanOption], what: str, slo: str) -> str:
+def _text(top: PlanOption, rows: list[PlanOption], what: str, slo: str, one_token: bool = False) -> str:
+    """The recommendation; with one output token per request (``one_token``: no request decodes) it names no TPOT
+    and no tokens/s per user."""
     pre = f"; prefill {top.prefill.layout} {top.xPyD}" if top.prefill is not None else ""
+    user = "" if one_token else f", {top.tokens_per_s_per_user:.1f} tokens/s per user"
     text = (f"{what} of {top.system} carry {top.requests_per_s:.3g} requests/s ({top.output_tokens_per_s:,.0f} output "
-            f"tokens/s, {top.output_tokens_per_s / max(top.rented_gpus, 1):,.0f} per GPU, "
-            f"{top.tokens_per_s_per_user:.1f} tokens/s per user) within {slo}: {top.serving_replicas} x {top.layout}"
+            f"tokens/s, {top.output_tokens_per_s / max(top.rented_gpus, 1):,.0f} per GPU{user}) within {slo}: "
+            f"{top.serving_replicas} x {top.layout}"
             f"{pre} ({top.precision}) at batch {top.batch:.0f} per {'decode ' if top.prefill else ''}replica"
             + (f", plus {top.spare_replicas} spare(s)" if top.spare_replicas else "")
-            + f", TTFT {top.ttft_s * 1e3:.0f} ms, TPOT {top.tpot_s * 1e3:.1f} ms")
+            + f", TTFT {top.ttft_s * 1e3:.0f} ms" + ("" if one_token else f", TPOT {top.tpot_s * 1e3:.1f} ms"))
     if top.cost_per_hour is not None:
         text += f"; ${top.cost_per_hour:,.2f}/h, ${top.cost_per_mtok_out or 0.0:.2f} per million output tokens at that load"
     text += f". What binds: {top.binding} - {top.why}."

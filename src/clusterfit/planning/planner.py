@@ -683,6 +683,7 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
                      queueing_model=QUEUEING_MODEL, confidence=req.confidence,
+                     one_output_token=wl.one_output_token or None,
                      speculative=_speculative_block(req.speculative, model,
                                                     req.catalog.draft_head if req.catalog is not None else None))
     priced = [r for r in rows if r.cost_per_hour is not None]
@@ -739,14 +740,15 @@ def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, 
     if rec.cost_per_hour is not None:
         text += (f", ${rec.cost_per_hour:,.2f}/h (${rec.cost_per_month or 0.0:,.0f}/month), "
                  f"${rec.cost_per_mtok_out or 0.0:.2f} per million output tokens at the target load")
-    tpot = f"TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and " if wl.osl_mean_tokens > 1.0 else ""
+    tpot = f"TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and " if not wl.one_output_token else ""
     text += (f". At {wl.load.describe()} each {'decode ' if rec.prefill else ''}replica runs batch {rec.batch:.0f} "
              f"with {tpot}TTFT p{slo.ttft_percentile:g} {rec.ttft_s * 1e3:.0f} ms. "
              f"What binds: {rec.binding} - {rec.why}.")
     if rec.sized_on is not None:
         b = rec.sized_on
-        text += (f" Sized on the {b.confidence}% interval's pessimistic bound: TTFT {b.ttft_s * 1e3:.0f} ms, TPOT "
-                 f"{b.tpot_s * 1e3:.1f} ms, {b.requests_per_s_per_replica:.3g} requests/s per "
+        text += (f" Sized on the {b.confidence}% interval's pessimistic bound: TTFT {b.ttft_s * 1e3:.0f} ms, "
+                 + ("" if wl.one_output_token else f"TPOT {b.tpot_s * 1e3:.1f} ms, ")
+                 + f"{b.requests_per_s_per_replica:.3g} requests/s per "
                  f"{'decode ' if rec.prefill else ''}replica (the figures above are point predictions).")
     if len(rows) > 1 and priced and rows[1].cost_per_hour and rec.cost_per_hour:
         r2 = rows[1]

@@ -120,7 +120,7 @@ def _check_judged(req: PlanRequest, q: PlanQuestion) -> None:
     """Options that qualify something absent would be ignored: a TPOT percentile or a least goodput without the
     target it judges (option or scenario), a count of verification requests without --verify; a TPOT target where
     no request decodes (one output token each: it is sampled at the end of the prefill)."""
-    if q.slo.tpot_s is not None and q.workload.osl_mean_tokens <= 1.0:
+    if q.slo.tpot_s is not None and q.workload.one_output_token:
         raise no_decode_tpot("tpot_ms" if req.tpot_ms is not None else "osl")
     if req.tpot_percentile is not None and q.slo.tpot_s is None:
         raise ParameterError("tpot_percentile", "judges the TPOT target; give --tpot-ms (or the scenario's slo)")

@@ -274,6 +274,12 @@ class Workload:
         return self.osl.mean
 
     @property
+    def one_output_token(self) -> bool:
+        """Every request asks for one output token (a mean of one: lengths are at least one token): it is sampled at
+        the end of the prompt's prefill, so no request decodes and none has a TPOT."""
+        return self.osl_mean_tokens <= 1.0
+
+    @property
     def decode_context_mean_tokens(self) -> float:
         """Mean context a decoding sequence attends to: prompt + half the output (tokens)."""
         return self.isl_mean_tokens + self.osl_mean_tokens / 2

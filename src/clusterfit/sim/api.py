@@ -235,7 +235,7 @@ def _one_token_answers(sim: SimulationConfig, workload: Any) -> bool:
     out = sim.output
     if out is not None:
         return out.dist == "fixed" and out.value == 1
-    return sim.trace is None and workload is not None and workload.osl_mean_tokens <= 1.0
+    return sim.trace is None and workload is not None and workload.one_output_token
 
 
 def _check_judged(req: SimulateRequest, ttft_s: float | None, tpot_s: float | None, one_token: bool = False) -> None:
