@@ -329,3 +329,20 @@ def test_a_local_checkpoint_deploys_from_its_directory(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["deploy", "meta-llama/Llama-3.1-8B", "--plan", str(plan), "--out", str(tmp_path / "other")])
     assert "is another model" in capsys.readouterr().err and not (tmp_path / "never").exists()
+
+
+def test_a_checkpoint_variant_deploys_the_checkpoint_it_names(tmp_path, capsys):
+    """A variant name (suffixes stripped to a bundled base's architecture) is served as the checkpoint it names: the
+    launch line carried the base, 'vllm serve meta-llama/Llama-3.1-8B' for meta-llama/Llama-3.1-8B-Instruct and
+    'Qwen/Qwen3-8B' for Qwen/Qwen3-8B-FP8. Named without its org, no Hub id is known and deploy asks for it."""
+    for name, base in (("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),
+                       ("Qwen/Qwen3-8B-FP8", "Qwen/Qwen3-8B")):
+        files = {f.path: f.text for f in deploy(model=name, systems=["h200"], isl=1000, osl=200, rate=5).files}
+        line = next(x for x in files["launch.sh"].splitlines() if "vllm serve" in x)
+        assert f"vllm serve {name} " in line and f"vllm serve {base} " not in line
+    with pytest.raises(SystemExit) as e:
+        main(["deploy", "Llama-3.1-70B-Instruct", "--isl", "1000", "--osl", "200", "--rate", "5", "--system", "h200",
+              "--out", str(tmp_path / "never")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error:") and "give its Hugging Face id" in err
+    assert not (tmp_path / "never").exists()

@@ -412,8 +412,8 @@ def _checkpoint_to_serve(model: ModelArch, source: str) -> str:
     """What the engine is told to serve: the Hugging Face id, or the checkpoint directory of a config.json given by
     path (``vllm serve DIR``). Anything else (an inline config, a file not named config.json) cannot be deployed.
     (DeploySpec refuses names the launch commands could not carry as plain words.)"""
-    if model.hf_id:
-        return model.hf_id
+    if model.checkpoint_id:
+        return model.checkpoint_id
     if Path(source).name == "config.json" and Path(source).is_file():
         return str(Path(source).resolve().parent)
     raise ParameterError("model", f"{model.name}: deploy writes the checkpoint the engine serves; give its "

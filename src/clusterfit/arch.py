@@ -79,7 +79,12 @@ class ModelArch:
     params: dict[str, int]
     tie_embeddings: bool = False
     mtp_layers: int = 0
+    #: The bundled or fetched config's Hugging Face id (a checkpoint variant's architecture: its base's id).
     hf_id: str | None = None
+    #: The checkpoint an engine serves under this name: hf_id itself, or for a variant name (load_model: suffixes
+    #: stripped to a bundled base) the name when it is an org/name id; None when no Hub id is known (a variant
+    #: named without its org, a local config).
+    checkpoint_id: str | None = None
     model_type: str = ""
     torch_dtype: str = "bfloat16"
     quantization: dict[str, str] = field(default_factory=dict)
@@ -491,7 +496,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
 
     return ModelArch(
         name=name, hidden=hidden, vocab=vocab, layers=tuple(layers), params=params, tie_embeddings=tie,
-        mtp_layers=mtp, hf_id=hf_id, model_type=model_type,
+        mtp_layers=mtp, hf_id=hf_id, checkpoint_id=hf_id, model_type=model_type,
         torch_dtype=str(_cfg(t, "torch_dtype", "dtype", default=config.get("torch_dtype") or config.get("dtype") or "bfloat16")),
         quantization=_quantization(quant_cfg, t, name), notes=tuple(notes),
         source=str(config.get("_source", "")), max_context=_cfg(t, "max_position_embeddings"),
@@ -1040,9 +1045,14 @@ def load_model(name: str) -> ModelArch:
         if ref.stripped:
             from dataclasses import replace
 
-            model = replace(model, name=key.split("/", 1)[-1], notes=model.notes + (
-                f"'{key}' read as {ref.hf_id}'s architecture (suffixes {', '.join('-' + s for s in ref.stripped)} "
-                "name a checkpoint variant of the same network)",))
+            from .hub import is_repo_id
+
+            # the checkpoint is the variant the name names, not the bundled base whose shapes it shares: its id
+            # when the name is one (org/name), else unknown (deploy then asks for it)
+            note = (f"'{key}' read as {ref.hf_id}'s architecture (suffixes "
+                    f"{', '.join('-' + s for s in ref.stripped)} name a checkpoint variant of the same network)")
+            model = replace(model, name=key.split("/", 1)[-1], checkpoint_id=key if is_repo_id(key) else None,
+                            notes=model.notes + (note,))
         _CACHE[key] = model
         return model
     from . import hub
