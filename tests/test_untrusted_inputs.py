@@ -136,3 +136,27 @@ def test_a_trace_beyond_the_row_cap_is_refused_unless_cut(monkeypatch):
     with pytest.raises(ClusterfitError, match="more than 3 requests"):
         load_trace(trace)
     assert len(load_trace(trace, limit=2).input_tokens) == 2
+
+
+_SCENARIO = "model: llama-3.1-8b\nsystems: [hgx_h200]\nworkload:\n  isl: {isl}\n  osl: 200\n  load: {load}\n"
+
+
+@pytest.mark.parametrize("isl, load, says", [
+    # simulate crashed with a pydantic traceback on these lengths (plan planned with the 1e300-token p90)
+    ("{mean: 1000, p50: 800, p90: 1.0e+300}", "{requests_per_s: 2}",
+     "p90 must be a number of tokens in 1..100,000,000"),
+    ("1.0e+300", "{requests_per_s: 2}", "must be a number of tokens in 1..100,000,000"),
+    ("{mean: 1.0e-320}", "{requests_per_s: 2}", "must be a number of tokens in 1..100,000,000, got 9.99989e-321"),
+    ("{p50: 10, p90: 90000000}", "{requests_per_s: 2}", "in its tail"),
+    # these hung (100,000 bins; a 1e300 requests/s load the command line's --rate bound refuses)
+    ("{tokens: [%s], counts: [%s]}" % (",".join(["5"] * 1001), ",".join(["1"] * 1001)), "{requests_per_s: 2}",
+     "at most 1,000 bins"),
+    ("1000", "{requests_per_s: 1.0e+300}", "load (requests_per_s) must be at most 1,000,000"),
+    ("1000", "{output_tokens_per_s: 1.0e+300}", "load (output_tokens_per_s) must be at most 1,000,000,000"),
+], ids=["p90-1e300", "isl-1e300", "mean-subnormal", "tail-beyond-bound", "histogram-bins", "rate", "tokens-per-s"])
+@pytest.mark.parametrize("command", ["plan", "simulate"])
+def test_scenario_lengths_and_loads_are_bounded(run_cli, tmp_path, command, isl, load, says):
+    f = tmp_path / "s.yaml"
+    f.write_text(_SCENARIO.format(isl=isl, load=load))
+    code, out, err = run_cli(command, "--scenario", str(f), "--system", "h200")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error:") and says in err, err

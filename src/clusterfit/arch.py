@@ -1014,6 +1014,14 @@ def checked_parse(config: dict[str, Any], name: str, hf_id: str | None = None) -
 _CACHE: dict[str, ModelArch] = {}
 
 
+def _is_local(p: Path) -> bool:
+    """Whether ``p`` is a folder or a file here; a name the file system cannot hold (too long, a NUL) is neither."""
+    try:
+        return p.is_dir() or p.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def load_model(name: str) -> ModelArch:
     """A model by name, case-insensitive: a path to a config.json (or a folder holding one); a bundled HF id or
     alias, or a checkpoint variant of one (``resolve_model_ref``: 'Qwen3-32B-FP8' is Qwen/Qwen3-32B's architecture
@@ -1028,10 +1036,10 @@ def load_model(name: str) -> ModelArch:
     if key in _CACHE:
         return _CACHE[key]
     p = Path(key)
-    if key.endswith(".json") or p.is_dir() or (p.exists() and p.is_file()):
-        if p.is_dir():
+    if key.endswith(".json") or _is_local(p):
+        if _is_local(p) and not p.is_file():
             p = p / "config.json"
-        if not p.exists():
+        if not _is_local(p):
             raise ClusterfitError(f"config file not found: {p}")
         model = checked_parse(read_config_file(p), name=p.parent.name if p.name == "config.json" else p.stem)
         _CACHE[key] = model
@@ -1062,7 +1070,8 @@ def load_model(name: str) -> ModelArch:
         _CACHE[key] = model
         return model
     aliases = model_aliases()
-    exc = unknown("model", key, sorted(set(aliases.values())) + sorted(aliases))
+    shown = key if len(key) <= 200 else key[:200] + "..."
+    exc = unknown("model", shown, sorted(set(aliases.values())) + sorted(aliases))
     raise ClusterfitError(f"{exc} A model that is not bundled can be named by its Hugging Face id (org/name: its "
                           "config.json is fetched from the Hub) or by the path of its config.json.")
 

@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # the simulator's spec, imported where it is built (schemas l
 MAX_GPUS = 4096
 MAX_TOKENS = 100_000_000
 MAX_BATCH = 1_000_000
+#: Upper bounds on a target load (whole cluster): requests/s, concurrent sessions, output tokens/s.
+MAX_RATE_RPS = 1e6
+MAX_CONCURRENCY = 1e8
+MAX_TOKENS_PER_S = 1e9
 
 
 class Schema(BaseModel):
@@ -254,9 +258,10 @@ class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
     model: str | None = None
     isl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Prompt tokens per request (mean)")
     osl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Output tokens per request (mean)")
-    rate: float | None = Field(None, gt=0, le=1e6, description="Target load, requests/s (whole cluster)")
-    concurrency: float | None = Field(None, gt=0, le=1e8, description="Target load, concurrent sessions")
-    tokens_per_s: float | None = Field(None, gt=0, le=1e9, description="Target load, output tokens/s (total)")
+    rate: float | None = Field(None, gt=0, le=MAX_RATE_RPS, description="Target load, requests/s (whole cluster)")
+    concurrency: float | None = Field(None, gt=0, le=MAX_CONCURRENCY, description="Target load, concurrent sessions")
+    tokens_per_s: float | None = Field(None, gt=0, le=MAX_TOKENS_PER_S,
+                                       description="Target load, output tokens/s (total)")
     ttft_ms: float | None = Field(None, gt=0, description="TTFT target at ttft_percentile, ms")
     ttft_percentile: float = Field(90.0, ge=50.0, lt=100.0, description="TTFT percentile, e.g. 90 or 99")
     tpot_ms: float | None = Field(None, gt=0, description="TPOT target, ms per output token")

@@ -23,9 +23,12 @@ from typing import Literal
 import numpy as np
 
 from ..errors import ClusterfitError
+from ..schema import MAX_CONCURRENCY, MAX_RATE_RPS, MAX_TOKENS, MAX_TOKENS_PER_S
 
 #: Number of equal-probability points a fitted length distribution is discretised into.
 DIST_POINTS = 16
+#: Most bins a length histogram may have (the planner evaluates every bin for every layout).
+MAX_HISTOGRAM_BINS = 1_000
 
 #: Standard-normal quantiles used to fit a lognormal to a percentile.
 _Z = {50: 0.0, 75: 0.6744897501960817, 90: 1.2815515655446004, 95: 1.6448536269514722,
@@ -70,7 +73,7 @@ class LengthDist:
     @classmethod
     def fixed(cls, tokens: float, name: str = "length") -> LengthDist:
         """Every request has exactly ``tokens`` tokens (``name`` labels the value in errors, e.g. '--isl')."""
-        _check_positive(name, tokens)
+        _check_length(name, tokens)
         return cls(np.array([float(tokens)]), np.array([1.0]), f"{tokens:g} tokens")
 
     @classmethod
@@ -89,9 +92,9 @@ class LengthDist:
             if q not in _Z:
                 raise ClusterfitError(f"length percentile p{q:g} is not supported; use one of "
                                       f"{', '.join('p' + format(k, 'g') for k in _Z)}")
-            _check_positive(f"p{q:g}", v)
+            _check_length(f"p{q:g}", v)
         if mean is not None:
-            _check_positive("mean", mean)
+            _check_length("mean", mean)
         if mean is None and not pct:
             raise ClusterfitError("a length distribution needs a mean, percentiles or both")
         vals = [pct[q] for q in sorted(pct)]
@@ -132,6 +135,9 @@ class LengthDist:
             tokens *= mean / tokens.mean()
         desc = ", ".join(([f"mean {mean:g}"] if mean is not None else [])
                          + [f"p{q:g} {v:g}" for q, v in sorted(pct.items())])
+        if not tokens.max() <= MAX_TOKENS:
+            raise ClusterfitError(f"the lognormal fitted to {desc} reaches {tokens.max():.3g} tokens in its tail, "
+                                  f"beyond {MAX_TOKENS:,}: give percentiles closer together or a histogram")
         return cls(np.maximum(tokens, 1.0), np.full(points, 1.0 / points), f"lognormal fit ({desc})")
 
     @classmethod
@@ -140,8 +146,12 @@ class LengthDist:
         t, c = np.asarray(tokens, dtype=float), np.asarray(counts, dtype=float)
         if t.ndim != 1 or t.shape != c.shape or t.size == 0:
             raise ClusterfitError("a length histogram needs equally long, non-empty 'tokens' and 'counts' lists")
-        if (t <= 0).any() or (c < 0).any() or c.sum() <= 0:
-            raise ClusterfitError("histogram tokens must be > 0 and counts >= 0 with a positive total")
+        if t.size > MAX_HISTOGRAM_BINS:
+            raise ClusterfitError(f"a length histogram has at most {MAX_HISTOGRAM_BINS:,} bins, got {t.size:,}: "
+                                  "merge neighbouring bins")
+        if not (np.isfinite(c).all() and ((t >= 1) & (t <= MAX_TOKENS)).all()) or (c < 0).any() or c.sum() <= 0:
+            raise ClusterfitError(f"histogram tokens must be in 1..{MAX_TOKENS:,} and counts finite and >= 0 with a "
+                                  "positive total")
         return cls(t, c / c.sum(), f"histogram of {t.size} bins")
 
     @property
@@ -161,7 +171,18 @@ def _check_positive(name: str, value: float) -> None:
         raise ClusterfitError(f"{name} must be a positive number, got {value!r}")
 
 
+def _check_length(name: str, value: float) -> None:
+    """A token length (or a statistic of lengths): a request holds at least one token, at most MAX_TOKENS."""
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and 1 <= value <= MAX_TOKENS):
+        shown = f"{value:.6g}" if isinstance(value, float) else repr(value)
+        raise ClusterfitError(f"{name} must be a number of tokens in 1..{MAX_TOKENS:,}, got {shown}")
+
+
 LoadKind = Literal["requests_per_s", "output_tokens_per_s", "concurrent_sessions"]
+#: The largest load of each kind (the command line's bounds on --rate, --tokens-per-s and --concurrency).
+_LOAD_MAX = {"requests_per_s": MAX_RATE_RPS, "output_tokens_per_s": MAX_TOKENS_PER_S,
+             "concurrent_sessions": MAX_CONCURRENCY}
 
 
 @dataclass(frozen=True)
@@ -173,6 +194,9 @@ class Load:
 
     def __post_init__(self) -> None:
         _check_positive(f"load ({self.kind})", self.value)
+        top = _LOAD_MAX[self.kind]
+        if self.value > top:
+            raise ClusterfitError(f"load ({self.kind}) must be at most {top:,.0f}, got {self.value:.6g}")
         if self.kind not in ("requests_per_s", "output_tokens_per_s", "concurrent_sessions"):
             raise ClusterfitError(f"unknown load kind {self.kind!r}")
 
@@ -180,6 +204,11 @@ class Load:
         unit = {"requests_per_s": "requests/s", "output_tokens_per_s": "output tokens/s",
                 "concurrent_sessions": "concurrent sessions"}[self.kind]
         return f"{self.value:g} {unit}"
+
+
+#: Most turns an agent session may have, and the longest think time between turns (a day), seconds.
+MAX_TURNS = 100_000
+MAX_THINK_TIME_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -198,11 +227,18 @@ class AgentSessions:
     think_time_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.shared_prefix_tokens < 0 or self.think_time_s < 0:
-            raise ClusterfitError("agent shared_prefix_tokens and think_time_s must be >= 0")
+        if not (0 <= self.shared_prefix_tokens <= MAX_TOKENS and 0 <= self.think_time_s <= MAX_THINK_TIME_S):
+            raise ClusterfitError(f"agent shared_prefix_tokens must be in 0..{MAX_TOKENS:,} and think_time_s in "
+                                  f"0..{MAX_THINK_TIME_S:,.0f} s")
         for name in ("turns", "input_tokens_per_turn", "output_tokens_per_turn"):
             if getattr(self, name) < 1:
                 raise ClusterfitError(f"agent {name} must be >= 1")
+        if self.turns > MAX_TURNS:
+            raise ClusterfitError(f"agent turns must be at most {MAX_TURNS:,}, got {self.turns:,}")
+        last = self.shared_prefix_tokens + self.turns * (self.input_tokens_per_turn + self.output_tokens_per_turn)
+        if last > MAX_TOKENS:
+            raise ClusterfitError(f"agent sessions reach {last:,} tokens of context by their last turn, beyond "
+                                  f"{MAX_TOKENS:,}")
 
     def context_tokens(self) -> np.ndarray:
         """Prompt tokens of each turn's request (turn k attends prefix + k full turns + its new input)."""
