@@ -99,6 +99,25 @@ def test_request_and_keywords_not_both():
      "--tpot-ms"),
     (["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "1", "--rate", "5", "--requests", "100",
       "--tpot-ms", "50"], "--tpot-ms"),  # it had reported "TPOT p90 - <= 50 ... holds"
+    # found by a fuzzing pass: a traceback (OSError: file name too long), an internal error, an overflow, a NaN
+    # probability, and values run as given (a rate of inf, a failure at t=inf, a 1e-320 ms TPOT target)
+    (["perf", "a" * 5000, "--system", "h200", "--isl", "10", "--osl", "5", "--batch", "1"], "unknown model"),
+    (["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--rate", "5", "--requests", "50",
+      "--fail-at", "10", "--restart-after", "inf"], "--restart-after: must be a number in 0..10,000,000"),
+    (["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--rate", "inf"],
+     "--rate: must be a number in 1e-06..1,000,000"),
+    (["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--rate", "5",
+      "--fail-at", "1e308"], "--fail-at"),
+    (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--tpot-ms", "1e-320", "--system", "h200"],
+     "--tpot-ms: must be a number in 0.001..10,000,000"),
+    (["plan", "llama-3.1-8b", "--isl", "0.5", "--osl", "10", "--rate", "1", "--system", "h200"],
+     "--isl must be a number of tokens in 1..100,000,000, got 0.5"),
+    (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1e-320", "--system", "h200", "--verify"],
+     "--rate: must be at least 1e-06 requests/s to simulate"),
+    (["bench", "http://127.0.0.1:9", "--isl", "100", "--osl", "10", "--rate", "50", "--burstiness", "1e-320"],
+     "--burstiness: must be a number in 0.01..1,000,000"),
+    (["bench", "http://127.0.0.1:9", "--isl-values", "128:nan", "--osl", "10", "--rate", "50"],
+     "finite weights >= 0"),
 ])
 def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)

@@ -126,3 +126,12 @@ def test_a_scenario_of_one_token_answers_with_a_tpot_target_is_refused(run_cli, 
     for args in (("plan",), ("simulate",), ("simulate", "--tp", "1")):   # with a layout simulate plans nothing
         code, out, err = run_cli(*args, "--scenario", str(scen))
         assert code == 2 and out == "" and err.startswith("error: --osl:") and "no request decodes" in err, (args, err)
+
+
+def test_verify_without_latency_targets_judges_nothing(run_cli):
+    """plan --verify with no TTFT / TPOT target: the simulation has nothing to judge (holds_slo None), and the text
+    says so; it printed 'misses the SLOs' for every such plan."""
+    code, out, _ = run_cli("plan", "meta-llama/Llama-3.1-8B-Instruct", "--isl", "1000", "--osl", "200", "--rate", "1",
+                           "--system", "h200", "--verify", "--verify-requests", "300")
+    line = next(x for x in out.splitlines() if x.startswith("Simulated"))
+    assert code == 0 and "no latency SLO to judge" in line and "misses" not in line

@@ -34,6 +34,13 @@ MAX_BATCH = 1_000_000
 MAX_RATE_RPS = 1e6
 MAX_CONCURRENCY = 1e8
 MAX_TOKENS_PER_S = 1e9
+#: The smallest target load of any kind: requests/s (one request per ~12 days: slower gaps overflow the
+#: simulator's clock), concurrent sessions, output tokens/s.
+MIN_LOAD = 1e-6
+#: Bounds on a latency target, ms (1 us .. ~2.8 hours), and the longest simulated time, s (~116 days).
+MIN_LATENCY_MS = 1e-3
+MAX_LATENCY_MS = 1e7
+MAX_SIM_TIME_S = 1e7
 
 
 class Schema(BaseModel):
@@ -259,12 +266,15 @@ class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
     isl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Prompt tokens per request (mean)")
     osl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Output tokens per request (mean)")
     rate: float | None = Field(None, gt=0, le=MAX_RATE_RPS, description="Target load, requests/s (whole cluster)")
-    concurrency: float | None = Field(None, gt=0, le=MAX_CONCURRENCY, description="Target load, concurrent sessions")
-    tokens_per_s: float | None = Field(None, gt=0, le=MAX_TOKENS_PER_S,
+    concurrency: float | None = Field(None, ge=MIN_LOAD, le=MAX_CONCURRENCY,
+                                      description="Target load, concurrent sessions")
+    tokens_per_s: float | None = Field(None, ge=MIN_LOAD, le=MAX_TOKENS_PER_S,
                                        description="Target load, output tokens/s (total)")
-    ttft_ms: float | None = Field(None, gt=0, description="TTFT target at ttft_percentile, ms")
+    ttft_ms: float | None = Field(None, ge=MIN_LATENCY_MS, le=MAX_LATENCY_MS,
+                                  description="TTFT target at ttft_percentile, ms")
     ttft_percentile: float = Field(90.0, ge=50.0, lt=100.0, description="TTFT percentile, e.g. 90 or 99")
-    tpot_ms: float | None = Field(None, gt=0, description="TPOT target, ms per output token")
+    tpot_ms: float | None = Field(None, ge=MIN_LATENCY_MS, le=MAX_LATENCY_MS,
+                                  description="TPOT target, ms per output token")
     tpot_percentile: float | None = Field(None, ge=50.0, lt=100.0,
                                           description="TPOT percentile judged (default 90, or the scenario's)")
     min_goodput: float | None = Field(None, ge=0.0, le=1.0,
@@ -326,19 +336,19 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
     length_cv: float = Field(0.0, ge=0.0, le=100.0)
     allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
-    rate: float | None = Field(None, gt=0)
+    rate: float | None = Field(None, ge=MIN_LOAD, le=MAX_RATE_RPS)
     arrival: str | None = None
     trace: str | None = None
     replicas: int | None = Field(None, ge=1, le=4096)
     requests: int | None = Field(None, ge=1, le=5_000_000)
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
     policy: str | None = None
-    fail_at: float | None = Field(None, ge=0)
+    fail_at: float | None = Field(None, ge=0, le=MAX_SIM_TIME_S)
     fail_replica: int = Field(0, ge=0)
     fail_node: int | None = Field(None, ge=0)
-    restart_after: float | None = Field(None, ge=0)
-    ttft_ms: float | None = Field(None, gt=0)
-    tpot_ms: float | None = Field(None, gt=0)
+    restart_after: float | None = Field(None, ge=0, le=MAX_SIM_TIME_S)
+    ttft_ms: float | None = Field(None, ge=MIN_LATENCY_MS, le=MAX_LATENCY_MS)
+    tpot_ms: float | None = Field(None, ge=MIN_LATENCY_MS, le=MAX_LATENCY_MS)
     ttft_percentile: float | None = Field(None, ge=50.0, lt=100.0)
     tpot_percentile: float | None = Field(None, ge=50.0, lt=100.0)
     min_goodput: float | None = Field(None, ge=0.0, le=1.0)

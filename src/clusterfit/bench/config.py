@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import Field
 
 from ..inputs import http_url_problem
-from ..schema import EngineSettingsRequest, LayoutRequest, MAX_TOKENS, ParameterError
+from ..schema import MAX_RATE_RPS, MAX_TOKENS, MIN_LOAD, EngineSettingsRequest, LayoutRequest, ParameterError
 from ..sim.config import SampledLengthSpec
 
 #: Most requests one run may send: each keeps its inter-token gaps (8 bytes per output token) until the end.
@@ -26,6 +26,9 @@ MAX_BENCH_REQUESTS = 1_000_000
 MAX_CONCURRENCY = 100_000
 #: Requests sent when neither ``requests`` nor ``duration`` is given.
 DEFAULT_REQUESTS = 100
+#: The smallest burstiness (vLLM's gamma shape k of the gaps): k = 0.01 is a CV of 10; below, the gaps' scale
+#: 1 / (rate x k) overflows.
+MIN_BURSTINESS = 0.01
 #: Seconds one request may take, start to last byte, before it counts as a timeout (vLLM's client allows 6 h:
 #: vllm/benchmarks/lib/endpoint_request_func.py AIOHTTP_TIMEOUT; an SRE's client gives up sooner).
 DEFAULT_TIMEOUT_S = 600.0
@@ -60,9 +63,10 @@ class BenchConfig(LayoutRequest, EngineSettingsRequest):
     url: str = Field(description="The server's base URL, http:// or https://")
     endpoint: Endpoint = "completions"
     model: str | None = Field(None, max_length=512, description="Served model name (default: GET /v1/models)")
-    rate: float | None = Field(None, gt=0, le=1e6, description="Arrival rate, requests/s")
+    rate: float | None = Field(None, gt=0, le=MAX_RATE_RPS, description="Arrival rate, requests/s")
     arrival: Arrival | None = None
-    burstiness: float | None = Field(None, gt=0, le=1e6, description="Gamma shape of the gaps (vLLM's --burstiness)")
+    burstiness: float | None = Field(None, ge=MIN_BURSTINESS, le=1e6,
+                                     description="Gamma shape of the gaps (vLLM's --burstiness)")
     concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="Requests in flight")
     trace: str | None = None
     isl: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Prompt tokens per request")
@@ -175,6 +179,9 @@ def check(cfg: BenchConfig) -> None:
     else:
         if cfg.rate is None and cfg.concurrency is None:
             raise ParameterError("rate", "give a load: --rate R (requests/s), --concurrency N or --trace FILE")
+        if cfg.rate is not None and cfg.rate < MIN_LOAD:
+            raise ParameterError("rate", f"must be at least {MIN_LOAD:g} requests/s (one request per ~12 days), "
+                                 f"got {cfg.rate:g}")
         if cfg.rate is None and (cfg.arrival is not None or cfg.burstiness is not None):
             raise ParameterError("arrival" if cfg.arrival is not None else "burstiness", "needs --rate")
         if cfg.arrival not in (None, "gamma") and cfg.burstiness is not None:

@@ -3,6 +3,7 @@ of `vllm bench serve`, and optionally clusterfit's prediction for the same load 
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -148,8 +149,8 @@ def _empirical(text: str | None, name: str) -> dict[str, Any] | None:
     except ValueError:
         raise ParameterError(name, f"must be token counts, each optionally :weight (128,512 or 128:3,512:1), "
                                    f"got {text!r}") from None
-    if any(v < 1 for v in values) or any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise ParameterError(name, f"needs token counts >= 1 and weights >= 0, not all 0; got {text!r}")
+    if any(v < 1 for v in values) or any(not 0 <= w < math.inf for w in weights) or not 0 < sum(weights) < math.inf:
+        raise ParameterError(name, f"needs token counts >= 1 and finite weights >= 0, not all 0; got {text!r}")
     return {"dist": "empirical", "values": values, "weights": weights}
 
 

@@ -238,7 +238,8 @@ def render(result: PlanResult, console: Console) -> None:
                       f"TTFT p90 {(v.ttft_s.p90 or 0.0) * 1e3:.0f} ms; TPOT p90 {(v.tpot_s.p90 or 0.0) * 1e3:.1f} ms; "
                       f"goodput {v.goodput or 0.0:.1%}: ")
             console.print(f"[bold]Simulated[/] {v.requests:,} requests on {v.replicas} replica(s){pools}: {judged}"
-                          + ("[green]holds the SLOs[/]" if v.holds_slo else "[red]misses the SLOs[/]"), soft_wrap=True)
+                          + ("no latency SLO to judge" if v.holds_slo is None else
+                             "[green]holds the SLOs[/]" if v.holds_slo else "[red]misses the SLOs[/]"), soft_wrap=True)
             for d in v.disagreements:
                 console.print(f"[yellow]Plan and simulation disagree[/] on {d.metric}: plan {d.plan:.4g}, simulated "
                               f"{d.simulated:.4g} ({d.ratio:.2f}x): {d.why}", soft_wrap=True)

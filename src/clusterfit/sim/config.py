@@ -7,12 +7,14 @@ SLOs come from the rest of the scenario (or the CLI) and are passed in separatel
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from ..inputs import RefuseBool
+from ..schema import MAX_RATE_RPS, MAX_SIM_TIME_S, MAX_TOKENS, MIN_LOAD
 from ..speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
 
 #: Keys of ``simulation.replica`` renamed to vLLM's engine-argument names: old -> new.
@@ -33,13 +35,13 @@ class SampledLengthSpec(_Strict):
     """
 
     dist: Literal["fixed", "lognormal", "empirical"] = "fixed"
-    value: int | None = Field(default=None, ge=1)
-    mean: float | None = Field(default=None, gt=0)
-    cv: float = Field(default=1.0, ge=0)
+    value: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    mean: float | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    cv: float = Field(default=1.0, ge=0, le=100)
     values: list[int] | None = None
     weights: list[float] | None = None
     min: int = Field(default=1, ge=1)
-    max: int | None = Field(default=None, ge=1)
+    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _check(self) -> "SampledLengthSpec":
@@ -50,11 +52,12 @@ class SampledLengthSpec(_Strict):
         if self.dist == "empirical":
             if not self.values:
                 raise ValueError("empirical lengths need `values`")
-            if any(v < 1 for v in self.values):
-                raise ValueError("empirical lengths must be >= 1 token")
-            if self.weights is not None and (len(self.weights) != len(self.values)
-                                             or any(w < 0 for w in self.weights) or sum(self.weights) <= 0):
-                raise ValueError("`weights` must be as long as `values`, non-negative, not all zero")
+            if any(not 1 <= v <= MAX_TOKENS for v in self.values):
+                raise ValueError(f"empirical lengths must be in 1..{MAX_TOKENS:,} tokens")
+            w = self.weights
+            if w is not None and (len(w) != len(self.values) or any(not 0 <= x < math.inf for x in w)
+                                  or not 0 < sum(w) < math.inf):
+                raise ValueError("`weights` must be as long as `values`, finite, non-negative, not all zero")
         return self
 
 
@@ -73,8 +76,8 @@ class ArrivalSpec(_Strict):
     """
 
     process: ArrivalProcess = "poisson"
-    rate_rps: float | None = Field(default=None, gt=0)
-    cv: float = Field(default=2.0, gt=0)
+    rate_rps: float | None = Field(default=None, ge=MIN_LOAD, le=MAX_RATE_RPS)
+    cv: float = Field(default=2.0, gt=0, le=100)
     burst_factor: float = Field(default=4.0, ge=1)
     burst_fraction: float = Field(default=0.1, gt=0, lt=1)
     dwell_s: float = Field(default=10.0, gt=0)
@@ -189,10 +192,10 @@ class FailureSpec(_Strict):
     """A replica (``replica``) or a whole node (``node``) lost at ``at_s``; back after ``restart_s``
     (None: never). Requests in flight on it are retried on other replicas."""
 
-    at_s: float = Field(ge=0)
+    at_s: float = Field(ge=0, le=MAX_SIM_TIME_S)
     replica: int | None = Field(default=None, ge=0)
     node: int | None = Field(default=None, ge=0)
-    restart_s: float | None = Field(default=None, ge=0)
+    restart_s: float | None = Field(default=None, ge=0, le=MAX_SIM_TIME_S)
 
     @model_validator(mode="after")
     def _one(self) -> "FailureSpec":

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, ParameterError
+from ..schema import MIN_LOAD
 from .config import ArrivalSpec, SampledLengthSpec, SessionSpec
 
 
@@ -100,6 +101,9 @@ def arrival_times(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.nda
     if spec.rate_rps is None:
         raise ClusterfitError("the arrival process needs `rate_rps` (requests per second)")
     lam = spec.rate_rps
+    if not lam >= MIN_LOAD:
+        raise ParameterError("rate", f"must be at least {MIN_LOAD:g} requests/s to simulate (one request per ~12 "
+                             f"days: slower gaps overflow the clock), got {lam:g}")
     if spec.process == "poisson":
         gaps = rng.exponential(1.0 / lam, n)
     elif spec.process == "gamma":
