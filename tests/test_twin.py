@@ -437,3 +437,16 @@ def test_a_taken_port_is_an_error(run_cli):
         s.listen()
         code, _out, err = run_cli("twin", MODEL, "--system", "h200", "--port", str(s.getsockname()[1]))
     assert "cannot listen on 127.0.0.1" in _one_error(code, err)
+
+
+@pytest.mark.parametrize("content, words", [
+    (b'{"a":' * 1000 + b"1" + b"}" * 1000, "nested more than 64 levels deep"),   # was a 500 (RecursionError)
+    (b'{"prompt": "x", "temperature": NaN}', "not a number JSON allows"),           # was accepted
+    (b"\xff\xfe", "not UTF-8"),
+])
+def test_a_body_json_cannot_parse_safely_is_a_400(twin, content, words):
+    for path in ("/v1/completions", "/v1/chat/completions"):
+        r = httpx.post(twin.url + path, content=content, headers={"content-type": "application/json"},
+                       trust_env=False)
+        err = r.json()["error"]
+        assert r.status_code == 400 and words in err["message"], err

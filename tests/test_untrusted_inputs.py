@@ -117,7 +117,11 @@ def test_an_output_never_overwrites_an_input(run_cli, tmp_path):
     (b"model: llama-3.1-8b\n\xff\xfe\n", "not UTF-8"),
     (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nest"),  # ours, or libyaml's own depth limit
     (b"model: [\n", "not valid YAML at line 2, column 1"),
-], ids=["not-utf8", "nested-5000-deep", "broken-yaml"])
+    # 'billion laughs': nine lines whose aliases expand to 9^9 values (hung every reader walking them)
+    (b"l0: &l0 [" + b",".join([b"lol"] * 9) + b"]\n" + b"".join(
+        b"l%d: &l%d [" % (i, i) + b",".join([b"*l%d" % (i - 1)] * 9) + b"]\n" for i in range(1, 9)),
+     "holds more than 1,000,000 values (YAML aliases expanded)"),
+], ids=["not-utf8", "nested-5000-deep", "broken-yaml", "billion-laughs"])
 def test_scenario_file_problems_are_one_line(run_cli, tmp_path, content, says):
     f = tmp_path / "s.yaml"
     f.write_bytes(content)

@@ -20,6 +20,8 @@ from .errors import ClusterfitError
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 #: Deepest nesting of mappings and lists accepted (real files nest fewer than 10 levels).
 MAX_DEPTH = 64
+#: Most values (scalars, lists and mappings, YAML aliases expanded) a document may hold.
+MAX_VALUES = 1_000_000
 
 
 def read_text(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
@@ -93,11 +95,17 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
     return data
 
 
-def check_depth(data: Any, origin: str, limit: int = MAX_DEPTH) -> None:
-    """Refuse nesting deeper than ``limit`` and non-finite numbers (iteratively: no recursion on input)."""
+def check_depth(data: Any, origin: str, limit: int = MAX_DEPTH, most: int = MAX_VALUES) -> None:
+    """Refuse nesting deeper than ``limit``, more than ``most`` values once YAML aliases are expanded (a 'billion
+    laughs' document: a few lines whose aliases expand to 9^10 values, which every reader after this would walk),
+    and non-finite numbers (iteratively: no recursion on input)."""
     stack: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
     while stack:
         node, depth = stack.pop()
+        seen += 1
+        if seen > most:
+            raise ClusterfitError(f"{origin}: holds more than {most:,} values (YAML aliases expanded)")
         if depth > limit:
             raise ClusterfitError(f"{origin}: nested more than {limit} levels deep")
         if isinstance(node, dict):

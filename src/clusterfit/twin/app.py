@@ -27,6 +27,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.responses import Response, StreamingResponse
 
+from ..errors import ClusterfitError
+from ..inputs import parse_document
 from ..schema import parse_request
 from .config import CHARS_PER_TOKEN, TwinRequest, build_setup
 from .engine import Stream, Twin, TwinUnavailable
@@ -189,11 +191,15 @@ async def _on_disconnect(receive: Callable[[], Awaitable[MutableMapping[str, Any
 
 
 async def _json(request: Request) -> Any:
+    """The body as JSON: UTF-8, no NaN / Infinity, nested at most inputs.MAX_DEPTH levels (json.loads' own
+    recursion on a deeper body was a RecursionError, a 500)."""
     raw = await request.body()
     try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+        return parse_document(raw.decode("utf-8"), "the request body", "json")
+    except UnicodeDecodeError:
+        raise ApiError(400, "the request body: not valid JSON: it is not UTF-8") from None
+    except ClusterfitError as exc:
+        raise ApiError(400, str(exc)) from None
 
 
 def _model(name: str | None, served: tuple[str, ...]) -> str:
