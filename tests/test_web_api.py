@@ -217,6 +217,30 @@ def test_busy_and_timeout() -> None:
     asyncio.run(scenario())
 
 
+def test_a_simulation_past_the_budget_frees_its_worker() -> None:
+    """A simulation answered 422 for running past the per-call budget stops at its next budget check
+    (clusterfit.deadline) instead of holding the only worker to its end: a 200,000-request simulation over 4,096
+    replicas ran ~90 s here after its 422, and every call in that time got 429."""
+    from clusterfit.web.app import Runner, TooLong
+
+    def heavy() -> object:
+        return cf.simulate(model="llama-3.1-8b", system="h200", isl=1000, osl=200, rate=5, requests=200_000,
+                           replicas=4096)
+
+    async def scenario() -> None:
+        runner = Runner(workers=1, timeout_s=0.5)
+        with pytest.raises(TooLong):
+            await runner.run(heavy)
+        t0 = time.monotonic()
+        while not runner.slots.acquire(blocking=False):   # the slot comes back once the simulation stops
+            assert time.monotonic() - t0 < 10, "the simulation kept its worker after the 422"
+            await asyncio.sleep(0.05)
+        runner.slots.release()
+        assert await runner.run(lambda: 3) == 3
+
+    asyncio.run(scenario())
+
+
 def test_429_over_http() -> None:
     gate = threading.Event()
     original = cf.api.fit

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..engines import front_end_s
+from ..deadline import check as check_deadline
 from ..errors import ClusterfitError
 from .balancer import Balancer
 from .config import SimulationConfig
@@ -301,7 +302,11 @@ class Cluster:
         heappop, heappush, inf = heapq.heappop, heapq.heappush, math.inf
         i = 0
         t = arrivals[0]
+        events = 0
         while True:
+            events += 1
+            if not events & 4095:
+                check_deadline()  # the HTTP API's per-call budget (clusterfit.deadline); nothing elsewhere
             ta = arrivals[i] if i < n else inf
             if heap and heap[0][0] <= ta:
                 t, _, kind, a, b = heappop(heap)

@@ -6,8 +6,9 @@ request models without server paths; responses: the API's result models, exactly
 at ``/docs`` (served from the ``fastapi-offline`` package's assets, no CDN; without that package ``/docs`` says so).
 
 Limits: request bodies of at most ``MAX_BODY_BYTES`` (413); at most ``workers`` computations at once (429 when
-all are busy); ``timeout_s`` of compute per call (a longer one is answered 422; its worker slot stays taken until
-it ends); at most 200,000 simulated requests. Errors are JSON ``{"detail": message, "parameter": name}`` with
+all are busy); ``timeout_s`` of compute per call (a longer one is answered 422; a simulation stops at its next check
+of the budget, ``clusterfit.deadline``, and frees its worker slot; other work keeps the slot until it ends); at most
+200,000 simulated requests. Errors are JSON ``{"detail": message, "parameter": name}`` with
 the message the command line prints: 400 malformed JSON, 422 invalid request, 404/405/413/429. No traceback is
 ever sent; an unexpected failure is a 500 naming only the exception's type.
 """
@@ -33,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
+from ..deadline import within
 from ..errors import ClusterfitError
 from ..schema import (DeployResult, FitResult, HardwareList, ModelList, ParameterError, PerfResult, PlanResult, Schema, SimResult,
                       parse_request)
@@ -136,11 +138,17 @@ class Runner:
         self.slots = threading.BoundedSemaphore(workers)
         self.timeout_s = timeout_s
 
+    def _budgeted(self, fn: Callable[[], T]) -> T:
+        """``fn`` in a worker thread under the per-call budget: the simulator stops at its next check once the
+        budget is spent (clusterfit.deadline), freeing the slot a second after the 422 rather than at its end."""
+        with within(self.timeout_s):
+            return fn()
+
     async def run(self, fn: Callable[[], T]) -> T:
         if not self.slots.acquire(blocking=False):
             raise Busy()
         try:
-            future = self.pool.submit(fn)
+            future = self.pool.submit(self._budgeted, fn)
         except BaseException:
             self.slots.release()
             raise
