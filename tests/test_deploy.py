@@ -346,3 +346,32 @@ def test_a_checkpoint_variant_deploys_the_checkpoint_it_names(tmp_path, capsys):
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith("error:") and "give its Hugging Face id" in err
     assert not (tmp_path / "never").exists()
+
+
+def test_deploy_checks_what_it_writes(tmp_path, capsys):
+    """Found by a fuzzing pass: --max-model-len 100,000,000 was written into launch.sh for a 131,072-token model,
+    500 for 1,200-token requests; a plan file edited to 0 replicas deployed '0 x TP1'; errors doubled their
+    option's name ('--engine: --engine sglang: ...')."""
+    base = ["deploy", "meta-llama/Llama-3.1-8B-Instruct", "--isl", "1000", "--osl", "200", "--rate", "5", "--system",
+            "h200", "--out", str(tmp_path / "never")]
+
+    def refused(args: list[str], says: str) -> None:
+        with pytest.raises(SystemExit) as e:
+            main(args)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.startswith("error:") and len(err.strip().splitlines()) == 1, err
+        assert says in err, err
+
+    refused([*base, "--max-model-len", "100000000"], "beyond Llama-3.1-8B-Instruct's context of 131,072")
+    refused([*base, "--max-model-len", "500"], "shorter than the planned request (isl + osl = 1,200)")
+    plan = tmp_path / "plan.json"
+    assert main(["plan", "meta-llama/Llama-3.1-8B-Instruct", "--isl", "1000", "--osl", "200", "--rate", "5",
+                 "--system", "h200", "--no-disagg", "--json"]) in (0, None)
+    doc = json.loads(capsys.readouterr().out)
+    doc["recommended"]["replicas"] = 0
+    plan.write_text(json.dumps(doc))
+    dep = ["deploy", "--plan", str(plan), "--out", str(tmp_path / "never")]
+    refused(dep, "replicas is 0, outside 1..4,096; plan again")
+    refused([*dep, "--engine", "sglang"], "error: --engine: sglang: the plan in")
+    refused([*dep, "--system", "b200"], "error: --system: the plan has no row for")
+    assert not (tmp_path / "never").exists()

@@ -24,7 +24,7 @@ from .precision import resolve_precision
 from .speculative import check_drafter
 from .errors import ClusterfitError
 from .schema import (DeployFile, DeployRequest, DeployResult, FitRequest, FitResult, HardwareList, ModelList, LayoutOut, ModelSummary, MostSessions, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
-                     PlanResult, Schema, ServingEngineSettings, SimResult, SimulateRequest, parse_request)
+                     MAX_GPUS, PlanResult, Schema, ServingEngineSettings, SimResult, SimulateRequest, parse_request)
 
 if TYPE_CHECKING:
     from .arch import ModelArch
@@ -452,10 +452,10 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
             raise ClusterfitError(f"--plan {req.plan_file}: not a `clusterfit plan --json` output ({where}: "
                                   f"{err.get('msg')})") from None
         if result.engine != engine:
-            raise ParameterError("engine", f"--engine {engine}: the plan in {req.plan_file} was sized for "
+            raise ParameterError("engine", f"{engine}: the plan in {req.plan_file} was sized for "
                                  f"{result.engine}'s memory and batching; plan again with --engine {engine}")
     else:
-        plan_fields = {k: v for k, v in req.model_dump().items() if k in PlanRequest.model_fields}
+        plan_fields = {k: v for k, v in req.model_dump(exclude_unset=True).items() if k in PlanRequest.model_fields}
         result = plan(PlanRequest(**{**plan_fields, "engine": engine, "no_disagg": True}))  # aggregated files only
     row = result.recommended
     catalog = Catalog.load(req.catalog)
@@ -463,11 +463,15 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         wanted = {catalog.system(n).id for n in req.systems}
         rows = [r for r in result.per_system if r.system in wanted]
         if not rows:
-            raise ParameterError("systems", f"--system: the plan has no row for {', '.join(sorted(wanted))}")
+            raise ParameterError("systems", f"the plan has no row for {', '.join(sorted(wanted))}")
         row = rows[0]
     if row is None:
         raise ClusterfitError("the plan has no configuration that meets the SLOs: nothing to deploy "
                               f"({result.explanation or 'no plan'})")
+    for name in ("tp", "pp", "ep", "dp", "nodes_per_replica", "gpus_per_replica", "replicas"):
+        if not 1 <= getattr(row, name) <= MAX_GPUS:   # a plan file edited by hand, or damaged
+            raise ParameterError("plan_file", f"{req.plan_file}: {row.system}'s {name} is {getattr(row, name):,}, "
+                                 f"outside 1..{MAX_GPUS:,}; plan again")
     if row.mode != "aggregated":
         raise ClusterfitError(f"the plan for {row.system} is disaggregated ({row.xPyD}): clusterfit deploy writes "
                               "aggregated replicas only; plan with --no-disagg")
@@ -495,6 +499,11 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         raise ClusterfitError(f"precision {row.precision}: the checkpoint is {checkpoint}; serve a {row.precision} "
                               "checkpoint of the model (clusterfit quantizes online to fp8 only)")
     max_len = req.max_model_len or min(model.max_context or 32768, 131072)
+    if req.max_model_len is not None:
+        check_context(model, req.max_model_len, req.allow_longer_context, "max_model_len", "max_model_len")
+        if req.isl is not None and req.osl is not None and req.max_model_len < req.isl + req.osl:
+            raise ParameterError("max_model_len", f"{req.max_model_len:,} tokens is shorter than the planned request "
+                                 f"(isl + osl = {req.isl + req.osl:,.0f}): the engine would refuse it")
     summary = [f"model {model.hf_id or model.name}, {row.precision}, KV {row.kv_dtype}; engine {engine}",
                f"workload: {result.workload}", f"SLOs: {result.slo}",
                f"plan: {row.replicas} x {row.layout} on {row.system} ({row.nodes} node(s), {row.total_gpus} GPUs); "

@@ -781,7 +781,7 @@ def flops_per_token(model: ModelArch, context: int = 0) -> float:
 
 def bare_model(total_params: float, name: str | None = None) -> ModelArch:
     """A model known only by its parameter count (back-of-envelope mode): no layers, no KV cache estimate."""
-    if not (total_params > 0) or total_params > 1e14:
+    if not 1 <= total_params <= 1e14:
         raise ClusterfitError(f"--params must be between 1 and 1e14 parameters, got {total_params:g}")
     params = dict.fromkeys(COMPONENTS, 0)
     params["dense_mlp"] = int(total_params)

@@ -124,6 +124,8 @@ def _check_judged(req: PlanRequest, q: PlanQuestion) -> None:
         raise no_decode_tpot("tpot_ms" if req.tpot_ms is not None else "osl")
     if req.tpot_percentile is not None and q.slo.tpot_s is None:
         raise ParameterError("tpot_percentile", "judges the TPOT target; give --tpot-ms (or the scenario's slo)")
+    if "ttft_percentile" in req.model_fields_set and q.slo.ttft_s is None:
+        raise ParameterError("ttft_percentile", "judges the TTFT target; give --ttft-ms (or the scenario's slo)")
     if req.min_goodput is not None and q.slo.tpot_s is None and q.slo.ttft_s is None:
         raise ParameterError("min_goodput", "judges the latency targets; give --ttft-ms or --tpot-ms (or the "
                              "scenario's slo)")
