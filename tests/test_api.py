@@ -118,6 +118,9 @@ def test_request_and_keywords_not_both():
      "--burstiness: must be a number in 0.01..1,000,000"),
     (["bench", "http://127.0.0.1:9", "--isl-values", "128:nan", "--osl", "10", "--rate", "50"],
      "finite weights >= 0"),
+    (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", "--ttft-percentile",
+      "99"], "--ttft-percentile: judges the TTFT target"),   # was ignored
+    (["fit", "--params", "0.5", "--precision", "fp8", "--system", "h200"], "between 1 and 1e14"),  # '0.0B'
 ])
 def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)
