@@ -398,3 +398,32 @@ def test_true_is_not_a_number_in_a_user_catalog(tmp_path):
     f.write_text(USER_TOML.replace("memory_gb = 64", "memory_gb = true"))
     with pytest.raises(ClusterfitError, match=r"gpus\.my_accel\.memory_gb: true / false only go to yes/no fields"):
         load_hardware([f])
+
+
+_CATALOG = """gpus:
+  xg:
+    name: X GPU
+    memory_gb: {mem}
+    mem_bw_tbs: {bw}
+    bf16_tflops_dense: 900
+    scale_up_bw_gbs_bidir: 900
+systems:
+  xs:
+    name: X Sys
+    gpu: xg
+    gpus_per_node: 8
+    scale_up_domain_gpus: 8
+    nic_gbps_per_gpu: 400
+"""
+
+
+@pytest.mark.parametrize("mem, bw, says", [
+    (80, "1e-300", "mem_bw_tbs: Input should be greater than or equal to 0.01"),   # perf printed a 5.7e301 ms TTFT
+    (-1, -1, "memory_gb: Input should be greater than 0 (got -1); gpus.xg.mem_bw_tbs"),  # was three lines
+])
+def test_catalog_problems_are_one_line(run_cli, tmp_path, mem, bw, says):
+    f = tmp_path / "c.yaml"
+    f.write_text(_CATALOG.format(mem=mem, bw=bw))
+    code, out, err = run_cli("hardware", "--catalog", str(f))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: invalid hardware catalog")
+    assert says in err, err

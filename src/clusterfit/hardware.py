@@ -130,6 +130,12 @@ MAX_MEM_BW_TBS = 100.0  # TB/s per GPU
 MAX_TFLOPS = 1_000_000.0  # dense TFLOP/s per GPU (1 EFLOP/s)
 MAX_LINK_GBS = 100_000.0  # GB/s per GPU, bidirectional
 MAX_NIC_GBPS = 100_000.0  # Gb/s per GPU
+#: Floors below any accelerator or link that serves a model (a T4 streams 0.32 TB/s and runs 65 dense fp16 TFLOP/s;
+#: PCIe 1.0 x1 moves 0.5 GB/s): a smaller value is a unit mistake, and it made perf print TTFTs of 1e301 ms.
+MIN_MEM_BW_TBS = 0.01  # TB/s per GPU
+MIN_TFLOPS = 0.1  # dense TFLOP/s per GPU
+MIN_LINK_GBS = 0.1  # GB/s per GPU, bidirectional
+MIN_NIC_GBPS = 0.1  # Gb/s per GPU
 MAX_TDP_W = 10_000.0
 MAX_DOMAIN_GPUS = 1_000_000
 
@@ -160,18 +166,18 @@ class GpuEntry(_Entry):
     memory_gib: float | None = Field(default=None, gt=0, description="marketed capacity where stated in GiB")
     visible_memory_bytes: int | None = Field(default=None, gt=0)
     visible_memory_mib_nvidia_smi: float | None = Field(default=None, gt=0)
-    mem_bw_tbs: float = Field(gt=0, le=MAX_MEM_BW_TBS)
-    bf16_tflops_dense: float = Field(gt=0, le=MAX_TFLOPS)
-    fp16_tflops_dense: float | None = Field(default=None, gt=0, le=MAX_TFLOPS)
-    fp8_tflops_dense: float | None = Field(default=None, gt=0, le=MAX_TFLOPS)
-    fp4_tflops_dense: float | None = Field(default=None, gt=0, le=MAX_TFLOPS)
-    int8_tops_dense: float | None = Field(default=None, gt=0, le=MAX_TFLOPS)
-    bf16_tflops_sparse: float | None = Field(default=None, gt=0, le=2 * MAX_TFLOPS)
-    fp8_tflops_sparse: float | None = Field(default=None, gt=0, le=2 * MAX_TFLOPS)
-    fp4_tflops_sparse: float | None = Field(default=None, gt=0, le=2 * MAX_TFLOPS)
+    mem_bw_tbs: float = Field(ge=MIN_MEM_BW_TBS, le=MAX_MEM_BW_TBS)
+    bf16_tflops_dense: float = Field(ge=MIN_TFLOPS, le=MAX_TFLOPS)
+    fp16_tflops_dense: float | None = Field(default=None, ge=MIN_TFLOPS, le=MAX_TFLOPS)
+    fp8_tflops_dense: float | None = Field(default=None, ge=MIN_TFLOPS, le=MAX_TFLOPS)
+    fp4_tflops_dense: float | None = Field(default=None, ge=MIN_TFLOPS, le=MAX_TFLOPS)
+    int8_tops_dense: float | None = Field(default=None, ge=MIN_TFLOPS, le=MAX_TFLOPS)
+    bf16_tflops_sparse: float | None = Field(default=None, ge=2 * MIN_TFLOPS, le=2 * MAX_TFLOPS)
+    fp8_tflops_sparse: float | None = Field(default=None, ge=2 * MIN_TFLOPS, le=2 * MAX_TFLOPS)
+    fp4_tflops_sparse: float | None = Field(default=None, ge=2 * MIN_TFLOPS, le=2 * MAX_TFLOPS)
     scale_up: str | None = None
-    scale_up_bw_gbs_bidir: float = Field(gt=0, le=MAX_LINK_GBS)
-    nvlink_bridge_gbs_bidir: float | None = Field(default=None, gt=0, le=MAX_LINK_GBS)
+    scale_up_bw_gbs_bidir: float = Field(ge=MIN_LINK_GBS, le=MAX_LINK_GBS)
+    nvlink_bridge_gbs_bidir: float | None = Field(default=None, ge=MIN_LINK_GBS, le=MAX_LINK_GBS)
     nvlink_bridge_gpus: int | None = Field(default=None, ge=2)
     pcie_gen: int | None = Field(default=None, ge=1, le=8)
     tdp_w: float | None = Field(default=None, gt=0, le=MAX_TDP_W)
@@ -215,7 +221,7 @@ class SystemEntry(_Entry):
     gpus_per_node: int = Field(ge=1, le=1024)
     scale_up_domain_gpus: int = Field(ge=1, le=MAX_DOMAIN_GPUS)
     scale_up: str | None = None
-    nic_gbps_per_gpu: float = Field(gt=0, le=MAX_NIC_GBPS)
+    nic_gbps_per_gpu: float = Field(ge=MIN_NIC_GBPS, le=MAX_NIC_GBPS)
     nics_per_node: int | None = Field(default=None, ge=0, le=1024)
     network: str | None = None
     unverified: list[str] = Field(default_factory=list)
@@ -379,16 +385,16 @@ def _validate(raw: Any, origin: str) -> CatalogFile:
 
 
 def _catalog_errors_message(exc: ValidationError, origin: str) -> str:
-    """One line per problem: 'file: gpus.h100_sxm.memory_gb: Input should be greater than 0 (got -80)'."""
-    lines = []
+    """One line: 'invalid hardware catalog: file: gpus.h100_sxm.memory_gb: Input should be greater than 0 (got -80)',
+    further problems after '; ' (an error is one line: the CLI prints it after 'error:')."""
+    parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]).replace(".[key]", " (id)")
         msg = err["msg"].removeprefix("Value error, ")
         got = err.get("input")
         shown = "" if isinstance(got, dict | list) or err["type"] == "missing" else f" (got {got!r})"
-        lines.append(f"{origin}: {loc or '(top level)'}: {msg}{shown}")
-    return "invalid hardware catalog\n  " + "\n  ".join(lines) if len(lines) > 1 else \
-        "invalid hardware catalog: " + lines[0]
+        parts.append(f"{loc or '(top level)'}: {msg}{shown}")
+    return f"invalid hardware catalog: {origin}: " + "; ".join(parts)
 
 
 def _build(sources: list[tuple[str, CatalogFile]]) -> HardwareCatalog:
