@@ -217,6 +217,9 @@ def test_checkpoint_formats():
     ({"num_hidden_layers": 2}, "missing required field 'hidden_size'"),
     ({"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "num_attention_heads": 4,
       "num_key_value_heads": 8, "intermediate_size": 8}, "num_key_value_heads must be in 1..num_attention_heads"),
+    ({"hidden_size": 10**18}, r"'hidden_size' must be a positive integer \(at most 100,000,000\)"),  # 2e18B params
+    ({"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "num_attention_heads": 4, "intermediate_size": 8,
+      "num_experts": 10**9}, r"'num_experts' must be a positive integer \(at most 100,000,000\)"),
     ({"hidden_size": -64, "num_hidden_layers": 2}, "'hidden_size' must be a positive integer"),
     ({"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "num_attention_heads": 4}, "intermediate_size"),
     ([1, 2], "not a JSON object"),

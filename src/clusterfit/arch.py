@@ -202,14 +202,25 @@ def _req(d: dict, key: str, name: str):
     if key not in d or d[key] is None:
         raise ClusterfitError(f"config for {name} is missing required field '{key}'")
     v = d[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ClusterfitError(f"config for {name}: field '{key}' must be a positive integer, got {v!r}")
+    _check_size(v, f"config for {name}: field '{key}'")
     return v
+
+
+def _check_size(v: object, what: str) -> None:
+    """A config's size field: a positive integer, at most MAX_SHAPE."""
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ClusterfitError(f"{what} must be a positive integer, got {v!r}")
+    if v > MAX_SHAPE:
+        raise ClusterfitError(f"{what} must be a positive integer (at most {MAX_SHAPE:,}), got {v!r}")
 
 
 #: Most decoder layers a config may declare (the deepest bundled model has 126; a larger number is a typo or an
 #: attempt to make the per-layer walk run out of memory).
 MAX_LAYERS = 10_000
+#: Largest size a config may give (hidden, heads, head_dim, intermediate, vocabulary, experts, context...): the
+#: largest real ones are a 262,144-token vocabulary and 10M-token contexts; 1e18 counted '1,999,688,999,999,999B
+#: parameters'.
+MAX_SHAPE = 100_000_000
 
 #: torch dtypes a checkpoint's ``torch_dtype`` / ``dtype`` may name (the 16/32-bit ones a model is stored in).
 TORCH_DTYPES = ("bfloat16", "float16", "float32", "half", "float", "bf16", "fp16", "fp32")
@@ -230,8 +241,8 @@ def _check_shapes(t: dict, name: str, n_heads: int, n_kv: int) -> None:
                 "dense_intermediate_size", "moe_latent_size", "moe_shared_expert_intermediate_size",
                 "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim"):
         v = t.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-            raise ClusterfitError(f"{where}: field '{key}' must be a positive integer, got {v!r}")
+        if v is not None:
+            _check_size(v, f"{where}: field '{key}'")
     dtype = _cfg(t, "torch_dtype", "dtype")
     if dtype is not None and str(dtype) not in TORCH_DTYPES:
         raise ClusterfitError(f"{where}: torch_dtype {dtype!r} is not one of {', '.join(TORCH_DTYPES[:3])}")
