@@ -121,7 +121,10 @@ def test_an_output_never_overwrites_an_input(run_cli, tmp_path):
     (b"l0: &l0 [" + b",".join([b"lol"] * 9) + b"]\n" + b"".join(
         b"l%d: &l%d [" % (i, i) + b",".join([b"*l%d" % (i - 1)] * 9) + b"]\n" for i in range(1, 9)),
      "holds more than 1,000,000 values (YAML aliases expanded)"),
-], ids=["not-utf8", "nested-5000-deep", "broken-yaml", "billion-laughs"])
+    # plan passed the simulation section through unread; --verify would have run it
+    (b"model: llama-3.1-8b\nworkload: {isl: 100, osl: 10, load: {requests_per_s: 1}}\nsimulation: {policy: foo}\n",
+     "simulation: policy: Input should be 'round_robin'"),
+], ids=["not-utf8", "nested-5000-deep", "broken-yaml", "billion-laughs", "simulation-section"])
 def test_scenario_file_problems_are_one_line(run_cli, tmp_path, content, says):
     f = tmp_path / "s.yaml"
     f.write_bytes(content)

@@ -58,6 +58,10 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         sc = load_scenario(req.scenario)
         merged = settings.over(sc.engine_settings.to_settings())
         q.catalog = replace(catalog, settings=merged if merged.given() else None)
+        if sc.simulation is not None:   # validated here too: plan --verify runs it, and a typo in it is an error
+            from ..sim.api import parse_simulation
+
+            parse_simulation(sc.simulation, f"scenario file {req.scenario}: simulation")
         q.simulation = without_replica_keys(sc.simulation, settings.given())
         wl = sc.to_workload()
         slo = sc.to_slo()

@@ -26,7 +26,7 @@ Example (see ``examples/*.yaml``)::
       endpoint: {input_per_mtok: 0.6, output_per_mtok: 2.2}   # $/million tokens
       failover: 1                   # N+k spare replicas
     search: {max_nodes_per_replica: 4, disaggregated: true}
-    simulation: {...}               # owned by `clusterfit simulate`; passed through untouched
+    simulation: {...}               # owned by `clusterfit simulate` (plan --verify runs it; plan validates it)
 
 Validation is strict: unknown keys and bad values are errors naming the field (``workload.load``).
 """
