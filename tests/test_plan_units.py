@@ -267,3 +267,10 @@ def test_a_one_class_quantile_inside_the_step_matches_the_integral():
     wait_tail = np.where(y < 0, 1.0, 0.05 * np.exp(-0.05 / wbar * np.maximum(y, 0.0)))
     at_q = 0.1 * (0.05 * math.exp(-0.05 / wbar * (q - 0.1))) + 0.9 * float(np.mean(wait_tail))
     assert at_q == pytest.approx(0.1, rel=1e-4)
+
+
+def test_a_price_takes_the_names_system_takes(run_json):
+    """--price h200=3 said "unknown system 'h200'" while --system h200 works: an alias is read as its id."""
+    out = run_json("plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200",
+                   "--price", "h200=3")
+    assert out["per_system"][0]["price_per_gpu_hour"] == 3.0

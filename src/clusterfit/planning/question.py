@@ -173,16 +173,23 @@ def _confidence(req: PlanRequest, capacity: bool) -> int | None:
 
 
 def _check_price_keys(q: PlanQuestion) -> None:
-    """A price override must name a system id or a GPU id of the catalog (a typo would be silently ignored)."""
+    """A price override must name a system or a GPU of the catalog (a typo would be silently ignored); a name
+    ``--system`` takes (an alias, any case: 'h200', 'H200-SXM') is read as the id it stands for."""
     from ..errors import unknown
+    from ..hardware import normalize_name
 
     assert q.catalog is not None
     hw = q.catalog.hardware
     known = set(hw.systems) | {s.gpu.id for s in hw.systems.values()}
-    for key in q.prices:
-        if key not in known:
+    canonical = {}
+    for key, price in q.prices.items():
+        alias = normalize_name(key)
+        name = key if key in known else hw.system_aliases.get(alias) or hw.gpu_aliases.get(alias)
+        if name not in known:
             err = unknown("system", key, sorted(known))
             raise ParameterError("prices", f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
+        canonical[name] = price
+    q.prices = canonical
 
 
 def without_replica_keys(simulation: object, names: list[str]) -> object:
