@@ -58,11 +58,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         sc = load_scenario(req.scenario)
         merged = settings.over(sc.engine_settings.to_settings())
         q.catalog = replace(catalog, settings=merged if merged.given() else None)
-        if sc.simulation is not None:   # validated here too: plan --verify runs it, and a typo in it is an error
-            from ..sim.api import parse_simulation
-
-            parse_simulation(sc.simulation, f"scenario file {req.scenario}: simulation")
-        q.simulation = without_replica_keys(sc.simulation, settings.given())
+        q.simulation = without_replica_keys(_checked_simulation(sc.simulation, req.scenario), settings.given())
         wl = sc.to_workload()
         slo = sc.to_slo()
         model = model or sc.model
@@ -190,6 +186,16 @@ def _check_price_keys(q: PlanQuestion) -> None:
             raise ParameterError("prices", f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
         canonical[name] = price
     q.prices = canonical
+
+
+def _checked_simulation(simulation: object, scenario: object) -> object:
+    """A scenario's ``simulation:`` section, validated as ``clusterfit simulate`` reads it (plan --verify runs it; a
+    typo in it is an error, not a section passed through unread)."""
+    if simulation is not None:
+        from ..sim.api import parse_simulation
+
+        parse_simulation(simulation, f"scenario file {scenario}: simulation")
+    return simulation
 
 
 def without_replica_keys(simulation: object, names: list[str]) -> object:
