@@ -121,6 +121,10 @@ def test_request_and_keywords_not_both():
     (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", "--ttft-percentile",
       "99"], "--ttft-percentile: judges the TTFT target"),   # was ignored
     (["fit", "--params", "0.5", "--precision", "fp8", "--system", "h200"], "between 1 and 1e14"),  # '0.0B'
+    # bench checks its own options before contacting the endpoint (these said 'cannot connect to ...')
+    (["bench", "http://127.0.0.1:9", "--trace", "/nonexistent", "--requests", "3"], "trace file not found"),
+    (["bench", "http://127.0.0.1:9", "--isl", "10", "--osl", "5", "--rate", "1", "--compare", "llama-3.1-8b",
+      "--system", "h200", "--tp", "3"], "TP=3 does not divide"),
 ])
 def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)

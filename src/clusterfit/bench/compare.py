@@ -49,6 +49,14 @@ def _layout_text(cfg: BenchConfig, gpus: int) -> str:
     return f"{gpus} GPU(s) per replica" + (f" ({' '.join(given)})" if given else "")
 
 
+def check_prediction_options(cfg: BenchConfig) -> None:
+    """Refuse --compare's model, system, layout, precision and engine before the benchmark runs (a typo found after a
+    ten-minute run, or hidden behind an unreachable URL, is worse): they must give a batch-1 step of the model."""
+    from .. import api
+
+    api.perf(model=cfg.compare, system=cfg.system, isl=16, osl=2, batch=1, **_prediction_options(cfg))
+
+
 def compare(cfg: BenchConfig, result: BenchResult) -> Comparison:
     """The prediction for ``result``'s load (simulate for an open loop, perf for a closed loop)."""
     if cfg.kind == "concurrency":

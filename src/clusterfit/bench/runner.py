@@ -65,12 +65,18 @@ async def bench_async(config: BenchConfig, progress: BenchProgress | None = None
     import httpx
 
     cfg = parse_config(config)
+    # what can be checked here is checked before the endpoint is contacted: the trace, the prediction's options
+    planned = plan(cfg)
+    if cfg.compare is not None:
+        from .compare import check_prediction_options
+
+        check_prediction_options(cfg)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=cfg.concurrency or 1024)
     async with httpx.AsyncClient(timeout=httpx.Timeout(cfg.timeout), limits=limits, trust_env=False) as client:
         model = cfg.model or await discover_model(client, cfg)
         await preflight(client, cfg, model)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        records, duration_s = await _drive(client, cfg, model, progress)
+        records, duration_s = await _drive(client, cfg, model, planned, progress)
     if records and not any(r.ok for r in records):
         raise ClusterfitError(_all_failed(records, cfg.completions_url()))
     result = BenchResult.model_validate({
@@ -160,9 +166,10 @@ def _all_failed(records: list[RequestRecord], url: str) -> str:
     return f"all {len(records)} requests to {url} failed ({parts}); first: {counts[0]['example']}"
 
 
-async def _drive(client: Any, cfg: BenchConfig, model: str,
+async def _drive(client: Any, cfg: BenchConfig, model: str, planned: Any,
                  progress: BenchProgress | None) -> tuple[list[RequestRecord], float]:
-    """Send the planned requests; return their records (in plan order) and the run's duration, s."""
+    """Send the ``planned`` requests (``plan(cfg)``); return their records (in plan order) and the run's duration,
+    s."""
     from .client import request_body, send_request
 
     url = cfg.completions_url()
@@ -170,7 +177,6 @@ async def _drive(client: Any, cfg: BenchConfig, model: str,
     records: list[RequestRecord] = []
     pending: set[asyncio.Task[RequestRecord]] = set()
     done: Callable[[RequestRecord], None] = progress.request_done if progress is not None else (lambda r: None)
-    planned = plan(cfg)
     if progress is not None:
         progress.started(planned.total, f"{cfg.kind} {_load_label(cfg)}")
 
