@@ -42,6 +42,11 @@ class GpuHourPrice:
         return f"${self.usd_per_gpu_hour:.2f}/GPU-h, {unit} ({self.source}{when})"
 
 
+#: Highest prices taken: $/GPU-hour (the hardware catalog's bound on a listed price) and $/million tokens.
+MAX_USD_PER_GPU_HOUR = 1000.0
+MAX_USD_PER_MTOK = 10_000.0
+
+
 @dataclass(frozen=True)
 class EndpointPrice:
     """A per-token API endpoint: $ per million input tokens and per million output tokens."""
@@ -50,9 +55,9 @@ class EndpointPrice:
     output_per_mtok: float
 
     def __post_init__(self) -> None:
-        if self.input_per_mtok < 0 or self.output_per_mtok < 0 or not math.isfinite(
-                self.input_per_mtok + self.output_per_mtok):
-            raise ClusterfitError("endpoint prices must be finite and >= 0 $/Mtok")
+        if not (0 <= self.input_per_mtok <= MAX_USD_PER_MTOK and 0 <= self.output_per_mtok <= MAX_USD_PER_MTOK):
+            raise ClusterfitError(f"endpoint prices must be in 0..{MAX_USD_PER_MTOK:,.0f} $/Mtok, got in="
+                                  f"{self.input_per_mtok:g}, out={self.output_per_mtok:g}")
 
     @classmethod
     def parse(cls, text: str) -> EndpointPrice:
@@ -63,10 +68,16 @@ class EndpointPrice:
             key = key.strip().lower()
             if not sep or key not in ("in", "out", "input", "output"):
                 raise ClusterfitError(f"--endpoint-price expects in=$/Mtok,out=$/Mtok (e.g. in=0.6,out=2.2), got {text!r}")
+            side = key[:2] if key.startswith("in") else "out"
+            if side in vals:
+                raise ClusterfitError(f"--endpoint-price gives {side}= twice (got {text!r})")
             try:
-                vals[key[:2] if key.startswith("in") else "out"] = float(val.strip().lstrip("$"))
+                vals[side] = float(val.strip().lstrip("$"))
             except ValueError:
                 raise ClusterfitError(f"--endpoint-price: {val!r} is not a number") from None
+            if not 0 <= vals[side] <= MAX_USD_PER_MTOK:
+                raise ClusterfitError(f"--endpoint-price: {side}= must be in 0..{MAX_USD_PER_MTOK:,.0f} $/Mtok, got "
+                                      f"{val.strip()!r}")
         if set(vals) != {"in", "out"}:
             raise ClusterfitError(f"--endpoint-price needs both in= and out= (got {text!r})")
         return cls(vals["in"], vals["out"])
@@ -89,8 +100,9 @@ def parse_price_overrides(items: list[str] | None) -> dict[str, float]:
             price = float(val.strip().lstrip("$").removesuffix("/h"))
         except ValueError:
             price = float("nan")
-        if not sep or not key.strip() or not price > 0 or not math.isfinite(price):
-            raise ClusterfitError(f"--price expects SYSTEM=$/GPU-hour with a positive number (e.g. hgx_h200=3.5), got {item!r}")
+        if not sep or not key.strip() or not 0 < price <= MAX_USD_PER_GPU_HOUR:
+            raise ClusterfitError(f"--price expects SYSTEM=$/GPU-hour with a price in (0, {MAX_USD_PER_GPU_HOUR:,.0f}] "
+                                  f"(e.g. hgx_h200=3.5), got {item!r}")
         out[key.strip()] = price
     return out
 
