@@ -124,7 +124,9 @@ def test_an_output_never_overwrites_an_input(run_cli, tmp_path):
     # plan passed the simulation section through unread; --verify would have run it
     (b"model: llama-3.1-8b\nworkload: {isl: 100, osl: 10, load: {requests_per_s: 1}}\nsimulation: {policy: foo}\n",
      "simulation: policy: Input should be 'round_robin'"),
-], ids=["not-utf8", "nested-5000-deep", "broken-yaml", "billion-laughs", "simulation-section"])
+    (b"model: llama-3.1-8b\nworkload: {isl: 100, osl: 10, load: {requests_per_s: 1}}\ncost: {prices: {hgx_h200: true}}\n",
+     "prices must be numbers in (0, 1,000] $/GPU-hour (bad: hgx_h200)"),   # true was read as $1/GPU-hour
+], ids=["not-utf8", "nested-5000-deep", "broken-yaml", "billion-laughs", "simulation-section", "price-true"])
 def test_scenario_file_problems_are_one_line(run_cli, tmp_path, content, says):
     f = tmp_path / "s.yaml"
     f.write_bytes(content)

@@ -43,6 +43,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from ..engines import EngineSettings
 from ..errors import ClusterfitError
 from ..inputs import RefuseBool
+from .cost import MAX_USD_PER_GPU_HOUR
 from .workload import SLO, AgentSessions, LengthDist, Load, Workload
 
 
@@ -184,15 +185,21 @@ class EndpointSpec(_StrictFrozen):
 class CostSpec(_StrictFrozen):
     prices: dict[str, float] = Field(default_factory=dict)
     endpoint: EndpointSpec | None = None
-    failover: int = Field(default=0, ge=0)
-    hours_per_month: float = Field(default=730.0, gt=0)
+    failover: int = Field(default=0, ge=0, le=1000)
+    hours_per_month: float = Field(default=730.0, gt=0, le=744)
 
-    @model_validator(mode="after")
-    def _positive_prices(self) -> CostSpec:
-        bad = [k for k, v in self.prices.items() if not v > 0]
-        if bad:
-            raise ValueError(f"prices must be > 0 $/GPU-hour (bad: {', '.join(bad)})")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _prices(cls, data: Any) -> Any:
+        """$/GPU-hour in (0, MAX_USD_PER_GPU_HOUR], as --price takes them (true was read as $1)."""
+        value = data.get("prices") if isinstance(data, dict) else None
+        if isinstance(value, dict):
+            bad = [str(k) for k, v in value.items() if isinstance(v, bool) or not isinstance(v, int | float)
+                   or not 0 < v <= MAX_USD_PER_GPU_HOUR]
+            if bad:
+                raise ValueError(f"prices must be numbers in (0, {MAX_USD_PER_GPU_HOUR:,.0f}] $/GPU-hour (bad: "
+                                 f"{', '.join(bad)})")
+        return data
 
 
 class SearchSpec(_StrictFrozen):
