@@ -249,6 +249,8 @@ def test_streaming_completion_and_chat(twin):
     ("/v1/completions", {"prompt": "x", "model": "gpt-4"}, 404, "does not exist"),
     ("/v1/completions", {"prompt": "x", "prompt_tokens": LLAMA_CONTEXT, "max_tokens": 1}, 400,
      "maximum context length is 131072 tokens"),
+    ("/v1/completions", {"prompt": [-1]}, 400, "prompt"),            # a token id below 0 was counted
+    ("/v1/completions", {"prompt": [[5, 10**12]]}, 400, "prompt"),
     ("/v1/chat/completions", {"messages": []}, 400, "messages"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
      400, "text only"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
@@ -66,8 +66,12 @@ class _Body(_Open):
     prompt_tokens: int | None = Field(None, ge=1, description="Prompt length, tokens (the twin's extension)")
 
 
+#: A prompt token id: non-negative, within int32 (vLLM refuses ids outside the vocabulary; the twin counts them).
+TokenId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+
+
 class CompletionBody(_Body):
-    prompt: str | list[int] | list[str] | list[list[int]]
+    prompt: str | list[TokenId] | list[str] | list[list[TokenId]]
 
 
 class ContentPart(_Open):
