@@ -270,8 +270,8 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
 
     req = _request(PerfRequest, request, kwargs)
     if sum([req.concurrency is not None, req.batch is not None, req.max_throughput]) != 1:
-        raise ParameterError("concurrency", "give exactly one of concurrency, max throughput or batch (with "
-                                            "context)")
+        raise ParameterError("concurrency", "give exactly one of concurrency, max throughput or batch (its "
+                                            "context optional)")
     if req.context is not None and req.batch is None:
         raise ParameterError("context", "needs batch")
     model = load_model(req.model)

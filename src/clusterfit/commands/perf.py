@@ -34,8 +34,10 @@ def perf_command(
     kv_dtype: KvDtypeOpt = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Closed-loop concurrent requests")] = None,
     max_throughput: Annotated[bool, typer.Option("--max-throughput", help="All requests queued (offline)")] = False,
-    batch: Annotated[Optional[int], typer.Option(help="Decode batch size (with --context)")] = None,
-    context: Annotated[Optional[int], typer.Option(help="Context length of the decode batch")] = None,
+    batch: Annotated[Optional[int], typer.Option(help="Decode batch size (its context: --context, else isl + osl/2)")]
+    = None,
+    context: Annotated[Optional[int], typer.Option(help="Context length of the decode batch (with --batch; "
+                                                        "default isl + osl/2)")] = None,
     engine: EngineOpt = "vllm",
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
