@@ -338,7 +338,7 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
     rate: float | None = Field(None, ge=MIN_LOAD, le=MAX_RATE_RPS)
     arrival: str | None = None
-    trace: str | None = None
+    trace: str | None = Field(None, min_length=1, description="A trace file (CSV or JSONL) to replay")
     replicas: int | None = Field(None, ge=1, le=4096)
     requests: int | None = Field(None, ge=1, le=5_000_000)
     seed: int | None = Field(None, ge=0, le=2**32 - 1)

@@ -249,7 +249,7 @@ class SimulationConfig(_Strict):
     input: SampledLengthSpec | None = None
     output: SampledLengthSpec | None = None
     sessions: SessionSpec | None = None
-    trace: str | None = None
+    trace: str | None = Field(default=None, min_length=1)
     replica: ReplicaSpec = ReplicaSpec()
     failures: list[FailureSpec] = []
     autoscale: AutoscaleSpec | None = None
