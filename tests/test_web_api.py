@@ -369,3 +369,12 @@ def test_draft_head_config_over_http(client: httpx.Client) -> None:
     assert counted.json()["weight_bytes_per_gpu"] - plain.json()["weight_bytes_per_gpu"] == 703_135_744
     bad = client.post("/api/perf", json={**body, "speculative_draft_config": {**cfg, "hidden_size": 4096}})
     assert bad.status_code == 422 and bad.json()["parameter"] == "speculative_draft_config", bad.text
+
+
+def test_a_body_not_sent_as_json_says_so(client) -> None:
+    """A JSON object sent with another content type is not parsed by FastAPI; the answer said 'got a JSON bytes'."""
+    r = client.post("/api/fit", content=b'{"model": "llama-3.1-8b", "system": "h200"}',
+                    headers={"content-type": "text/plain"})
+    assert r.status_code == 400 and "content-type application/json (got content-type text/plain)" in r.json()["detail"]
+    r = client.post("/api/fit", content=b"[1, 2]", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["detail"].endswith("got a JSON array")
