@@ -125,6 +125,8 @@ def test_request_and_keywords_not_both():
       "in=1,in=2,out=3"], "gives in= twice"),   # the second in= won
     (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", "--price",
       "hgx_h200=1e308"], "a price in (0, 1,000]"),
+    (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "mi300x_platform", "--engine",
+      "trtllm"], "--engine: trtllm runs on NVIDIA GPUs only"),   # exit 0 with 'No plan meets the targets'
     # bench checks its own options before contacting the endpoint (these said 'cannot connect to ...')
     (["bench", "http://127.0.0.1:9", "--trace", "/nonexistent", "--requests", "3"], "trace file not found"),
     (["bench", "http://127.0.0.1:9", "--isl", "10", "--osl", "5", "--rate", "1", "--compare", "llama-3.1-8b",

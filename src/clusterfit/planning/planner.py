@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, ParameterError
 from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PerMtok, PlanOption, PlanResult, PrefillPool,
                       ReplicaPlacement, ServingEngineSettings, SkippedVerification)
 from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, no_public_price_notes,
@@ -662,6 +662,12 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
         raise ClusterfitError(f"failover must be >= 0, got {req.failover}")
     model = load_model(req.model)
     systems = resolve_systems(req.systems, req.catalog)
+    if req.systems:   # systems the user named, none of which the engine runs on: an error, as perf and fit say
+        from ..engines import get_engine
+
+        engine = get_engine(req.engine, req.catalog.engines_file if req.catalog else None)
+        if not any(engine.runs_on(s.gpu) for s in systems):
+            raise ParameterError("engine", engine.not_on(systems[0]))
     space = SearchSpace(systems, req.precisions, req.kv_dtypes, req.engine, req.max_nodes_per_replica,
                         req.disaggregated, req.max_batch, engines_file=req.catalog.engines_file if req.catalog else None,
                         catalog=req.catalog, confidence=req.confidence, speculative=req.speculative)
