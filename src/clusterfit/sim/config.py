@@ -80,8 +80,8 @@ class ArrivalSpec(_Strict):
     cv: float = Field(default=2.0, gt=0, le=100)
     burst_factor: float = Field(default=4.0, ge=1)
     burst_fraction: float = Field(default=0.1, gt=0, lt=1)
-    dwell_s: float = Field(default=10.0, gt=0)
-    period_s: float = Field(default=86400.0, gt=0)
+    dwell_s: float = Field(default=10.0, gt=0, le=MAX_SIM_TIME_S)
+    period_s: float = Field(default=86400.0, gt=0, le=MAX_SIM_TIME_S)
     amplitude: float = Field(default=0.5, ge=0, le=1)
 
 
@@ -94,7 +94,7 @@ class SessionSpec(_Strict):
     turns_mean: float = Field(default=4.0, ge=1)
     turns: int | None = Field(default=None, ge=1)
     shared_prefix_tokens: int = Field(default=0, ge=0)
-    think_time_s: float = Field(default=10.0, ge=0)
+    think_time_s: float = Field(default=10.0, ge=0, le=MAX_SIM_TIME_S)
     new_tokens: SampledLengthSpec = SampledLengthSpec(dist="lognormal", mean=200, cv=1.0)
 
 
@@ -209,12 +209,12 @@ class AutoscaleSpec(_Strict):
     add a replica (ready after ``startup_s``); below ``down_outstanding`` drain one. Bounded by
     [min_replicas, max_replicas]."""
 
-    interval_s: float = Field(default=10.0, gt=0)
+    interval_s: float = Field(default=10.0, ge=1e-3, le=MAX_SIM_TIME_S)
     up_outstanding: float = Field(default=32.0, gt=0)
     down_outstanding: float = Field(default=2.0, ge=0)
     min_replicas: int = Field(default=1, ge=1, le=4096)
     max_replicas: int = Field(default=64, ge=1, le=4096)
-    startup_s: float = Field(default=60.0, ge=0)
+    startup_s: float = Field(default=60.0, ge=0, le=MAX_SIM_TIME_S)
 
     @model_validator(mode="after")
     def _ordered(self) -> "AutoscaleSpec":
