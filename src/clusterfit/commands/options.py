@@ -14,7 +14,7 @@ DpOpt = Annotated[Optional[int], typer.Option(help="Attention data-parallel rank
 PrecisionOpt = Annotated[Optional[str], typer.Option(
     help="Weight precision: bf16, fp8, fp8_block, int8, int4, mxfp4, mxfp8, nvfp4 (default: the checkpoint's)")]
 ExpertsPrecisionOpt = Annotated[Optional[str], typer.Option(help="Override the routed experts' precision")]
-KvDtypeOpt = Annotated[Optional[str], typer.Option(help="KV-cache dtype: bf16, fp16, fp8")]
+KvDtypeOpt = Annotated[Optional[str], typer.Option(help="KV-cache dtype: bf16, fp16, fp8, fp32")]
 CatalogOpt = Annotated[Optional[list[Path]], typer.Option(
     "--catalog", metavar="FILE", help="Extra hardware catalog, YAML or TOML (repeatable; later files win)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
