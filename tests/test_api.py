@@ -127,6 +127,12 @@ def test_request_and_keywords_not_both():
       "hgx_h200=1e308"], "a price in (0, 1,000]"),
     (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "mi300x_platform", "--engine",
       "trtllm"], "--engine: trtllm runs on NVIDIA GPUs only"),   # exit 0 with 'No plan meets the targets'
+    # an empty name was read as the default, a repeated system searched twice (a second fuzzing pass)
+    (["perf", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--batch", "1", "--kv-dtype", ""],
+     "--kv-dtype: string should have at least 1 character"),
+    (["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--rate", "1", "--engine", ""],
+     "--engine: string should have at least 1 character"),
+    (["fit", "llama-3.1-8b", "--system", "h200", "--system", "H200"], "--system: 'H200' is given twice"),
     # bench checks its own options before contacting the endpoint (these said 'cannot connect to ...')
     (["bench", "http://127.0.0.1:9", "--trace", "/nonexistent", "--requests", "3"], "trace file not found"),
     (["bench", "http://127.0.0.1:9", "--isl", "10", "--osl", "5", "--rate", "1", "--compare", "llama-3.1-8b",

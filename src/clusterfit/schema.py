@@ -11,10 +11,11 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes (GB = 1e9, GiB 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError,
-                      model_serializer)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
+                      ValidationError, model_serializer)
+from pydantic_core import PydanticCustomError
 
 from .errors import ClusterfitError, ParameterError  # ParameterError: re-exported (schema.ParameterError)
 from .inputs import RefuseBool
@@ -41,6 +42,21 @@ MIN_LOAD = 1e-6
 MIN_LATENCY_MS = 1e-3
 MAX_LATENCY_MS = 1e7
 MAX_SIM_TIME_S = 1e7
+
+
+def _distinct(names: list[str] | None) -> list[str] | None:
+    """A list of names without repeats (any case): a repeated system would be searched and shown twice."""
+    seen: set[str] = set()
+    for name in names or []:
+        key = name.strip().lower()
+        if key in seen:
+            raise PydanticCustomError("repeated", "{name} is given twice", {"name": repr(name)})
+        seen.add(key)
+    return names
+
+
+#: System ids or GPU names, each at most once.
+SystemNames = Annotated[list[str], AfterValidator(_distinct)]
 
 
 class Schema(BaseModel):
@@ -224,13 +240,13 @@ class SpeculativeRequest(RequestSchema):
 class FitRequest(LayoutRequest, SpeculativeRequest):
     model: str | None = Field(None, description="HF id, alias or path to a config.json")
     params: str | None = Field(None, description="Bare parameter count (744B, 1.6T): naive mode")
-    systems: list[str] = Field(default_factory=lambda: ["h100", "h200", "b200"], min_length=1, max_length=64)
+    systems: SystemNames = Field(default_factory=lambda: ["h100", "h200", "b200"], min_length=1, max_length=64)
     precision: str | None = None
     experts_precision: str | None = None
-    kv_dtype: str | None = None
+    kv_dtype: str | None = Field(None, min_length=1)
     nodes: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes per replica (default: the fewest that fit)")
     context: int = Field(32768, ge=1, le=MAX_TOKENS, description="Tokens per sequence (prompt + output)")
-    engine: str = "vllm"
+    engine: str = Field("vllm", min_length=1)
     gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0)
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)
     block_size: int = Field(16, ge=1, le=4096, description="Paged-KV block size, tokens")
@@ -249,14 +265,14 @@ class PerfRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
     gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
     precision: str | None = None
     experts_precision: str | None = None
-    kv_dtype: str | None = None
+    kv_dtype: str | None = Field(None, min_length=1)
     concurrency: int | None = Field(None, ge=1, le=MAX_BATCH, description="Closed-loop concurrent requests")
     max_throughput: bool = False
     batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="Decode batch size (with context)")
     context: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Context length of the decode batch")
     allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
-    engine: str = "vllm"
+    engine: str = Field("vllm", min_length=1)
     catalog: list[Path] = Field(default_factory=list)
     profile: Profile | None = Field(None, description=_PROFILE_HELP)
 
@@ -279,11 +295,11 @@ class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
                                           description="TPOT percentile judged (default 90, or the scenario's)")
     min_goodput: float | None = Field(None, ge=0.0, le=1.0,
                                       description="Least share of requests within both SLOs (default 0.9)")
-    systems: list[str] | None = Field(None, min_length=1, max_length=64,
-                                      description="System ids or GPU names (default: all)")
+    systems: SystemNames | None = Field(None, min_length=1, max_length=64,
+                                        description="System ids or GPU names (default: all)")
     precisions: list[str] | None = Field(None, description="Weight precisions (default: the checkpoint's)")
     kv_dtypes: list[str] | None = None
-    engine: str | None = None
+    engine: str | None = Field(None, min_length=1)
     prefix_cache_hit: float | None = Field(None, ge=0.0, le=1.0)
     allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
@@ -329,8 +345,8 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
     system: str | None = None
     gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
     precision: str | None = None
-    kv_dtype: str | None = None
-    engine: str | None = None
+    kv_dtype: str | None = Field(None, min_length=1)
+    engine: str | None = Field(None, min_length=1)
     isl: int | None = Field(None, ge=1, le=MAX_TOKENS)
     osl: int | None = Field(None, ge=1, le=MAX_TOKENS)
     length_cv: float = Field(0.0, ge=0.0, le=100.0)

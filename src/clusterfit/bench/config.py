@@ -85,8 +85,8 @@ class BenchConfig(LayoutRequest, EngineSettingsRequest):
     system: str | None = None
     gpus: int | None = Field(None, ge=1, le=4096)
     precision: str | None = None
-    kv_dtype: str | None = None
-    engine: str | None = None
+    kv_dtype: str | None = Field(None, min_length=1)
+    engine: str | None = Field(None, min_length=1)
     replicas: int | None = Field(None, ge=1, le=4096, description="Replicas behind the endpoint (prediction)")
     policy: str | None = None
     catalog: list[str] = Field(default_factory=list)

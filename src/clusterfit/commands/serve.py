@@ -16,6 +16,7 @@ def serve_command(
     import socket
 
     from ..errors import ClusterfitError
+    from ..twin.server import bind
 
     try:
         import uvicorn
@@ -25,13 +26,7 @@ def serve_command(
         raise ClusterfitError(f"`clusterfit serve` needs the web extra ({exc.name or exc} is not installed): "
                               "pip install 'clusterfit[web]'") from None
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ClusterfitError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock = bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     typer.echo(f"clusterfit serving on http://{shown}:{bound}/ (API docs at /docs; Ctrl-C stops)", err=True)

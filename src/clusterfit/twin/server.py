@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, ParameterError
 
 if TYPE_CHECKING:
     from .config import TwinRequest
@@ -39,7 +40,10 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ClusterfitError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        # a host that does not resolve or is not this machine's is --host's fault; a port taken or refused, --port's
+        bad_host = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+        raise ParameterError("host" if bad_host else "port",
+                             f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock
 
 
