@@ -378,3 +378,19 @@ def test_a_body_not_sent_as_json_says_so(client) -> None:
     assert r.status_code == 400 and "content-type application/json (got content-type text/plain)" in r.json()["detail"]
     r = client.post("/api/fit", content=b"[1, 2]", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["detail"].endswith("got a JSON array")
+
+
+def test_a_checkpoint_variant_is_a_model_over_http(client) -> None:
+    """The names users deploy (-Instruct, -FP8) were 'unknown model' over HTTP while the CLI read them; the deploy
+    answer serves the variant's own checkpoint, and a variant's FP8 suffix sets its precision."""
+    r = client.post("/api/deploy", json={"model": "meta-llama/Llama-3.1-8B-Instruct", "systems": ["h200"], "isl": 1000,
+                                         "osl": 200, "rate": 5})
+    assert r.status_code == 200, r.text
+    launch = next(f["text"] for f in r.json()["files"] if f["path"].endswith(".sh"))
+    assert "vllm serve meta-llama/Llama-3.1-8B-Instruct " in launch
+    fp8 = client.post("/api/fit", json={"model": "Qwen/Qwen3-8B-FP8", "systems": ["h200"]}).json()
+    base = client.post("/api/fit", json={"model": "Qwen/Qwen3-8B", "systems": ["h200"]}).json()
+    assert fp8["model"]["name"] == "Qwen3-8B-FP8"
+    assert fp8["results"][0]["weight_bytes"] < 0.6 * base["results"][0]["weight_bytes"]
+    bad = client.post("/api/fit", json={"model": "Qwen3-8B-FooBar", "systems": ["h200"]})
+    assert bad.status_code == 422 and "unknown model" in bad.json()["detail"]

@@ -1033,6 +1033,28 @@ def _is_local(p: Path) -> bool:
         return False
 
 
+def load_variant(key: str, ref: ModelRef) -> ModelArch:
+    """The bundled model ``key`` resolves to (``resolve_model_ref``): its base's architecture, in the precision its
+    suffix states, named and served (``checkpoint_id``) as the variant. Reads package data only (the HTTP API
+    resolves names with it, never looking for a file of that name)."""
+    model = load_bundled(ref.hf_id)
+    if ref.precision is not None:
+        suffix = next(s for s in ref.stripped if s in PRECISION_SUFFIXES)
+        model = with_checkpoint_precision(model, ref.precision, f"the name suffix -{suffix}")
+    if ref.stripped:
+        from dataclasses import replace
+
+        from .hub import is_repo_id
+
+        # the checkpoint is the variant the name names, not the bundled base whose shapes it shares: its id when
+        # the name is one (org/name), else unknown (deploy then asks for it)
+        note = (f"'{key}' read as {ref.hf_id}'s architecture (suffixes "
+                f"{', '.join('-' + s for s in ref.stripped)} name a checkpoint variant of the same network)")
+        model = replace(model, name=key.split("/", 1)[-1], checkpoint_id=key if is_repo_id(key) else None,
+                        notes=model.notes + (note,))
+    return model
+
+
 def load_model(name: str) -> ModelArch:
     """A model by name, case-insensitive: a path to a config.json (or a folder holding one); a bundled HF id or
     alias, or a checkpoint variant of one (``resolve_model_ref``: 'Qwen3-32B-FP8' is Qwen/Qwen3-32B's architecture
@@ -1057,22 +1079,7 @@ def load_model(name: str) -> ModelArch:
         return model
     ref = resolve_model_ref(key)
     if ref is not None:
-        model = load_bundled(ref.hf_id)
-        if ref.precision is not None:
-            suffix = next(s for s in ref.stripped if s in PRECISION_SUFFIXES)
-            model = with_checkpoint_precision(model, ref.precision, f"the name suffix -{suffix}")
-        if ref.stripped:
-            from dataclasses import replace
-
-            from .hub import is_repo_id
-
-            # the checkpoint is the variant the name names, not the bundled base whose shapes it shares: its id
-            # when the name is one (org/name), else unknown (deploy then asks for it)
-            note = (f"'{key}' read as {ref.hf_id}'s architecture (suffixes "
-                    f"{', '.join('-' + s for s in ref.stripped)} name a checkpoint variant of the same network)")
-            model = replace(model, name=key.split("/", 1)[-1], checkpoint_id=key if is_repo_id(key) else None,
-                            notes=model.notes + (note,))
-        _CACHE[key] = model
+        model = _CACHE[key] = load_variant(key, ref)
         return model
     from . import hub
 

@@ -15,7 +15,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from ..arch import forget_model, is_loaded, load_bundled, model_aliases, parse_config, register_model
+from ..arch import (forget_model, is_loaded, load_bundled, load_variant, model_aliases, parse_config, register_model,
+                    resolve_model_ref)
 from ..errors import ClusterfitError, unknown
 from ..schema import ParameterError
 
@@ -30,7 +31,8 @@ _registered: OrderedDict[str, str] = OrderedDict()   # cache key -> display name
 
 def bundled_model(name: str) -> str:
     """The HF id of bundled model ``name`` (an HF id or alias, case-insensitive), loaded into the model cache
-    from the package's own data; anything else is a ParameterError.
+    from the package's own data, or ``name`` itself for a checkpoint variant of one (arch.resolve_model_ref:
+    '-Instruct', '-FP8', dated suffixes); anything else is a ParameterError.
 
     Never touches the filesystem outside the package: a path (``/etc/passwd``, ``../x/config.json``) is refused
     as such, and the model is put in the cache under its HF id so that ``load_model`` finds it there without
@@ -48,6 +50,13 @@ def bundled_model(name: str) -> str:
             or key.count("/") > 1 or ":" in key):
         raise ParameterError("model", f"'{key}' is not a bundled model; the HTTP API reads no server files: send "
                              "the config.json content in the request body as `config` (see GET /api/models)")
+    ref = resolve_model_ref(key)
+    if ref is not None:   # a checkpoint variant of a bundled model (Llama-3.1-8B-Instruct, Qwen3-8B-FP8), kept
+        with _lock:       # under its name, so that load_model finds it without looking for a file of that name
+            known = key in _registered and is_loaded(key)
+        if not known:
+            _remember(key, load_variant(key, ref), key)
+        return key
     exc = unknown("model", key, sorted(set(aliases.values())) + sorted(aliases))
     raise ParameterError("model", str(exc).replace("`clusterfit models`", "GET /api/models")) from None
 
@@ -79,6 +88,13 @@ def register_config(config: dict[str, Any], name: str | None = None) -> str:
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as exc:
         # parse_config checks the relations it knows; anything else malformed is reported, not a crash
         raise ParameterError("config", f"malformed config.json: {type(exc).__name__}: {exc}") from None
+    _remember(key, model, display)
+    return key
+
+
+def _remember(key: str, model: Any, display: str) -> None:
+    """Register ``model`` under ``key`` for load_model, keeping the MAX_CUSTOM most recent (a server sees any
+    number of configs and variant names)."""
     with _lock:
         register_model(key, model)
         _registered[key] = display
@@ -86,4 +102,3 @@ def register_config(config: dict[str, Any], name: str | None = None) -> str:
         while len(_registered) > MAX_CUSTOM:
             old, _ = _registered.popitem(last=False)
             forget_model(old)
-    return key
