@@ -274,3 +274,12 @@ def test_a_price_takes_the_names_system_takes(run_json):
     out = run_json("plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200",
                    "--price", "h200=3")
     assert out["per_system"][0]["price_per_gpu_hour"] == 3.0
+
+
+def test_an_unknown_load_kind_is_named_before_its_bound_is_looked_up():
+    """Load checked its kind's upper bound first: an unknown kind raised KeyError, not the error naming it."""
+    from clusterfit.errors import ClusterfitError
+    from clusterfit.planning.workload import Load
+
+    with pytest.raises(ClusterfitError, match="unknown load kind 'tokens_per_day'"):
+        Load("tokens_per_day", 5.0)  # type: ignore[arg-type]

@@ -42,6 +42,9 @@ MIN_LOAD = 1e-6
 MIN_LATENCY_MS = 1e-3
 MAX_LATENCY_MS = 1e7
 MAX_SIM_TIME_S = 1e7
+#: The longest think time between an agent session's turns (a day), s: a scenario's agent and a simulation's
+#: sessions.
+MAX_THINK_TIME_S = 86_400.0
 
 
 def _distinct(names: list[str] | None) -> list[str] | None:

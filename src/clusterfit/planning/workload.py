@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import ClusterfitError
-from ..schema import MAX_CONCURRENCY, MAX_RATE_RPS, MAX_TOKENS, MAX_TOKENS_PER_S
+from ..schema import MAX_CONCURRENCY, MAX_RATE_RPS, MAX_THINK_TIME_S, MAX_TOKENS, MAX_TOKENS_PER_S
 
 #: Number of equal-probability points a fitted length distribution is discretised into.
 DIST_POINTS = 16
@@ -193,12 +193,12 @@ class Load:
     value: float
 
     def __post_init__(self) -> None:
-        _check_positive(f"load ({self.kind})", self.value)
-        top = _LOAD_MAX[self.kind]
-        if self.value > top:
-            raise ClusterfitError(f"load ({self.kind}) must be at most {top:,.0f}, got {self.value:.6g}")
-        if self.kind not in ("requests_per_s", "output_tokens_per_s", "concurrent_sessions"):
+        if self.kind not in _LOAD_MAX:
             raise ClusterfitError(f"unknown load kind {self.kind!r}")
+        _check_positive(f"load ({self.kind})", self.value)
+        if self.value > _LOAD_MAX[self.kind]:
+            raise ClusterfitError(f"load ({self.kind}) must be at most {_LOAD_MAX[self.kind]:,.0f}, got "
+                                  f"{self.value:.6g}")
 
     def describe(self) -> str:
         unit = {"requests_per_s": "requests/s", "output_tokens_per_s": "output tokens/s",
@@ -206,9 +206,8 @@ class Load:
         return f"{self.value:g} {unit}"
 
 
-#: Most turns an agent session may have, and the longest think time between turns (a day), seconds.
+#: Most turns an agent session may have.
 MAX_TURNS = 100_000
-MAX_THINK_TIME_S = 86_400.0
 
 
 @dataclass(frozen=True)

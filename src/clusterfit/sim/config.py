@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from ..inputs import RefuseBool
-from ..schema import MAX_RATE_RPS, MAX_SIM_TIME_S, MAX_TOKENS, MIN_LOAD
+from ..schema import MAX_RATE_RPS, MAX_SIM_TIME_S, MAX_THINK_TIME_S, MAX_TOKENS, MIN_LOAD
 from ..speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
 
 #: Keys of ``simulation.replica`` renamed to vLLM's engine-argument names: old -> new.
@@ -94,7 +94,7 @@ class SessionSpec(_Strict):
     turns_mean: float = Field(default=4.0, ge=1)
     turns: int | None = Field(default=None, ge=1)
     shared_prefix_tokens: int = Field(default=0, ge=0)
-    think_time_s: float = Field(default=10.0, ge=0, le=MAX_SIM_TIME_S)
+    think_time_s: float = Field(default=10.0, ge=0, le=MAX_THINK_TIME_S)
     new_tokens: SampledLengthSpec = SampledLengthSpec(dist="lognormal", mean=200, cv=1.0)
 
 
