@@ -137,6 +137,8 @@ MIN_TFLOPS = 0.1  # dense TFLOP/s per GPU
 MIN_LINK_GBS = 0.1  # GB/s per GPU, bidirectional
 MIN_NIC_GBPS = 0.1  # Gb/s per GPU
 MAX_TDP_W = 10_000.0
+#: Highest price a catalog lists or a user passes, $ per GPU-hour (plan --price, a scenario's cost.prices).
+MAX_USD_PER_GPU_HOUR = 1000.0
 MAX_DOMAIN_GPUS = 1_000_000
 
 _ID_PATTERN = r"^[a-z0-9][a-z0-9_]*$"
@@ -248,7 +250,7 @@ class PriceEntry(_Entry):
     gpu: str | None = None
     gpus_per_instance: int | None = Field(default=None, ge=1)
     rent_unit: Literal["gpu", "node"] | None = None   # None: per GPU when gpus_per_instance is 1, else whole nodes
-    usd_per_gpu_hour: float = Field(gt=0, le=1000)
+    usd_per_gpu_hour: float = Field(gt=0, le=MAX_USD_PER_GPU_HOUR)
     usd_per_instance_hour: float | None = Field(default=None, gt=0)
     kind: str = Field(min_length=1)
     date: str | None = None

@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from ..errors import ClusterfitError
-from ..hardware import load_prices
+from ..hardware import MAX_USD_PER_GPU_HOUR, load_prices
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
 
@@ -42,8 +42,7 @@ class GpuHourPrice:
         return f"${self.usd_per_gpu_hour:.2f}/GPU-h, {unit} ({self.source}{when})"
 
 
-#: Highest prices taken: $/GPU-hour (the hardware catalog's bound on a listed price) and $/million tokens.
-MAX_USD_PER_GPU_HOUR = 1000.0
+#: Highest endpoint price taken, $ per million tokens (input or output).
 MAX_USD_PER_MTOK = 10_000.0
 
 
@@ -75,12 +74,12 @@ class EndpointPrice:
                 vals[side] = float(val.strip().lstrip("$"))
             except ValueError:
                 raise ClusterfitError(f"--endpoint-price: {val!r} is not a number") from None
-            if not 0 <= vals[side] <= MAX_USD_PER_MTOK:
-                raise ClusterfitError(f"--endpoint-price: {side}= must be in 0..{MAX_USD_PER_MTOK:,.0f} $/Mtok, got "
-                                      f"{val.strip()!r}")
         if set(vals) != {"in", "out"}:
             raise ClusterfitError(f"--endpoint-price needs both in= and out= (got {text!r})")
-        return cls(vals["in"], vals["out"])
+        try:
+            return cls(vals["in"], vals["out"])
+        except ClusterfitError as exc:
+            raise ClusterfitError(f"--endpoint-price: {exc}") from None
 
     def usd_per_request(self, isl_tokens: float, osl_tokens: float) -> float:
         """$ for one request of ``isl_tokens`` in and ``osl_tokens`` out."""

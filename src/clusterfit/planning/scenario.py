@@ -43,7 +43,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from ..engines import EngineSettings
 from ..errors import ClusterfitError
 from ..inputs import RefuseBool
-from .cost import MAX_USD_PER_GPU_HOUR
+from ..hardware import MAX_USD_PER_GPU_HOUR
 from .workload import SLO, AgentSessions, LengthDist, Load, Workload
 
 
