@@ -17,8 +17,9 @@ from urllib.parse import urlsplit
 from pydantic import Field
 
 from ..inputs import http_url_problem
-from ..schema import MAX_RATE_RPS, MAX_TOKENS, MIN_LOAD, EngineSettingsRequest, LayoutRequest, ParameterError
+from ..schema import MAX_RATE_RPS, MAX_TOKENS, EngineSettingsRequest, LayoutRequest, ParameterError
 from ..sim.config import SampledLengthSpec
+from ..sim.requests import check_rate
 
 #: Most requests one run may send: each keeps its inter-token gaps (8 bytes per output token) until the end.
 MAX_BENCH_REQUESTS = 1_000_000
@@ -179,9 +180,8 @@ def check(cfg: BenchConfig) -> None:
     else:
         if cfg.rate is None and cfg.concurrency is None:
             raise ParameterError("rate", "give a load: --rate R (requests/s), --concurrency N or --trace FILE")
-        if cfg.rate is not None and cfg.rate < MIN_LOAD:
-            raise ParameterError("rate", f"must be at least {MIN_LOAD:g} requests/s (one request per ~12 days), "
-                                 f"got {cfg.rate:g}")
+        if cfg.rate is not None:
+            check_rate(cfg.rate)
         if cfg.rate is None and (cfg.arrival is not None or cfg.burstiness is not None):
             raise ParameterError("arrival" if cfg.arrival is not None else "burstiness", "needs --rate")
         if cfg.arrival not in (None, "gamma") and cfg.burstiness is not None:

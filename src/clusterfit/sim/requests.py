@@ -96,14 +96,20 @@ def draw_lengths(spec: SampledLengthSpec, n: int, rng: np.random.Generator) -> n
     return x.astype(np.int64)
 
 
+def check_rate(rate: float) -> None:
+    """An arrival rate the simulator's clock can run: at least MIN_LOAD requests/s (one request per ~12 days; slower
+    gaps overflow it). Every arrival process goes through it, and so does bench's --rate before its run."""
+    if not rate >= MIN_LOAD:
+        raise ParameterError("rate", f"must be at least {MIN_LOAD:g} requests/s to simulate (one request per ~12 "
+                             f"days: slower gaps overflow the simulator's clock), got {rate:g}")
+
+
 def arrival_times(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` increasing arrival times, seconds from 0, from the process in ``spec``."""
     if spec.rate_rps is None:
         raise ClusterfitError("the arrival process needs `rate_rps` (requests per second)")
     lam = spec.rate_rps
-    if not lam >= MIN_LOAD:
-        raise ParameterError("rate", f"must be at least {MIN_LOAD:g} requests/s to simulate (one request per ~12 "
-                             f"days: slower gaps overflow the clock), got {lam:g}")
+    check_rate(lam)
     if spec.process == "poisson":
         gaps = rng.exponential(1.0 / lam, n)
     elif spec.process == "gamma":
