@@ -52,9 +52,7 @@ def bundled_model(name: str) -> str:
                              "the config.json content in the request body as `config` (see GET /api/models)")
     ref = resolve_model_ref(key)
     if ref is not None:   # a checkpoint variant of a bundled model (Llama-3.1-8B-Instruct, Qwen3-8B-FP8), kept
-        with _lock:       # under its name, so that load_model finds it without looking for a file of that name
-            known = key in _registered and is_loaded(key)
-        if not known:
+        if not _recall(key):   # under its name, so that load_model finds it without looking for a file of that name
             _remember(key, load_variant(key, ref), key)
         return key
     exc = unknown("model", key, sorted(set(aliases.values())) + sorted(aliases))
@@ -77,10 +75,8 @@ def register_config(config: dict[str, Any], name: str | None = None) -> str:
     except (TypeError, ValueError) as exc:
         raise ParameterError("config", f"is not plain JSON ({exc})") from None
     key = f"{PREFIX}{digest}:{display}"
-    with _lock:
-        if key in _registered and is_loaded(key):
-            _registered.move_to_end(key)
-            return key
+    if _recall(key):
+        return key
     try:
         model = parse_config(config, name=display)
     except ClusterfitError:
@@ -90,6 +86,15 @@ def register_config(config: dict[str, Any], name: str | None = None) -> str:
         raise ParameterError("config", f"malformed config.json: {type(exc).__name__}: {exc}") from None
     _remember(key, model, display)
     return key
+
+
+def _recall(key: str) -> bool:
+    """Whether ``key`` is registered and loaded; if so it becomes the most recent (the LRU keeps it longest)."""
+    with _lock:
+        if key in _registered and is_loaded(key):
+            _registered.move_to_end(key)
+            return True
+    return False
 
 
 def _remember(key: str, model: Any, display: str) -> None:

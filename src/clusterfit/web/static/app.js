@@ -203,7 +203,7 @@ async function runPlan() {
   $("plan-status").textContent = "planning...";
   try {
     const res = await api("/api/plan", req);
-    renderPlan(res, req.osl);
+    renderPlan(res);
     $("plan-status").textContent = `${fmtInt(res.configurations_evaluated)} configurations evaluated`;
   } catch (e) {
     $("plan-error").textContent = e.message;
@@ -215,10 +215,11 @@ async function runPlan() {
 
 function figure(value, label) { return el("div", {}, el("b", { text: value }), el("span", { text: label })); }
 
-function renderPlan(res, osl) {
+function renderPlan(res) {
   const out = [];
-  // one output token: it is sampled at the end of the prefill, no request decodes, so there is no TPOT to show
-  const tpotText = (t) => (osl !== null && osl <= 1 ? "-" : fmtMs(t));
+  // one output token (the plan says so): it is sampled at the end of the prefill, no request decodes, no TPOT
+  const noDecode = res.one_output_token === true;
+  const tpotText = (t) => (noDecode ? "-" : fmtMs(t));
   out.push(el("p", { class: "hint", text: `${res.model}: ${res.workload}; ${res.slo}` }));
   const r = res.recommended;
   if (r) {
@@ -229,7 +230,7 @@ function renderPlan(res, osl) {
         figure(fmtInt(r.nodes), "nodes"), figure(fmtInt(r.total_gpus), "GPUs"),
         figure(fmtMoney(r.cost_per_hour), "per hour"), figure(fmtMoney(r.cost_per_mtok_out), "per Mtok out"),
         figure(fmtMs(r.ttft_s), "TTFT (predicted)"), figure(tpotText(r.tpot_s), "TPOT (predicted)"),
-        figure(osl !== null && osl <= 1 ? "-" : r.tokens_per_s_per_user.toFixed(0), "tokens/s per user")),
+        figure(noDecode ? "-" : r.tokens_per_s_per_user.toFixed(0), "tokens/s per user")),
       el("p", { class: "hint", text: r.explanation || r.why })));
   } else {
     out.push(el("p", { class: "verdict bad", text: "No plan meets the targets." }));
