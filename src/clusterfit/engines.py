@@ -95,7 +95,8 @@ result is written back to the YAML with the command that produced it:
   and the prompts never crowd the decodes out of a step. Against the simulator at max throughput, Llama-3.1-8B on
   one H200 at 1000/128: perf +10.9% -> +4.6% output tokens/s, Qwen3-30B-A3B at 2000/500 +17.0% -> +9.7%. The
   first-token time and the planner's curve keep the mixed-step approximation, which the simulator prefers at the
-  planner's light loads (benchmarks/plan_vs_sim.py, SGLang's question: TPOT p90 gap +2.3%, +4.5% with it).
+  planner's light loads (benchmarks/plan_vs_sim.py, SGLang's question: TPOT p90 gap +2.3%; a scratch run with the
+  planner's curve non-mixed planned 4 x TP2 instead of 7 x TP1 with a +4.5% gap, output not kept).
 - async_scheduling_with_linear_attention: whether the engine keeps its async (overlap) scheduling for models with
   linear-attention or Mamba layers. SGLang does not by default: for such hybrid models its default prefix-cache
   strategy (MambaRadixCache ``no_buffer``) "will automatically close overlap schedule for compatibility reasons"

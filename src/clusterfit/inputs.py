@@ -97,7 +97,7 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
 
 def check_depth(data: Any, origin: str, limit: int = MAX_DEPTH, most: int = MAX_VALUES) -> None:
     """Refuse nesting deeper than ``limit``, more than ``most`` values once YAML aliases are expanded (a 'billion
-    laughs' document: a few lines whose aliases expand to 9^10 values, which every reader after this would walk),
+    laughs' document: nine lines whose aliases expand to 9^9 values, which every reader after this would walk),
     and non-finite numbers (iteratively: no recursion on input)."""
     stack: list[tuple[Any, int]] = [(data, 0)]
     seen = 0

@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from ..errors import ClusterfitError
 from .config import DEFAULT_REQUESTS, MAX_BENCH_REQUESTS, BenchConfig, base_v1, parse_config
-from .load import describe_lengths, filler_prompt, plan
+from .load import Plan, describe_lengths, filler_prompt, plan
 from .metrics import summarize
 from .result import BenchLoad, BenchResult, BenchSweep, RequestRecord
 
@@ -166,7 +166,7 @@ def _all_failed(records: list[RequestRecord], url: str) -> str:
     return f"all {len(records)} requests to {url} failed ({parts}); first: {counts[0]['example']}"
 
 
-async def _drive(client: Any, cfg: BenchConfig, model: str, planned: Any,
+async def _drive(client: Any, cfg: BenchConfig, model: str, planned: Plan,
                  progress: BenchProgress | None) -> tuple[list[RequestRecord], float]:
     """Send the ``planned`` requests (``plan(cfg)``); return their records (in plan order) and the run's duration,
     s."""
