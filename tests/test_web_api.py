@@ -202,7 +202,7 @@ def test_busy_and_timeout() -> None:
 
     async def scenario() -> None:
         release = threading.Event()
-        runner = Runner(workers=1, timeout_s=5)
+        runner = Runner(workers=1, timeout_s=5, queue_s=0.1)
         first = asyncio.ensure_future(runner.run(release.wait))
         await asyncio.sleep(0.05)
         with pytest.raises(Busy):
@@ -251,7 +251,7 @@ def test_429_over_http() -> None:
         gate.wait(5)
         return original(*args, **kwargs)
 
-    with running_server(workers=1, warm=False) as url:
+    with running_server(workers=1, warm=False, queue_s=0.2) as url:
         try:
             cf.api.fit = slow_fit  # type: ignore[assignment]
             with httpx.Client(base_url=url, timeout=30) as c:
@@ -266,6 +266,67 @@ def test_429_over_http() -> None:
             cf.api.fit = original  # type: ignore[assignment]
     assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
     assert results == [200]
+
+
+def test_a_call_waits_for_a_worker_and_catalog_reads_take_none() -> None:
+    """With the only worker busy for ~1 s, a second computation waits for it (queue_s) instead of a 429, and the
+    catalog reads answer at once: they take no worker slot."""
+    gate = threading.Event()
+    original = cf.api.fit
+
+    def slow_fit(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        gate.wait(5)
+        return original(*args, **kwargs)
+
+    with running_server(workers=1, warm=False, queue_s=5) as url:
+        try:
+            cf.api.fit = slow_fit  # type: ignore[assignment]
+            with httpx.Client(base_url=url, timeout=30) as c:
+                results: list[int] = []
+                first = threading.Thread(target=lambda: results.append(c.post("/api/fit", json=GLM).status_code))
+                first.start()
+                time.sleep(0.3)
+                waiting = threading.Thread(target=lambda: results.append(c.post("/api/fit", json=GLM).status_code))
+                waiting.start()
+                time.sleep(0.3)
+                models, systems = c.get("/api/models"), c.get("/api/systems")
+                gate.set()
+                first.join()
+                waiting.join()
+        finally:
+            cf.api.fit = original  # type: ignore[assignment]
+    assert results == [200, 200]
+    assert models.status_code == 200 and systems.status_code == 200
+
+
+def test_a_plan_past_the_budget_frees_its_worker() -> None:
+    """A plan's search checks the per-call budget (clusterfit.deadline) per layout, so a plan answered 422 gives
+    its worker back instead of holding it to the end of the search."""
+    from clusterfit.web.app import Runner, TooLong
+
+    def heavy() -> object:
+        return cf.plan(model="deepseek-ai/DeepSeek-V3", isl=4096, osl=1024, rate=5, ttft_ms=2000, tpot_ms=50)
+
+    async def scenario() -> None:
+        runner = Runner(workers=1, timeout_s=0.05)
+        with pytest.raises(TooLong):
+            await runner.run(heavy)
+        t0 = time.monotonic()
+        while not runner.slots.acquire(blocking=False):
+            assert time.monotonic() - t0 < 2, "the plan kept its worker after the 422"
+            await asyncio.sleep(0.02)
+        runner.slots.release()
+
+    asyncio.run(scenario())
+
+
+def test_repeated_precisions_are_refused(client: httpx.Client) -> None:
+    body = {"model": "llama-3.1-8b", "isl": 1000, "osl": 100, "rate": 1, "systems": ["h200"],
+            "precisions": ["fp8", "bf16", "FP8"]}
+    r = client.post("/api/plan", json=body)
+    assert r.status_code == 422 and "'FP8' is given twice" in r.json()["detail"]
+    r = client.post("/api/plan", json={**body, "precisions": [f"p{i}" for i in range(33)]})
+    assert r.status_code == 422 and r.json()["parameter"] == "precisions"
 
 
 def test_docs_and_page_are_served_without_a_cdn(client: httpx.Client) -> None:

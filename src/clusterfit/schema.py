@@ -48,7 +48,8 @@ MAX_THINK_TIME_S = 86_400.0
 
 
 def _distinct(names: list[str] | None) -> list[str] | None:
-    """A list of names without repeats (any case): a repeated system would be searched and shown twice."""
+    """A list of names without repeats (any case): a repeated system or precision would be searched and shown
+    twice."""
     seen: set[str] = set()
     for name in names or []:
         key = name.strip().lower()
@@ -58,8 +59,8 @@ def _distinct(names: list[str] | None) -> list[str] | None:
     return names
 
 
-#: System ids or GPU names, each at most once.
-SystemNames = Annotated[list[str], AfterValidator(_distinct)]
+#: Names each given at most once (any case): system ids or GPU names, precisions, KV dtypes.
+DistinctNames = Annotated[list[str], AfterValidator(_distinct)]
 
 
 class Schema(BaseModel):
@@ -243,7 +244,7 @@ class SpeculativeRequest(RequestSchema):
 class FitRequest(LayoutRequest, SpeculativeRequest):
     model: str | None = Field(None, description="HF id, alias or path to a config.json")
     params: str | None = Field(None, description="Bare parameter count (744B, 1.6T): naive mode")
-    systems: SystemNames = Field(default_factory=lambda: ["h100", "h200", "b200"], min_length=1, max_length=64)
+    systems: DistinctNames = Field(default_factory=lambda: ["h100", "h200", "b200"], min_length=1, max_length=64)
     precision: str | None = None
     experts_precision: str | None = None
     kv_dtype: str | None = Field(None, min_length=1)
@@ -298,17 +299,18 @@ class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
                                           description="TPOT percentile judged (default 90, or the scenario's)")
     min_goodput: float | None = Field(None, ge=0.0, le=1.0,
                                       description="Least share of requests within both SLOs (default 0.9)")
-    systems: SystemNames | None = Field(None, min_length=1, max_length=64,
+    systems: DistinctNames | None = Field(None, min_length=1, max_length=64,
                                         description="System ids or GPU names (default: all)")
-    precisions: list[str] | None = Field(None, description="Weight precisions (default: the checkpoint's)")
-    kv_dtypes: list[str] | None = None
+    precisions: DistinctNames | None = Field(None, min_length=1, max_length=32,
+                                             description="Weight precisions (default: the checkpoint's)")
+    kv_dtypes: DistinctNames | None = Field(None, min_length=1, max_length=32)
     engine: str | None = Field(None, min_length=1)
     prefix_cache_hit: float | None = Field(None, ge=0.0, le=1.0)
     allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
     scenario: Path | None = None
     failover: int | None = Field(None, ge=0, le=1000, description="Spare replicas (N+k)")
-    prices: list[str] | None = Field(None, description="SYSTEM=$/GPU-hour overrides")
+    prices: list[str] | None = Field(None, max_length=64, description="SYSTEM=$/GPU-hour overrides")
     endpoint_price: str | None = Field(None, description="Per-token endpoint, e.g. in=0.6,out=2.2 ($/Mtok)")
     max_nodes: int | None = Field(None, ge=1, le=64, description="Most nodes per replica (default 4)")
     nodes: int | None = Field(None, ge=1, le=256, description="Capacity mode: the budget in nodes of each system "

@@ -109,6 +109,7 @@ def max_replica_gpus(system: System, max_nodes: int) -> int:
 def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -> SearchResult:
     """Compile and evaluate every candidate; returns them with their capacity curves."""
     from ..compose import compile_replica
+    from ..deadline import check as check_deadline
     from ..precision import resolve_precision
     from ..engines import get_engine
     from ..intervals import bands_for, step_margins
@@ -142,6 +143,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                 layouts = candidate_layouts(model, system, top, min_gpus)
                 found = 0
                 for tp, pp, ep, dp in layouts.tolist():
+                    check_deadline()   # an HTTP call's budget (clusterfit.deadline): stop, freeing its worker
                     lay = _layout(tp, pp, ep, dp)
                     try:
                         sm = compile_replica(model, system, prec, lay, eng if drafting is None else

@@ -5,10 +5,11 @@ request models without server paths; responses: the API's result models, exactly
 ``/api/systems``, ``/api/health``; the page at ``/`` (``web/static``); OpenAPI at ``/openapi.json`` and Swagger UI
 at ``/docs`` (served from the ``fastapi-offline`` package's assets, no CDN; without that package ``/docs`` says so).
 
-Limits: request bodies of at most ``MAX_BODY_BYTES`` (413); at most ``workers`` computations at once (429 when
-all are busy); ``timeout_s`` of compute per call (a longer one is answered 422; a simulation stops at its next check
-of the budget, ``clusterfit.deadline``, and frees its worker slot; other work keeps the slot until it ends); at most
-200,000 simulated requests. Errors are JSON ``{"detail": message, "parameter": name}`` with
+Limits: request bodies of at most ``MAX_BODY_BYTES`` (413); at most ``workers`` computations at once (a call waits
+up to ``queue_s`` for a free worker, with at most ``MAX_WAITING`` calls waiting; 429 after that); ``timeout_s`` of
+compute per call (a longer one is answered 422; a simulation or a plan's search stops at its next check of the budget,
+``clusterfit.deadline``, and frees its worker slot; other work keeps the slot until it ends); at most 200,000
+simulated requests. The catalog reads (``/api/models``, ``/api/systems``) take no worker slot. Errors are JSON ``{"detail": message, "parameter": name}`` with
 the message the command line prints: 400 malformed JSON, 422 invalid request, 404/405/413/429. No traceback is
 ever sent; an unexpected failure is a 500 naming only the exception's type.
 """
@@ -34,7 +35,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from ..deadline import within
+from ..deadline import OutOfTime, within
 from ..errors import ClusterfitError
 from ..schema import (DeployResult, FitResult, HardwareList, ModelList, ParameterError, PerfResult, PlanResult, Schema, SimResult,
                       parse_request)
@@ -49,6 +50,9 @@ MAX_BODY_BYTES = 1_000_000
 TIMEOUT_S = 10.0
 #: Computations running at once.
 WORKERS = 2
+#: How long a call waits for a free worker before it is answered 429, seconds, and how many calls may wait.
+QUEUE_S = 5.0
+MAX_WAITING = 16
 
 STATIC = Path(__file__).parent / "static"
 
@@ -131,12 +135,15 @@ class BodyLimit:
 
 
 class Runner:
-    """Runs computations in worker threads: at most ``workers`` at once (else Busy), ``timeout_s`` each."""
+    """Runs computations in worker threads: at most ``workers`` at once, ``timeout_s`` each. A call that finds every
+    worker busy waits up to ``queue_s`` for one (at most ``MAX_WAITING`` calls wait), else Busy."""
 
-    def __init__(self, workers: int, timeout_s: float) -> None:
+    def __init__(self, workers: int, timeout_s: float, queue_s: float = QUEUE_S) -> None:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="clusterfit-web")
         self.slots = threading.BoundedSemaphore(workers)
         self.timeout_s = timeout_s
+        self.queue_s = queue_s
+        self.waiting = 0   # only the event loop's thread changes it
 
     def _budgeted(self, fn: Callable[[], T]) -> T:
         """``fn`` in a worker thread under the per-call budget: the simulator stops at its next check once the
@@ -144,9 +151,26 @@ class Runner:
         with within(self.timeout_s):
             return fn()
 
-    async def run(self, fn: Callable[[], T]) -> T:
-        if not self.slots.acquire(blocking=False):
+    async def _slot(self) -> None:
+        """Take a worker slot, waiting up to ``queue_s`` for one; Busy when none frees in time or too many wait."""
+        if self.slots.acquire(blocking=False):
+            return
+        if self.waiting >= MAX_WAITING or self.queue_s <= 0:
             raise Busy()
+        self.waiting += 1
+        wait = asyncio.get_running_loop().run_in_executor(None, self.slots.acquire, True, self.queue_s)
+        try:
+            got = await asyncio.shield(wait)
+        except asyncio.CancelledError:   # the client went away: give back the slot the wait may still take
+            wait.add_done_callback(lambda f: self.slots.release() if not f.cancelled() and f.result() else None)
+            raise
+        finally:
+            self.waiting -= 1
+        if not got:
+            raise Busy()
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        await self._slot()
         try:
             future = self.pool.submit(self._budgeted, fn)
         except BaseException:
@@ -155,7 +179,7 @@ class Runner:
         future.add_done_callback(lambda _f: self.slots.release())
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, OutOfTime):   # the computation may notice the budget first
             raise TooLong(f"the request needs more than the {self.timeout_s:g} s of compute one HTTP call may use; "
                           "ask for less (fewer simulated requests, systems or precisions), or run it with the "
                           "command line") from None
@@ -308,7 +332,7 @@ def _warm() -> None:
 
 
 def create_app(workers: int = WORKERS, timeout_s: float = TIMEOUT_S, max_body_bytes: int = MAX_BODY_BYTES,
-               warm: bool = True) -> FastAPI:
+               warm: bool = True, queue_s: float = QUEUE_S) -> FastAPI:
     """The FastAPI application: the JSON API, the page at ``/`` and the docs."""
     from .. import api
 
@@ -319,7 +343,7 @@ def create_app(workers: int = WORKERS, timeout_s: float = TIMEOUT_S, max_body_by
         yield
         runner.pool.shutdown(wait=False, cancel_futures=True)
 
-    runner = Runner(workers, timeout_s)
+    runner = Runner(workers, timeout_s, queue_s)
     app = FastAPI(title="clusterfit", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
                   description="Size, plan and simulate LLM serving clusters over HTTP: the same typed API as the "
                   "`clusterfit` command line (`--json` output). Models are bundled names (GET /api/models) or a "
@@ -328,8 +352,9 @@ def create_app(workers: int = WORKERS, timeout_s: float = TIMEOUT_S, max_body_by
     lock = threading.Lock()
 
     async def cached(key: str, make: Callable[[], BaseModel]) -> Response:
+        """A catalog read: the bundled lists, computed once, outside the worker slots (no request input)."""
         if key not in cache:
-            result = await runner.run(make)
+            result = await asyncio.to_thread(make)
             with lock:
                 cache.setdefault(key, _json(result))
         return cache[key]
@@ -363,12 +388,12 @@ def create_app(workers: int = WORKERS, timeout_s: float = TIMEOUT_S, max_body_by
         """Replicas under traffic, failures and SLOs (`clusterfit simulate --json`; at most 200,000 requests)."""
         return await call(api.simulate, req)
 
-    @app.get("/api/models", response_model=ModelList, responses={429: _ERRORS[429]}, tags=["api"])
+    @app.get("/api/models", response_model=ModelList, tags=["api"])
     async def models() -> Response:
         """The bundled models (HF ids and aliases): the names `model` accepts."""
         return await cached("models", api.models)
 
-    @app.get("/api/systems", response_model=HardwareList, responses={429: _ERRORS[429]}, tags=["api"])
+    @app.get("/api/systems", response_model=HardwareList, tags=["api"])
     async def systems() -> Response:
         """The systems of the hardware catalog."""
         return await cached("systems", api.systems)
