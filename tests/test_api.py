@@ -232,6 +232,26 @@ def test_api_names_stay_functions_when_every_module_is_loaded():
         assert callable(obj) and not isinstance(obj, types.ModuleType), name
 
 
+def test_fit_default_context_stays_within_the_model(run_cli):
+    """GPT-J-6B's config.json says max_position_embeddings 2048: fit's default context (32,768) is cut to it, while
+    an explicit longer --context stays an error."""
+    assert _cli_json(run_cli, "fit", "gpt-j-6b", "--system", "h200")["context"] == 2048
+    assert _cli_json(run_cli, "fit", "llama-3.1-8b", "--system", "h200")["context"] == 32768
+    code, _, err = run_cli("fit", "gpt-j-6b", "--system", "h200", "--context", "4096")
+    assert code == 2 and "beyond gpt-j-6b's context of 2,048" in " ".join(err.split()), err
+
+
+def test_fit_default_layout_of_a_moe_with_few_experts(run_cli, tmp_path):
+    """A MoE with 3 experts on 8 GPUs: the default layout puts the experts on the largest divisor of TP that divides
+    the expert count (1 here: every expert split by TP), not EP8, which the layout check refuses."""
+    cfg = json.loads(Path(cf.__file__).parent.joinpath("catalog", "models", "Qwen__Qwen3-30B-A3B.json").read_text())
+    cfg["num_experts"], cfg["num_experts_per_tok"] = 3, 2
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    out = _cli_json(run_cli, "fit", str(f), "--system", "h200")["results"][0]
+    assert out["layout"] == {"tp": 8, "pp": 1, "ep": 1, "dp": 1} and out["fits"] and out["nodes_needed"] == 1
+
+
 def test_perf_concurrency_above_the_running_batch_queues_and_says_so():
     """Llama-3.1-70B fp8 on 2x H100 TP2 under TensorRT-LLM admits 61 requests of 2048+2048 tokens (derived by hand
     in tests/test_kv_admission.py); 200 clients: the other 139 wait (200/61 - 1) request cycles of osl x TPOT."""

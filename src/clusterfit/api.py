@@ -146,6 +146,8 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
     model = bare_model(parse_param_count(req.params)) if req.params is not None else load_model(str(req.model))
     if "context" in req.model_fields_set:
         check_context(model, req.context, req.allow_longer_context, "context", "context")
+    elif model.max_context is not None and model.max_context < req.context:
+        req = req.model_copy(update={"context": model.max_context})   # the default, within the model's context
     prec = resolve_precision(model, req.precision, req.experts_precision, req.kv_dtype)
     spec = req.speculative_spec()
     if spec is not None:

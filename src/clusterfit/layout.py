@@ -117,7 +117,8 @@ def default_layout(model: ModelArch, system: System | None, gpus: int) -> Layout
 
     tp = the largest valid TP that divides ``gpus`` and fits in one NVLink domain (at most gpus_per_node
     unless the domain spans nodes, as on NVL72); pp = gpus / tp. MoE models spread their experts over
-    the tp GPUs of each stage (ep = tp).
+    the tp GPUs of each stage (ep = tp), or over the largest divisor of tp that divides the expert count when
+    there are fewer experts than GPUs (ep = 1: every expert split by TP).
     """
     if gpus < 1:
         raise ClusterfitError(f"a replica needs at least one GPU, got {gpus}")
@@ -128,7 +129,10 @@ def default_layout(model: ModelArch, system: System | None, gpus: int) -> Layout
         return Layout(tp=cap if gpus % cap == 0 else 1, pp=gpus // cap if gpus % cap == 0 else gpus)
     for tp in sorted(valid_tp_sizes(model, cap), reverse=True):
         if gpus % tp == 0 and gpus // tp <= model.num_layers:
-            ep = tp if model.is_moe else 1
+            ep = 1
+            if model.is_moe:
+                n_exp = max(layer.ffn.num_experts for layer in model.layers)
+                ep = max(d for d in range(1, tp + 1) if tp % d == 0 and n_exp % d == 0)
             return Layout(tp=tp, pp=gpus // tp, ep=ep)
     raise ClusterfitError(f"no valid layout of {model.name} on {gpus} GPUs")
 

@@ -249,7 +249,8 @@ class FitRequest(LayoutRequest, SpeculativeRequest):
     experts_precision: str | None = None
     kv_dtype: str | None = Field(None, min_length=1)
     nodes: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes per replica (default: the fewest that fit)")
-    context: int = Field(32768, ge=1, le=MAX_TOKENS, description="Tokens per sequence (prompt + output)")
+    context: int = Field(32768, ge=1, le=MAX_TOKENS, description="Tokens per sequence (prompt + output); when not "
+                         "given, 32,768 or the model's max_position_embeddings if that is smaller")
     engine: str = Field("vllm", min_length=1)
     gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0)
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)
