@@ -76,3 +76,66 @@ def test_calibrated_constants_are_physical():
             assert best_gemm * e.compute_scale <= 1.0, (engine.name, gpu_id)
             assert 0.0 <= e.kernel_overhead_s < 1e-4 and 0.0 <= e.seq_overhead_s < 1e-4
             assert 0.0 < e.step_overhead_s < 0.02
+
+
+# ------------------------------------------------------------------------------ calibrate's usage errors (fuzzing)
+def _one_error(code: int, err: str) -> str:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def no_torch(monkeypatch):
+    """Importing torch fails (the calibrate extra absent): what is refused without it is refused before it."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def refuse(name, *a, **k):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", refuse)
+
+
+def test_a_cpu_dry_run_refuses_more_processes_than_cpus_at_once(run_cli, tmp_path, no_torch):
+    """Found by a fuzzing pass: `calibrate --device cpu --gpus 1000` started 1,000 gloo processes (the run's time
+    grew with --gpus). A CPU dry run's all-reduce runs one process per CPU: more than the CPUs visible is one
+    --gpus error naming how many are, raised before torch is imported (so the same without the extra)."""
+    from clusterfit.calibrate.run import cpu_workers
+
+    cpus = cpu_workers()
+    out = tmp_path / "p.json"
+    for gpus in (cpus + 1, 1000 + cpus):
+        line = _one_error(*run_cli("calibrate", "--device", "cpu", "--quick", "--gpus", str(gpus), "--out",
+                                   str(out))[::2])
+        assert line.startswith("error: --gpus:") and f"{cpus} {'is' if cpus == 1 else 'are'} visible" in line, line
+    assert not out.exists()
+    # as many as there are CPUs passes this check: the next thing asked for is torch itself
+    line = _one_error(*run_cli("calibrate", "--device", "cpu", "--gpus", str(cpus), "--out", str(out))[::2])
+    assert "clusterfit[calibrate]" in line
+
+
+def test_the_api_refuses_the_same_dry_run(tmp_path):
+    from clusterfit import api
+    from clusterfit.calibrate.run import cpu_workers
+    from clusterfit.errors import ParameterError
+
+    with pytest.raises(ParameterError) as e:
+        api.calibrate(device="cpu", gpus=cpu_workers() + 1, out=tmp_path / "never.json")
+    assert e.value.parameter == "gpus" and not (tmp_path / "never.json").exists()
+
+
+def test_cuda_gpus_are_counted_by_torch_so_without_it_the_install_hint_comes_first(run_cli, tmp_path, no_torch):
+    line = _one_error(*run_cli("calibrate", "--gpus", "1000", "--out", str(tmp_path / "p.json"))[::2])
+    assert "clusterfit[calibrate]" in line
+
+
+@pytest.mark.parametrize("out", ["", "  "])
+def test_an_empty_out_says_it_is_empty(run_cli, out):
+    """Found by a fuzzing pass: --out '' was read as the current folder ("output . is a directory")."""
+    line = _one_error(*run_cli("calibrate", "--device", "cpu", "--out", out)[::2])
+    assert line.startswith("error: --out:") and "empty" in line and "directory" not in line

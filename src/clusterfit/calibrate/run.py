@@ -12,6 +12,7 @@ fractions of (``gpu`` overrides it).
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +66,26 @@ def require_libraries() -> Any:
         raise ClusterfitError("clusterfit calibrate needs scipy for the fit: pip install 'clusterfit[calibrate]'"
                               ) from None
     return torch
+
+
+def cpu_workers() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one, else the machine's count): the most
+    processes a dry run's all-reduce (``--device cpu --gpus N``, N gloo processes) spreads over, one per CPU, as a
+    real one runs one process per GPU."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # no affinity masks (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def check_cpu_gpus(gpus: int | None) -> None:
+    """Refuse, before torch is imported, a dry run's all-reduce over more processes than there are CPUs: each is a
+    torch process started by spawn, so the run's time grew with --gpus, for numbers that mean nothing."""
+    cpus = cpu_workers()
+    if gpus is not None and gpus > cpus:
+        raise ParameterError("gpus", f"{gpus:,} processes asked, but a CPU dry run (--device cpu) runs its all-reduce as one "
+                             f"process per CPU and {cpus} {'is' if cpus == 1 else 'are'} visible; give --gpus "
+                             f"{cpus} or fewer")
 
 
 def catalog_gpu(device_name: str, hw: HardwareCatalog) -> Gpu:
@@ -121,9 +142,11 @@ def calibrate(req: CalibrateRequest, log: Log) -> Profile:
     from .fit import fit_timings
     from .probe import DRY_RUN, FULL, QUICK, Probe
 
+    cuda = req.device == "cuda"
+    if not cuda:
+        check_cpu_gpus(req.gpus)   # CUDA's GPUs are counted by torch, below
     torch = require_libraries()
     hw = load_hardware(list(req.catalog) or None)
-    cuda = req.device == "cuda"
     if cuda:
         if not torch.cuda.is_available():
             build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
@@ -133,7 +156,7 @@ def calibrate(req: CalibrateRequest, log: Log) -> Profile:
         visible = torch.cuda.device_count()
         n = visible if req.gpus is None else req.gpus
         if n > visible:
-            raise ParameterError("gpus", f"{n} GPUs asked, {visible} visible")
+            raise ParameterError("gpus", f"{n:,} GPUs asked, {visible} visible to PyTorch")
         names = [torch.cuda.get_device_name(i) for i in range(n)]
         if len(set(names)) > 1:
             raise ParameterError("gpus", f"the GPUs differ ({', '.join(sorted(set(names)))}): calibrate one model at a "

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 
 def calibrate_command(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Profile file to write (JSON)")] = Path("profile.json"),
+    out: Annotated[str, typer.Option("--out", "-o", metavar="FILE", help="Profile file to write (JSON)")]
+    = "profile.json",
     gpus: Annotated[Optional[int], typer.Option(
         help="GPUs in the all-reduce timing (default: all visible; 1: none). Kernels are timed on GPU 0")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer shapes (about a quarter of the rows)")] = False,
@@ -32,12 +33,16 @@ def calibrate_command(
     from rich.console import Console
 
     from .. import api
+    from ..errors import ParameterError
 
-    check_outputs([out], list(catalog or []))
+    if not out.strip():   # a Path would read '' as '.', the current folder ("output . is a directory")
+        raise ParameterError("out", "is empty; give the profile file to write (e.g. profile.json)")
+    path = Path(out)
+    check_outputs([path], list(catalog or []))
     err = Console(stderr=True)
-    profile = api.calibrate(out=out, gpus=gpus, quick=quick, device=device, gpu=gpu, catalog=list(catalog or []),
+    profile = api.calibrate(out=path, gpus=gpus, quick=quick, device=device, gpu=gpu, catalog=list(catalog or []),
                             log=lambda line: err.print(f"[dim]{line}[/]", highlight=False, soft_wrap=True))
-    emit(profile.model_dump(mode="json", by_alias=True), as_json, lambda c: render_profile(c, profile, out))
+    emit(profile.model_dump(mode="json", by_alias=True), as_json, lambda c: render_profile(c, profile, path))
 
 
 def render_profile(console: Console, profile: Profile, out: Path) -> None:
