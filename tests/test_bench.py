@@ -320,6 +320,41 @@ def test_usage_errors(run_cli, args, words):
     assert words in _one_error(code, err)
 
 
+@pytest.mark.parametrize("url, part", [("http://127.0.0.1:18931?x=1", "?x=1"), ("http://127.0.0.1:1/#top", "#top")])
+def test_a_url_with_a_query_says_what_the_url_must_be(run_cli, url, part):
+    """Found by a fuzzing pass: 'error: URL give the server's base URL ...' (the message was written to follow
+    'url:' and read garbled after the CLI's 'URL'). One sentence: what the URL argument must be, what to drop."""
+    err = _one_error(*run_cli("bench", url, "--rate", "1", "--isl", "8", "--osl", "2")[::2])
+    assert err.startswith("error: URL must be the server's base URL") and repr(part) in err, err
+    from clusterfit.bench import parse_config
+    from clusterfit.errors import ParameterError
+
+    with pytest.raises(ParameterError) as e:     # the API names the field the same way
+        parse_config(url=url, rate=1, isl=8, osl=2)
+    assert e.value.parameter == "url" and str(e.value).startswith("url: must be the server's base URL")
+
+
+def test_too_slow_a_rate_is_worded_for_a_load_test_with_the_simulators_bound(run_cli):
+    """Found by a fuzzing pass: bench --rate 1e-9 spoke of 'the simulator's clock' for a live load test. The bound
+    is one (sim.requests.check_rate, schema.MIN_LOAD); its message fits who asks. Every value of a sweep is checked
+    before the first run (nothing listens at this URL: a checked value would end in 'cannot connect')."""
+    from clusterfit.errors import ParameterError
+    from clusterfit.schema import MIN_LOAD
+    from clusterfit.sim.requests import check_rate
+
+    slow = f"{MIN_LOAD / 1000:g}"
+    url = f"http://127.0.0.1:{_free_port()}"
+    for rate in (slow, f"1,{slow}"):
+        err = _one_error(*run_cli("bench", url, "--rate", rate, "--requests", "2", "--isl", "8", "--osl", "2")[::2])
+        assert err.startswith("error: --rate: must be at least") and "load test" in err, err
+        assert "simulat" not in err and "cannot connect" not in err, err
+    for live in (False, True):
+        check_rate(MIN_LOAD, live=live)
+        with pytest.raises(ParameterError) as e:
+            check_rate(MIN_LOAD / 2, live=live)
+        assert e.value.parameter == "rate" and ("simulat" in str(e.value)) is not live
+
+
 # --------------------------------------------------------------------------------- load shapes (no network)
 def test_load_shapes_use_the_simulators_vocabulary():
     from clusterfit.bench import parse_config

@@ -145,10 +145,13 @@ def check_url(url: str) -> None:
     if problem is not None:
         raise ParameterError("url", f"{problem}, got {url!r}")
     parts = urlsplit(url.strip())
+    # each message reads after the field's name: "url: must ..." (the API), "URL must ..." (the CLI's argument)
     if parts.query or parts.fragment:
-        raise ParameterError("url", f"give the server's base URL without ?query or #fragment, got {url!r}")
+        part = ("?" + parts.query if parts.query else "") + ("#" + parts.fragment if parts.fragment else "")
+        raise ParameterError("url", f"must be the server's base URL (http://host:port, or a gateway prefix) with no "
+                                    f"query or fragment; drop {part!r} from {url!r}")
     if parts.path.rstrip("/").endswith("/completions"):
-        raise ParameterError("url", f"give the server's base URL (http://host:port), not the endpoint path "
+        raise ParameterError("url", f"must be the server's base URL (http://host:port), not the endpoint path "
                                     f"{parts.path!r}; choose the endpoint with --endpoint")
 
 
@@ -181,7 +184,7 @@ def check(cfg: BenchConfig) -> None:
         if cfg.rate is None and cfg.concurrency is None:
             raise ParameterError("rate", "give a load: --rate R (requests/s), --concurrency N or --trace FILE")
         if cfg.rate is not None:
-            check_rate(cfg.rate)
+            check_rate(cfg.rate, live=True)
         if cfg.rate is None and (cfg.arrival is not None or cfg.burstiness is not None):
             raise ParameterError("arrival" if cfg.arrival is not None else "burstiness", "needs --rate")
         if cfg.arrival not in (None, "gamma") and cfg.burstiness is not None:

@@ -56,7 +56,8 @@ def run_sweep(config: BenchConfig, parameter: Literal["rate", "concurrency"], va
               progress: BenchProgress | None = None) -> BenchSweep:
     """Run ``config`` at each value of ``parameter`` (requests/s or requests in flight), one after another."""
     base = config.model_dump(exclude_unset=True)
-    runs = [run_bench(parse_config(**(base | {parameter: v})), progress) for v in values]
+    configs = [parse_config(**(base | {parameter: v})) for v in values]   # every value checked before any run
+    runs = [run_bench(c, progress) for c in configs]
     return BenchSweep(parameter=parameter, values=[float(v) for v in values], runs=runs)
 
 

@@ -96,12 +96,15 @@ def draw_lengths(spec: SampledLengthSpec, n: int, rng: np.random.Generator) -> n
     return x.astype(np.int64)
 
 
-def check_rate(rate: float) -> None:
-    """An arrival rate the simulator's clock can run: at least MIN_LOAD requests/s (one request per ~12 days; slower
-    gaps overflow it). Every arrival process goes through it, and so does bench's --rate before its run."""
+def check_rate(rate: float, live: bool = False) -> None:
+    """An arrival rate of at least MIN_LOAD requests/s (one request per ~12 days). Every arrival process goes
+    through it (slower gaps overflow the simulator's clock), and so does bench's --rate before its run (``live``:
+    the message speaks of the load sent to an endpoint, not of a simulation; bench draws its send times with the
+    same arrival processes)."""
     if not rate >= MIN_LOAD:
-        raise ParameterError("rate", f"must be at least {MIN_LOAD:g} requests/s to simulate (one request per ~12 "
-                             f"days: slower gaps overflow the simulator's clock), got {rate:g}")
+        why = ("(one request every ~12 days) for a load test" if live else
+               "to simulate (one request per ~12 days: slower gaps overflow the simulator's clock)")
+        raise ParameterError("rate", f"must be at least {MIN_LOAD:g} requests/s {why}, got {rate:g}")
 
 
 def arrival_times(spec: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
