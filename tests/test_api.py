@@ -252,6 +252,21 @@ def test_fit_default_layout_of_a_moe_with_few_experts(run_cli, tmp_path):
     assert out["layout"] == {"tp": 8, "pp": 1, "ep": 1, "dp": 1} and out["fits"] and out["nodes_needed"] == 1
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--isl", "10", "--osl", "10", "--batch", "5000", "--context", "100"],
+     "--batch: 5000 sequences are more than the engine runs at once (max_num_seqs 1,024 over this replica, the "
+     "engine's default on this GPU)"),
+    (["--isl", "100", "--osl", "10", "--batch", "4", "--context", "50"],
+     "--context: 50 tokens is less than the prompt (isl 100)"),
+])
+def test_perf_batch_and_context_the_engine_cannot_run(run_cli, args, says):
+    """vLLM's max_num_seqs on an H200 is 1,024 (engines.yaml; smaller below 70 GiB, small_device): a decode
+    batch above it is refused as one above a --max-num-seqs given is; a context shorter than the prompt is no
+    decoding sequence's."""
+    code, out, err = run_cli("perf", "llama-3.1-8b", "--system", "h200", *args)
+    assert code == 2 and out == "" and says in " ".join(err.split()), err
+
+
 def test_perf_concurrency_above_the_running_batch_queues_and_says_so():
     """Llama-3.1-70B fp8 on 2x H100 TP2 under TensorRT-LLM admits 61 requests of 2048+2048 tokens (derived by hand
     in tests/test_kv_admission.py); 200 clients: the other 139 wait (200/61 - 1) request cycles of osl x TPOT."""

@@ -468,4 +468,4 @@ def test_a_decode_batch_above_the_max_num_seqs_given_is_refused(run_cli, run_jso
                              "--context", "100", "--max-num-seqs", "2")
     assert code == 2 and err.startswith("error: --batch: 4 sequences are more than the engine runs at once "
                                         "(max_num_seqs 2 over this replica)"), err
-    assert _perf(run_json, "--batch", "2", "--context", "100", "--max-num-seqs", "2")["batch"] == 2
+    assert _perf(run_json, "--batch", "2", "--context", "1100", "--max-num-seqs", "2")["batch"] == 2

@@ -276,6 +276,9 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
                                             "context optional)")
     if req.context is not None and req.batch is None:
         raise ParameterError("context", "needs batch")
+    if req.context is not None and req.context < req.isl:
+        raise ParameterError("context", f"{req.context:,} tokens is less than the prompt (isl {req.isl:,}): a decoding "
+                             "sequence holds its prompt, so give a context of at least isl (default isl + osl/2)")
     model = load_model(req.model)
     longest = max(req.isl + req.osl, req.context or 0)
     check_context(model, longest, req.allow_longer_context, "the sequence (isl + osl, or context)",
@@ -355,13 +358,15 @@ def _perf_intervals(out: dict[str, Any], engine: str, gpu_id: str, model: ModelA
 
 
 def _check_batch_fits(step: StepModel, batch: int, context: float, capped: bool = False) -> None:
-    """A decode batch the KV cache cannot hold is an error naming what it holds; so is one above the running
-    sequences the user capped the engine at (``capped``: max_num_seqs given)."""
+    """A decode batch the KV cache cannot hold is an error naming what it holds; so is one above the sequences the
+    engine runs at once (max_num_seqs: the user's, ``capped``, or the engine's default on this GPU)."""
     import numpy as np
 
-    if capped and batch > step.max_num_seqs:
+    if batch > step.max_num_seqs:
+        whose = "" if capped else ", the engine's default on this GPU"
         raise ParameterError("batch", f"{batch} sequences are more than the engine runs at once (max_num_seqs "
-                             f"{step.max_num_seqs:,} over this replica); lower --batch or raise --max-num-seqs")
+                             f"{step.max_num_seqs:,} over this replica{whose}); lower --batch or raise "
+                             "--max-num-seqs")
     holds = float(np.asarray(step.max_sequences(context)))
     if batch > holds:
         raise ParameterError("batch", f"{batch} sequences at context {context:,.0f} do not fit the KV cache: it holds "
