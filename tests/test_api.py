@@ -137,6 +137,10 @@ def test_request_and_keywords_not_both():
     (["bench", "http://127.0.0.1:9", "--trace", "/nonexistent", "--requests", "3"], "trace file not found"),
     (["bench", "http://127.0.0.1:9", "--isl", "10", "--osl", "5", "--rate", "1", "--compare", "llama-3.1-8b",
       "--system", "h200", "--tp", "3"], "TP=3 does not divide"),
+    # an option that takes one value, given twice: the parser kept the last one (perf ran on h100)
+    (["perf", "llama-3.1-8b", "-s", "h200", "--system", "h100", "--isl", "10", "--osl", "10", "--batch", "1"],
+     "--system: given with -s; it takes one value"),
+    (["deploy", "llama-3.1-8b", "--engine", "vllm", "--engine=sglang"], "--engine: given twice"),
 ])
 def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)

@@ -73,6 +73,34 @@ def _usage_error_type() -> type[Exception]:
     return typer.BadParameter
 
 
+def _repeated_option(cli: typer.Typer, name: str, args: list[str]) -> str | None:
+    """The first option of command ``name`` that takes one value (or is one flag) but appears more than once in
+    ``args``, as a message; None when there is none. The parser would silently keep the last one (``--system h200
+    --system h100`` ran on h100; ``--cuda-graphs --eager`` kept --eager)."""
+    command: Any = typer.main.get_command(cli)   # typer vendors click (typer._click): duck-typed below
+    command = getattr(command, "commands", {}).get(name, command)
+    owner: dict[str, Any] = {}
+    for param in command.params:
+        if param.param_type_name == "option" and not param.multiple and not getattr(param, "count", False):
+            for flag in (*param.opts, *param.secondary_opts):
+                owner[flag] = param
+    seen: dict[str, str] = {}
+    for token in args:
+        if token == "--":
+            break
+        flag = token.split("=", 1)[0] if token.startswith("--") else token
+        param = owner.get(flag)
+        if param is None:
+            continue
+        key = param.name or flag
+        if key in seen:
+            first = seen[key]
+            again = "given twice" if first == flag else f"given with {first}"
+            return f"{flag}: {again}; it takes one value (give it once)"
+        seen[key] = flag
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app; user and usage errors become one ``error:`` line and exit 2."""
     args = sys.argv[1:] if argv is None else list(argv)
@@ -80,6 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     # a call that names its command first gets a command line holding that command only (same options, help and
     # errors); anything else (--help, --version, a typo that needs the list of commands) gets the whole one.
     cli = build_app([args[0]]) if args and args[0] in COMMANDS else app
+    repeated = _repeated_option(cli, args[0], args[1:]) if args and args[0] in COMMANDS else None
+    if repeated:
+        fail(repeated)
     try:
         cli(args=args, standalone_mode=False)
     except ClusterfitError as exc:
