@@ -254,6 +254,9 @@ def test_streaming_completion_and_chat(twin):
     ("/v1/chat/completions", {"messages": []}, 400, "messages"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
      400, "text only"),
+    # found by a fuzzing pass: a role OpenAI's API has no message type for was served
+    ("/v1/chat/completions", {"messages": [{"role": "x", "content": "hi"}]}, 400, "messages.0.role"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 10**40}, 400, "max_tokens"),  # was echoed in 41 digits
 ])
 def test_bad_requests_answer_like_openai(twin, path, body, status, words):
     content = b"{not json" if body is None else json.dumps(body).encode()
@@ -441,8 +444,37 @@ def test_a_taken_port_is_an_error(run_cli):
     assert "cannot listen on 127.0.0.1" in _one_error(code, err)
 
 
+def test_every_chat_role_openai_takes_is_served(twin):
+    """The roles of OpenAI's chat message types (developer, system, user, assistant, tool; function, deprecated)."""
+    from typing import get_args
+
+    from clusterfit.twin.openai import ChatRole
+
+    for role in get_args(ChatRole):
+        r = _post(twin, "/v1/chat/completions", {"messages": [{"role": role, "content": "abcd"}], "max_tokens": 1})
+        assert r.status_code == 200, (role, r.text)
+    err = _post(twin, "/v1/chat/completions", {"messages": [{"role": "x", "content": "hi"}]}).json()["error"]
+    assert err["param"] == "messages.0.role" and all(repr(role) in err["message"] for role in get_args(ChatRole))
+
+
+@pytest.mark.parametrize("query, param", [
+    ("limit=abc", "limit"), ("limit=5", "limit"),    # found by a fuzzing pass: ignored without a word
+    ("after=abc", "after"), ("after=-1", "after"), ("after=", "after"), ("after=1&after=2", "after"),
+    ("after=" + "9" * 5000, "after"),
+])
+def test_twin_requests_refuses_a_bad_query_by_name(twin, query, param):
+    r = httpx.get(twin.url + "/twin/requests?" + query, trust_env=False)
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["param"] == param and err["message"].startswith(f"{param}:"), err
+    assert len(err["message"]) < 200, err
+    ok = httpx.get(twin.url + "/twin/requests?after=0", trust_env=False)
+    assert ok.status_code == 200 and "requests" in ok.json()
+
+
 @pytest.mark.parametrize("content, words", [
     (b'{"a":' * 1000 + b"1" + b"}" * 1000, "nested more than 64 levels deep"),   # was a 500 (RecursionError)
+    # found by a fuzzing pass: the message told the client to call sys.set_int_max_str_digits()
+    (b'{"prompt": "x", "max_tokens": ' + b"9" * 5000 + b"}", "an integer has more than"),
     (b'{"prompt": "x", "temperature": NaN}', "not a number JSON allows"),           # was accepted
     (b"\xff\xfe", "not UTF-8"),
 ])
@@ -452,3 +484,4 @@ def test_a_body_json_cannot_parse_safely_is_a_400(twin, content, words):
                        trust_env=False)
         err = r.json()["error"]
         assert r.status_code == 400 and words in err["message"], err
+        assert "sys." not in err["message"], err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -82,8 +83,11 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
     except json.JSONDecodeError as exc:
         raise ClusterfitError(f"{origin}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
                               ) from None
-    except ValueError as exc:  # tomllib.TOMLDecodeError, and NaN / Infinity in JSON
-        raise ClusterfitError(f"{origin}: not valid {kind.upper()}: {' '.join(str(exc).split())}") from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError, NaN / Infinity in JSON, an integer too long for int()
+        problem = " ".join(str(exc).split())
+        if "integer string conversion" in problem:   # CPython's limit, whose message tells a programmer to raise it
+            problem = f"an integer has more than {sys.get_int_max_str_digits():,} digits"
+        raise ClusterfitError(f"{origin}: not valid {kind.upper()}: {problem}") from None
     except Exception as exc:  # yaml.YAMLError (yaml is imported lazily)
         mark = getattr(exc, "problem_mark", None)
         if mark is None and not type(exc).__module__.startswith("yaml"):

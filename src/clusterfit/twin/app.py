@@ -93,9 +93,10 @@ def _routes(app: FastAPI, twin: Twin) -> None:
         return describe_twin(twin)
 
     @app.get("/twin/requests")
-    async def finished(after: int = 0) -> dict[str, Any]:
+    async def finished(request: Request, after: str = "0") -> dict[str, Any]:
+        after_seq = _after_seq(request)   # ``after`` is named above for the API's schema; checked here, with the rest
         twin.sync()
-        return {"clock_s": twin.now(), "requests": [_json_safe(r) for r in twin.finished(after)]}
+        return {"clock_s": twin.now(), "requests": [_json_safe(r) for r in twin.finished(after_seq)]}
 
     async def serve(request: Request, chat: bool) -> Response:
         body = parse_body(ChatBody if chat else CompletionBody, await _json(request))
@@ -200,6 +201,27 @@ async def _json(request: Request) -> Any:
         raise ApiError(400, "the request body: not valid JSON: it is not UTF-8") from None
     except ClusterfitError as exc:
         raise ApiError(400, str(exc)) from None
+
+
+def _after_seq(request: Request) -> int:
+    """GET /twin/requests' one query parameter, ``after`` (a sequence number, default 0), checked here: any other
+    parameter (``?limit=5``) would be ignored without a word, and FastAPI's own check answers 422 in its own shape,
+    not a 400 in OpenAI's."""
+    params = request.query_params
+    other = next((k for k in params if k != "after"), None)
+    if other is not None:
+        raise ApiError(400, f"{other}: /twin/requests takes no such parameter; it takes after=SEQ (the requests "
+                       "finished after sequence number SEQ)", param=other)
+    values = params.getlist("after")
+    if len(values) > 1:
+        raise ApiError(400, "after: given more than once", param="after")
+    text = values[0] if values else "0"
+    try:
+        if text.isascii() and text.isdigit():
+            return int(text)
+    except ValueError:   # more digits than int() reads
+        pass
+    raise ApiError(400, f"after: must be a sequence number (an integer >= 0), got {text[:40]!r}", param="after")
 
 
 def _model(name: str | None, served: tuple[str, ...]) -> str:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
 from ..inputs import RefuseBool
+from ..schema import MAX_TOKENS
 from .config import CHARS_PER_TOKEN, COMPLETION_DEFAULT_MAX_TOKENS
 
 FILLER = " tok"
@@ -58,12 +59,16 @@ class StreamOptions(_Open):
 
 
 class _Body(_Open):
+    """Token counts are bounded by schema.MAX_TOKENS, as everywhere in clusterfit (far above any context length:
+    a larger one is refused by name, not echoed back digit by digit in the context-length message)."""
+
     model: str | None = None
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     n: int = Field(1, ge=1, le=MAX_CHOICES)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    prompt_tokens: int | None = Field(None, ge=1, description="Prompt length, tokens (the twin's extension)")
+    prompt_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS,
+                                      description="Prompt length, tokens (the twin's extension)")
 
 
 #: A prompt token id: non-negative, within int32 (vLLM refuses ids outside the vocabulary; the twin counts them).
@@ -79,14 +84,20 @@ class ContentPart(_Open):
     text: str | None = None
 
 
+#: The authors a chat message may have: OpenAI's Create chat completion request, ``messages`` items
+#: (ChatCompletionRequestMessage in openai/openai-openapi's openapi.yaml) are developer, system, user, assistant and
+#: tool messages, and function messages (deprecated in favour of tool messages, still accepted by the API).
+ChatRole = Literal["developer", "system", "user", "assistant", "tool", "function"]
+
+
 class Message(_Open):
-    role: str
+    role: ChatRole
     content: str | list[ContentPart] | None = None
 
 
 class ChatBody(_Body):
     messages: list[Message] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
 
 
 def parse_body(cls: type[_Body], data: Any) -> Any:
