@@ -141,6 +141,9 @@ def test_request_and_keywords_not_both():
     (["perf", "llama-3.1-8b", "-s", "h200", "--system", "h100", "--isl", "10", "--osl", "10", "--batch", "1"],
      "--system: given with -s; it takes one value"),
     (["deploy", "llama-3.1-8b", "--engine", "vllm", "--engine=sglang"], "--engine: given twice"),
+    # a verdict from one simulated request said 'holds the SLOs' beside a 0.00x throughput 'disagreement'
+    (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", "--verify",
+      "--verify-requests", "1"], "--verify-requests: must be an integer in 100..2,000,000, got 1"),
 ])
 def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)

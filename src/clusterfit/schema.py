@@ -319,8 +319,9 @@ class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
     gpus: int | None = Field(None, ge=1, le=2048, description="Capacity mode: the budget in GPUs of each system")
     no_disagg: bool = False
     verify: bool = False
-    verify_requests: int | None = Field(None, ge=1, le=2_000_000,
-                                        description="Requests --verify simulates (default: the scenario's, else 20,000)")
+    verify_requests: int | None = Field(None, ge=100, le=2_000_000,
+                                        description="Requests --verify simulates, at least 100: a p90 and a goodput "
+                                        "judged on fewer are noise (default: the scenario's, else 20,000)")
     catalog: list[Path] = Field(default_factory=list)
     profile: Profile | None = Field(None, description=_PROFILE_HELP)
     confidence: Literal[50, 80, 90] | None = Field(None, description=(

@@ -91,7 +91,8 @@ def plan_command(
         "prediction, default), 80 or 90 (latency SLOs at its upper bound, throughput per replica at its lower)."),
     verify: bool = typer.Option(False, "--verify", help="Simulate the recommended plan and report if it holds."),
     verify_requests: Optional[int] = typer.Option(
-        None, "--verify-requests", help="Requests simulated by --verify (default: the scenario's, else 20,000)."),
+        None, "--verify-requests", help="Requests simulated by --verify, at least 100 (default: the scenario's, else "
+        "20,000)."),
     catalog: CatalogOpt = None,
     profile: ProfileOpt = None,
     allow_longer_context: LongerContextOpt = False,
