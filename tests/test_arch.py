@@ -327,3 +327,38 @@ def test_nemotron_and_starcoder2_have_two_matrix_mlps():
                              "num_attention_heads": 48, "num_key_value_heads": 4, "intermediate_size": ff,
                              "vocab_size": V, "sliding_window": 4096}, "starcoder2-w")
     assert all(layer.attention.window == 4096 for layer in windowed.layers)
+
+
+# ---- config.json field checks (the fuzzing pass's findings): one error naming the field, never a guess ----------
+
+
+def _bundled_config(hf_id: str) -> dict:
+    """A bundled config.json as a fresh dict (tests edit it), read as load_bundled reads it."""
+    from importlib.resources import files
+
+    from clusterfit.arch import parse_config_text
+
+    fname = hf_id.replace("/", "__", 1) + ".json"
+    return parse_config_text(files("clusterfit").joinpath("catalog/models", fname).read_text(encoding="utf-8"), fname)
+
+
+def test_head_width_is_never_a_rounded_down_guess():
+    cfg = _bundled_config("Qwen/Qwen3-8B")
+    heads = cfg["num_attention_heads"]
+    del cfg["head_dim"]
+    cfg["hidden_size"] = 128 * heads + 4       # not a multiple of the heads: hidden / heads is not a head width
+    with pytest.raises(ClusterfitError, match=r"hidden_size \(\d+\) must be a multiple of num_attention_heads"):
+        parse_config(cfg, "bad")
+    with pytest.raises(ClusterfitError, match="hidden_size"):
+        parse_config({**cfg, "head_dim": None}, "bad")    # null is "not given"
+    # an explicit head_dim is the head width whatever hidden / heads is (Qwen3, Gemma, GLM give such widths)
+    given = parse_config({**cfg, "head_dim": 96}, "ok")
+    assert {layer.attention.head_dim for layer in given.layers} == {96}
+    # without head_dim, a hidden size the heads divide gives hidden / heads
+    even = parse_config({**cfg, "hidden_size": 128 * heads}, "ok")
+    assert {layer.attention.head_dim for layer in even.layers} == {128}
+
+
+def test_every_bundled_config_still_loads():
+    for hf_id in list_models():
+        assert parse_config(_bundled_config(hf_id), hf_id).num_layers > 0, hf_id

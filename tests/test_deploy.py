@@ -375,3 +375,38 @@ def test_deploy_checks_what_it_writes(tmp_path, capsys):
     refused([*dep, "--engine", "sglang"], "error: --engine: sglang: the plan in")
     refused([*dep, "--system", "b200"], "error: --system: the plan has no row for")
     assert not (tmp_path / "never").exists()
+
+
+def test_a_plans_precision_deploy_cannot_serve_is_named_with_what_it_can(tmp_path, capsys):
+    """Found by a fuzzing pass: a plan file edited to precision "fp8' ; id ; '" was refused with 'the checkpoint is
+    checkpoint; ...' (the checkpoint's format was read as the label 'checkpoint'). The error names the plan's
+    precision field and the values deploy serves; a plan at the checkpoint's own format deploys as stored."""
+    def refused(args: list[str]) -> str:
+        with pytest.raises(SystemExit) as e:
+            main(args)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.startswith("error:") and len(err.strip().splitlines()) == 1, err
+        assert "Traceback" not in err and "the checkpoint is checkpoint" not in err, err
+        return " ".join(err.split())
+
+    assert main(["plan", "meta-llama/Llama-3.1-8B", "--isl", "1000", "--osl", "200", "--rate", "5", "--system",
+                 "h200", "--no-disagg", "--json"]) in (0, None)
+    doc = json.loads(capsys.readouterr().out)
+    plan = tmp_path / "plan.json"
+    for precision in ("fp8' ; id ; '", "int4"):
+        doc["recommended"]["precision"] = precision
+        plan.write_text(json.dumps(doc))
+        err = refused(["deploy", "--plan", str(plan), "--out", str(tmp_path / "never")])
+        assert err.startswith("error: --plan:") and "precision is" in err and precision in err, err
+        assert all(name in err for name in ("checkpoint", "bf16", "fp8")), err
+    err = refused(["deploy", "meta-llama/Llama-3.1-8B", "--precision", "int4", "--isl", "1000", "--osl", "200",
+                   "--rate", "5", "--system", "h200", "--out", str(tmp_path / "never")])
+    assert err.startswith("error: --precision:") and "checkpoint" in err and "fp8" in err, err
+    assert not (tmp_path / "never").exists()
+    # an fp8 checkpoint planned at fp8 is served as stored (the flag that quantizes online is for 16-bit weights)
+    files = {f.path: f.text for f in deploy(model="Qwen/Qwen3-8B-FP8", precisions=["fp8"], systems=["h200"],
+                                            isl=1000, osl=200, rate=5).files}
+    assert "--quantization" not in files["launch.sh"]
+    files = {f.path: f.text for f in deploy(model="Qwen/Qwen3-8B", precisions=["fp8"], systems=["h200"],
+                                            isl=1000, osl=200, rate=5).files}
+    assert "--quantization fp8" in files["launch.sh"]

@@ -500,11 +500,9 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                                  f"{planned.total_params / 1e9:.1f}B)")
     model_id = _checkpoint_to_serve(model, source)
     system = catalog.system(row.system)
-    checkpoint = resolve_precision(model, None, None, None).name
-    quant = row.precision if row.precision not in (checkpoint, "checkpoint") and row.precision == "fp8" else None
-    if row.precision not in (checkpoint, "checkpoint", "fp8"):
-        raise ClusterfitError(f"precision {row.precision}: the checkpoint is {checkpoint}; serve a {row.precision} "
-                              "checkpoint of the model (clusterfit quantizes online to fp8 only)")
+    _check_deployable_precision(model, row.precision, row.system, req.plan_file)
+    own = _checkpoint_formats(model)
+    quant = "fp8" if row.precision == "fp8" and own != ["fp8"] else None   # an fp8 checkpoint is served as stored
     max_len = req.max_model_len or min(model.max_context or 32768, 131072)
     if req.max_model_len is not None:
         check_context(model, req.max_model_len, req.allow_longer_context, "max_model_len", "max_model_len")
@@ -544,6 +542,39 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     return DeployResult(out=None if req.out is None else str(req.out), engine=engine,
                         engine_version=ENGINE_VERSIONS[engine], target=req.target, plan=row,
                         files=[DeployFile(path=f.path, role=f.role, text=f.text) for f in files])
+
+
+def _checkpoint_formats(model: ModelArch) -> list[str]:
+    """The weight formats the checkpoint stores its quantisable components in (one for most models: ['bf16'])."""
+    from .precision import QUANTISABLE
+
+    stored = resolve_precision(model, None, None, None).formats
+    return sorted({stored[c].name for c in QUANTISABLE if model.params.get(c)})
+
+
+def _check_deployable_precision(model: ModelArch, precision: str, system: str, plan_file: Path | None) -> None:
+    """A plan row's precision the engines can serve from the model's checkpoint: ``checkpoint`` (its own weights, or
+    their format's name) or ``fp8`` (quantized online by the engine); else a ParameterError naming the plan file's
+    precision field, or --precision when this call planned."""
+    from .precision import weight_format
+
+    own = _checkpoint_formats(model)
+    names = ["checkpoint", *(own if len(own) == 1 and own != ["fp8"] else []), "fp8"]
+    if precision in names:
+        return
+    try:
+        weight_format(precision, model.hidden or 4096)
+        known = True
+    except ClusterfitError:
+        known = False
+    allowed = (f"{', '.join(names[:-1])} (the checkpoint's own {' / '.join(own)} weights) or fp8 (quantized online "
+               "by the engine)")
+    other = (f"; for {precision} weights deploy a checkpoint of the model stored in {precision} (clusterfit "
+             "quantizes online to fp8 only)")
+    if plan_file is not None:
+        raise ParameterError("plan_file", f"{plan_file}: {system}'s precision is {precision!r}; deploy serves "
+                             f"precision {allowed}" + (other if known else "; plan again"))
+    raise ParameterError("precisions", f"{precision}: deploy serves precision {allowed}{other}")
 
 
 def _given_settings(settings: ServingEngineSettings) -> EngineSettings:

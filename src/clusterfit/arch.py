@@ -226,13 +226,17 @@ MAX_SHAPE = 100_000_000
 TORCH_DTYPES = ("bfloat16", "float16", "float32", "half", "float", "bf16", "fp16", "fp32")
 
 
-def _check_shapes(t: dict, name: str, n_heads: int, n_kv: int) -> None:
-    """Architectural relations a real config holds: query heads a multiple of KV heads, positive sizes, a known
-    dtype, a positive context length."""
+def _check_shapes(t: dict, name: str, hidden: int, n_heads: int, n_kv: int) -> None:
+    """Architectural relations a real config holds: query heads a multiple of KV heads, hidden_size a multiple of
+    the heads where the head width is hidden_size / num_attention_heads (no head_dim given; MLA sets its own head
+    widths), positive sizes, a known dtype, a positive context length."""
     where = f"config for {name}"
     if n_heads % n_kv:
         raise ClusterfitError(f"{where}: num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads "
                               f"({n_kv})")
+    if hidden % n_heads and t.get("head_dim") is None and t.get("kv_lora_rank") is None:
+        raise ClusterfitError(f"{where}: hidden_size ({hidden}) must be a multiple of num_attention_heads "
+                              f"({n_heads}) when the config gives no head_dim")
     for key in ("head_dim", "sliding_window", "max_position_embeddings", "intermediate_size",
                 "moe_intermediate_size", "n_routed_experts", "num_experts", "num_local_experts", "num_experts_per_tok",
                 "top_k_experts",
@@ -424,7 +428,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
     n_kv = _cfg(t, "num_key_value_heads", default=n_heads)
     if isinstance(n_kv, bool) or not isinstance(n_kv, int) or n_kv <= 0 or n_kv > n_heads:
         raise ClusterfitError(f"config for {name}: num_key_value_heads must be in 1..num_attention_heads, got {n_kv!r}")
-    _check_shapes(t, name, n_heads, n_kv)
+    _check_shapes(t, name, hidden, n_heads, n_kv)
     # transformers' PretrainedConfig ties by default; Falcon's configs rely on it (FalconForCausalLM ties lm_head)
     tie_default = model_type == "falcon"
     tie = bool(_cfg(t, "tie_word_embeddings", default=config.get("tie_word_embeddings", tie_default)))
