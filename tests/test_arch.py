@@ -362,3 +362,66 @@ def test_head_width_is_never_a_rounded_down_guess():
 def test_every_bundled_config_still_loads():
     for hf_id in list_models():
         assert parse_config(_bundled_config(hf_id), hf_id).num_layers > 0, hf_id
+
+
+@pytest.mark.parametrize("key", ["tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window",
+                                 "attn_output_gate", "use_qk_norm", "is_encoder_decoder", "use_mtp"])
+@pytest.mark.parametrize("value", ["false", "true", 0, 1, [], {}])
+def test_flags_must_be_json_booleans(key, value):
+    cfg = _bundled_config("Qwen/Qwen3-8B")
+    with pytest.raises(ClusterfitError, match=f"field '{key}' must be true or false"):
+        parse_config({**cfg, key: value}, "bad")
+
+
+def test_flags_read_as_given():
+    cfg = _bundled_config("Qwen/Qwen3-8B")
+    tied, untied = (parse_config({**cfg, "tie_word_embeddings": v}, "m") for v in (True, False))
+    assert tied.tie_embeddings and not untied.tie_embeddings
+    assert untied.params["lm_head"] > 0 == tied.params["lm_head"]
+    assert parse_config({**cfg, "tie_word_embeddings": None}, "m").tie_embeddings is False   # null: not given
+
+
+def test_flags_of_a_multimodal_config_are_checked_where_read():
+    cfg = _bundled_config("Qwen/Qwen3.5-27B")
+    assert isinstance(cfg.get("text_config"), dict)
+    with pytest.raises(ClusterfitError, match="field 'text_config.tie_word_embeddings' must be true or false"):
+        parse_config({**cfg, "text_config": {**cfg["text_config"], "tie_word_embeddings": "false"}}, "bad")
+    with pytest.raises(ClusterfitError, match="field 'tie_word_embeddings' must be true or false"):
+        parse_config({**cfg, "tie_word_embeddings": "no"}, "bad")
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("architectures", [1, 2], "field 'architectures' must be a list of strings"),
+    ("architectures", "Qwen3ForCausalLM", "field 'architectures' must be a list of strings"),
+    ("model_type", 5, "field 'model_type' must be a string"),
+    ("model_type", ["qwen3"], "field 'model_type' must be a string"),
+])
+def test_architectures_and_model_type_are_strings(key, value, says):
+    cfg = _bundled_config("Qwen/Qwen3-8B")
+    with pytest.raises(ClusterfitError, match=says):
+        parse_config({**cfg, key: value}, "bad")
+    mm = _bundled_config("Qwen/Qwen3.5-27B")
+    with pytest.raises(ClusterfitError, match=says.replace("field '", "field 'text_config.")):
+        parse_config({**mm, "text_config": {**mm["text_config"], key: value}}, "bad")
+
+
+@pytest.mark.parametrize("rope, says", [
+    ({"rope_type": "yarn", "factor": -4}, "field 'rope_scaling.factor' must be a finite number > 0"),
+    ({"type": "linear", "factor": 0}, "field 'rope_scaling.factor' must be a finite number > 0"),
+    ({"factor": "4"}, "field 'rope_scaling.factor' must be a finite number > 0"),
+    ({"factor": True}, "field 'rope_scaling.factor' must be a finite number > 0"),
+    ("yarn", "field 'rope_scaling' must be an object or null"),
+    (["yarn", 4], "field 'rope_scaling' must be an object or null"),
+    (4.0, "field 'rope_scaling' must be an object or null"),
+])
+def test_rope_scaling_is_an_object_with_a_positive_factor(rope, says):
+    cfg = _bundled_config("Qwen/Qwen3-8B")
+    with pytest.raises(ClusterfitError, match=says):
+        parse_config({**cfg, "rope_scaling": rope}, "bad")
+
+
+def test_rope_scaling_checks_only_what_is_given():
+    cfg = _bundled_config("Qwen/Qwen3-8B")
+    for rope in (None, {}, {"rope_type": "dynamic"}, {"rope_type": "yarn", "factor": 4.0,
+                                                      "original_max_position_embeddings": 32768}, {"factor": 8}):
+        parse_config({**cfg, "rope_scaling": rope}, "ok")

@@ -7,6 +7,7 @@ memory and performance models can give each group its own precision and sharding
 
 from __future__ import annotations
 
+import math
 import weakref
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -252,6 +253,69 @@ def _check_shapes(t: dict, name: str, hidden: int, n_heads: int, n_kv: int) -> N
         raise ClusterfitError(f"{where}: torch_dtype {dtype!r} is not one of {', '.join(TORCH_DTYPES[:3])}")
 
 
+def _brief(v: object) -> str:
+    """``repr(v)`` cut to 60 characters, for an error message about a value of any size."""
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: Yes/no fields parse_config and attention.py read from the (text) config: JSON true / false only (a string
+#: "false" would read as true). null is "not given", as for every field.
+BOOL_FIELDS = ("tie_word_embeddings", "is_encoder_decoder", "attention_bias", "mlp_bias", "use_bias", "bias",
+               "new_decoder_architecture", "multi_query", "enable_moe_block", "use_mtp", "use_routing_bias",
+               "use_moe_router_bias", "attention_k_eq_v", "use_sliding_window", "attn_output_gate",
+               "use_head_wise_attn_gate", "add_swa_attention_sink_bias", "add_full_attention_sink_bias", "use_qk_norm",
+               "mla_use_output_gate", "use_conv_bias")
+#: The ones read from the top level of a multimodal config too (the rest are read from its text_config).
+TOP_LEVEL_BOOL_FIELDS = ("tie_word_embeddings", "is_encoder_decoder")
+
+
+def _check_field_types(config: dict, t: dict, name: str) -> None:
+    """Field types the counts rely on: yes/no fields (BOOL_FIELDS) JSON booleans, ``model_type`` a string,
+    ``architectures`` a list of strings, ``rope_scaling`` an object (or null) whose ``factor``, where given, is a
+    finite number > 0; in the top-level config and in ``text_config``. A field that is absent or null is not
+    checked (real configs omit most of them)."""
+    where = f"config for {name}"
+    sections: list[tuple[str, dict, tuple[str, ...]]] = [("", config, BOOL_FIELDS)]
+    if t is not config:
+        sections = [("", config, TOP_LEVEL_BOOL_FIELDS), ("text_config.", t, BOOL_FIELDS)]
+    for prefix, d, flags in sections:
+        for key in flags:
+            v = d.get(key)
+            if v is not None and not isinstance(v, bool):
+                raise ClusterfitError(f"{where}: field '{prefix}{key}' must be true or false, got {_brief(v)}")
+        v = d.get("model_type")
+        if v is not None and not isinstance(v, str):
+            raise ClusterfitError(f"{where}: field '{prefix}model_type' must be a string, got {_brief(v)}")
+        v = d.get("architectures")
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise ClusterfitError(f"{where}: field '{prefix}architectures' must be a list of strings, got {_brief(v)}")
+        rope = d.get("rope_scaling")
+        if rope is not None:
+            if not isinstance(rope, dict):
+                raise ClusterfitError(f"{where}: field '{prefix}rope_scaling' must be an object or null, "
+                                      f"got {_brief(rope)}")
+            f = rope.get("factor")
+            if f is not None and (isinstance(f, bool) or not isinstance(f, int | float) or not math.isfinite(f)
+                                  or f <= 0):
+                raise ClusterfitError(f"{where}: field '{prefix}rope_scaling.factor' must be a finite number > 0, "
+                                      f"got {_brief(f)}")
+    sc = t.get("sparse_attention_config")
+    if isinstance(sc, dict):
+        v = sc.get("use_sparse_attention")
+        if v is not None and not isinstance(v, bool):
+            raise ClusterfitError(f"{where}: field 'sparse_attention_config.use_sparse_attention' must be true or "
+                                  f"false, got {_brief(v)}")
+        v = sc.get("sparse_disable_index_value")   # one flag, or one per layer (MiniMax-M3 writes 0 / 1)
+
+        def flag(x: object) -> bool:
+            return isinstance(x, bool) or isinstance(x, int) and x in (0, 1)
+
+        if v is not None and not (flag(v) or isinstance(v, list) and all(flag(x) for x in v)):
+            raise ClusterfitError(f"{where}: field 'sparse_attention_config.sparse_disable_index_value' must be true / "
+                                  f"false (or 0 / 1), or a list of them, got {_brief(v)}")
+
+
 def _flag_list(t: dict, key: str, n: int, name: str) -> list[int] | None:
     """A per-layer list of 0/1 flags (``hybrid_layer_pattern``, ``moe_layer_freq``), or None when absent / not a
     list; a list of the wrong length or with other values is refused."""
@@ -414,6 +478,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         raise ClusterfitError(f"config for {name} is not a JSON object")
     text_config = config.get("text_config")
     t: dict = text_config if isinstance(text_config, dict) else config
+    _check_field_types(config, t, name)
     quant_cfg = config.get("quantization_config") or t.get("quantization_config")
     model_type = str(t.get("model_type") or config.get("model_type") or "")
     _refuse_unsupported(config, t, model_type, name)
