@@ -405,6 +405,28 @@ def test_architectures_and_model_type_are_strings(key, value, says):
         parse_config({**mm, "text_config": {**mm["text_config"], key: value}}, "bad")
 
 
+@pytest.mark.parametrize("bits", [0, 2, 3, 16, "4", 4.0, True, [4]])
+@pytest.mark.parametrize("method", ["gptq", "awq"])
+def test_quantization_bits_are_a_supported_integer(method, bits):
+    cfg = _bundled_config("Qwen/Qwen3-8B")
+    with pytest.raises(ClusterfitError, match=r"quantization_config\.bits must be 4 or 8"):
+        parse_config({**cfg, "quantization_config": {"quant_method": method, "bits": bits}}, "bad")
+
+
+def test_quantization_bits_and_group_size_read_as_given():
+    cfg = _bundled_config("Qwen/Qwen3-8B")
+
+    def attention_format(**q: object) -> str:
+        return parse_config({**cfg, "quantization_config": {"quant_method": "gptq", **q}}, "m").quantization["attention"]
+
+    assert attention_format(bits=8) == "int8"
+    assert attention_format(bits=4, group_size=32) == "int4_g32"
+    assert attention_format(bits=8, group_size=-1) == "int8"    # per-channel int8
+    for gs in ("128", 0, -1, 1.5):
+        with pytest.raises(ClusterfitError, match=r"quantization_config\.group_size must be a positive integer"):
+            attention_format(bits=4, group_size=gs)
+
+
 @pytest.mark.parametrize("rope, says", [
     ({"rope_type": "yarn", "factor": -4}, "field 'rope_scaling.factor' must be a finite number > 0"),
     ({"type": "linear", "factor": 0}, "field 'rope_scaling.factor' must be a finite number > 0"),

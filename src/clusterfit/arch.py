@@ -810,10 +810,16 @@ def _quantization(q: dict | None, t: dict, name: str) -> dict[str, str]:
         if "lm_head" not in ignore:
             out["lm_head"] = fmt
     elif method in ("awq", "gptq"):
-        bits = int(q.get("bits", 4))
-        gs = int(q.get("group_size", 128))
+        bits = _cfg(q, "bits", default=4)
+        if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (4, 8):
+            raise ClusterfitError(f"config for {name}: quantization_config.bits must be 4 or 8 (the {method} widths "
+                                  f"clusterfit sizes), got {_brief(bits)}")
+        gs = _cfg(q, "group_size", default=128)
+        if isinstance(gs, bool) or not isinstance(gs, int) or not (0 < gs <= MAX_SHAPE or gs == -1 and bits == 8):
+            raise ClusterfitError(f"config for {name}: quantization_config.group_size must be a positive integer "
+                                  f"(at most {MAX_SHAPE:,}; -1, per-channel, only with 8 bits), got {_brief(gs)}")
         for c in _LINEAR_COMPONENTS:
-            out[c] = f"int{bits}_g{gs}" if bits == 4 else "int8"
+            out[c] = f"int4_g{gs}" if bits == 4 else "int8"
     elif method in ("modelopt",) and "fp4" in str(q.get("quant_algo", "")).lower():
         for c in _LINEAR_COMPONENTS:
             out[c] = "nvfp4"
