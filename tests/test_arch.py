@@ -447,3 +447,19 @@ def test_rope_scaling_checks_only_what_is_given():
     for rope in (None, {}, {"rope_type": "dynamic"}, {"rope_type": "yarn", "factor": 4.0,
                                                       "original_max_position_embeddings": 32768}, {"factor": 8}):
         parse_config({**cfg, "rope_scaling": rope}, "ok")
+
+
+@pytest.mark.parametrize("edit, where", [
+    (lambda c: c.update(rope_theta=math.nan), "rope_theta"),
+    (lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": math.inf}), "rope_scaling.factor"),
+    (lambda c: c.update(unread={"deep": [1.0, -math.inf]}), r"unread\.deep\[1\]"),
+])
+def test_non_finite_numbers_anywhere_in_a_config_from_outside_are_refused(edit, where):
+    # checked_parse takes the configs from outside the package: a file or the Hub (parse_config_text has read
+    # their JSON constants as null already) and the HTTP API's inline config (its body's JSON reader keeps them)
+    from clusterfit.arch import checked_parse
+
+    cfg = _bundled_config("Qwen/Qwen3-8B")
+    edit(cfg)
+    with pytest.raises(ClusterfitError, match=f"{where}: -?(nan|inf) is not a finite number"):
+        checked_parse(cfg, "bad")

@@ -169,3 +169,100 @@ def test_scenario_lengths_and_loads_are_bounded(run_cli, tmp_path, command, isl,
     f.write_text(_SCENARIO.format(isl=isl, load=load))
     code, out, err = run_cli(command, "--scenario", str(f), "--system", "h200")
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error:") and says in err, err
+
+
+# ---- config.json fields the fuzzing pass found read as a guess: one `error:` line naming the field --------------
+
+def _qwen3_8b() -> dict:
+    from importlib.resources import files
+
+    from clusterfit.arch import parse_config_text
+
+    text = files("clusterfit").joinpath("catalog/models/Qwen__Qwen3-8B.json").read_text(encoding="utf-8")
+    return parse_config_text(text, "Qwen3-8B")
+
+
+def _no_head_dim(cfg: dict) -> None:
+    del cfg["head_dim"]
+    cfg["hidden_size"] = cfg["num_attention_heads"] * 128 + 4
+
+
+#: (edit of a valid config, what the one error line names); ids say which finding each is.
+BAD_CONFIGS = {
+    "hidden-not-a-multiple-of-heads": (_no_head_dim, "hidden_size"),
+    "tie-as-string": (lambda c: c.update(tie_word_embeddings="false"), "tie_word_embeddings"),
+    "architectures-of-numbers": (lambda c: c.update(architectures=[1, 2]), "architectures"),
+    "model-type-a-number": (lambda c: c.update(model_type=5), "model_type"),
+    "gptq-bits-0": (lambda c: c.update(quantization_config={"quant_method": "gptq", "bits": 0}),
+                    "quantization_config.bits"),
+    "gptq-bits-string": (lambda c: c.update(quantization_config={"quant_method": "gptq", "bits": "4"}),
+                         "quantization_config.bits"),
+    "rope-factor-negative": (lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": -4}),
+                             "rope_scaling.factor"),
+    "rope-scaling-string": (lambda c: c.update(rope_scaling="yarn"), "rope_scaling"),
+    "rope-scaling-list": (lambda c: c.update(rope_scaling=["yarn", 4]), "rope_scaling"),
+}
+
+_COMMANDS = {"model": ("model",), "fit": ("fit", "-s", "h200"),
+             "perf": ("perf", "-s", "h200", "--isl", "100", "--osl", "10", "--batch", "1")}
+
+
+@pytest.mark.parametrize("command", sorted(_COMMANDS))
+@pytest.mark.parametrize("finding", sorted(BAD_CONFIGS))
+def test_bad_config_fields_are_one_error_line(run_cli, tmp_path, finding, command):
+    import json
+
+    edit, field = BAD_CONFIGS[finding]
+    cfg = _qwen3_8b()
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(cfg))
+    first, *rest = _COMMANDS[command]
+    code, out, err = run_cli(first, str(good), *rest)
+    assert code == 0, err                       # the unedited config passes the same command
+    edit(cfg)
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps(cfg))
+    code, out, err = run_cli(first, str(bad), *rest)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and field in lines[0], err
+
+
+@pytest.fixture(scope="module")
+def web_url():
+    pytest.importorskip("fastapi", reason="the web extra is not installed (pip install -e '.[web]')")
+    pytest.importorskip("httpx")
+    from _webserver import running_server
+
+    with running_server() as url:
+        yield url
+
+
+@pytest.mark.filterwarnings("ignore:The 'alias' attribute with value:UserWarning")
+@pytest.mark.parametrize("finding", sorted(BAD_CONFIGS))
+def test_bad_inline_config_fields_are_4xx_naming_config(web_url, finding):
+    import httpx
+
+    edit, field = BAD_CONFIGS[finding]
+    cfg = _qwen3_8b()
+    edit(cfg)
+    resp = httpx.post(f"{web_url}/api/fit", json={"model": "edited", "config": cfg, "systems": ["h200"]}, timeout=30)
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["parameter"] == "config" and field in resp.json()["detail"], resp.text
+
+
+@pytest.mark.filterwarnings("ignore:The 'alias' attribute with value:UserWarning")
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("where", ["rope_theta", "rope_scaling.factor", "extra.deep"])
+def test_non_finite_numbers_nested_in_an_inline_config_are_refused(web_url, literal, where):
+    import json
+
+    import httpx
+
+    cfg = _qwen3_8b()
+    outer, _, inner = where.partition(".")
+    cfg[outer] = {inner: "@"} if inner else "@"
+    text = json.dumps({"model": "edited", "config": cfg, "systems": ["h200"]}).replace('"@"', literal)
+    resp = httpx.post(f"{web_url}/api/fit", content=text, headers={"Content-Type": "application/json"}, timeout=30)
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["parameter"] == "config", resp.text
+    assert f"{where}: " in resp.json()["detail"] and "is not a finite number" in resp.json()["detail"], resp.text

@@ -1087,8 +1087,14 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def checked_parse(config: dict[str, Any], name: str, hf_id: str | None = None) -> ModelArch:
-    """``parse_config`` for a config from outside the package (a file, the Hub): a malformed value it does not check
-    by name (a string where a number belongs, a list too short) is a ClusterfitError, not a crash."""
+    """``parse_config`` for a config from outside the package (a file, the Hub, the HTTP API's inline config): a
+    malformed value it does not check by name (a string where a number belongs, a list too short) is a
+    ClusterfitError, not a crash. Nesting, size and non-finite numbers anywhere in it are checked as
+    clusterfit.inputs.check_depth does: a config parsed by another JSON reader (an HTTP body) may hold NaN /
+    Infinity where parse_config_text would have read null."""
+    from .inputs import check_depth
+
+    check_depth(config, f"config for {name}")
     try:
         return parse_config(config, name=name, hf_id=hf_id)
     except ClusterfitError:

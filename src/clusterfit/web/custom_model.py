@@ -2,7 +2,7 @@
 
 The HTTP API never lets a request name a server path. ``bundled_model`` accepts only the bundled names and
 aliases (checked against the package's own list, before anything could touch the filesystem), and
-``register_config`` parses an inline config.json with ``clusterfit.arch.parse_config`` and registers the model in
+``register_config`` parses an inline config.json with ``clusterfit.arch.checked_parse`` and registers the model in
 ``clusterfit.arch``'s in-memory model cache under a key no file or bundled name can have (``web-config:<hash>``),
 so the API functions, which take names, find it there. The cache holds at most ``MAX_CUSTOM`` such models.
 """
@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from ..arch import (forget_model, is_loaded, load_bundled, load_variant, model_aliases, parse_config, register_model,
+from ..arch import (checked_parse, forget_model, is_loaded, load_bundled, load_variant, model_aliases, register_model,
                     resolve_model_ref)
 from ..errors import ClusterfitError, unknown
 from ..schema import ParameterError
@@ -78,12 +78,10 @@ def register_config(config: dict[str, Any], name: str | None = None) -> str:
     if _recall(key):
         return key
     try:
-        model = parse_config(config, name=display)
-    except ClusterfitError:
+        model = checked_parse(config, name=display)   # a malformed value is a ClusterfitError, not a crash
+    except ClusterfitError as exc:
+        exc.parameter = exc.parameter or "config"   # the error body names the body field the config came in
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as exc:
-        # parse_config checks the relations it knows; anything else malformed is reported, not a crash
-        raise ParameterError("config", f"malformed config.json: {type(exc).__name__}: {exc}") from None
     _remember(key, model, display)
     return key
 
