@@ -329,6 +329,29 @@ def test_repeated_precisions_are_refused(client: httpx.Client) -> None:
     assert r.status_code == 422 and r.json()["parameter"] == "precisions"
 
 
+def test_numbers_as_strings_and_engine_spellings(client: httpx.Client) -> None:
+    """A number sent as a string is refused naming the field (pydantic's lax mode read "100" as 100); an engine
+    spelled "VLLM" or "TensorRT-LLM" is answered under its name ("vllm", "trtllm"), as the command line does."""
+    perf = {"model": "llama-3.1-8b", "system": "h200", "isl": 100, "osl": 10, "batch": 1}
+    r = client.post("/api/perf", json={**perf, "isl": "100"})
+    assert r.status_code == 422 and r.json() == {"detail": "isl: must be a JSON number, not a string, got '100'",
+                                                 "parameter": "isl"}
+    assert client.post("/api/perf", json={**perf, "engine": "VLLM"}).json()["engine"] == "vllm"
+    plan = {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": ["h200"]}
+    assert client.post("/api/plan", json={**plan, "engine": "TensorRT-LLM"}).json()["engine"] == "trtllm"
+
+
+def test_errors_name_their_field_over_http(client: httpx.Client) -> None:
+    plan = {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": ["h200"]}
+    r = client.post("/api/plan", json={**plan, "prices": ["h200=1e400"]})
+    assert r.status_code == 422 and r.json()["parameter"] == "prices" and "h200=1e400" in r.json()["detail"]
+    r = client.post("/api/fit", json={"systems": ["h200"]})
+    assert r.status_code == 422 and r.json()["parameter"] == "model"
+    deep = '{"model": "llama-3.1-8b", "config": ' + "[" * 5000 + "]" * 5000 + "}"
+    r = client.post("/api/fit", content=deep, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "nested too deeply" in r.json()["detail"]
+
+
 def test_docs_and_page_are_served_without_a_cdn(client: httpx.Client) -> None:
     docs = client.get("/docs")
     assert docs.status_code == 200

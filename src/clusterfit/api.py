@@ -134,8 +134,8 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
     req = _request(FitRequest, request, kwargs)
     if (req.model is None) == (req.params is None):
         which = "not both" if req.model is not None else "one of them"
-        raise ClusterfitError(f"give a MODEL or --params, {which} (e.g. `clusterfit fit glm-5.3` or "
-                              "`clusterfit fit --params 744B --precision fp8`)")
+        raise ParameterError("model", f"give a MODEL or --params, {which} (e.g. `clusterfit fit glm-5.3` or "
+                             "`clusterfit fit --params 744B --precision fp8`; over HTTP: `model` or `params`)")
     if req.params is not None and req.precision is None:
         raise ParameterError("precision", "--params needs --precision (bf16, fp8, int4, ...)")
     needs_layers = [n for n in ("sessions", "context", "kv_dtype") if n in req.model_fields_set

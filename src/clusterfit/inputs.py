@@ -160,6 +160,12 @@ def _allows_bool(annotation: Any) -> bool:
     return any(_allows_bool(a) for a in get_args(annotation))
 
 
+def _number_only(annotation: Any) -> bool:
+    """Whether a field annotation takes numbers and nothing else (int, float, or an optional one)."""
+    kinds = [a for a in (get_args(annotation) or (annotation,)) if a is not type(None)]
+    return bool(kinds) and all(a in (int, float) for a in kinds)
+
+
 class RefuseBool(BaseModel):
     """Mixin of the models users write (requests, scenario and simulation files): true / false only where a field
     is a flag. Pydantic's lax mode would read them as 1 / 0 elsewhere (a rate of true requests/s)."""
@@ -171,4 +177,19 @@ class RefuseBool(BaseModel):
             field = cls.model_fields.get(info.field_name)
             if field is not None and not _allows_bool(field.annotation):
                 raise PydanticCustomError("bool_not_number", "true / false only go to yes/no fields")
+        return value
+
+
+class NumbersAsNumbers(BaseModel):
+    """Mixin of the HTTP API's bodies: a number field takes a JSON number, not a string of digits (pydantic's lax
+    mode would read ``"isl": "100"`` as 100). Files keep the lax reading: YAML 1.1 (PyYAML) reads ``1e6`` without a
+    dot as the string '1e6'."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _refuse_numeric_strings(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str) and info.field_name is not None:
+            field = cls.model_fields.get(info.field_name)
+            if field is not None and _number_only(field.annotation):
+                raise PydanticCustomError("str_not_number", "must be a JSON number, not a string")
         return value

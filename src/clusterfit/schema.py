@@ -59,6 +59,19 @@ def _distinct(names: list[str] | None) -> list[str] | None:
     return names
 
 
+def _engine_name(name: str) -> str:
+    """An engine name as the engines catalog keys it: lower case, an alias (tensorrt-llm, trt) by its engine's name,
+    so results say "vllm" however the request spelled it (an unknown name is refused where the engine is looked up,
+    listing close matches)."""
+    from .engines import ALIASES
+
+    key = name.strip().lower()
+    return ALIASES.get(key, key)
+
+
+#: An engine name, normalised (_engine_name).
+EngineName = Annotated[str, Field(min_length=1), AfterValidator(_engine_name)]
+
 #: Names each given at most once (any case): system ids or GPU names, precisions, KV dtypes.
 DistinctNames = Annotated[list[str], AfterValidator(_distinct)]
 
@@ -251,7 +264,7 @@ class FitRequest(LayoutRequest, SpeculativeRequest):
     nodes: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes per replica (default: the fewest that fit)")
     context: int = Field(32768, ge=1, le=MAX_TOKENS, description="Tokens per sequence (prompt + output); when not "
                          "given, 32,768 or the model's max_position_embeddings if that is smaller")
-    engine: str = Field("vllm", min_length=1)
+    engine: EngineName = "vllm"
     gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0)
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)
     block_size: int = Field(16, ge=1, le=4096, description="Paged-KV block size, tokens")
@@ -277,7 +290,7 @@ class PerfRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
     context: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Context length of the decode batch")
     allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
-    engine: str = Field("vllm", min_length=1)
+    engine: EngineName = "vllm"
     catalog: list[Path] = Field(default_factory=list)
     profile: Profile | None = Field(None, description=_PROFILE_HELP)
 
@@ -305,7 +318,7 @@ class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
     precisions: DistinctNames | None = Field(None, min_length=1, max_length=32,
                                              description="Weight precisions (default: the checkpoint's)")
     kv_dtypes: DistinctNames | None = Field(None, min_length=1, max_length=32)
-    engine: str | None = Field(None, min_length=1)
+    engine: EngineName | None = None
     prefix_cache_hit: float | None = Field(None, ge=0.0, le=1.0)
     allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
@@ -353,7 +366,7 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
     gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
     precision: str | None = None
     kv_dtype: str | None = Field(None, min_length=1)
-    engine: str | None = Field(None, min_length=1)
+    engine: EngineName | None = None
     isl: int | None = Field(None, ge=1, le=MAX_TOKENS)
     osl: int | None = Field(None, ge=1, le=MAX_TOKENS)
     length_cv: float = Field(0.0, ge=0.0, le=100.0)

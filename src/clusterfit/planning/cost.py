@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, ParameterError
 from ..hardware import MAX_USD_PER_GPU_HOUR, load_prices
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
@@ -100,8 +100,8 @@ def parse_price_overrides(items: list[str] | None) -> dict[str, float]:
         except ValueError:
             price = float("nan")
         if not sep or not key.strip() or not 0 < price <= MAX_USD_PER_GPU_HOUR:
-            raise ClusterfitError(f"--price expects SYSTEM=$/GPU-hour with a price in (0, {MAX_USD_PER_GPU_HOUR:,.0f}] "
-                                  f"(e.g. hgx_h200=3.5), got {item!r}")
+            raise ParameterError("prices", f"expects SYSTEM=$/GPU-hour with a price in (0, "
+                                 f"{MAX_USD_PER_GPU_HOUR:,.0f}] (e.g. hgx_h200=3.5), got {item!r}")
         out[key.strip()] = price
     return out
 

@@ -41,6 +41,7 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ..engines import EngineSettings
+from ..schema import EngineName
 from ..errors import ClusterfitError
 from ..inputs import RefuseBool
 from ..hardware import MAX_USD_PER_GPU_HOUR
@@ -229,7 +230,7 @@ class Scenario(_StrictFrozen):
     systems: list[str] | None = Field(default=None, min_length=1)   # omitted, not empty, for every system
     precision: str | list[str] | None = None
     kv_dtype: str | list[str] | None = None
-    engine: str = "vllm"
+    engine: EngineName = "vllm"
     engine_settings: EngineSettingsSpec = Field(default_factory=EngineSettingsSpec)
     workload: WorkloadSpec
     slo: SLOSpec = Field(default_factory=SLOSpec)

@@ -265,6 +265,11 @@ def _body_parameter(path: str, name: str | None) -> str | None:
     return f"{name}s" if f"{name}s" in cls.model_fields else name
 
 
+#: FastAPI's message for a body it could not read as JSON that is not a JSON syntax error (fastapi/routing.py: a
+#: RecursionError on deep nesting, a UnicodeDecodeError on bytes that are not UTF-8).
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+
+
 def _install_errors(app: FastAPI) -> None:
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -276,7 +281,11 @@ def _install_errors(app: FastAPI) -> None:
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        return _error(exc.status_code, str(exc.detail), None, dict(exc.headers or {}))
+        detail = str(exc.detail)
+        if exc.status_code == 400 and detail == _FASTAPI_BODY_ERROR:
+            detail = ("the request body could not be parsed: JSON nested too deeply (Python's recursion limit), or "
+                      "bytes that are not UTF-8 text")
+        return _error(exc.status_code, detail, None, dict(exc.headers or {}))
 
     async def on_any(request: Request, exc: Exception) -> Response:
         if isinstance(exc, RecursionError):

@@ -6,7 +6,8 @@ Each body subclasses the request model of ``clusterfit.schema`` (same fields, de
 - refuses the fields that name server paths: ``catalog`` must be empty, ``scenario`` and ``trace`` null;
 - takes ``model`` as a bundled name or alias only (checked by ``custom_model.bundled_model`` before any work), or,
   with ``config`` (the content of a Hugging Face config.json), as the display name of that model;
-- bounds the work one call can ask for: at most ``MAX_SIM_REQUESTS`` simulated requests.
+- bounds the work one call can ask for: at most ``MAX_SIM_REQUESTS`` simulated requests;
+- takes numbers as JSON numbers only (``inputs.NumbersAsNumbers``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from ..inputs import NumbersAsNumbers
 from ..schema import DeployRequest, FitRequest, PerfRequest, PlanRequest, Schema, SimulateRequest
 
 #: Most requests one HTTP call may simulate (``simulate.requests``, ``plan.verify_requests``).
@@ -37,7 +39,7 @@ def _no_file() -> Any:
     return Field(None, description="Not accepted over HTTP (it names a server file): must be null")
 
 
-class FitBody(FitRequest):
+class FitBody(FitRequest, NumbersAsNumbers):
     """``clusterfit fit`` over HTTP (see FitRequest); ``model`` is a bundled name, or give ``config``."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"model": "zai-org/GLM-5.3", "precision": "fp8", "systems": ["h100", "h200", "b200"], "context": 32768}]})
@@ -46,7 +48,7 @@ class FitBody(FitRequest):
     catalog: list[Path] = _no_catalog()
 
 
-class PerfBody(PerfRequest):
+class PerfBody(PerfRequest, NumbersAsNumbers):
     """``clusterfit perf`` over HTTP (see PerfRequest); ``model`` is a bundled name, or give ``config``."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"model": "llama-3.1-8b", "system": "h200", "tp": 1, "isl": 1024, "osl": 128, "batch": 1, "context": 1024}]})
@@ -55,7 +57,7 @@ class PerfBody(PerfRequest):
     catalog: list[Path] = _no_catalog()
 
 
-class PlanBody(PlanRequest):
+class PlanBody(PlanRequest, NumbersAsNumbers):
     """``clusterfit plan`` over HTTP (see PlanRequest); ``model`` is a bundled name, or give ``config``."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"model": "zai-org/GLM-5.3", "isl": 4096, "osl": 1024, "rate": 5, "ttft_ms": 2000, "tpot_ms": 50, "systems": ["h200", "b200"]}]})
@@ -63,11 +65,11 @@ class PlanBody(PlanRequest):
     config: dict[str, Any] | None = _config()
     catalog: list[Path] = _no_catalog()
     scenario: None = _no_file()
-    verify_requests: int | None = Field(None, ge=1, le=MAX_SIM_REQUESTS,
-                                        description="Requests `verify` simulates (default 20,000)")
+    verify_requests: int | None = Field(None, ge=100, le=MAX_SIM_REQUESTS,
+                                        description="Requests `verify` simulates, at least 100 (default 20,000)")
 
 
-class DeployBody(DeployRequest):
+class DeployBody(DeployRequest, NumbersAsNumbers):
     """``clusterfit deploy`` over HTTP (see DeployRequest): answers the files' text; nothing is written on the
     server (no ``out``, no ``plan_file``)."""
 
@@ -80,7 +82,7 @@ class DeployBody(DeployRequest):
     out: None = _no_file()
 
 
-class SimulateBody(SimulateRequest):
+class SimulateBody(SimulateRequest, NumbersAsNumbers):
     """``clusterfit simulate`` over HTTP (see SimulateRequest); ``model`` is a bundled name, or give ``config``."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"model": "llama-3.1-8b", "system": "h200", "replicas": 2, "rate": 10, "requests": 2000, "isl": 1000, "osl": 200}]})
