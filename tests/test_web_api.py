@@ -11,6 +11,7 @@ import pathlib
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -243,7 +244,11 @@ def test_a_simulation_past_the_budget_frees_its_worker() -> None:
     asyncio.run(scenario())
 
 
-def test_429_over_http() -> None:
+@contextmanager
+def _gated_fit() -> Iterator[threading.Event]:
+    """``cf.api.fit`` held until the yielded event is set (at most 5 s), so a call keeps its worker that long."""
+    import clusterfit.api  # noqa: F401 - cf.api is loaded on first use
+
     gate = threading.Event()
     original = cf.api.fit
 
@@ -251,50 +256,44 @@ def test_429_over_http() -> None:
         gate.wait(5)
         return original(*args, **kwargs)
 
-    with running_server(workers=1, warm=False, queue_s=0.2) as url:
-        try:
-            cf.api.fit = slow_fit  # type: ignore[assignment]
-            with httpx.Client(base_url=url, timeout=30) as c:
-                results: list[int] = []
-                t = threading.Thread(target=lambda: results.append(c.post("/api/fit", json=GLM).status_code))
-                t.start()
-                time.sleep(0.3)
-                busy = c.post("/api/fit", json=GLM)
-                gate.set()
-                t.join()
-        finally:
-            cf.api.fit = original  # type: ignore[assignment]
+    cf.api.fit = slow_fit  # type: ignore[assignment]
+    try:
+        yield gate
+    finally:
+        cf.api.fit = original  # type: ignore[assignment]
+
+
+def _fit_in_thread(c: httpx.Client, results: list[int]) -> threading.Thread:
+    t = threading.Thread(target=lambda: results.append(c.post("/api/fit", json=GLM).status_code))
+    t.start()
+    time.sleep(0.3)
+    return t
+
+
+def test_429_over_http() -> None:
+    with _gated_fit() as gate, running_server(workers=1, warm=False, queue_s=0.2) as url, \
+            httpx.Client(base_url=url, timeout=30) as c:
+        results: list[int] = []
+        t = _fit_in_thread(c, results)
+        busy = c.post("/api/fit", json=GLM)
+        gate.set()
+        t.join()
     assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
     assert results == [200]
 
 
 def test_a_call_waits_for_a_worker_and_catalog_reads_take_none() -> None:
-    """With the only worker busy for ~1 s, a second computation waits for it (queue_s) instead of a 429, and the
-    catalog reads answer at once: they take no worker slot."""
-    gate = threading.Event()
-    original = cf.api.fit
-
-    def slow_fit(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        gate.wait(5)
-        return original(*args, **kwargs)
-
-    with running_server(workers=1, warm=False, queue_s=5) as url:
-        try:
-            cf.api.fit = slow_fit  # type: ignore[assignment]
-            with httpx.Client(base_url=url, timeout=30) as c:
-                results: list[int] = []
-                first = threading.Thread(target=lambda: results.append(c.post("/api/fit", json=GLM).status_code))
-                first.start()
-                time.sleep(0.3)
-                waiting = threading.Thread(target=lambda: results.append(c.post("/api/fit", json=GLM).status_code))
-                waiting.start()
-                time.sleep(0.3)
-                models, systems = c.get("/api/models"), c.get("/api/systems")
-                gate.set()
-                first.join()
-                waiting.join()
-        finally:
-            cf.api.fit = original  # type: ignore[assignment]
+    """With the only worker held, a second computation waits for it (queue_s) instead of a 429, and the catalog
+    reads answer meanwhile: they take no worker slot."""
+    with _gated_fit() as gate, running_server(workers=1, warm=False, queue_s=5) as url, \
+            httpx.Client(base_url=url, timeout=30) as c:
+        results: list[int] = []
+        first = _fit_in_thread(c, results)
+        waiting = _fit_in_thread(c, results)
+        models, systems = c.get("/api/models"), c.get("/api/systems")
+        gate.set()
+        first.join()
+        waiting.join()
     assert results == [200, 200]
     assert models.status_code == 200 and systems.status_code == 200
 
