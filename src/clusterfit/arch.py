@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .attention import Attention, attention_for_layer
-from .errors import ClusterfitError
+from .errors import ClusterfitError, brief
 
 
 #: Parameter components. Sharding rule per component lives in memory.py.
@@ -253,12 +253,6 @@ def _check_shapes(t: dict, name: str, hidden: int, n_heads: int, n_kv: int) -> N
         raise ClusterfitError(f"{where}: torch_dtype {dtype!r} is not one of {', '.join(TORCH_DTYPES[:3])}")
 
 
-def _brief(v: object) -> str:
-    """``repr(v)`` cut to 60 characters, for an error message about a value of any size."""
-    text = repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 #: Yes/no fields parse_config and attention.py read from the (text) config: JSON true / false only (a string
 #: "false" would read as true). null is "not given", as for every field.
 BOOL_FIELDS = ("tie_word_embeddings", "is_encoder_decoder", "attention_bias", "mlp_bias", "use_bias", "bias",
@@ -283,29 +277,29 @@ def _check_field_types(config: dict, t: dict, name: str) -> None:
         for key in flags:
             v = d.get(key)
             if v is not None and not isinstance(v, bool):
-                raise ClusterfitError(f"{where}: field '{prefix}{key}' must be true or false, got {_brief(v)}")
+                raise ClusterfitError(f"{where}: field '{prefix}{key}' must be true or false, got {brief(v)}")
         v = d.get("model_type")
         if v is not None and not isinstance(v, str):
-            raise ClusterfitError(f"{where}: field '{prefix}model_type' must be a string, got {_brief(v)}")
+            raise ClusterfitError(f"{where}: field '{prefix}model_type' must be a string, got {brief(v)}")
         v = d.get("architectures")
         if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
-            raise ClusterfitError(f"{where}: field '{prefix}architectures' must be a list of strings, got {_brief(v)}")
+            raise ClusterfitError(f"{where}: field '{prefix}architectures' must be a list of strings, got {brief(v)}")
         rope = d.get("rope_scaling")
         if rope is not None:
             if not isinstance(rope, dict):
                 raise ClusterfitError(f"{where}: field '{prefix}rope_scaling' must be an object or null, "
-                                      f"got {_brief(rope)}")
+                                      f"got {brief(rope)}")
             f = rope.get("factor")
             if f is not None and (isinstance(f, bool) or not isinstance(f, int | float) or not math.isfinite(f)
                                   or f <= 0):
                 raise ClusterfitError(f"{where}: field '{prefix}rope_scaling.factor' must be a finite number > 0, "
-                                      f"got {_brief(f)}")
+                                      f"got {brief(f)}")
     sc = t.get("sparse_attention_config")
     if isinstance(sc, dict):
         v = sc.get("use_sparse_attention")
         if v is not None and not isinstance(v, bool):
             raise ClusterfitError(f"{where}: field 'sparse_attention_config.use_sparse_attention' must be true or "
-                                  f"false, got {_brief(v)}")
+                                  f"false, got {brief(v)}")
         v = sc.get("sparse_disable_index_value")   # one flag, or one per layer (MiniMax-M3 writes 0 / 1)
 
         def flag(x: object) -> bool:
@@ -313,7 +307,7 @@ def _check_field_types(config: dict, t: dict, name: str) -> None:
 
         if v is not None and not (flag(v) or isinstance(v, list) and all(flag(x) for x in v)):
             raise ClusterfitError(f"{where}: field 'sparse_attention_config.sparse_disable_index_value' must be true / "
-                                  f"false (or 0 / 1), or a list of them, got {_brief(v)}")
+                                  f"false (or 0 / 1), or a list of them, got {brief(v)}")
 
 
 def _flag_list(t: dict, key: str, n: int, name: str) -> list[int] | None:
@@ -813,11 +807,11 @@ def _quantization(q: dict | None, t: dict, name: str) -> dict[str, str]:
         bits = _cfg(q, "bits", default=4)
         if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (4, 8):
             raise ClusterfitError(f"config for {name}: quantization_config.bits must be 4 or 8 (the {method} widths "
-                                  f"clusterfit sizes), got {_brief(bits)}")
+                                  f"clusterfit sizes), got {brief(bits)}")
         gs = _cfg(q, "group_size", default=128)
         if isinstance(gs, bool) or not isinstance(gs, int) or not (0 < gs <= MAX_SHAPE or gs == -1 and bits == 8):
             raise ClusterfitError(f"config for {name}: quantization_config.group_size must be a positive integer "
-                                  f"(at most {MAX_SHAPE:,}; -1, per-channel, only with 8 bits), got {_brief(gs)}")
+                                  f"(at most {MAX_SHAPE:,}; -1, per-channel, only with 8 bits), got {brief(gs)}")
         for c in _LINEAR_COMPONENTS:
             out[c] = f"int4_g{gs}" if bits == 4 else "int8"
     elif method in ("modelopt",) and "fp4" in str(q.get("quant_algo", "")).lower():

@@ -6,6 +6,13 @@ import difflib
 from collections.abc import Iterable
 
 
+def brief(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for an error message about a value of any size (a request may
+    send a 10,000-character list where a number belongs)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class ClusterfitError(ValueError):
     """Bad input or an impossible request, with a message meant for the user. ``parameter`` names the request
     parameter it is about where one is known (the HTTP API's error body carries it); the message says it in words."""

@@ -17,7 +17,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr,
                       ValidationError, model_serializer)
 from pydantic_core import PydanticCustomError
 
-from .errors import ClusterfitError, ParameterError  # ParameterError: re-exported (schema.ParameterError)
+from .errors import ClusterfitError, ParameterError, brief  # ParameterError: re-exported (schema.ParameterError)
 from .inputs import RefuseBool
 from .profile import Profile
 from .speculative import HEAD_DRAFTERS, MAX_DRAFT_TOKENS, SpeculativeMethod
@@ -131,15 +131,15 @@ def _describe(cls: type[Schema], field: str, err: Any) -> str:
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than") and _bounds(cls, field):
         ann = cls.model_fields[field].annotation if field in cls.model_fields else None
         what = "an integer" if ann is int or int in get_args(ann) else "a number"
-        return f"must be {what} {_bounds(cls, field)}, got {got!r}"
+        return f"must be {what} {_bounds(cls, field)}, got {brief(got)}"
     if kind in ("int_parsing", "int_from_float", "int_type"):
-        return f"must be an integer, got {got!r}"
+        return f"must be an integer, got {brief(got)}"
     if kind in ("float_parsing", "float_type", "finite_number"):
-        return f"must be a finite number, got {got!r}"
+        return f"must be a finite number, got {brief(got)}"
     if kind == "string_pattern_mismatch":
-        return f"must match {err.get('ctx', {}).get('pattern', '')}, got {got!r}"
+        return f"must match {err.get('ctx', {}).get('pattern', '')}, got {brief(got)}"
     msg = str(err["msg"])
-    return f"{msg[:1].lower()}{msg[1:]}, got {got!r}"   # pydantic's sentence, its quoted values as they are
+    return f"{msg[:1].lower()}{msg[1:]}, got {brief(got)}"   # pydantic's sentence, its quoted values as they are
 
 
 # ============================================================================================== requests
