@@ -344,8 +344,16 @@ def test_errors_name_their_field_over_http(client: httpx.Client) -> None:
     plan = {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": ["h200"]}
     r = client.post("/api/plan", json={**plan, "prices": ["h200=1e400"]})
     assert r.status_code == 422 and r.json()["parameter"] == "prices" and "h200=1e400" in r.json()["detail"]
-    r = client.post("/api/fit", json={"systems": ["h200"]})
-    assert r.status_code == 422 and r.json()["parameter"] == "model"
+    for path, body in (("/api/fit", {"systems": ["h200"]}), ("/api/perf", {"system": "h200", "isl": 10, "osl": 1,
+                                                                           "batch": 1}),
+                       ("/api/plan", {"isl": 10, "osl": 1, "rate": 1})):
+        r = client.post(path, json=body)   # over HTTP there is no --scenario to give the model instead
+        assert r.status_code == 422 and r.json() == {"parameter": "model", "detail": (
+            "model: is required: a bundled model's name or alias (GET /api/models), or the model's config.json "
+            "content as `config`")}, path
+    cfg = json.loads((pathlib.Path(cf.__file__).parent / "catalog" / "models" / "Qwen__Qwen3-8B.json").read_text())
+    r = client.post("/api/perf", json={"config": cfg, "system": "h200", "isl": 10, "osl": 1, "batch": 1})
+    assert r.status_code == 200 and r.json()["model"] == "qwen3"   # named after its model_type (no _name_or_path)
     deep = '{"model": "llama-3.1-8b", "config": ' + '{"a": ' * 5000 + "1" + "}" * 5000 + "}"
     r = client.post("/api/fit", content=deep, headers={"content-type": "application/json"})
     # JSON's reader stops at Python's recursion limit (400); under a higher limit the body parses and the config's

@@ -193,6 +193,9 @@ def _api_kwargs(body: FitBody | PerfBody | PlanBody | SimulateBody | DeployBody)
         data["model"] = register_config(body.config, body.model)
     elif body.model is not None:
         data["model"] = bundled_model(body.model)
+    elif not isinstance(body, FitBody) or body.params is None:   # fit may size a parameter count instead
+        raise ParameterError("model", "is required: a bundled model's name or alias (GET /api/models), or the "
+                             "model's config.json content as `config`")
     return data
 
 
