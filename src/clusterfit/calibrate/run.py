@@ -83,9 +83,9 @@ def check_cpu_gpus(gpus: int | None) -> None:
     torch process started by spawn, so the run's time grew with --gpus, for numbers that mean nothing."""
     cpus = cpu_workers()
     if gpus is not None and gpus > cpus:
-        raise ParameterError("gpus", f"{gpus:,} processes asked, but a CPU dry run (--device cpu) runs its all-reduce as one "
-                             f"process per CPU and {cpus} {'is' if cpus == 1 else 'are'} visible; give --gpus "
-                             f"{cpus} or fewer")
+        raise ParameterError("gpus", f"{gpus:,} processes asked, but a CPU dry run (--device cpu) runs its "
+                             f"all-reduce as one process per CPU and {cpus} {'is' if cpus == 1 else 'are'} visible; "
+                             f"give --gpus {cpus} or fewer")
 
 
 def catalog_gpu(device_name: str, hw: HardwareCatalog) -> Gpu:

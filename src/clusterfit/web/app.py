@@ -7,11 +7,12 @@ at ``/docs`` (served from the ``fastapi-offline`` package's assets, no CDN; with
 
 Limits: request bodies of at most ``MAX_BODY_BYTES`` (413); at most ``workers`` computations at once (a call waits
 up to ``queue_s`` for a free worker, with at most ``MAX_WAITING`` calls waiting; 429 after that); ``timeout_s`` of
-compute per call (a longer one is answered 422; a simulation or a plan's search stops at its next check of the budget,
-``clusterfit.deadline``, and frees its worker slot; other work keeps the slot until it ends); at most 200,000
-simulated requests. The catalog reads (``/api/models``, ``/api/systems``) take no worker slot. Errors are JSON ``{"detail": message, "parameter": name}`` with
-the message the command line prints: 400 malformed JSON, 422 invalid request, 404/405/413/429. No traceback is
-ever sent; an unexpected failure is a 500 naming only the exception's type.
+compute per call (a longer one is answered 422; a simulation or a plan's search stops at its next check of the
+budget, ``clusterfit.deadline``, and frees its worker slot; other work keeps the slot until it ends); at most
+200,000 simulated requests. The catalog reads (``/api/models``, ``/api/systems``) take no worker slot. Errors are
+JSON ``{"detail": message, "parameter": name}`` with the message the command line prints: 400 malformed JSON, 422
+invalid request, 404/405/413/429. No traceback is ever sent; an unexpected failure is a 500 naming only the
+exception's type.
 """
 
 from __future__ import annotations

@@ -53,8 +53,9 @@ class PerfBody(PerfRequest, NumbersAsNumbers):
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"model": "llama-3.1-8b", "system": "h200", "tp": 1, "isl": 1024, "osl": 128, "batch": 1, "context": 1024}]})
 
-    model: str | None = Field(None, description="A bundled model name or alias (required unless `config` is given: "  # type: ignore[assignment]
-                              "then the config's display name)")
+    model: str | None = Field(  # type: ignore[assignment]   # optional here: a config may come instead
+        None, description="A bundled model name or alias (required unless `config` is given: then the config's "
+        "display name)")
     config: dict[str, Any] | None = _config()
     catalog: list[Path] = _no_catalog()
 
