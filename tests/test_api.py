@@ -141,6 +141,14 @@ def test_request_and_keywords_not_both():
     (["perf", "llama-3.1-8b", "-s", "h200", "--system", "h100", "--isl", "10", "--osl", "10", "--batch", "1"],
      "--system: given with -s; it takes one value"),
     (["deploy", "llama-3.1-8b", "--engine", "vllm", "--engine=sglang"], "--engine: given twice"),
+    # perf's load options: the error names one that was given (it named --concurrency whatever was given)
+    (["perf", "llama-3.1-8b", "--system", "h200", "--isl", "10", "--osl", "5", "--batch", "8", "--max-throughput"],
+     "--max-throughput: give exactly one of concurrency, max throughput or batch (its context optional); got batch "
+     "and max throughput"),
+    (["perf", "llama-3.1-8b", "--system", "h200", "--isl", "10", "--osl", "5", "--context", "40"],
+     "--context: is the context of a --batch of decoding sequences; give --batch too"),
+    (["perf", "llama-3.1-8b", "--system", "h200", "--isl", "10", "--osl", "5", "--batch", "1", "--experts-precision",
+      "fp8"], "--experts-precision: Llama-3.1-8B has no routed experts"),
     # a verdict from one simulated request said 'holds the SLOs' beside a 0.00x throughput 'disagreement'
     (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", "--verify",
       "--verify-requests", "1"], "--verify-requests: must be an integer in 100..2,000,000, got 1"),

@@ -271,11 +271,15 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     from .perfmodel import predict
 
     req = _request(PerfRequest, request, kwargs)
-    if sum([req.concurrency is not None, req.batch is not None, req.max_throughput]) != 1:
-        raise ParameterError("concurrency", "give exactly one of concurrency, max throughput or batch (its "
-                                            "context optional)")
     if req.context is not None and req.batch is None:
-        raise ParameterError("context", "needs batch")
+        raise ParameterError("context", "is the context of a --batch of decoding sequences; give --batch too (or "
+                             "drop --context)")
+    modes = [name for name, given in (("concurrency", req.concurrency is not None), ("batch", req.batch is not None),
+                                      ("max_throughput", req.max_throughput)) if given]
+    if len(modes) != 1:
+        raise ParameterError(modes[-1] if modes else "concurrency", "give exactly one of concurrency, max throughput "
+                             "or batch (its context optional)" + (f"; got {' and '.join(modes).replace('_', ' ')}"
+                                                                  if modes else ""))
     if req.context is not None and req.context < req.isl:
         raise ParameterError("context", f"{req.context:,} tokens is less than the prompt (isl {req.isl:,}): a decoding "
                              "sequence holds its prompt, so give a context of at least isl (default isl + osl/2)")

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from .arch import COMPONENTS, ModelArch
-from .errors import ClusterfitError, unknown
+from .errors import ClusterfitError, ParameterError, unknown
 
 
 @dataclass(frozen=True)
@@ -126,8 +126,8 @@ def resolve_precision(model: ModelArch, precision: str | None = None, experts_pr
             for c in COMPONENTS:
                 fmts[c] = wf
     if experts_precision is not None and not model.params.get("routed_experts"):
-        raise ClusterfitError(f"experts_precision: {model.name} has no routed experts (a dense model); drop "
-                              f"--experts-precision")
+        raise ParameterError("experts_precision", f"{model.name} has no routed experts (a dense model); leave "
+                             "the experts' precision out")
     if experts_precision is not None:
         try:
             fmts["routed_experts"] = weight_format(experts_precision, hidden)
