@@ -266,3 +266,41 @@ def test_non_finite_numbers_nested_in_an_inline_config_are_refused(web_url, lite
     assert resp.status_code == 422, resp.text
     assert resp.json()["parameter"] == "config", resp.text
     assert f"{where}: " in resp.json()["detail"] and "is not a finite number" in resp.json()["detail"], resp.text
+
+
+# ---- scenario fields the fuzzing pass found accepted where the command line refuses the same --------------------
+
+_BASE = "model: llama-3.1-8b\nsystems: [hgx_h200]\nworkload: {isl: 1000, osl: 200, load: {requests_per_s: 2}}\n"
+
+
+def _one_error(code: int, err: str, *says: str) -> None:
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:"), err
+    assert all(s in lines[0] for s in says), err
+
+
+@pytest.mark.parametrize("slo, field", [
+    ("{min_goodput: 0.5}", "slo.min_goodput: judges the latency targets"),
+    ("{ttft_ms: 1000, tpot_percentile: 99}", "slo.tpot_percentile: judges the TPOT target"),
+    ("{tpot_ms: 30, ttft_percentile: 99}", "slo.ttft_percentile: judges the TTFT target"),
+    ("{tokens_per_s_per_user: 20, ttft_percentile: 99}", "slo.ttft_percentile: judges the TTFT target"),
+], ids=["goodput-without-targets", "tpot-percentile-without-tpot", "ttft-percentile-without-ttft",
+        "ttft-percentile-with-tokens-per-s"])
+@pytest.mark.parametrize("command", ["plan", "simulate"])
+def test_a_scenario_slo_qualifier_needs_its_target(run_cli, tmp_path, command, slo, field):
+    """As --min-goodput / --tpot-percentile / --ttft-percentile without their targets on the command line: these
+    were accepted and ignored."""
+    f = tmp_path / "s.yaml"
+    f.write_text(_BASE + f"slo: {slo}\n")
+    code, out, err = run_cli(command, "--scenario", str(f), "--system", "h200")
+    _one_error(code, err, f"scenario file {f}: {field}")
+
+
+def test_a_scenario_slo_qualifier_with_its_target_is_accepted(tmp_path):
+    from clusterfit.planning.scenario import load_scenario
+
+    f = tmp_path / "s.yaml"
+    f.write_text(_BASE + "slo: {tokens_per_s_per_user: 20, tpot_percentile: 99, min_goodput: 0.5, ttft_ms: 900, "
+                 "ttft_percentile: 99}\n")
+    slo = load_scenario(f).to_slo()
+    assert (slo.tpot_percentile, slo.ttft_percentile, slo.min_goodput) == (99, 99, 0.5)

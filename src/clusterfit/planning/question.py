@@ -122,13 +122,16 @@ def _check_judged(req: PlanRequest, q: PlanQuestion) -> None:
     no request decodes (one output token each: it is sampled at the end of the prefill)."""
     if q.slo.tpot_s is not None and q.workload.one_output_token:
         raise no_decode_tpot("tpot_ms" if req.tpot_ms is not None else "osl")
-    if req.tpot_percentile is not None and q.slo.tpot_s is None:
-        raise ParameterError("tpot_percentile", "judges the TPOT target; give --tpot-ms (or the scenario's slo)")
-    if "ttft_percentile" in req.model_fields_set and q.slo.ttft_s is None:
-        raise ParameterError("ttft_percentile", "judges the TTFT target; give --ttft-ms (or the scenario's slo)")
-    if req.min_goodput is not None and q.slo.tpot_s is None and q.slo.ttft_s is None:
-        raise ParameterError("min_goodput", "judges the latency targets; give --ttft-ms or --tpot-ms (or the "
-                             "scenario's slo)")
+    from .scenario import unjudged_slo_term
+
+    given = [n for n in ("tpot_percentile", "min_goodput") if getattr(req, n) is not None]
+    given += ["ttft_percentile"] if "ttft_percentile" in req.model_fields_set else []
+    term = unjudged_slo_term(q.slo.ttft_s is not None, q.slo.tpot_s is not None, given)
+    if term is not None:
+        name, judged = term
+        give = {"tpot_percentile": "--tpot-ms", "ttft_percentile": "--ttft-ms",
+                "min_goodput": "--ttft-ms or --tpot-ms"}[name]
+        raise ParameterError(name, f"judges {judged}; give {give} (or the scenario's slo)")
     if req.verify_requests is not None and not req.verify:
         raise ParameterError("verify_requests", "sizes the simulation --verify runs; give --verify too")
 

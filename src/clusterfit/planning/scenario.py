@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import yaml
@@ -177,6 +178,36 @@ class SLOSpec(_StrictFrozen):
         return SLO(self.ttft_ms / 1e3 if self.ttft_ms is not None else None, tpot, float(self.ttft_percentile),
                    float(self.tpot_percentile), float(self.min_goodput))
 
+    def check_judged(self) -> None:
+        """A percentile or a least goodput written without the target it judges would be ignored (the command
+        line refuses the same, ``unjudged_slo_term``)."""
+        tpot = self.tpot_ms is not None or self.tokens_per_s_per_user is not None
+        term = unjudged_slo_term(self.ttft_ms is not None, tpot, self.model_fields_set)
+        if term is not None:
+            name, judged = term
+            give = {"ttft_percentile": "slo.ttft_ms", "tpot_percentile": "slo.tpot_ms (or tokens_per_s_per_user)",
+                    "min_goodput": "slo.ttft_ms or slo.tpot_ms"}[name]
+            raise ClusterfitError(f"slo.{name}: judges {judged}, which this slo does not set; give {give}, or "
+                                  f"remove {name}")
+
+
+#: The SLO terms that qualify a latency target, in the order they are checked.
+SLO_QUALIFIERS = ("tpot_percentile", "ttft_percentile", "min_goodput")
+
+
+def unjudged_slo_term(ttft: bool, tpot: bool, given: Iterable[str]) -> tuple[str, str] | None:
+    """The first SLO qualifier among ``given`` (tpot_percentile, ttft_percentile, min_goodput) whose target is
+    absent, as (name, what it judges); None when each has one. ``ttft`` / ``tpot``: whether a TTFT / TPOT target is
+    set. The one rule behind ``plan``'s options (question._check_judged) and a scenario's ``slo:`` section."""
+    judges = {"tpot_percentile": ("the TPOT target", tpot), "ttft_percentile": ("the TTFT target", ttft),
+              "min_goodput": ("the latency targets", ttft or tpot)}
+    given = set(given)
+    for name in SLO_QUALIFIERS:
+        judged, present = judges[name]
+        if name in given and not present:
+            return name, judged
+    return None
+
 
 class EndpointSpec(_StrictFrozen):
     input_per_mtok: float = Field(ge=0)
@@ -267,6 +298,7 @@ def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
         scenario = Scenario.model_validate(data)
         scenario.to_workload()  # distribution fits and value checks
         scenario.to_slo()
+        scenario.slo.check_judged()
     except ValidationError as exc:
         raise ClusterfitError(f"{source}: " + _format_errors(exc)) from None
     except ClusterfitError as exc:
