@@ -8,10 +8,13 @@ Recognised columns (case-insensitive; first match wins):
     output   GeneratedTokens (Azure), Response tokens (BurstGPT), output_tokens, completion_tokens, osl
     session  session_id, session, conversation_id (optional)
 
-Times are made relative to the first request, in seconds. Zero-token fields (BurstGPT logs failed
-requests with 0 response tokens) become 1 token; negative or non-numeric values, missing columns and
-times that go backwards are errors naming the file and line. Turns of one session share the previous
-turn's context (prompt + answer) as a prefix when the new prompt is at least that long.
+Times are made relative to the first request, in seconds. Token counts are rounded to whole tokens; an
+output of 0 tokens (BurstGPT logs failed requests with 0 response tokens) becomes 1 token, the one every
+request gets from its prefill. A prompt of 0 tokens is not a request: an error. Negative, non-numeric or
+true/false values (never read as 1 / 0), missing columns, a column named twice in a CSV header or a key
+given twice in a JSONL object, and times that go backwards are errors naming the file and line. Turns of one
+session share the previous turn's context (prompt + answer) as a prefix when the new prompt is at least that
+long.
 """
 
 from __future__ import annotations
@@ -67,7 +70,10 @@ def _pick(header: list[str], names: tuple[str, ...]) -> str | None:
 
 
 def _time(value: object, where: str) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        raise ClusterfitError(f"{where}: arrival time must be seconds or a date-time, got {str(value).lower()} "
+                              "(true / false are never read as 1 / 0)")
+    if isinstance(value, (int, float)):
         x = float(value)
     else:
         text = str(value).strip()
@@ -97,11 +103,16 @@ def _datetime_s(text: str, where: str) -> float:
     return dt.timestamp() + extra
 
 
-def _tokens(value: Any, what: str, where: str) -> int:
-    """A token count from a CSV cell or JSON value (0 -> 1 token); anything non-numeric, < 0 or above the token
-    bound every request field has (schema.MAX_TOKENS) is an error."""
+def _tokens(value: Any, what: str, where: str, least: int = 0) -> int:
+    """A token count from a CSV cell or JSON value, rounded to whole tokens (0 -> 1 token: an output of 0 tokens
+    still gets the one token its prefill samples); true / false (JSON booleans, never read as 1 / 0), anything
+    non-numeric, < 0, rounding below ``least`` or above the token bound every request field has (schema.MAX_TOKENS)
+    is an error."""
     from ..schema import MAX_TOKENS
 
+    if isinstance(value, bool):
+        raise ClusterfitError(f"{where}: {what} must be a number of tokens, got {str(value).lower()} "
+                              "(true / false are never read as 1 / 0)")
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -110,7 +121,25 @@ def _tokens(value: Any, what: str, where: str) -> int:
         raise ClusterfitError(f"{where}: {what} must be >= 0 tokens, got {value!r}")
     if x > MAX_TOKENS:
         raise ClusterfitError(f"{where}: {what} must be at most {MAX_TOKENS:,} tokens, got {value!r}")
-    return max(1, int(round(x)))
+    n = int(round(x))
+    if n < least:
+        raise ClusterfitError(f"{where}: {what} must be at least {least} (a prompt of 0 tokens is not a request), "
+                              f"got {value!r}")
+    return max(1, n)
+
+
+class _DuplicateKey(ValueError):
+    """A JSONL object names a key twice (json.loads would keep the last value silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key given twice raises _DuplicateKey."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
 
 
 #: A trace row: column name -> value (str from CSV; any JSON value from JSONL).
@@ -126,7 +155,9 @@ def _rows(path: Path) -> tuple[Callable[[], Iterator[tuple[int, Row]]], list[str
                     if not line.strip():
                         continue
                     try:
-                        obj = json.loads(line)
+                        obj = json.loads(line, object_pairs_hook=_unique_keys)
+                    except _DuplicateKey as dup:
+                        raise ClusterfitError(f"{path}:{i}: key {dup.args[0]!r} is given twice") from None
                     except json.JSONDecodeError as exc:
                         raise ClusterfitError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
                     if not isinstance(obj, dict):
@@ -162,7 +193,15 @@ class _Columns:
 
 
 def _columns(keys: list[str], where: str) -> _Columns:
-    """Find the recognised columns among ``keys``; an error at ``where`` names any missing one."""
+    """Find the recognised columns among ``keys``; an error at ``where`` names any missing one, and a column named
+    twice (case and spaces aside: ``arrival_s`` twice in a CSV header would keep one of them silently)."""
+    seen: dict[str, int] = {}
+    for k, name in enumerate(keys, 1):
+        low = str(name).strip().lower()
+        if low and low in seen:
+            raise ClusterfitError(f"{where}: column {str(name).strip()!r} is named twice (columns {seen[low]} and "
+                                  f"{k}); which one holds the values?")
+        seen[low] = k
     found = {"arrival": _pick(keys, ARRIVAL), "input": _pick(keys, INPUT), "output": _pick(keys, OUTPUT)}
     arrival, inp, out = found["arrival"], found["input"], found["output"]
     if arrival is None or inp is None or out is None:
@@ -216,7 +255,7 @@ def _read_rows(path: Path, rows: Iterator[tuple[int, Row]], header: list[str] | 
         where = f"{path}:{line}"
         try:
             t = _time(row[cols.arrival], where)
-            i_tok = _tokens(row[cols.input], "input tokens", where)
+            i_tok = _tokens(row[cols.input], "input tokens", where, least=1)
             o_tok = _tokens(row[cols.output], "output tokens", where)
         except KeyError as exc:
             raise ClusterfitError(f"{where}: missing field {exc.args[0]!r}") from None
