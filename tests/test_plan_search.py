@@ -191,3 +191,19 @@ def test_verify_simulates_the_recommended_plan():
     v = json.loads(out.stdout)["verify"]
     assert v["simulated"] is True and v["requests"] == 300
     assert v["completed"] + v["rejected"] + v["failed"] == 300
+
+
+def test_a_system_without_a_plan_says_why(run_cli):
+    """A system whose layouts fit but none meets the SLOs is named with its closest miss (the table left it out
+    without a word): 8x L40S over PCIe cannot decode Llama-3.1-8B at 4 ms per token at any TP (8.3 ms at TP8, batch
+    1), an H200 can (TP4)."""
+    code, out, err = run_cli("plan", "llama-3.1-8b", "--system", "h200", "--system", "l40s", "--isl", "500", "--osl",
+                             "100", "--rate", "1", "--tpot-ms", "4", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert [r["system"] for r in res["per_system"]] == ["hgx_h200"]
+    assert len(res["no_plan"]) == 1 and res["no_plan"][0].startswith("l40s_8x: no layout meets the targets; closest")
+    assert "vs target 4 ms" in res["no_plan"][0]
+    code, out, err = run_cli("plan", "llama-3.1-8b", "--system", "h200", "--system", "l40s", "--isl", "500", "--osl",
+                             "100", "--rate", "1", "--tpot-ms", "4")
+    assert code == 0 and "No plan on l40s_8x: no layout meets the targets" in " ".join(out.split()), err

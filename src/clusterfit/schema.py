@@ -1123,6 +1123,8 @@ class PlanResult(Schema):
     candidates_compiled: int
     not_fitting: list[str]
     queueing_model: str
+    #: systems with layouts that fit but none within the SLOs (or the --confidence bound), each with its closest miss
+    no_plan: list[str] = Field(default_factory=list)
     endpoint: EndpointComparison | None = None
     closest: ClosestMiss | None = None
     explanation: str | None = None

@@ -227,6 +227,10 @@ def render(result: PlanResult, console: Console) -> None:
                           + ", ".join(f"{r.system} ({r.gpu})" for r in unpriced)
                           + "; pass --price SYSTEM=$/GPU-hour (searched sources: price_source in --json).[/]",
                           soft_wrap=True)
+    for line in result.no_plan:
+        console.print(f"[dim]No plan on {line}.[/]", soft_wrap=True)
+    if result.not_fitting:
+        console.print(f"[dim]Does not fit: {'; '.join(result.not_fitting)}.[/]", soft_wrap=True)
     if result.recommended is not None:
         console.print(f"[bold green]Recommended:[/] {result.recommended.explanation}", soft_wrap=True)
     if result.endpoint is not None:

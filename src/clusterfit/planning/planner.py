@@ -692,6 +692,7 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
                      one_output_token=wl.one_output_token or None,
                      speculative=_speculative_block(req.speculative, model,
                                                     req.catalog.draft_head if req.catalog is not None else None))
+    out.no_plan = _no_plan(result, {r.system for r in rows}, slo, model, sized_on)
     priced = [r for r in rows if r.cost_per_hour is not None]
     if rows:
         top = priced[0] if priced else rows[0]
@@ -767,6 +768,26 @@ def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, 
                  "NVIDIA GPUs; no published measurement of this accelerator calibrated it (restrict the search "
                  "with --system to compare calibrated systems only).")
     return text
+
+
+def _no_plan(result: SearchResult, planned: set[str], slo: SLO, model: ModelArch, sized_on: int | None) -> list[str]:
+    """Per system searched whose layouts fit but none meets the SLOs: why, with its closest miss (the table would
+    otherwise leave it out without a word); ``sized_on``: the --confidence bound the figures are at."""
+    bound = f" (at the {sized_on}% pessimistic bound)" if sized_on is not None else ""
+    out = []
+    for sys_id in dict.fromkeys(c.system.id for c in result.candidates):
+        if sys_id in planned:
+            continue
+        closest = _closest([c for c in result.candidates if c.system.id == sys_id], slo, model)
+        if closest is None:
+            out.append(f"{sys_id}: no layout holds a request of this workload in its KV cache")
+        elif closest.missed:
+            out.append(f"{sys_id}: no layout meets the targets; closest {closest.precision} {closest.layout} at batch "
+                       f"{closest.batch:.0f}: {'; '.join(closest.missed)}{bound}")
+        else:
+            out.append(f"{sys_id}: no layout carries the load within the targets (goodput or capacity); closest "
+                       f"{closest.precision} {closest.layout}")
+    return out
 
 
 def _infeasible_text(closest: ClosestMiss | None, slo: SLO, wl: Workload, result: SearchResult) -> str:

@@ -255,6 +255,7 @@ function renderPlan(res) {
     out.push(el("table", { "aria-label": "Best plan per system" }, el("caption", { class: "hint", text: "Best plan per system" }), head, ...rows));
   }
   if (res.not_fitting.length) out.push(el("p", { class: "hint", text: "Does not fit: " + res.not_fitting.join("; ") }));
+  if (res.no_plan && res.no_plan.length) out.push(el("p", { class: "hint", text: "No plan on " + res.no_plan.join("; ") }));
   $("plan-out").replaceChildren(...out);
   renderPareto(res.pareto);
   lastPlan = r || null;
