@@ -304,3 +304,31 @@ def test_a_scenario_slo_qualifier_with_its_target_is_accepted(tmp_path):
                  "ttft_percentile: 99}\n")
     slo = load_scenario(f).to_slo()
     assert (slo.tpot_percentile, slo.ttft_percentile, slo.min_goodput) == (99, 99, 0.5)
+
+
+@pytest.mark.parametrize("command, text, key, line", [
+    (("plan", "--system", "h200", "--scenario"), _BASE + "model: Qwen/Qwen3-8B\n", "model", 4),
+    (("simulate", "--system", "h200", "--scenario"), _BASE + "slo: {ttft_ms: 900, ttft_ms: 2000}\n", "ttft_ms", 4),
+    (("hardware", "--catalog"), "gpus:\n  x1: {name: X}\n  x2: {name: Y}\n  x1: {name: Z}\n", "x1", 4),
+], ids=["scenario-model-twice", "scenario-flow-mapping", "catalog-gpu-twice"])
+def test_a_yaml_key_given_twice_is_refused(run_cli, tmp_path, command, text, key, line):
+    """PyYAML kept the last value silently (TOML refuses a repeated key)."""
+    f = tmp_path / "f.yaml"
+    f.write_text(text)
+    code, out, err = run_cli(*command, str(f))
+    _one_error(code, err, f"{f}: not valid YAML at line {line}", f"the key '{key}' is repeated (first on line")
+
+
+def test_yaml_aliases_and_merge_keys_still_read(run_cli, tmp_path):
+    """A key a mapping sets over one it merges (``<<``) is no repeat, also through a chain of merges."""
+    from clusterfit.inputs import parse_document
+
+    data = parse_document("a: &a {isl: 500, osl: 100}\nb: &b {<<: *a, isl: 800}\nc: {<<: *b, osl: 200}\n"
+                          "d: {<<: [*a, *b], osl: 300}\n", "f", "yaml")
+    assert data["c"] == {"isl": 800, "osl": 200} and data["d"] == {"isl": 500, "osl": 300}
+    f = tmp_path / "s.yaml"
+    f.write_text("model: llama-3.1-8b\nsystems: &sys [hgx_h200]\n"
+                 "workload: {<<: {isl: 500, osl: 100}, osl: 200, load: {requests_per_s: 2}}\n"
+                 "simulation: {replicas: 1, requests: 50}\n")
+    code, out, err = run_cli("simulate", "--scenario", str(f), "--json")
+    assert code == 0, err

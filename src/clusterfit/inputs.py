@@ -6,6 +6,7 @@ Every file a user names (scenario, hardware catalog, config.json) is read throug
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -77,7 +78,7 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
         else:
             import yaml
 
-            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            data = yaml.load(text, Loader=_yaml_loader())
     except RecursionError:
         raise ClusterfitError(f"{origin}: nested more than {MAX_DEPTH} levels deep") from None
     except json.JSONDecodeError as exc:
@@ -97,6 +98,47 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
         raise ClusterfitError(f"{origin}: not valid YAML{where}: {problem}") from None
     check_depth(data, origin)
     return data
+
+
+@functools.cache
+def _yaml_loader() -> Any:
+    """PyYAML's safe loader (libyaml's parser when present) refusing a mapping that repeats a key: PyYAML keeps
+    the last value silently (a scenario with 'model:' twice, a catalog defining a GPU twice), where TOML refuses.
+
+    Keys are compared as constructed (``1`` and ``0x1`` are one key). The check runs in ``flatten_mapping``, which
+    PyYAML calls on every mapping node before it merges ``<<`` keys into it (merging rewrites the node's items, and a
+    key a mapping sets over a merged one is no repeat), once per node: an aliased node is checked once, so the
+    'billion laughs' guard (check_depth) still meets the aliases unexpanded."""
+    import yaml
+    from yaml.constructor import ConstructorError
+    from yaml.nodes import MappingNode, ScalarNode
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        def __init__(self, stream: Any) -> None:
+            super().__init__(stream)
+            self._checked: set[int] = set()
+
+        def flatten_mapping(self, node: Any) -> None:
+            if isinstance(node, MappingNode) and id(node) not in self._checked:
+                self._checked.add(id(node))
+                seen: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        first = seen.get(key)
+                    except TypeError:   # unhashable: construct_mapping says so
+                        continue
+                    if first is not None:
+                        raise ConstructorError(None, None, f"the key {key_node.value[:60]!r} is repeated (first on "
+                                               f"line {first + 1}); give each key once", key_node.start_mark)
+                    seen[key] = key_node.start_mark.line
+            super().flatten_mapping(node)
+
+    return Loader
 
 
 def check_depth(data: Any, origin: str, limit: int = MAX_DEPTH, most: int = MAX_VALUES) -> None:
