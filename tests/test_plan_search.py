@@ -207,3 +207,13 @@ def test_a_system_without_a_plan_says_why(run_cli):
     code, out, err = run_cli("plan", "llama-3.1-8b", "--system", "h200", "--system", "l40s", "--isl", "500", "--osl",
                              "100", "--rate", "1", "--tpot-ms", "4")
     assert code == 0 and "No plan on l40s_8x: no layout meets the targets" in " ".join(out.split()), err
+
+
+def test_capacity_mode_says_when_nothing_fits_the_budget(run_cli):
+    """Llama-3.1-70B in bf16 (141 GB of weights) cannot fit one 80 GB H100: the answer says the budget is too small
+    (it said no layout 'meets' the SLOs, as if one fitted)."""
+    code, out, err = run_cli("plan", "llama-3.1-70b", "--system", "h100", "--isl", "1000", "--osl", "200",
+                             "--ttft-ms", "1000", "--tpot-ms", "50", "--gpus", "1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["explanation"].startswith("No layout of Llama-3.1-70B fits in 1 GPU(s): the smallest that "
+                                                     "holds it needs 2 GPUs")

@@ -234,6 +234,10 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
         top = rows[0]
         out.recommended = top.model_copy(update={"explanation": _text(top, rows, what, slo.describe(),
                                                                            wl.one_output_token)})
+    elif result.candidates and all(c.gpus > budgets[c.system.id] for c in result.candidates):
+        smallest = min(result.candidates, key=lambda c: c.gpus)
+        out.explanation = (f"No layout of {model.name} fits in {what}: the smallest that holds it needs "
+                           f"{smallest.gpus} GPUs ({smallest.system.id} {smallest.label()}); give a larger budget.")
     else:
         out.explanation = (f"No layout that fits in {what} meets {slo.describe()}"
                            + (f" with N+{req.failover} spares" if req.failover else "")
