@@ -59,3 +59,51 @@ def test_zero_output_tokens_still_run_as_one_token(run_json, tmp_path):
     header = rows[0].split(",")
     got = [dict(zip(header, r.split(","))) for r in rows[1:]]
     assert [(int(r["input_tokens"]), int(r["output_tokens"])) for r in got] == [(100, 1), (100, 3)]
+
+
+#: A small generated simulate run of two one-GPU replicas the failure cases add options to.
+TWO = ("simulate", "llama-3.1-8b", "--system", "h200", "--gpus", "1", "--isl", "100", "--osl", "10", "--rate", "5",
+       "--requests", "20", "--replicas", "2")
+
+
+@pytest.mark.parametrize("extra, match", [
+    (("--fail-at", "5", "--fail-replica", "2"), "error: --fail-replica: replica 2 does not exist: there are 2 "
+                                                "replicas, 0 to 1"),
+    (("--fail-at", "5", "--fail-node", "1"), "error: --fail-node: node 1 does not exist: 2 replicas of 1 GPU use 1 "
+                                             "node (node 0) of 8 GPUs"),
+])
+def test_a_failure_outside_the_cluster_names_its_option(run_cli, extra, match):
+    """'failure names replica 2, but there are 2' named no option (and HTTP answered "parameter": null)."""
+    assert match in _one_error(*run_cli(*TWO, *extra)[::2])
+
+
+@pytest.mark.parametrize("name, value", [("fail_replica", {"fail_replica": 2}), ("fail_node", {"fail_node": 1})])
+def test_a_failure_outside_the_cluster_is_a_parameter_error(name, value):
+    """What /api/simulate answers with: the error's parameter (the HTTP body's "parameter") names the field."""
+    import clusterfit as cf
+    from clusterfit.errors import ParameterError
+
+    with pytest.raises(ParameterError) as info:
+        cf.simulate(model="llama-3.1-8b", system="h200", gpus=1, isl=100, osl=10, rate=5, requests=20, replicas=2,
+                    fail_at=5, **value)
+    assert info.value.parameter == name and "does not exist" in str(info.value)
+
+
+def _scenario(tmp_path, failures: str, extra: str = ""):
+    scen = tmp_path / "s.yaml"
+    scen.write_text("model: llama-3.1-8b\nsystems: [h200]\nworkload: {isl: 100, osl: 10, load: {requests_per_s: 5}}\n"
+                    f"simulation:\n  replicas: 2\n  requests: 20\n  failures: {failures}\n{extra}")
+    return scen
+
+
+@pytest.mark.parametrize("failures, match", [
+    ("[{at_s: 1, replica: 5}]", "simulation.failures.0.replica: replica 5 does not exist: there are 2 replicas"),
+    ("[{at_s: 1, replica: 0}, {at_s: 2, node: 3}]", "simulation.failures.1.node: node 3 does not exist"),
+])
+def test_a_scenario_failure_outside_the_cluster_names_file_and_field(run_cli, tmp_path, failures, match):
+    scen = _scenario(tmp_path, failures)
+    msg = _one_error(*run_cli("simulate", "--scenario", str(scen), "--gpus", "1")[::2])
+    assert f"error: scenario file {scen}: {match}" in msg, msg
+    # the options' own failure comes after the scenario's: a bad scenario entry is still the scenario's
+    msg = _one_error(*run_cli("simulate", "--scenario", str(scen), "--gpus", "1", "--fail-at", "1")[::2])
+    assert f"scenario file {scen}: simulation.failures." in msg, msg

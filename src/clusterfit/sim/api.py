@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from ..arch import load_model
 from ..errors import ClusterfitError, no_decode_tpot
 from ..schema import ParameterError, SimulateRequest
-from .cluster import SimRun, run_simulation
+from .cluster import FailureTargetError, SimRun, check_failures, run_simulation
 from .config import ARRIVAL_PROCESSES, POLICIES, SampledLengthSpec, SessionSpec, SimulationConfig
 from .metrics import summarize
 from .stepmodel import StepCosts
@@ -204,8 +204,22 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
                         speculative=spec.method if spec is not None else None,
                         **layout)
     sim = with_draft_cost(sim, rep.model, rep.engine.draft_head)
+    try:  # before the requests are built or read: a wrong replica or node is known now
+        check_failures(sim, int(getattr(rep.step, "gpus", 1) or 1), rep.system.gpus_per_node)
+    except FailureTargetError as exc:
+        raise _failure_source(req, sim, exc) from None
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
     return {"model": model, "system": rep.system.id, **report}, run
+
+
+def _failure_source(req: SimulateRequest, sim: SimulationConfig, exc: FailureTargetError) -> ClusterfitError:
+    """``exc`` naming where its failure came from: the options' failure (--fail-at with --fail-replica or
+    --fail-node, _merge_options appends it last) as a ParameterError, a scenario's as its file and field."""
+    if req.fail_at is not None and exc.index == len(sim.failures) - 1:
+        return ParameterError("fail_node" if exc.field == "node" else "fail_replica", exc.detail)
+    if req.scenario is not None:
+        return ClusterfitError(f"scenario file {req.scenario}: {exc}")
+    return exc
 
 
 def _planned_layout(req: SimulateRequest, model: str, system: str, precision: str | None, kv_dtype: str | None,

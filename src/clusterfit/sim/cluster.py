@@ -73,6 +73,42 @@ def replicas_on_node(node: int, replicas: int, gpus_per_replica: int, gpus_per_n
     return out
 
 
+def node_gpus(config: SimulationConfig, gpus_per_replica: int, gpus_per_node: int | None = None) -> int:
+    """GPUs per node the replicas are packed onto: the simulation section's, else the system's, else 8 (or one
+    replica's GPUs where a replica is larger)."""
+    return int(config.gpus_per_node or gpus_per_node or max(8, gpus_per_replica))
+
+
+class FailureTargetError(ClusterfitError):
+    """A failure (``config.failures[index]``) names a replica or node (``field``) the cluster does not have;
+    ``detail`` says what there is. sim.api.run_request names the option or scenario field it came from."""
+
+    def __init__(self, index: int, field: str, detail: str) -> None:
+        super().__init__(f"simulation.failures.{index}.{field}: {detail}")
+        self.index, self.field, self.detail = index, field, detail
+
+
+def check_failures(config: SimulationConfig, gpus_per_replica: int, gpus_per_node: int | None = None) -> None:
+    """Every failure names a replica or node the run has (FailureTargetError otherwise): replicas are numbered
+    0..replicas-1, nodes 0.. over the nodes they are packed onto (replicas_on_node)."""
+    per_node = node_gpus(config, gpus_per_replica, gpus_per_node)
+    n = config.replicas
+    for k, f in enumerate(config.failures):
+        if f.replica is not None and f.replica >= n:
+            raise FailureTargetError(k, "replica", f"replica {f.replica} does not exist: there "
+                                     + ("is 1 replica, replica 0" if n == 1 else f"are {n} replicas, 0 to {n - 1}"))
+        if f.node is not None and not replicas_on_node(f.node, n, gpus_per_replica, per_node):
+            nodes = -(-n * gpus_per_replica // per_node)
+            raise FailureTargetError(k, "node", f"node {f.node} does not exist: {_count(n, 'replica')} of "
+                                     f"{_count(gpus_per_replica, 'GPU')} use "
+                                     + ("1 node (node 0)" if nodes == 1 else f"{nodes} nodes (0 to {nodes - 1})")
+                                     + f" of {per_node} GPUs")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _engine_batched_tokens(step_model: StepCosts) -> int:
     """Tokens per step the step model's engine schedules, over its attention-DP ranks (0 without an engine)."""
     engine = getattr(step_model, "engine", None)
@@ -112,7 +148,7 @@ class Cluster:
         self.timer = StepTimer(step_model, self.max_num_batched_tokens, self.max_num_seqs, max_ctx,
                                exact=config.exact_steps)
         self.gpus_per_replica = int(getattr(step_model, "gpus", 1) or 1)
-        self.gpus_per_node = int(config.gpus_per_node or gpus_per_node or max(8, self.gpus_per_replica))
+        self.gpus_per_node = node_gpus(config, self.gpus_per_replica, gpus_per_node)
         self.balancer = Balancer(config.policy, np.random.default_rng([config.seed, 1]))
         self.replicas: list[Replica] = []
         self.load: list[float] = []
@@ -268,17 +304,13 @@ class Cluster:
         """Push a failure event per lost replica (every replica on a lost node); return the restart delay
         of each failure, keyed by (time, replica, node) as the failure event finds it."""
         cfg = self.config
+        check_failures(cfg, self.gpus_per_replica, self.gpus_per_node)
         for f in cfg.failures:
             if f.replica is not None:
-                if f.replica >= cfg.replicas:
-                    raise ClusterfitError(f"failure names replica {f.replica}, but there are {cfg.replicas}")
                 self._push(f.at_s, _FAIL, f.replica, 0)
                 continue
             assert f.node is not None  # FailureSpec names exactly one of replica / node
             hit = replicas_on_node(f.node, cfg.replicas, self.gpus_per_replica, self.gpus_per_node)
-            if not hit:
-                raise ClusterfitError(f"failure names node {f.node}, but the replicas use only "
-                                      f"{-(-cfg.replicas * self.gpus_per_replica // self.gpus_per_node)} nodes")
             for r in hit:
                 self._push(f.at_s, _FAIL, r, f.node + 1)
         restart_of: RestartTimes = {}
