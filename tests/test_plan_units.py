@@ -283,3 +283,25 @@ def test_an_unknown_load_kind_is_named_before_its_bound_is_looked_up():
 
     with pytest.raises(ClusterfitError, match="unknown load kind 'tokens_per_day'"):
         Load("tokens_per_day", 5.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("options, says", [
+    (("--isl", "500"), "--isl: scenario file {f} has an agent section (workload.agent)"),
+    (("--osl", "50"), "--osl: scenario file {f} has an agent section"),
+    (("--isl", "500", "--osl", "50"), "drop --isl and --osl"),
+])
+def test_length_options_do_not_silently_replace_an_agent_section(run_cli, options, says):
+    """plan planned ISL 500 and dropped the agent section, which the scenario itself refuses beside isl / osl."""
+    f = EXAMPLES / "agent-sessions.yaml"
+    code, out, err = run_cli("plan", "--scenario", str(f), "--system", "h200", *options)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and says.format(f=f) in err, err
+
+
+@pytest.mark.parametrize("budget", ["--nodes", "--gpus"])
+def test_a_capacity_budget_does_not_silently_drop_a_scenario_load(run_cli, budget):
+    """A budget answers the load it carries: the scenario's load was dropped (on the command line --rate with
+    --nodes is refused)."""
+    f = EXAMPLES / "chat-lognormal.yaml"
+    code, out, err = run_cli("plan", "--scenario", str(f), "--system", "h200", budget, "1")
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: {budget}: capacity mode") and "(workload.load)" in err, err

@@ -17,6 +17,7 @@ from ..schema import ParameterError, PlanRequest
 from .cost import EndpointPrice, parse_price_overrides
 from ..sim.config import SpeculativeSpec
 from .planner import PlanQuestion
+from .scenario import Scenario
 from .workload import SLO, LengthDist, Load, LoadKind, Workload
 
 
@@ -56,6 +57,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         from .scenario import load_scenario
 
         sc = load_scenario(req.scenario)
+        _check_scenario_clashes(req, sc, capacity)
         merged = settings.over(sc.engine_settings.to_settings())
         q.catalog = replace(catalog, settings=merged if merged.given() else None)
         q.simulation = without_replica_keys(_checked_simulation(sc.simulation, req.scenario), settings.given())
@@ -76,7 +78,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         isl_d = LengthDist.fixed(req.isl, "isl") if req.isl is not None else wl.isl
         osl_d = LengthDist.fixed(req.osl, "osl") if req.osl is not None else wl.osl
         hit = wl.prefix_cache_hit_rate if req.prefix_cache_hit is None else req.prefix_cache_hit
-        if wl.agent is not None and req.isl is None and req.osl is None:
+        if wl.agent is not None:   # --isl / --osl are refused beside it (_check_scenario_clashes)
             q.workload = Workload(wl.isl, wl.osl, load or wl.load, hit, wl.agent)
         else:
             q.workload = Workload(isl_d, osl_d, load or wl.load, hit)
@@ -114,6 +116,24 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.catalog = _with_draft_head(req, q)
     _check_judged(req, q)
     return q
+
+
+def _check_scenario_clashes(req: PlanRequest, sc: Scenario, capacity: bool) -> None:
+    """Options that would silently throw away a part of the scenario rather than override a value of it: --isl /
+    --osl over an agent section (whose turns define the lengths; the scenario itself refuses isl and osl beside
+    one), and a capacity budget (nodes / gpus) over the scenario's load (capacity mode answers the load; on the
+    command line a load and a budget are refused together)."""
+    if sc.workload.agent is not None:
+        given = [n for n in ("isl", "osl") if getattr(req, n) is not None]
+        if given:
+            raise ParameterError(given[0], f"scenario file {req.scenario} has an agent section (workload.agent), "
+                                 "whose turns define the lengths; drop " + " and ".join(f"--{n}" for n in given)
+                                 + ", or plan without the scenario")
+    if capacity:
+        raise ParameterError("nodes" if req.nodes is not None else "gpus",
+                             f"capacity mode (nodes/gpus) answers the load the budget carries, and scenario file "
+                             f"{req.scenario} gives one (workload.load); drop the budget, or give the model, lengths "
+                             "and SLOs as options")
 
 
 def _check_judged(req: PlanRequest, q: PlanQuestion) -> None:
