@@ -305,3 +305,17 @@ def test_a_capacity_budget_does_not_silently_drop_a_scenario_load(run_cli, budge
     code, out, err = run_cli("plan", "--scenario", str(f), "--system", "h200", budget, "1")
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"error: {budget}: capacity mode") and "(workload.load)" in err, err
+
+
+def test_an_unknown_scenario_price_names_the_scenario_field(run_cli, run_json, tmp_path):
+    """A scenario's cost.prices with an unknown system said '--price: unknown system', an option not given."""
+    f = tmp_path / "s.yaml"
+    base = "model: llama-3.1-8b\nworkload: {isl: 100, osl: 10, load: {requests_per_s: 1}}\n"
+    f.write_text(base + "cost: {prices: {nonexistent_sys: 2.0}}\n")
+    code, out, err = run_cli("plan", "--scenario", str(f), "--system", "h200")
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: scenario file {f}: cost.prices.nonexistent_sys: unknown system "), err
+    f.write_text(base + "cost: {prices: {h200: 2.0}}\n")   # an alias, as --price takes; the option still wins
+    assert run_json("plan", "--scenario", str(f), "--system", "h200")["per_system"][0]["price_per_gpu_hour"] == 2.0
+    out = run_json("plan", "--scenario", str(f), "--system", "h200", "--price", "hgx_h200=3")
+    assert out["per_system"][0]["price_per_gpu_hour"] == 3.0

@@ -8,6 +8,7 @@ name for ``--verify``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..arch import load_model
@@ -69,7 +70,8 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         kv_dtypes = kv_dtypes or [k for k in sc.kv_dtypes() if k is not None] or None
         engine = engine or sc.engine
         failover = sc.cost.failover if failover is None else failover
-        q.prices = dict(sc.cost.prices)
+        q.prices = _canonical_prices(sc.cost.prices, catalog, lambda key, problem: ClusterfitError(
+            f"scenario file {req.scenario}: cost.prices.{key}: {problem}"))
         q.hours_per_month = sc.cost.hours_per_month
         if sc.cost.endpoint is not None:
             q.endpoint = EndpointPrice(sc.cost.endpoint.input_per_mtok, sc.cost.endpoint.output_per_mtok)
@@ -102,8 +104,8 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     if model is None:
         raise ParameterError("model", "give a model (or 'model:' in the scenario)")
     q.model = model
-    q.prices.update(parse_price_overrides(req.prices))
-    _check_price_keys(q)
+    q.prices.update(_canonical_prices(parse_price_overrides(req.prices), catalog,
+                                      lambda key, problem: ParameterError("prices", problem)))
     if req.endpoint_price is not None:
         q.endpoint = EndpointPrice.parse(req.endpoint_price)
     q.systems = systems or None
@@ -191,24 +193,25 @@ def _confidence(req: PlanRequest, capacity: bool) -> int | None:
     return req.confidence
 
 
-def _check_price_keys(q: PlanQuestion) -> None:
-    """A price override must name a system or a GPU of the catalog (a typo would be silently ignored); a name
-    ``--system`` takes (an alias, any case: 'h200', 'H200-SXM') is read as the id it stands for."""
+def _canonical_prices(prices: dict[str, float], catalog: Catalog,
+                      error: Callable[[str, str], Exception]) -> dict[str, float]:
+    """``prices`` keyed by the catalog's ids: a price must name a system or a GPU of the catalog (a typo would be
+    silently ignored); a name ``--system`` takes (an alias, any case: 'h200', 'H200-SXM') is read as the id it
+    stands for. An unknown name raises ``error(name, problem)`` (the option, or the scenario's field)."""
     from ..errors import unknown
     from ..hardware import normalize_name
 
-    assert q.catalog is not None
-    hw = q.catalog.hardware
+    hw = catalog.hardware
     known = set(hw.systems) | {s.gpu.id for s in hw.systems.values()}
     canonical = {}
-    for key, price in q.prices.items():
+    for key, price in prices.items():
         alias = normalize_name(key)
         name = key if key in known else hw.system_aliases.get(alias) or hw.gpu_aliases.get(alias)
         if name not in known:
             err = unknown("system", key, sorted(known))
-            raise ParameterError("prices", f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
+            raise error(key, f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
         canonical[name] = price
-    q.prices = canonical
+    return canonical
 
 
 def _checked_simulation(simulation: object, scenario: object) -> object:
