@@ -107,3 +107,49 @@ def test_a_scenario_failure_outside_the_cluster_names_file_and_field(run_cli, tm
     # the options' own failure comes after the scenario's: a bad scenario entry is still the scenario's
     msg = _one_error(*run_cli("simulate", "--scenario", str(scen), "--gpus", "1", "--fail-at", "1")[::2])
     assert f"scenario file {scen}: simulation.failures." in msg, msg
+
+
+#: The fuzzing pass's run: it ends at ~70 s.
+SEVENTY = ("simulate", "llama-3.1-8b", "--system", "h200", "--isl", "500", "--osl", "100", "--rate", "5",
+           "--requests", "300", "--replicas", "2")
+
+
+def test_a_failure_after_the_last_request_is_not_exercised_and_says_so(run_cli, run_json):
+    """--fail-at 100000 of a 70 s run listed 't=100000.0 s: replica_lost (replica 0)' as if it happened, and ran
+    the cluster (and its GPU-hours) on to t = 100,000 s: 55.6 GPU-hours instead of 0.04."""
+    plain = run_json(*SEVENTY)
+    late = run_json(*SEVENTY, "--fail-at", "100000")
+    assert late["events"] == [] and plain["not_exercised"] == []
+    (ev,) = late["not_exercised"]
+    assert ev["t_s"] == 100000 and ev["event"] == "replica_lost" and ev["replica"] == 0
+    assert "falls after the last request finished" in ev["note"] and "not exercised" in ev["note"]
+    assert late["gpu_hours"] == pytest.approx(plain["gpu_hours"]) and late["duration_s"] == plain["duration_s"]
+    code, out, err = run_cli(*SEVENTY, "--fail-at", "100000")
+    text = " ".join(out.split())
+    assert code == 0 and "The failure of replica 0 at t=100,000.0 s falls after the last request finished" in text
+    assert "t=100000.0 s: replica_lost" not in text
+
+
+def test_a_restart_after_the_last_request_is_not_exercised(run_json):
+    rep = run_json(*SEVENTY, "--fail-at", "30", "--restart-after", "100000")
+    assert [e["event"] for e in rep["events"]] == ["replica_lost"]
+    assert [(e["event"], e["t_s"]) for e in rep["not_exercised"]] == [("replica_restarted", 100030)]
+    assert rep["duration_s"] < 100
+
+
+def test_a_failure_in_a_lull_before_the_last_arrival_is_exercised(run_json, tmp_path):
+    """Idle replicas between arrivals still fail: only what falls after the last request is left out."""
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,input_tokens,output_tokens\n0,100,5\n100,100,5\n")
+    rep = run_json("simulate", "llama-3.1-8b", "--system", "h200", "--trace", str(path), "--replicas", "2",
+                   "--fail-at", "50", "--restart-after", "10")
+    assert [e["event"] for e in rep["events"]] == ["replica_lost", "replica_restarted"]
+    assert rep["not_exercised"] == [] and rep["completed"] == 2
+
+
+def test_a_scenario_failure_after_the_run_is_not_exercised(run_json, tmp_path):
+    scen = _scenario(tmp_path, "[{at_s: 1, replica: 1}, {at_s: 90000, node: 0, restart_s: 5}]")
+    rep = run_json("simulate", "--scenario", str(scen), "--gpus", "1")
+    assert [e["event"] for e in rep["events"]] == ["replica_lost"]
+    # replica 1, lost at 1 s and never restarted, is not lost again
+    assert [(e["replica"], e.get("cause")) for e in rep["not_exercised"]] == [(0, "node 0")]

@@ -791,9 +791,10 @@ class Window(Schema):
 
 
 class SimEvent(Schema):
-    """A failure, restart or scaling event; the counts are set for losses, mean_outstanding for scaling."""
+    """A failure, restart or scaling event; the counts are set for losses, mean_outstanding for scaling, ``note`` for
+    one that was not exercised (SimReport.not_exercised)."""
 
-    _omit_if_none = frozenset({"cause", "in_flight", "retried", "failed", "mean_outstanding"})
+    _omit_if_none = frozenset({"cause", "in_flight", "retried", "failed", "mean_outstanding", "note"})
     t_s: float
     event: str
     replica: int
@@ -802,6 +803,7 @@ class SimEvent(Schema):
     retried: int | None = None
     failed: int | None = None
     mean_outstanding: float | None = None
+    note: str | None = None
 
 
 class SimReport(Schema):
@@ -840,6 +842,8 @@ class SimReport(Schema):
     per_replica: list[ReplicaStats]
     windows: list[Window]
     events: list[SimEvent]
+    not_exercised: list[SimEvent] = Field(default_factory=list, description="failures and restarts due after the "
+                                          "last request finished: not run (they would lose nothing), each with a note")
     sim_wall_s: float
 
 

@@ -155,5 +155,8 @@ def render_simulation(console: Console, report: SimResult) -> None:
         console.print(f"  t={ev.t_s:.1f} s: {ev.event} (replica {ev.replica})"
                       + (f", {ev.in_flight} in flight retried/failed {ev.retried}/{ev.failed}"
                          if ev.in_flight is not None else ""))
+    for ev in report.not_exercised:
+        note = ev.note or f"{ev.event} (replica {ev.replica}) at t={ev.t_s:.1f} s: not exercised"
+        console.print(f"[yellow]  {note[:1].upper()}{note[1:]}[/]", soft_wrap=True)
     if report.plot is not None:
         console.print(f"plot: {report.plot}")

@@ -60,6 +60,9 @@ class SimRun:
     config: SimulationConfig
     extra: dict[str, Any] = field(default_factory=dict)
     token_gaps: TokenGaps = field(default_factory=TokenGaps)  # inter-token gaps of every replica (sim/gaps.py)
+    #: Failures and restarts due after every request had finished: not run (a replica lost at t = 100,000 s of a
+    #: 70 s run would lose nothing and stretch the run, and its GPU-hours, to that time), each with a ``note``.
+    not_exercised: list[dict[str, Any]] = field(default_factory=list)
 
 
 def replicas_on_node(node: int, replicas: int, gpus_per_replica: int, gpus_per_node: int) -> list[int]:
@@ -163,6 +166,7 @@ class Cluster:
         self.hold: deque[int] = deque()
         self.samples: list[Sample] = []
         self.events: list[dict[str, Any]] = []
+        self.not_exercised: list[dict[str, Any]] = []
         self.pending_starts = 0
 
     # --- replicas -------------------------------------------------------------------------------
@@ -341,6 +345,7 @@ class Cluster:
                 check_deadline()  # the HTTP API's per-call budget (clusterfit.deadline); nothing elsewhere
             ta = arrivals[i] if i < n else inf
             if heap and heap[0][0] <= ta:
+                t0 = t
                 t, _, kind, a, b = heappop(heap)
                 if kind == _REPLICA:
                     rep = replicas[a]
@@ -355,6 +360,10 @@ class Cluster:
                         load[a] = len(rep.waiting) + len(rep.prefill) + rep.d  # rep.outstanding()
                     elif rep.alive and rep.outstanding() == 0:
                         self._stop(rep, t)
+                elif (kind == _FAIL or kind == _RESTART) and i >= n and self._idle():
+                    self._not_exercised(kind, a, b, t, t0)
+                    t = t0  # the run ended with the work, not at a failure or restart nobody met
+                    continue
                 else:
                     self._control_event(kind, a, b, t, i < n, restart_of)
             elif i < n:
@@ -382,6 +391,25 @@ class Cluster:
             self._restart(a, now_s, "scale_up_ready")
         else:
             self._tick(now_s, arrivals_left)
+
+    def _idle(self) -> bool:
+        """Whether no request is left to serve: none held for a replica, none on a live one."""
+        return not self.hold and not any(r.alive and r.outstanding() for r in self.replicas)
+
+    def _not_exercised(self, kind: int, a: int, b: int, at_s: float, done_s: float) -> None:
+        """Record a failure (``b`` the node + 1 or 0) or restart of replica ``a`` due at ``at_s``, after the last
+        request finished at ``done_s``: it is not run. One that would do nothing (a lost replica lost again, a live
+        one restarted) is not recorded, as _fail and _restart record nothing then."""
+        if self.replicas[a].alive != (kind == _FAIL):
+            return
+        what = "failure" if kind == _FAIL else "restart"
+        ev: dict[str, Any] = {"t_s": at_s, "event": "replica_lost" if kind == _FAIL else "replica_restarted",
+                              "replica": a}
+        if kind == _FAIL:
+            ev["cause"] = "replica" if b == 0 else f"node {b - 1}"
+        ev["note"] = (f"the {what} of replica {a} at t={at_s:,.1f} s falls after the last request finished "
+                      f"(t={done_s:,.1f} s): not exercised")
+        self.not_exercised.append(ev)
 
     def _close(self, end_s: float) -> None:
         """Last sample; requests still held fail (no replica ever came back); replicas stop paying."""
@@ -421,6 +449,7 @@ class Cluster:
                    "max_num_batched_tokens": self.max_num_batched_tokens, "rejected_too_long": too_long,
                    "kv_admit_tokens": self.admit_cap},
             token_gaps=gaps,
+            not_exercised=self.not_exercised,
         )
 
     def _sample(self, t: float) -> None:

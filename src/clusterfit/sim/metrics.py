@@ -114,6 +114,7 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
         "per_replica": per_replica(run, ttft, duration),
         "windows": windows(run, ttft, e2e, good),
         "events": run.events,
+        "not_exercised": run.not_exercised,
         "sim_wall_s": run.sim_wall_s,
     }
 
