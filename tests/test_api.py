@@ -282,6 +282,16 @@ def test_perf_batch_and_context_the_engine_cannot_run(run_cli, args, says):
     assert code == 2 and out == "" and says in " ".join(err.split()), err
 
 
+def test_perf_says_when_the_gpu_lacks_the_weights_math(run_cli):
+    """NVFP4 weights on an H100 (no fp4 tensor cores, hardware catalog) are modelled with fp8 math and perf says so;
+    on a B200 (fp4 tensor cores) there is nothing to say."""
+    args = ("perf", "llama-3.1-8b", "--isl", "1000", "--osl", "200", "--batch", "4", "--precision", "nvfp4")
+    notes = _cli_json(run_cli, *args, "--system", "h100")["notes"]
+    assert [n for n in notes if n.startswith("nvfp4 on h100_sxm: the GPU has no fp4 tensor cores; modelled as nvfp4 "
+                                             "weights read from memory with fp8 math")]
+    assert not [n for n in _cli_json(run_cli, *args, "--system", "b200")["notes"] if "tensor cores" in n]
+
+
 def test_perf_concurrency_above_the_running_batch_queues_and_says_so():
     """Llama-3.1-70B fp8 on 2x H100 TP2 under TensorRT-LLM admits 61 requests of 2048+2048 tokens (derived by hand
     in tests/test_kv_admission.py); 200 clients: the other 139 wait (200/61 - 1) request cycles of osl x TPOT."""

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .arch import ModelArch
     from .perfmodel.step import StepModel
     from .engines import Engine, EngineSettings
-    from .hardware import System
+    from .hardware import Gpu, System
     from .precision import Precision
     from .sim.cluster import SimRun
     from collections.abc import Callable
@@ -315,6 +315,7 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
                      "step at this load)")
     if spec is not None:
         notes.extend(_drafter_memory_note(rep, spec.method))
+    notes.extend(_math_fallback_notes(rep.precision, rep.system.gpu))
     lay = rep.layout
     return PerfResult.model_validate({
         "model": rep.model.name, "system": rep.system.id, "engine": req.engine, "precision": rep.precision.name,
@@ -359,6 +360,19 @@ def _perf_intervals(out: dict[str, Any], engine: str, gpu_id: str, model: ModelA
             "output_tokens_per_s_per_gpu_interval": bands.rate(out["output_tokens_per_s_per_gpu"], dec),
             "tokens_per_s_per_user_interval": bands.rate(out["tokens_per_s_per_user"], dec),
             "intervals": bands.basis(["prefill", dec])}
+
+
+def _math_fallback_notes(precision: Precision, gpu: Gpu) -> list[str]:
+    """A note per low-precision weight format whose math the GPU has no tensor cores for (fp4 weights on a Hopper,
+    an A100 or an MI300X): the model runs it with the next wider math the GPU has, which the engine must support."""
+    notes = []
+    for fmt in sorted({f for f in precision.formats.values()}, key=lambda f: f.name):
+        used = gpu.math_dtype(fmt.compute_dtype)
+        if used != fmt.compute_dtype and fmt.compute_dtype in ("fp4", "fp8", "int8"):
+            notes.append(f"{fmt.name} on {gpu.id}: the GPU has no {fmt.compute_dtype} tensor cores; modelled as "
+                         f"{fmt.name} weights read from memory with {used} math (check that your engine runs "
+                         f"{fmt.name} on this GPU: some run it weight-only, some not at all)")
+    return notes
 
 
 def _check_batch_fits(step: StepModel, batch: int, context: float, capped: bool = False) -> None:

@@ -64,18 +64,21 @@ class Gpu:
         """Bytes the device exposes (measured/reported) or, if unknown, the marketed bytes."""
         return self.visible_memory_bytes or self.memory_bytes
 
-    def peak_flops(self, dtype: str) -> float:
-        """Dense peak FLOP/s for a compute dtype; falls back to the next wider supported dtype.
+    def math_dtype(self, dtype: str) -> str:
+        """The dtype whose tensor cores run math of ``dtype`` on this GPU: itself, or the next wider one it has.
 
         fp4 -> fp8 -> bf16 (a GPU without fp4 runs fp4 weights through fp8 or bf16 math).
         """
         order = {"fp4": ["fp4", "fp8", "bf16"], "fp8": ["fp8", "bf16"], "int8": ["int8", "fp8", "bf16"],
                  "int4": ["int8", "fp8", "bf16"], "fp16": ["fp16", "bf16"], "bf16": ["bf16", "fp16"]}
         for d in order.get(dtype, [dtype]):
-            v = self.dense_flops.get(d)
-            if v:
-                return v
+            if self.dense_flops.get(d):
+                return d
         raise ClusterfitError(f"GPU {self.id} has no dense {dtype} (or wider) peak in the catalog")
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for a compute dtype (math_dtype: itself or the next wider one the GPU has)."""
+        return self.dense_flops[self.math_dtype(dtype)]
 
 
 @dataclass(frozen=True)
