@@ -127,7 +127,7 @@ def test_an_output_where_nothing_can_be_written_is_refused_before_work(run_cli, 
     before; now one error line before any work."""
     code, out, err = run_cli(*LOAD, "--requests", "10", option,
                              "/proc/clusterfit.png" if option == "--plot" else "/proc/clusterfit.csv")
-    assert code == 2 and err.startswith("error: output /proc/clusterfit.") and "cannot write in /proc" in err, err
+    assert code == 2 and err.startswith(f"error: {option}: ") and "cannot write in /proc" in err, err
     assert "Traceback" not in err
 
 

@@ -153,3 +153,26 @@ def test_a_scenario_failure_after_the_run_is_not_exercised(run_json, tmp_path):
     assert [e["event"] for e in rep["events"]] == ["replica_lost"]
     # replica 1, lost at 1 s and never restarted, is not lost again
     assert [(e["replica"], e.get("cause")) for e in rep["not_exercised"]] == [(0, "node 0")]
+
+
+@pytest.mark.parametrize("args, match", [
+    # 'output nodir/x.png: the folder nodir does not exist' did not say which option
+    (("simulate", "llama-3.1-8b", "--system", "h200", "--isl", "5", "--osl", "5", "--rate", "1", "--requests", "5",
+      "--plot", "{d}/nodir/x.png"), "error: --plot: the folder {d}/nodir does not exist"),
+    # 'output a.csv is given twice': given to which two?
+    (("simulate", "llama-3.1-8b", "--system", "h200", "--isl", "5", "--osl", "5", "--rate", "1", "--requests", "5",
+      "--csv", "{d}/a.csv", "--requests-csv", "{d}/a.csv"), "error: --requests-csv: {d}/a.csv is also given to --csv"),
+    (("simulate", "llama-3.1-8b", "--system", "h200", "--trace", "{d}/t.csv", "--csv", "{d}/t.csv"),
+     "error: --csv: {d}/t.csv is also an input (--trace); it would be overwritten"),
+    (("simulate", "llama-3.1-8b", "--system", "h200", "--isl", "5", "--osl", "5", "--rate", "1", "--requests", "5",
+      "--requests-csv", "{d}"), "error: --requests-csv: {d} is a directory; give a file name"),
+    (("plan", "llama-3.1-8b", "--isl", "5", "--osl", "5", "--rate", "1", "--plot", "{d}/nodir/p.png"),
+     "error: --plot: the folder {d}/nodir does not exist"),
+    (("calibrate", "--out", "{d}/nodir/p.json"), "error: --out: the folder {d}/nodir does not exist"),
+    (("bench", "http://127.0.0.1:9", "--requests", "1", "--isl", "5", "--osl", "5", "--csv", "{d}/nodir/b.csv"),
+     "error: --csv: the folder {d}/nodir does not exist"),
+])
+def test_output_path_errors_name_their_option(run_cli, tmp_path, args, match):
+    (tmp_path / "t.csv").write_text("arrival_s,input_tokens,output_tokens\n0,5,5\n")
+    msg = _one_error(*run_cli(*(a.format(d=tmp_path) for a in args))[::2])
+    assert match.format(d=tmp_path) in msg, msg

@@ -81,7 +81,7 @@ def bench_command(
     from ..errors import ClusterfitError
 
     if csv is not None:
-        check_outputs([csv], [Path(trace)] if trace is not None else [])
+        check_outputs([("--csv", csv)], [("--trace", Path(trace))] if trace is not None else [])
     rates = _numbers(rate, "rate", float)
     levels = _numbers(concurrency, "concurrency", int)
     if len(rates) > 1 and len(levels) > 1:

@@ -38,7 +38,7 @@ def calibrate_command(
     if not out.strip():   # a Path would read '' as '.', the current folder ("output . is a directory")
         raise ParameterError("out", "is empty; give the profile file to write (e.g. profile.json)")
     path = Path(out)
-    check_outputs([path], list(catalog or []))
+    check_outputs([("--out", path)], [("--catalog", p) for p in catalog or []])
     err = Console(stderr=True)
     profile = api.calibrate(out=path, gpus=gpus, quick=quick, device=device, gpu=gpu, catalog=list(catalog or []),
                             log=lambda line: err.print(f"[dim]{line}[/]", highlight=False, soft_wrap=True))

@@ -53,26 +53,30 @@ def parameter_flag(exc: ClusterfitError) -> str:
     return str(exc)
 
 
-def check_outputs(outputs: list[Path], inputs: list[Path]) -> None:
-    """Refuse, before any work, an output file whose folder is missing, that is a folder, that is an input, or
-    whose folder takes no new file (a read-only mount, /proc: a scratch file is created there and removed)."""
+def check_outputs(outputs: list[tuple[str, Path]], inputs: list[tuple[str, Path]]) -> None:
+    """Refuse, before any work, an output file whose folder is missing, that is a folder, that is an input, that
+    another option writes too, or whose folder takes no new file (a read-only mount, /proc: a scratch file is
+    created there and removed). ``outputs`` and ``inputs`` pair each path with its option (``("--plot", path)``);
+    the error names the option (``--plot: the folder nodir does not exist``)."""
     import tempfile
 
-    seen: set[Path] = set()
-    resolved_inputs = {p.resolve() for p in inputs}
-    for out in outputs:
+    seen: dict[Path, str] = {}
+    resolved_inputs = {p.resolve(): flag for flag, p in inputs}
+    for flag, out in outputs:
+        name = flag.lstrip("-").replace("-", "_")   # the parameter parameter_flag turns back into the flag
         target = out.resolve()
         if target.is_dir():
-            raise ClusterfitError(f"output {out} is a directory; give a file name")
+            raise ParameterError(name, f"{out} is a directory; give a file name")
         if not target.parent.is_dir():
-            raise ClusterfitError(f"output {out}: the folder {out.parent} does not exist")
+            raise ParameterError(name, f"the folder {out.parent} does not exist")
         if target in resolved_inputs:
-            raise ClusterfitError(f"output {out} is also an input; it would be overwritten")
+            raise ParameterError(name, f"{out} is also an input ({resolved_inputs[target]}); it would be "
+                                 "overwritten")
         if target in seen:
-            raise ClusterfitError(f"output {out} is given twice")
-        seen.add(target)
+            raise ParameterError(name, f"{out} is also given to {seen[target]}")
+        seen[target] = flag
         try:
             with tempfile.TemporaryFile(dir=target.parent):
                 pass
         except OSError as exc:
-            raise ClusterfitError(f"output {out}: cannot write in {out.parent} ({exc.strerror or exc})") from None
+            raise ParameterError(name, f"cannot write in {out.parent} ({exc.strerror or exc})") from None

@@ -105,7 +105,7 @@ def plan_command(
     if plot is not None:
         from ..sim.plot import check_plot_path
 
-        check_outputs([plot], [p for p in [scenario] if p is not None])
+        check_outputs([("--plot", plot)], [("--scenario", scenario)] if scenario is not None else [])
         check_plot_path(plot)
     result = api.plan(**given(
         model=model, isl=isl, osl=osl, rate=rate, concurrency=concurrency, tokens_per_s=tokens_per_s,

@@ -78,8 +78,9 @@ def simulate_command(
     """Simulate replicas of MODEL on SYSTEM behind a load balancer: latency percentiles, goodput, failures."""
     from .. import api
 
-    outputs = [p for p in (plot, csv, requests_csv) if p is not None]
-    check_outputs(outputs, [Path(p) for p in (scenario, trace) if p is not None])
+    check_outputs([(f, p) for f, p in (("--plot", plot), ("--csv", csv), ("--requests-csv", requests_csv))
+                   if p is not None],
+                  [(f, Path(p)) for f, p in (("--scenario", scenario), ("--trace", trace)) if p is not None])
     if plot is not None:
         from ..sim.plot import check_plot_path
 
