@@ -77,13 +77,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
             q.endpoint = EndpointPrice(sc.cost.endpoint.input_per_mtok, sc.cost.endpoint.output_per_mtok)
         max_nodes = max_nodes or sc.search.max_nodes_per_replica
         disagg = disagg and sc.search.disaggregated
-        isl_d = LengthDist.fixed(req.isl, "isl") if req.isl is not None else wl.isl
-        osl_d = LengthDist.fixed(req.osl, "osl") if req.osl is not None else wl.osl
-        hit = wl.prefix_cache_hit_rate if req.prefix_cache_hit is None else req.prefix_cache_hit
-        if wl.agent is not None:   # --isl / --osl are refused beside it (_check_scenario_clashes)
-            q.workload = Workload(wl.isl, wl.osl, load or wl.load, hit, wl.agent)
-        else:
-            q.workload = Workload(isl_d, osl_d, load or wl.load, hit)
+        q.workload = _scenario_workload(req, wl, load)
         q.slo = slo
         if req.ttft_ms is not None or req.tpot_ms is not None:
             q.slo = SLO(_ms(req.ttft_ms) if req.ttft_ms is not None else slo.ttft_s,
@@ -118,6 +112,17 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.catalog = _with_draft_head(req, q)
     _check_judged(req, q)
     return q
+
+
+def _scenario_workload(req: PlanRequest, wl: Workload, load: Load | None) -> Workload:
+    """The scenario's workload with the request's lengths, load and prefix-cache hit rate over it (lengths are
+    refused beside an agent section: _check_scenario_clashes)."""
+    hit = wl.prefix_cache_hit_rate if req.prefix_cache_hit is None else req.prefix_cache_hit
+    if wl.agent is not None:
+        return Workload(wl.isl, wl.osl, load or wl.load, hit, wl.agent)
+    isl = LengthDist.fixed(req.isl, "isl") if req.isl is not None else wl.isl
+    osl = LengthDist.fixed(req.osl, "osl") if req.osl is not None else wl.osl
+    return Workload(isl, osl, load or wl.load, hit)
 
 
 def _check_scenario_clashes(req: PlanRequest, sc: Scenario, capacity: bool) -> None:
