@@ -257,6 +257,11 @@ BAD_FIELDS = [
     ("timings.attention_decode", [], "timings.attention_decode"),
     ("timings.moe", [], "fit.moe"),
     ("surprise", 1, "surprise"),
+    # the device must look like the catalog GPU it names, and the date be a past one (fuzzing pass, stop 36)
+    ("created", "2999-01-01", "created"),
+    ("gpu.memory_bytes", 1, "gpu.memory_bytes"),
+    ("gpu.memory_bytes", 80 * 2**30, "gpu.memory_bytes"),       # an 80 GiB device called h200_sxm
+    ("gpu.compute_capability", "8.0", "gpu.compute_capability"),
 ]
 
 

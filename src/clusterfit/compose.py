@@ -78,8 +78,21 @@ class Catalog:
         return load_curves()
 
     def check_profile_gpu(self, systems: list[System]) -> None:
-        """A profile must be for the GPU of at least one of ``systems`` (those predicted): else an error naming both."""
-        if self.profile is None or any(s.gpu.id == self.profile.gpu.id for s in systems):
+        """A profile must be for the GPU of at least one of ``systems`` (those predicted), and its device must look
+        like that GPU (memory within 25% of the catalog's, the same compute capability): else an error naming both."""
+        if self.profile is None:
+            return
+        pg = self.profile.gpu
+        match = next((s.gpu for s in systems if s.gpu.id == pg.id), None)
+        if match is not None:
+            if pg.memory_bytes is not None and not 0.75 <= pg.memory_bytes / match.usable_memory_bytes <= 1.25:
+                raise ParameterError("profile", f"gpu.memory_bytes {pg.memory_bytes:,} is not {pg.id}'s memory "
+                                     f"({match.usable_memory_bytes / 1e9:.0f} GB in the hardware catalog): the "
+                                     "profile was measured on another device")
+            cc = match.compute_capability
+            if pg.compute_capability is not None and cc is not None and pg.compute_capability != f"{cc:.1f}":
+                raise ParameterError("profile", f"gpu.compute_capability {pg.compute_capability} is not {pg.id}'s "
+                                     f"({cc:.1f} in the hardware catalog): the profile was measured on another device")
             return
         have = ", ".join(dict.fromkeys(f"{s.id} ({s.gpu.id})" for s in systems))
         raise ParameterError("profile", f"the profile was measured on {self.profile.gpu.id} "

@@ -95,7 +95,8 @@ class ProfileGpu(_Doc):
     id: Annotated[str, Field(min_length=1, max_length=100)]
     device_name: Text = Field(description="the name PyTorch reported (torch.cuda.get_device_name)")
     count: int = Field(ge=1, le=1024, description="GPUs that took part (the all-reduce ran over all of them)")
-    memory_bytes: int | None = Field(None, ge=1, description="torch total_memory of one GPU, bytes")
+    memory_bytes: int | None = Field(None, ge=2**30, le=10**13,
+                                     description="torch total_memory of one GPU, bytes (1 GiB..10 TB)")
     compute_capability: Text | None = None
     sms: int | None = Field(None, ge=1, le=100_000)
 
@@ -326,10 +327,13 @@ class Profile(_Doc):
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
         try:
-            _dt.date.fromisoformat(self.created[:10])
+            day = _dt.date.fromisoformat(self.created[:10])
         except ValueError:
             raise PydanticCustomError("created", "created: must be an ISO 8601 date (YYYY-MM-DD...), got {got}",
                                       {"got": repr(self.created)}) from None
+        if day > _dt.date.today() + _dt.timedelta(days=1):   # a day's grace for time zones
+            raise PydanticCustomError("created", "created: {got} is in the future; a profile records when it was "
+                                      "measured", {"got": repr(self.created)})
         t, f = self.timings, self.fit
         backing = (("fit.gemm.fp8", f.gemm.fp8, any(g.dtype == "fp8" for g in t.gemm), "timings.gemm (fp8 rows)"),
                    ("fit.moe", f.moe, bool(t.moe), "timings.moe"),
