@@ -427,3 +427,12 @@ def test_catalog_problems_are_one_line(run_cli, tmp_path, mem, bw, says):
     code, out, err = run_cli("hardware", "--catalog", str(f))
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: invalid hardware catalog")
     assert says in err, err
+
+
+def test_a_node_without_nics_is_refused(run_cli, tmp_path):
+    """nics_per_node 0 beside nic_gbps_per_gpu 400 is a contradiction the model would not notice (it reads only the
+    per-GPU bandwidth): refused naming the field."""
+    f = tmp_path / "c.yaml"
+    f.write_text(_CATALOG.format(mem=80, bw=3) + "    nics_per_node: 0\n")
+    code, out, err = run_cli("hardware", "--catalog", str(f))
+    assert code == 2 and "systems.xs.nics_per_node: Input should be greater than or equal to 1" in err, err

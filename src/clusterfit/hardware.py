@@ -227,7 +227,9 @@ class SystemEntry(_Entry):
     scale_up_domain_gpus: int = Field(ge=1, le=MAX_DOMAIN_GPUS)
     scale_up: str | None = None
     nic_gbps_per_gpu: float = Field(ge=MIN_NIC_GBPS, le=MAX_NIC_GBPS)
-    nics_per_node: int | None = Field(default=None, ge=0, le=1024)
+    #: informational (the scale-out bandwidth the model uses is nic_gbps_per_gpu); at least 1: a node without a NIC
+    #: would contradict its nic_gbps_per_gpu
+    nics_per_node: int | None = Field(default=None, ge=1, le=1024)
     network: str | None = None
     unverified: list[str] = Field(default_factory=list)
     src: dict[str, str] = Field(default_factory=dict)
