@@ -149,3 +149,36 @@ def test_simulation_section_and_scenario_workload():
     req = build_requests(parse_simulation({"requests": 4000}), agent.to_workload())
     assert req.input_tokens[req.prefix_key == 0].tolist() == [1200, 1500, 1800, 2100]
     assert len(req) / req.duration_s == pytest.approx(8.0, rel=0.1)
+
+
+_AUTOSCALED = ("model: llama-3.1-8b\nsystems: [hgx_h200]\nworkload: {{isl: 500, osl: 50, load: {{requests_per_s: 2}}}}\n"
+               "simulation: {{requests: 50, {section}}}\n")
+
+
+@pytest.mark.parametrize("section, says", [
+    # Cluster._tick adds a replica above up_outstanding and drains one below down_outstanding: 2 < mean < 32 did both
+    ("autoscale: {up_outstanding: 2, down_outstanding: 32}", "autoscale.down_outstanding: 32 must be below "
+     "up_outstanding (2)"),
+    ("autoscale: {up_outstanding: 4, down_outstanding: 4}", "autoscale.down_outstanding: 4 must be below"),
+    ("autoscale: {up_outstanding: 1}", "autoscale.down_outstanding: 2 must be below up_outstanding (1)"),  # default
+    ("replicas: 2, autoscale: {min_replicas: 4, max_replicas: 6}",    # ran below its minimum
+     "autoscale: replicas (2) is outside [min_replicas, max_replicas] = [4, 6]"),
+    ("replicas: 8, autoscale: {min_replicas: 4, max_replicas: 6}", "autoscale: replicas (8) is outside"),
+    ("autoscale: {min_replicas: 4, max_replicas: 6}", "autoscale: replicas (1) is outside"),   # 1 unless given
+    ("autoscale: {min_replicas: 5, max_replicas: 4}", "autoscale: min_replicas (5) exceeds max_replicas (4)"),
+], ids=["up-below-down", "up-equals-down", "up-below-default-down", "replicas-below-min", "replicas-above-max",
+        "default-replicas-below-min", "min-above-max"])
+@pytest.mark.parametrize("command", ["simulate", "plan"])
+def test_contradictory_autoscale_settings_are_refused(run_cli, tmp_path, command, section, says):
+    f = tmp_path / "s.yaml"
+    f.write_text(_AUTOSCALED.format(section=section))
+    code, out, err = run_cli(command, "--scenario", str(f), "--system", "h200")
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: scenario file {f}: simulation: {says}"), err
+
+
+def test_consistent_autoscale_settings_run(run_json, tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(_AUTOSCALED.format(section="replicas: 2, autoscale: {up_outstanding: 8, down_outstanding: 1, "
+                                    "min_replicas: 1, max_replicas: 3, interval_s: 1}"))
+    assert run_json("simulate", "--scenario", str(f), "--system", "h200")["completed"] == 50

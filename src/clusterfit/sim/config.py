@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, get_args
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from ..inputs import RefuseBool
@@ -206,20 +206,35 @@ class FailureSpec(_Strict):
 
 class AutoscaleSpec(_Strict):
     """Every ``interval_s``: if mean outstanding requests per live replica exceeds ``up_outstanding``
-    add a replica (ready after ``startup_s``); below ``down_outstanding`` drain one. Bounded by
-    [min_replicas, max_replicas]."""
+    add a replica (ready after ``startup_s``); below ``down_outstanding`` drain one (cluster.Cluster._tick). Bounded
+    by [min_replicas, max_replicas], which the simulation's ``replicas`` must start within. ``up_outstanding`` must
+    exceed ``down_outstanding``: a mean at or between them would both add and drain, one tick after another."""
 
     interval_s: float = Field(default=10.0, ge=1e-3, le=MAX_SIM_TIME_S)
     up_outstanding: float = Field(default=32.0, gt=0)
-    down_outstanding: float = Field(default=2.0, ge=0)
+    down_outstanding: float = Field(default=2.0, ge=0, validate_default=True)   # checked against up_outstanding
     min_replicas: int = Field(default=1, ge=1, le=4096)
     max_replicas: int = Field(default=64, ge=1, le=4096)
     startup_s: float = Field(default=60.0, ge=0, le=MAX_SIM_TIME_S)
 
+    @field_validator("down_outstanding")
+    @classmethod
+    def _below_up(cls, down: float, info: ValidationInfo) -> float:
+        """Cluster._tick adds a replica while the mean outstanding requests per replica is above up_outstanding and
+        drains one while it is below down_outstanding: with down >= up, a mean between them (or either side of
+        equal thresholds) adds a replica, which lowers the mean below down, which drains it: the cluster flaps."""
+        up = info.data.get("up_outstanding")
+        if up is not None and down >= up:
+            raise PydanticCustomError("autoscale_flaps", f"{down:g} must be below up_outstanding ({up:g}): the "
+                                      "autoscaler adds a replica above up_outstanding and drains one below "
+                                      "down_outstanding, so with these it would add and drain in turn (flapping)")
+        return down
+
     @model_validator(mode="after")
     def _ordered(self) -> "AutoscaleSpec":
         if self.min_replicas > self.max_replicas:
-            raise ValueError(f"min_replicas ({self.min_replicas}) exceeds max_replicas ({self.max_replicas})")
+            raise PydanticCustomError("autoscale_bounds", f"min_replicas ({self.min_replicas}) exceeds max_replicas "
+                                      f"({self.max_replicas})")
         return self
 
 
@@ -262,3 +277,17 @@ class SimulationConfig(_Strict):
     slo_tpot_percentile: float | None = Field(default=None, ge=50, lt=100)
     slo_min_goodput: float | None = Field(default=None, ge=0, le=1)
     exact_steps: bool = False
+
+    @field_validator("autoscale")
+    @classmethod
+    def _replicas_within_bounds(cls, spec: AutoscaleSpec | None, info: ValidationInfo) -> AutoscaleSpec | None:
+        """The simulation starts with ``replicas`` replicas; the autoscaler only adds one above the load threshold
+        and drains one down to min_replicas, so a start outside [min_replicas, max_replicas] would run below the
+        minimum (or above the maximum) until the load moved it."""
+        replicas = info.data.get("replicas")
+        if spec is not None and replicas is not None and not spec.min_replicas <= replicas <= spec.max_replicas:
+            raise PydanticCustomError("autoscale_start", f"replicas ({replicas}) is outside [min_replicas, "
+                                      f"max_replicas] = [{spec.min_replicas}, {spec.max_replicas}]: the simulation "
+                                      "starts with `replicas` replicas (1 unless given); give replicas within the "
+                                      "bounds")
+        return spec
