@@ -176,3 +176,27 @@ def test_output_path_errors_name_their_option(run_cli, tmp_path, args, match):
     (tmp_path / "t.csv").write_text("arrival_s,input_tokens,output_tokens\n0,5,5\n")
     msg = _one_error(*run_cli(*(a.format(d=tmp_path) for a in args))[::2])
     assert match.format(d=tmp_path) in msg, msg
+
+
+def test_a_scenario_run_says_which_precision_kv_dtype_layout_and_engine_it_simulated(run_cli, run_json, tmp_path):
+    """A scenario listing two precisions and two KV dtypes simulated the first of each without saying so."""
+    scen = tmp_path / "s.yaml"
+    scen.write_text("model: llama-3.1-8b\nsystems: [h200]\nprecision: [bf16, fp8]\nkv_dtype: [bf16, fp8]\n"
+                    "engine: sglang\nworkload: {isl: 100, osl: 10, load: {requests_per_s: 5}}\n"
+                    "simulation: {replicas: 2, requests: 20}\n")
+    rep = run_json("simulate", "--scenario", str(scen))
+    assert (rep["engine"], rep["precision"], rep["kv_dtype"]) == ("sglang", "bf16", "bf16")
+    assert rep["layout"] == {"tp": 1, "pp": 1, "ep": 1, "dp": 1} and rep["gpus_per_replica"] == 1
+    assert any("precision bf16, fp8: simulated the first, bf16" in n for n in rep["notes"])
+    assert any("kv_dtype bf16, fp8: simulated the first, bf16 (choose with --kv-dtype)" in n for n in rep["notes"])
+    rep = run_json("simulate", "--scenario", str(scen), "--precision", "fp8", "--kv-dtype", "fp8", "--tp", "2")
+    assert (rep["precision"], rep["kv_dtype"], rep["layout"]["tp"], rep["notes"]) == ("fp8", "fp8", 2, [])
+    code, out, err = run_cli("simulate", "--scenario", str(scen), "--precision", "fp8", "--kv-dtype", "fp8",
+                             "--tp", "2")
+    assert code == 0 and "(TP2, sglang, fp8, KV fp8)" in " ".join(out.split()), out
+
+
+def test_a_model_run_says_its_defaults(run_json):
+    rep = run_json(*SEVENTY[:-4], "--requests", "20")
+    assert (rep["engine"], rep["precision"], rep["kv_dtype"]) == ("vllm", "checkpoint", "bf16")
+    assert rep["layout"]["tp"] == 1 and rep["notes"] == []

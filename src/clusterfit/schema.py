@@ -852,6 +852,14 @@ class SimResult(SimReport):
     _run: Any = PrivateAttr(default=None)
     model: str
     system: str
+    engine: str = Field(description="the engine whose scheduler and step times were simulated (vllm, sglang, trtllm)")
+    precision: str = Field(description="the weights' precision simulated ('checkpoint': the checkpoint's own formats; "
+                                       "with --scenario and no --precision, the scenario's first)")
+    kv_dtype: str = Field(description="the KV-cache dtype simulated (with --scenario and no --kv-dtype, the "
+                                      "scenario's first)")
+    layout: LayoutOut = Field(description="each replica's parallel layout (with --scenario and no layout option, "
+                                          "the one plan --scenario recommends)")
+    notes: list[str] = Field(default_factory=list, description="What the tool chose or assumed, in words")
     plot: str | None = None
     ttft_s_interval: PercentileIntervals | None = None
     tpot_s_interval: PercentileIntervals | None = None

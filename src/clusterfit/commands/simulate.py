@@ -120,8 +120,12 @@ def render_simulation(console: Console, report: SimResult) -> None:
 
     from ..report.intervals import basis_note, with_interval
 
+    lay = report.layout
+    label = " ".join(f"{k}{v}" for k, v in (("TP", lay.tp), ("DP", lay.dp), ("EP", lay.ep), ("PP", lay.pp))
+                     if k == "TP" or v > 1)
     t = Table(title=f"{report.model} on {report.replicas} x {report.gpus_per_replica} GPU "
-                    f"{report.system} replicas, policy {report.policy}")
+                    f"{report.system} replicas ({label}, {report.engine}, {report.precision}, KV {report.kv_dtype}), "
+                    f"policy {report.policy}")
     t.add_column("metric")
     for c in ("p50", "p90", "p99", "mean"):
         t.add_column(c, justify="right")
@@ -135,6 +139,8 @@ def render_simulation(console: Console, report: SimResult) -> None:
             cells.append(_ms(v) if v is None else with_interval(v, getattr(iv, key) if iv else None, 1e3, 1))
         t.add_row(name, *cells)
     console.print(t)
+    for note in report.notes:
+        console.print(f"[dim]{note}[/]", soft_wrap=True)
     if report.intervals is not None:
         console.print(f"[dim]{basis_note(report.intervals)}[/]", soft_wrap=True)
     thr = report.throughput

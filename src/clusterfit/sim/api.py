@@ -163,6 +163,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     model, system, precision, kv_dtype, engine = req.model, req.system, req.precision, req.kv_dtype, req.engine
     options = req.engine_settings()
     settings = options
+    notes: list[str] = []
     if req.scenario is not None:
         from ..planning.scenario import load_scenario
 
@@ -175,6 +176,11 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
                 raise ParameterError("system", "the scenario lists " + (f"{len(systems)} systems" if systems else
                                                                         "no system") + "; choose one")
             system = systems[0]
+        for name, given_value, listed in (("precision", precision, scen.precisions()),
+                                          ("kv_dtype", kv_dtype, scen.kv_dtypes())):
+            if given_value is None and len(listed) > 1:
+                notes.append(f"the scenario lists {name} {', '.join(map(str, listed))}: simulated the first, "
+                             f"{listed[0]} (choose with --{name.replace('_', '-')})")
         precision = precision or scen.precisions()[0]
         kv_dtype = kv_dtype or scen.kv_dtypes()[0]
         engine = engine or scen.engine
@@ -209,7 +215,10 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     except FailureTargetError as exc:
         raise _failure_source(req, sim, exc) from None
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
-    return {"model": model, "system": rep.system.id, **report}, run
+    lay = rep.layout
+    return {"model": model, "system": rep.system.id, "engine": rep.engine.name, "precision": rep.precision.name,
+            "kv_dtype": rep.precision.kv_dtype, "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp},
+            **report, "notes": notes}, run
 
 
 def _failure_source(req: SimulateRequest, sim: SimulationConfig, exc: FailureTargetError) -> ClusterfitError:
