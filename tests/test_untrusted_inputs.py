@@ -332,3 +332,29 @@ def test_yaml_aliases_and_merge_keys_still_read(run_cli, tmp_path):
                  "simulation: {replicas: 1, requests: 50}\n")
     code, out, err = run_cli("simulate", "--scenario", str(f), "--json")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("section, field", [
+    ("search: {disaggregated: 1}", "search.disaggregated"),
+    ("search: {disaggregated: 'no'}", "search.disaggregated"),
+    ("engine_settings: {enforce_eager: 0}", "engine_settings.enforce_eager"),
+    ("simulation: {replica: {prefix_cache: 1}}", "simulation: replica.prefix_cache"),
+    ("simulation: {exact_steps: 'true'}", "simulation: exact_steps"),
+], ids=["disaggregated-1", "disaggregated-string", "enforce-eager-0", "prefix-cache-1", "exact-steps-string"])
+@pytest.mark.parametrize("command", ["plan", "simulate"])
+def test_a_yes_no_field_takes_only_true_or_false(run_cli, tmp_path, command, section, field):
+    """As true / false go only to yes/no fields, a yes/no field takes only them: 1 was read as true."""
+    f = tmp_path / "s.yaml"
+    f.write_text(_BASE + section + "\n")
+    code, out, err = run_cli(command, "--scenario", str(f), "--system", "h200")
+    _one_error(code, err, f"scenario file {f}: {field}: a yes/no field takes true or false only")
+
+
+def test_yes_no_fields_still_take_true_false_and_none():
+    from clusterfit.planning.scenario import parse_scenario
+    from clusterfit.sim.api import parse_simulation
+
+    sc = parse_scenario({"model": "m", "workload": {"isl": 1, "osl": 1, "load": {"requests_per_s": 1}},
+                         "search": {"disaggregated": False}, "engine_settings": {"enforce_eager": None}})
+    assert sc.search.disaggregated is False and sc.engine_settings.enforce_eager is None
+    assert parse_simulation({"replica": {"prefix_cache": False}}).replica.prefix_cache is False

@@ -208,17 +208,31 @@ def _number_only(annotation: Any) -> bool:
     return bool(kinds) and all(a in (int, float) for a in kinds)
 
 
+def _bool_only(annotation: Any) -> bool:
+    """Whether a field annotation is a flag: bool, or an optional bool."""
+    kinds = [a for a in (get_args(annotation) or (annotation,)) if a is not type(None)]
+    return kinds == [bool]
+
+
 class RefuseBool(BaseModel):
-    """Mixin of the models users write (requests, scenario and simulation files): true / false only where a field
-    is a flag. Pydantic's lax mode would read them as 1 / 0 elsewhere (a rate of true requests/s)."""
+    """Mixin of the models users write (requests, scenario and simulation files): true / false where a field is a
+    flag, and only there. Pydantic's lax mode would read them as 1 / 0 elsewhere (a rate of true requests/s), and
+    read 1, 0, 'yes', 'off' ... as a flag (``prefix_cache: 1``)."""
 
     @field_validator("*", mode="before")
     @classmethod
     def _refuse_bool(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name is not None:
-            field = cls.model_fields.get(info.field_name)
-            if field is not None and not _allows_bool(field.annotation):
+        if value is None or info.field_name is None:
+            return value
+        field = cls.model_fields.get(info.field_name)
+        if field is None:
+            return value
+        if isinstance(value, bool):
+            if not _allows_bool(field.annotation):
                 raise PydanticCustomError("bool_not_number", "true / false only go to yes/no fields")
+        elif isinstance(value, int | float | str | bytes) and _bool_only(field.annotation):
+            raise PydanticCustomError("not_a_flag", "a yes/no field takes true or false only, not {value}",
+                                      {"value": repr(value)[:60]})
         return value
 
 
