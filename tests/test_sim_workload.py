@@ -151,8 +151,8 @@ def test_simulation_section_and_scenario_workload():
     assert len(req) / req.duration_s == pytest.approx(8.0, rel=0.1)
 
 
-_AUTOSCALED = ("model: llama-3.1-8b\nsystems: [hgx_h200]\nworkload: {{isl: 500, osl: 50, load: {{requests_per_s: 2}}}}\n"
-               "simulation: {{requests: 50, {section}}}\n")
+_AUTOSCALED = ("model: llama-3.1-8b\nsystems: [hgx_h200]\n"
+               "workload: {{isl: 500, osl: 50, load: {{requests_per_s: 2}}}}\nsimulation: {{requests: 50, {section}}}\n")
 
 
 @pytest.mark.parametrize("section, says", [
