@@ -319,3 +319,16 @@ def test_an_unknown_scenario_price_names_the_scenario_field(run_cli, run_json, t
     assert run_json("plan", "--scenario", str(f), "--system", "h200")["per_system"][0]["price_per_gpu_hour"] == 2.0
     out = run_json("plan", "--scenario", str(f), "--system", "h200", "--price", "hgx_h200=3")
     assert out["per_system"][0]["price_per_gpu_hour"] == 3.0
+
+
+def test_a_scenario_ttft_percentile_survives_a_target_option(run_cli, tmp_path):
+    """--tpot-ms over a scenario whose slo says ttft_percentile 99 kept the targets but judged TTFT at p90 (the
+    option's default replaced the scenario's percentile); --ttft-percentile given still wins."""
+    f = tmp_path / "s.yaml"
+    f.write_text("model: meta-llama/Llama-3.1-8B\nsystems: [hgx_h200]\n"
+                 "workload: {isl: 1000, osl: 200, load: {requests_per_s: 5}}\n"
+                 "slo: {ttft_ms: 1000, ttft_percentile: 99}\n")
+    code, out, err = run_cli("plan", "--scenario", str(f), "--tpot-ms", "50", "--json")
+    assert code == 0 and json.loads(out)["slo"].startswith("TTFT p99 <= 1000 ms, TPOT p90 <= 50 ms"), err
+    code, out, err = run_cli("plan", "--scenario", str(f), "--tpot-ms", "50", "--ttft-percentile", "95", "--json")
+    assert code == 0 and json.loads(out)["slo"].startswith("TTFT p95 <= 1000 ms"), err

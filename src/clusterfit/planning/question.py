@@ -80,8 +80,10 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         q.workload = _scenario_workload(req, wl, load)
         q.slo = slo
         if req.ttft_ms is not None or req.tpot_ms is not None:
+            # the scenario's TTFT percentile stands unless --ttft-percentile is given (its default, 90, is no choice)
+            pct = req.ttft_percentile if "ttft_percentile" in req.model_fields_set else slo.ttft_percentile
             q.slo = SLO(_ms(req.ttft_ms) if req.ttft_ms is not None else slo.ttft_s,
-                        _ms(req.tpot_ms) if req.tpot_ms is not None else slo.tpot_s, req.ttft_percentile,
+                        _ms(req.tpot_ms) if req.tpot_ms is not None else slo.tpot_s, pct,
                         slo.tpot_percentile, slo.min_goodput)
     else:
         if model is None:
