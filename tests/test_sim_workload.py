@@ -182,3 +182,12 @@ def test_consistent_autoscale_settings_run(run_json, tmp_path):
     f.write_text(_AUTOSCALED.format(section="replicas: 2, autoscale: {up_outstanding: 8, down_outstanding: 1, "
                                     "min_replicas: 1, max_replicas: 3, interval_s: 1}"))
     assert run_json("simulate", "--scenario", str(f), "--system", "h200")["completed"] == 50
+
+
+def test_simulate_refuses_lengths_over_an_agent_scenario(run_cli):
+    """--isl over a scenario whose agent section defines the turns ran fixed-length requests and dropped the
+    sessions without a word (plan refused it); simulate refuses it the same way."""
+    code, out, err = run_cli("simulate", "--scenario", "examples/agent-sessions.yaml", "--system", "h200", "--rate",
+                             "2", "--requests", "200", "--isl", "500")
+    assert code == 2 and err.startswith("error: --isl: scenario file examples/agent-sessions.yaml has an agent "
+                                        "section (workload.agent)"), err

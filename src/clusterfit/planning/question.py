@@ -132,12 +132,9 @@ def _check_scenario_clashes(req: PlanRequest, sc: Scenario, capacity: bool) -> N
     --osl over an agent section (whose turns define the lengths; the scenario itself refuses isl and osl beside
     one), and a capacity budget (nodes / gpus) over the scenario's load (capacity mode answers the load; on the
     command line a load and a budget are refused together)."""
-    if sc.workload.agent is not None:
-        given = [n for n in ("isl", "osl") if getattr(req, n) is not None]
-        if given:
-            raise ParameterError(given[0], f"scenario file {req.scenario} has an agent section (workload.agent), "
-                                 "whose turns define the lengths; drop " + " and ".join(f"--{n}" for n in given)
-                                 + ", or plan without the scenario")
+    from .scenario import check_agent_lengths
+
+    check_agent_lengths(sc, req.scenario, req.isl, req.osl)
     if capacity:
         raise ParameterError("nodes" if req.nodes is not None else "gpus",
                              f"capacity mode (nodes/gpus) answers the load the budget carries, and scenario file "

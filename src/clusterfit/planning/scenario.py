@@ -43,7 +43,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ..engines import EngineSettings
 from ..schema import EngineName
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, ParameterError
 from ..inputs import RefuseBool
 from ..hardware import MAX_USD_PER_GPU_HOUR
 from .workload import SLO, AgentSessions, LengthDist, Load, Workload
@@ -193,6 +193,17 @@ class SLOSpec(_StrictFrozen):
 
 #: The SLO terms that qualify a latency target, in the order they are checked.
 SLO_QUALIFIERS = ("tpot_percentile", "ttft_percentile", "min_goodput")
+
+
+def check_agent_lengths(sc: Scenario, path: object, isl: float | None, osl: float | None) -> None:
+    """--isl / --osl over a scenario with an agent section would replace its turns, which define the lengths (the
+    scenario itself refuses isl and osl beside one): a ParameterError naming the option. ``plan`` and ``simulate``
+    both check it."""
+    given = [n for n, v in (("isl", isl), ("osl", osl)) if v is not None]
+    if sc.workload.agent is not None and given:
+        raise ParameterError(given[0], f"scenario file {path} has an agent section (workload.agent), whose turns "
+                             "define the lengths; drop " + " and ".join(f"--{n}" for n in given)
+                             + ", or run without the scenario")
 
 
 def unjudged_slo_term(ttft: bool, tpot: bool, given: Iterable[str]) -> tuple[str, str] | None:

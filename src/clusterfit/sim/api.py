@@ -165,9 +165,10 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     settings = options
     notes: list[str] = []
     if req.scenario is not None:
-        from ..planning.scenario import load_scenario
+        from ..planning.scenario import check_agent_lengths, load_scenario
 
         scen = load_scenario(req.scenario)
+        check_agent_lengths(scen, req.scenario, req.isl, req.osl)
         workload, slo = scen.to_workload(), scen.to_slo()
         model = model or scen.model
         if system is None:
