@@ -191,3 +191,12 @@ def test_simulate_refuses_lengths_over_an_agent_scenario(run_cli):
                              "2", "--requests", "200", "--isl", "500")
     assert code == 2 and err.startswith("error: --isl: scenario file examples/agent-sessions.yaml has an agent "
                                         "section (workload.agent)"), err
+
+
+def test_a_replicas_option_outside_the_scenario_autoscale_bounds_names_it(run_cli, tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("model: meta-llama/Llama-3.1-8B\nsystems: [hgx_h200]\n"
+                 "workload: {isl: 1000, osl: 200, load: {requests_per_s: 5}}\n"
+                 "simulation: {requests: 300, replicas: 4, autoscale: {min_replicas: 2, max_replicas: 6}}\n")
+    code, out, err = run_cli("simulate", "--scenario", str(f), "--replicas", "8")
+    assert code == 2 and err.startswith("error: --replicas: 8 is outside the simulation's autoscale bounds"), err

@@ -321,6 +321,11 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
     if spec is not None:
         upd["replica"] = sim.replica.model_dump() | {"speculative": spec}
     _check_failure_options(req)
+    scale = sim.autoscale
+    if req.replicas is not None and scale is not None and not scale.min_replicas <= req.replicas <= scale.max_replicas:
+        # the section's own rule (SimulationConfig._replicas_within_bounds), named after the option that broke it
+        raise ParameterError("replicas", f"{req.replicas} is outside the simulation's autoscale bounds "
+                             f"[min_replicas, max_replicas] = [{scale.min_replicas}, {scale.max_replicas}]")
     if req.fail_at is not None:
         upd["failures"] = [f.model_dump() for f in sim.failures] + [
             {"at_s": req.fail_at, "replica": None if req.fail_node is not None else req.fail_replica,
