@@ -164,10 +164,9 @@ _AUTOSCALED = ("model: llama-3.1-8b\nsystems: [hgx_h200]\n"
     ("replicas: 2, autoscale: {min_replicas: 4, max_replicas: 6}",    # ran below its minimum
      "autoscale: replicas (2) is outside [min_replicas, max_replicas] = [4, 6]"),
     ("replicas: 8, autoscale: {min_replicas: 4, max_replicas: 6}", "autoscale: replicas (8) is outside"),
-    ("autoscale: {min_replicas: 4, max_replicas: 6}", "autoscale: replicas (1) is outside"),   # 1 unless given
     ("autoscale: {min_replicas: 5, max_replicas: 4}", "autoscale: min_replicas (5) exceeds max_replicas (4)"),
 ], ids=["up-below-down", "up-equals-down", "up-below-default-down", "replicas-below-min", "replicas-above-max",
-        "default-replicas-below-min", "min-above-max"])
+        "min-above-max"])
 @pytest.mark.parametrize("command", ["simulate", "plan"])
 def test_contradictory_autoscale_settings_are_refused(run_cli, tmp_path, command, section, says):
     f = tmp_path / "s.yaml"
@@ -182,6 +181,17 @@ def test_consistent_autoscale_settings_run(run_json, tmp_path):
     f.write_text(_AUTOSCALED.format(section="replicas: 2, autoscale: {up_outstanding: 8, down_outstanding: 1, "
                                     "min_replicas: 1, max_replicas: 3, interval_s: 1}"))
     assert run_json("simulate", "--scenario", str(f), "--system", "h200")["completed"] == 50
+
+
+def test_an_autoscaled_simulation_without_replicas_starts_within_its_bounds(run_json, tmp_path):
+    """No replicas given: the run starts at min_replicas (or the planned count within the bounds), not at 1 below
+    the minimum (refused for a while this stop, as if the user had given 1)."""
+    from clusterfit.sim.api import parse_simulation
+
+    assert parse_simulation({"autoscale": {"min_replicas": 4, "max_replicas": 6}}).replicas == 4
+    f = tmp_path / "s.yaml"
+    f.write_text(_AUTOSCALED.format(section="autoscale: {min_replicas: 4, max_replicas: 6}"))
+    assert 4 <= run_json("simulate", "--scenario", str(f), "--system", "h200")["replicas"] <= 6
 
 
 def test_simulate_refuses_lengths_over_an_agent_scenario(run_cli):

@@ -199,6 +199,8 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     if scen is not None and all(v is None for v in layout.values()):
         layout, replicas = _planned_layout(req, model, system, precision, kv_dtype, engine)
         if replicas is not None and req.replicas is None and "replicas" not in (scen.simulation or {}):
+            if sim.autoscale is not None:   # the planned count, within the autoscaler's bounds
+                replicas = min(max(replicas, sim.autoscale.min_replicas), sim.autoscale.max_replicas)
             sim = sim.model_copy(update={"replicas": replicas})
     _check_judged(req, *slo_terms(sim, slo)[:2], one_token=_one_token_answers(sim, workload))
     spec = sim.replica.speculative

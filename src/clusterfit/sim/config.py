@@ -278,6 +278,17 @@ class SimulationConfig(_Strict):
     slo_min_goodput: float | None = Field(default=None, ge=0, le=1)
     exact_steps: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _start_at_min_replicas(cls, data: Any) -> Any:
+        """Without ``replicas`` an autoscaled simulation starts at autoscale.min_replicas (not at 1, below its
+        minimum); sim.api starts it at the planned replica count within the bounds instead when it plans one."""
+        if isinstance(data, dict) and "replicas" not in data and isinstance(data.get("autoscale"), dict):
+            low = data["autoscale"].get("min_replicas")
+            if isinstance(low, int) and not isinstance(low, bool) and low >= 1:
+                data = {**data, "replicas": low}
+        return data
+
     @field_validator("autoscale")
     @classmethod
     def _replicas_within_bounds(cls, spec: AutoscaleSpec | None, info: ValidationInfo) -> AutoscaleSpec | None:
@@ -288,6 +299,6 @@ class SimulationConfig(_Strict):
         if spec is not None and replicas is not None and not spec.min_replicas <= replicas <= spec.max_replicas:
             raise PydanticCustomError("autoscale_start", f"replicas ({replicas}) is outside [min_replicas, "
                                       f"max_replicas] = [{spec.min_replicas}, {spec.max_replicas}]: the simulation "
-                                      "starts with `replicas` replicas (1 unless given); give replicas within the "
-                                      "bounds")
+                                      "starts with `replicas` replicas (min_replicas unless given); give replicas "
+                                      "within the bounds")
         return spec
