@@ -210,3 +210,13 @@ def test_a_replicas_option_outside_the_scenario_autoscale_bounds_names_it(run_cl
                  "simulation: {requests: 300, replicas: 4, autoscale: {min_replicas: 2, max_replicas: 6}}\n")
     code, out, err = run_cli("simulate", "--scenario", str(f), "--replicas", "8")
     assert code == 2 and err.startswith("error: --replicas: 8 is outside the simulation's autoscale bounds"), err
+
+
+def test_a_simulation_section_replacing_the_workload_is_noted(run_json, tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("model: meta-llama/Llama-3.1-8B\nsystems: [hgx_h200]\n"
+                 "workload: {isl: 1000, osl: 200, load: {requests_per_s: 5}}\n"
+                 "simulation: {requests: 100, replicas: 1, arrival: {process: poisson, rate_rps: 50}}\n")
+    notes = run_json("simulate", "--scenario", str(f))["notes"]
+    assert [n for n in notes if n.startswith("the scenario's simulation section sets simulation.arrival.rate_rps "
+                                             "(50/s)")]

@@ -52,6 +52,19 @@ def _dist_spec(dist) -> SampledLengthSpec:
     return SampledLengthSpec(dist="empirical", values=tokens, weights=weights)
 
 
+def _section_overrides(section: dict[str, Any]) -> list[str]:
+    """A note when a scenario's ``simulation:`` section replaces part of its ``workload:`` (documented, but a rate of
+    50/s beside a workload of 5/s in one file is easy to miss): plan sizes for the workload, this run for the section."""
+    arrival = section.get("arrival")
+    keys = ([f"arrival.rate_rps ({arrival['rate_rps']:g}/s)"] if isinstance(arrival, dict)
+            and isinstance(arrival.get("rate_rps"), int | float) else [])
+    keys += [k for k in ("input", "output", "sessions", "trace") if section.get(k) is not None]
+    if not keys:
+        return []
+    return [f"the scenario's simulation section sets {', '.join('simulation.' + k for k in keys)}: this run uses "
+            "them in place of the workload's load and lengths, which `plan` sizes for"]
+
+
 def build_requests(sim: SimulationConfig, workload=None) -> Requests:
     """The requests to simulate: a trace, or generated from the simulation section and the scenario's
     workload (``clusterfit.planning.workload.Workload``; the simulation section's fields win)."""
@@ -203,6 +216,8 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
                 replicas = min(max(replicas, sim.autoscale.min_replicas), sim.autoscale.max_replicas)
             sim = sim.model_copy(update={"replicas": replicas})
     _check_judged(req, *slo_terms(sim, slo)[:2], one_token=_one_token_answers(sim, workload))
+    if scen is not None:
+        notes.extend(_section_overrides(scen.simulation or {}))
     spec = sim.replica.speculative
     head = (req.draft_head(load_model(model), spec.method if spec is not None else None)
             if req.speculative_draft_config is not None else None)
