@@ -358,3 +358,12 @@ def test_yes_no_fields_still_take_true_false_and_none():
                          "search": {"disaggregated": False}, "engine_settings": {"enforce_eager": None}})
     assert sc.search.disaggregated is False and sc.engine_settings.enforce_eager is None
     assert parse_simulation({"replica": {"prefix_cache": False}}).replica.prefix_cache is False
+
+
+def test_a_json_key_given_twice_is_refused(run_cli, tmp_path):
+    """Python's json keeps the last of a repeated key silently (YAML and TOML files refuse it): a config.json with
+    hidden_size twice is refused naming the key."""
+    f = tmp_path / "config.json"
+    f.write_text('{"model_type": "llama", "hidden_size": 4096, "hidden_size": 1024}')
+    code, out, err = run_cli("model", str(f))
+    assert code == 2 and "the key 'hidden_size' is repeated in one object" in err, err

@@ -1056,15 +1056,17 @@ def parse_config_text(text: str, origin: str) -> dict[str, Any]:
     real configs carry it in fields clusterfit does not read (nemotron_h ``time_step_limit: [0.0, Infinity]``)."""
     import json
 
-    from .inputs import check_depth
+    from .inputs import check_depth, unique_keys
 
     try:
-        data = json.loads(text, parse_constant=lambda _c: None)
+        data = json.loads(text, parse_constant=lambda _c: None, object_pairs_hook=unique_keys)
     except RecursionError:
         raise ClusterfitError(f"{origin}: nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise ClusterfitError(f"{origin}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
                               ) from None
+    except ValueError as exc:   # unique_keys: a key given twice
+        raise ClusterfitError(f"{origin}: not valid JSON: {exc}") from None
     check_depth(data, origin)
     if not isinstance(data, dict):
         raise ClusterfitError(f"{origin} must hold a JSON object (a Hugging Face config.json)")

@@ -65,6 +65,17 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s object_pairs_hook: an object with a repeated key is an error (json keeps the last one
+    silently; YAML and TOML documents refuse it too)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is repeated in one object; give each key once")
+        out[key] = value
+    return out
+
+
 def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]) -> Any:
     """Parse YAML, TOML or JSON text; errors are one line with the position; NaN/Infinity (JSON) and nesting
     deeper than MAX_DEPTH are refused."""
@@ -74,7 +85,7 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
 
             data: Any = tomllib.loads(text)
         elif kind == "json":
-            data = json.loads(text, parse_constant=_reject_constant)
+            data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=unique_keys)
         else:
             import yaml
 
