@@ -367,3 +367,19 @@ def test_a_json_key_given_twice_is_refused(run_cli, tmp_path):
     f.write_text('{"model_type": "llama", "hidden_size": 4096, "hidden_size": 1024}')
     code, out, err = run_cli("model", str(f))
     assert code == 2 and "the key 'hidden_size' is repeated in one object" in err, err
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--rate", "1", "--requests", "10",
+     "--csv", "{long}.csv"],
+    ["simulate", "llama-3.1-8b", "--system", "h200", "--trace", "{long}.csv"],
+    ["fit", "llama-3.1-8b", "--catalog", "{long}.yaml"],
+    ["plan", "--scenario", "{long}.yaml"],
+    ["deploy", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", "--out", "{long}"],
+], ids=["output", "trace", "catalog", "scenario", "deploy-out"])
+def test_a_file_name_too_long_is_one_error(run_cli, tmp_path, args):
+    """A 300-character file name (most file systems take 255) raised OSError: File name too long, a traceback and
+    exit 1, from every option naming a file."""
+    long = str(tmp_path / ("y" * 300))
+    code, out, err = run_cli(*[a.replace("{long}", long) for a in args])
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: "), err

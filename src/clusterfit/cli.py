@@ -18,7 +18,7 @@ from .commands import calibrate, deploy, fit, hardware, perf, plan, serve, simul
 from .commands import bench
 from .commands import twin
 from .commands.output import fail, parameter_flag
-from .errors import ClusterfitError
+from .errors import ClusterfitError, brief
 
 #: Every command, in --help order: name -> function.
 COMMANDS: dict[str, Callable[..., Any]] = {
@@ -121,6 +121,10 @@ def main(argv: list[str] | None = None) -> None:
         fail("aborted")
     except _usage_error_type() as exc:
         fail(exc.format_message())  # type: ignore[attr-defined]
+    except OSError as exc:   # a file the checks above did not reach: still one line, naming the file
+        if exc.filename is None:
+            raise
+        fail(f"{brief(str(exc.filename))}: {exc.strerror or exc}")
 
 
 if __name__ == "__main__":

@@ -30,9 +30,9 @@ def read_text(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) 
     """The text of ``path`` (a ``what``: "scenario file", ...), refused when missing, a folder, larger than
     ``max_bytes`` or not UTF-8."""
     p = Path(path)
-    if p.is_dir():
-        raise ClusterfitError(f"{what} {p} is a directory; give a file")
     try:
+        if p.is_dir():
+            raise ClusterfitError(f"{what} {p} is a directory; give a file")
         size = p.stat().st_size
         if size > max_bytes:
             raise ClusterfitError(f"{what} {p} is {size:,} bytes; the limit is {max_bytes:,} bytes")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import ClusterfitError, ParameterError
+from ..errors import ClusterfitError, ParameterError, brief
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -65,9 +65,13 @@ def check_outputs(outputs: list[tuple[str, Path]], inputs: list[tuple[str, Path]
     for flag, out in outputs:
         name = flag.lstrip("-").replace("-", "_")   # the parameter parameter_flag turns back into the flag
         target = out.resolve()
-        if target.is_dir():
-            raise ParameterError(name, f"{out} is a directory; give a file name")
-        if not target.parent.is_dir():
+        try:
+            if target.is_dir():
+                raise ParameterError(name, f"{out} is a directory; give a file name")
+            parent_ok = target.parent.is_dir()
+        except OSError as exc:   # a name longer than the file system takes (ENAMETOOLONG), ...
+            raise ParameterError(name, f"{brief(str(out))}: {exc.strerror or exc}") from None
+        if not parent_ok:
             raise ParameterError(name, f"the folder {out.parent} does not exist")
         if target in resolved_inputs:
             raise ParameterError(name, f"{out} is also an input ({resolved_inputs[target]}); it would be "
