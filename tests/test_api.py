@@ -242,9 +242,22 @@ def test_api_names_stay_functions_when_every_module_is_loaded():
 
     for info in pkgutil.walk_packages(cf.__path__, "clusterfit."):
         importlib.import_module(info.name)
-    for name in ("fit", "perf", "plan", "simulate", "simulation_run", "models", "model_info", "systems"):
+    for name in ("fit", "perf", "plan", "simulate", "simulation_run", "deploy", "models", "model_info", "systems"):
         obj = getattr(cf, name)
         assert callable(obj) and not isinstance(obj, types.ModuleType), name
+
+
+def test_deploy_is_exported():
+    """cf.deploy is clusterfit.api.deploy (the deploy subpackage, once imported, does not hide it), listed in
+    __all__ and dir(), and the deploy subpackage still imports by its dotted name."""
+    import clusterfit.api
+    import clusterfit.deploy.render  # noqa: F401   # binds no module over the function
+    from clusterfit.deploy.render import render  # noqa: F401
+
+    assert cf.deploy is clusterfit.api.deploy
+    assert {"deploy", "DeployRequest", "DeployResult"} <= set(cf.__all__) and "deploy" in dir(cf)
+    assert cf.DeployRequest is clusterfit.api.DeployRequest
+    assert all(getattr(cf, name) is not None for name in cf.__all__)   # every name in __all__ resolves
 
 
 def test_fit_default_context_stays_within_the_model(run_cli):
