@@ -410,3 +410,53 @@ def test_a_plans_precision_deploy_cannot_serve_is_named_with_what_it_can(tmp_pat
     files = {f.path: f.text for f in deploy(model="Qwen/Qwen3-8B", precisions=["fp8"], systems=["h200"],
                                             isl=1000, osl=200, rate=5).files}
     assert "--quantization fp8" in files["launch.sh"]
+
+
+# ------------------------------------------------------------------ edited plan files (a second fuzzing pass)
+LLAMA70 = ["meta-llama/Llama-3.1-70B", "--isl", "2048", "--osl", "512", "--rate", "5", "--ttft-ms", "2000",
+           "--tpot-ms", "50", "--system", "h200", "--no-disagg"]
+
+
+@pytest.fixture(scope="module")
+def plan70():
+    """`clusterfit plan` of Llama-3.1-70B on H200 (TP4 replicas), as --json prints it."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["plan", *LLAMA70, "--json"]) in (0, None)
+    doc = json.loads(buf.getvalue())
+    assert (doc["recommended"]["layout"], doc["recommended"]["gpus_per_replica"]) == ("TP4", 4)
+    return doc
+
+
+def _edited(tmp_path, doc, **row):
+    """The plan ``doc`` with its recommended row's fields replaced, saved in tmp_path."""
+    plan = tmp_path / f"plan{len(list(tmp_path.iterdir()))}.json"
+    plan.write_text(json.dumps({**doc, "recommended": {**doc["recommended"], **row}}))
+    return plan
+
+
+def _refused(run_cli, plan, field, *args):
+    """deploy --plan refuses the plan with one line naming the field, exit 2, nothing written."""
+    out = plan.parent / "never"
+    code, _, err = run_cli("deploy", "--plan", str(plan), "--out", str(out), *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: --plan: {plan}: {field}: "), err
+    assert not out.exists()
+    return " ".join(err.split())
+
+
+def test_plan_file_fields_are_checked_by_the_result_schema(tmp_path, run_cli, plan70):
+    """engine_settings out of range (fraction 2.0, max_num_seqs -5) were ignored and "replicas": "3" accepted: the
+    plan file is validated strictly by schema.PlanResult, whose engine settings are bounded."""
+    for key, value in (("fraction", 2.0), ("fraction", 0.0), ("max_num_seqs", -5), ("max_num_batched_tokens", 0)):
+        plan = tmp_path / f"settings-{key}-{value}.json"
+        plan.write_text(json.dumps({**plan70, "engine_settings": {**plan70["engine_settings"], key: value}}))
+        err = _refused(run_cli, plan, f"engine_settings.{key}")
+        assert str(value) in err, err
+    err = _refused(run_cli, _edited(tmp_path, plan70, replicas="3"), "recommended.replicas")
+    assert "valid integer" in err and "'3'" in err, err
+    code, _, err = run_cli("deploy", "--plan", str(_edited(tmp_path, plan70)), "--out", str(tmp_path / "ok"))
+    assert code == 0 and (tmp_path / "ok" / "launch.sh").is_file(), err

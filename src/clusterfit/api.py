@@ -22,7 +22,7 @@ from .arch import load_model
 from .compose import Catalog, CompiledReplica, build_replica
 from .precision import resolve_precision
 from .speculative import check_drafter
-from .errors import ClusterfitError
+from .errors import ClusterfitError, brief
 from .schema import (DeployFile, DeployRequest, DeployResult, FitRequest, FitResult, HardwareList, ModelList, LayoutOut, ModelSummary, MostSessions, ParameterError, SessionsFit, PerfRequest, PerfResult, PlanRequest,
                      MAX_GPUS, PlanResult, Schema, ServingEngineSettings, SimResult, SimulateRequest, parse_request)
 
@@ -469,13 +469,14 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                                  "plan again with it and deploy that plan")
 
         document = read_document(req.plan_file, "plan file", "json", "plan_file")
-        try:
-            result = PlanResult.model_validate(document)
+        try:   # strict: a JSON plan holds numbers as numbers ("replicas": "3" is an edit, not a plan)
+            result = PlanResult.model_validate(document, strict=True)
         except ValidationError as exc:
             err = exc.errors()[0]
-            where = ".".join(str(x) for x in err.get("loc", ()))
-            raise ClusterfitError(f"--plan {req.plan_file}: not a `clusterfit plan --json` output ({where}: "
-                                  f"{err.get('msg')})") from None
+            where = ".".join(str(x) for x in err.get("loc", ())) or "plan"
+            msg = str(err.get("msg", ""))
+            raise ParameterError("plan_file", f"{req.plan_file}: {where}: {msg[:1].lower()}{msg[1:]}, got "
+                                 f"{brief(err.get('input'))} (not a `clusterfit plan --json` output)") from None
         if result.engine != engine:
             raise ParameterError("engine", f"{engine}: the plan in {req.plan_file} was sized for "
                                  f"{result.engine}'s memory and batching; plan again with --engine {engine}")

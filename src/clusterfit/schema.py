@@ -580,7 +580,10 @@ class ServingEngineSettings(EngineSettings):
     CUDA graphs), ``async_scheduling`` (host work overlapped with the GPU's) and ``given``: the settings the user set
     (options, keywords or the scenario's engine_settings)."""
 
-    max_num_seqs: int
+    #: bounded as a plan's settings run (deploy passes them to the engine; EngineSettingsRequest's ranges)
+    fraction: float = Field(gt=0.0, le=1.0)
+    max_num_batched_tokens: int = Field(ge=1, le=1_048_576)
+    max_num_seqs: int = Field(ge=1, le=1_048_576)
     enforce_eager: bool
     async_scheduling: bool
     given: list[str]
