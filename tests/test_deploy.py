@@ -460,3 +460,14 @@ def test_plan_file_fields_are_checked_by_the_result_schema(tmp_path, run_cli, pl
     assert "valid integer" in err and "'3'" in err, err
     code, _, err = run_cli("deploy", "--plan", str(_edited(tmp_path, plan70)), "--out", str(tmp_path / "ok"))
     assert code == 0 and (tmp_path / "ok" / "launch.sh").is_file(), err
+
+
+def test_an_infeasible_or_disaggregated_plan_file_is_refused(tmp_path, run_cli, plan70):
+    """"feasible": false plans were deployed; "mode": "disaggregated" said 'is disaggregated (None)'."""
+    plan = tmp_path / "infeasible.json"
+    plan.write_text(json.dumps({**plan70, "feasible": False}))
+    assert "nothing to deploy" in _refused(run_cli, plan, "feasible")
+    err = _refused(run_cli, _edited(tmp_path, plan70, mode="disaggregated"), "mode")
+    assert "is disaggregated: clusterfit deploy writes aggregated replicas only" in err and "None" not in err, err
+    err = _refused(run_cli, _edited(tmp_path, plan70, mode="disaggregated", xPyD="1P2D"), "mode")
+    assert "is disaggregated (1P2D)" in err, err

@@ -477,6 +477,10 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
             msg = str(err.get("msg", ""))
             raise ParameterError("plan_file", f"{req.plan_file}: {where}: {msg[:1].lower()}{msg[1:]}, got "
                                  f"{brief(err.get('input'))} (not a `clusterfit plan --json` output)") from None
+        if not result.feasible:
+            raise ParameterError("plan_file", f"{req.plan_file}: feasible: false: the plan found no configuration "
+                                 f"that meets its SLOs, so there is nothing to deploy ({result.explanation or 'no plan'}"
+                                 "); plan again with looser SLOs, a lower load or other systems")
         if result.engine != engine:
             raise ParameterError("engine", f"{engine}: the plan in {req.plan_file} was sized for "
                                  f"{result.engine}'s memory and batching; plan again with --engine {engine}")
@@ -499,8 +503,11 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
             raise ParameterError("plan_file", f"{req.plan_file}: {row.system}'s {name} is {getattr(row, name):,}, "
                                  f"outside 1..{MAX_GPUS:,}; plan again")
     if row.mode != "aggregated":
-        raise ClusterfitError(f"the plan for {row.system} is disaggregated ({row.xPyD}): clusterfit deploy writes "
-                              "aggregated replicas only; plan with --no-disagg")
+        what = f"the plan for {row.system} is disaggregated" + (f" ({row.xPyD})" if row.xPyD else "")
+        why = f"{what}: clusterfit deploy writes aggregated replicas only; plan with --no-disagg"
+        if req.plan_file is not None:
+            raise ParameterError("plan_file", f"{req.plan_file}: mode: {why}")
+        raise ClusterfitError(why)
     settings = result.engine_settings
     if settings is None:
         raise ClusterfitError("the plan has no engine_settings (made by an older clusterfit): plan again")
