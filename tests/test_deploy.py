@@ -471,3 +471,20 @@ def test_an_infeasible_or_disaggregated_plan_file_is_refused(tmp_path, run_cli, 
     assert "is disaggregated: clusterfit deploy writes aggregated replicas only" in err and "None" not in err, err
     err = _refused(run_cli, _edited(tmp_path, plan70, mode="disaggregated", xPyD="1P2D"), "mode")
     assert "is disaggregated (1P2D)" in err, err
+
+
+def test_a_plan_files_layout_must_be_one_replica(tmp_path, run_cli, plan70):
+    """Written before: tp 64 on one 8-GPU node ('64 GPUs over 1 node(s)'), pp 4 beside TP4 ('4 GPUs over 1 node'),
+    TP8 while gpus_per_replica was 4, --nnodes 3 for a 4-GPU replica, and a layout label other than the sizes'."""
+    for row, field, says in (({"tp": 64}, "gpus_per_replica", "tp 64 x pp 1 x dp 1 is 64 GPUs"),
+                             ({"pp": 4}, "gpus_per_replica", "is 16 GPUs a replica, but gpus_per_replica is 4"),
+                             ({"tp": 8}, "gpus_per_replica", "is 8 GPUs a replica, but gpus_per_replica is 4"),
+                             ({"tp": 64, "gpus_per_replica": 64}, "nodes_per_replica",
+                              "a 64-GPU replica takes 8 node(s) of 8 GPUs"),
+                             ({"tp": 12, "gpus_per_replica": 12, "nodes_per_replica": 2}, "gpus_per_replica",
+                              "without filling them"),
+                             ({"nodes_per_replica": 3}, "nodes_per_replica", "nodes_per_replica is 3, but a 4-GPU "
+                              "replica takes 1 node(s)"),
+                             ({"layout": "TP8"}, "layout", "'TP8' is not the layout of its tp / pp / ep / dp (TP4)"),
+                             ({"ep": 2}, "layout", "(TP4 EP2)")):
+        assert says in _refused(run_cli, _edited(tmp_path, plan70, **row), field), row

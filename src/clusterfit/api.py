@@ -526,6 +526,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                                  f"{planned.total_params / 1e9:.1f}B)")
     model_id = _checkpoint_to_serve(model, source)
     system = catalog.system(row.system)
+    _check_row_layout(row, system, req.plan_file)
     _check_deployable_precision(model, row.precision, row.system, req.plan_file)
     own = _checkpoint_formats(model)
     quant = "fp8" if row.precision == "fp8" and own != ["fp8"] else None   # an fp8 checkpoint is served as stored
@@ -568,6 +569,39 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     return DeployResult(out=None if req.out is None else str(req.out), engine=engine,
                         engine_version=ENGINE_VERSIONS[engine], target=req.target, plan=row,
                         files=[DeployFile(path=f.path, role=f.role, text=f.text) for f in files])
+
+
+def _plan_row_error(plan_file: Path | None, field: str, text: str) -> ClusterfitError:
+    """A plan row that makes no sense: a ParameterError naming the plan file's field, or (a plan made by this call)
+    a ClusterfitError."""
+    if plan_file is not None:
+        return ParameterError("plan_file", f"{plan_file}: {field}: {text}; plan again")
+    return ClusterfitError(f"the plan's {field}: {text}")
+
+
+def _check_row_layout(row: Any, system: System, plan_file: Path | None) -> None:
+    """The row's layout is one replica: tp x pp x dp GPUs (attention DP ranks of tp GPUs, in pp stages) are its
+    gpus_per_replica, on exactly the nodes of ``system`` that hold them (whole nodes when it spans several), and its
+    ``layout`` label is the one tp / pp / ep / dp make (layout.Layout.label)."""
+    from .layout import Layout
+
+    lay = Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp)
+    gpn = system.gpus_per_node
+    need = -(-lay.gpus // gpn)
+    if lay.gpus != row.gpus_per_replica:
+        raise _plan_row_error(plan_file, "gpus_per_replica", f"{row.system}'s tp {row.tp} x pp {row.pp} x dp "
+                              f"{row.dp} is {lay.gpus:,} GPUs a replica, but gpus_per_replica is "
+                              f"{row.gpus_per_replica:,}")
+    if lay.gpus > gpn and lay.gpus % gpn:
+        raise _plan_row_error(plan_file, "gpus_per_replica", f"a {lay.gpus:,}-GPU replica spans {system.id}'s "
+                              f"{gpn}-GPU nodes without filling them (a multi-node replica takes whole nodes)")
+    if row.nodes_per_replica != need:
+        raise _plan_row_error(plan_file, "nodes_per_replica", f"{row.system}'s nodes_per_replica is "
+                              f"{row.nodes_per_replica:,}, but a {lay.gpus:,}-GPU replica takes {need:,} node(s) of "
+                              f"{gpn} GPUs")
+    if row.layout != lay.label():
+        raise _plan_row_error(plan_file, "layout", f"{row.system}'s layout {row.layout!r} is not the layout of its "
+                              f"tp / pp / ep / dp ({lay.label()})")
 
 
 def _checkpoint_formats(model: ModelArch) -> list[str]:
