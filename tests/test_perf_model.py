@@ -270,3 +270,21 @@ def test_front_end_latency_adds_to_ttft_only():
         assert out[1][key] == out[0][key]
     with pytest.raises(Exception, match="request_latency_s"):
         replace(base, request_latency_s=-0.001)
+
+
+@pytest.mark.parametrize("model, system, layout", [
+    ("deepseek-v3", "h100", ("--tp", "8", "--pp", "2", "--ep", "8")),    # 61 layers over 2 stages: 31 bind
+    ("llama-3.1-70b", "h100", ("--tp", "2", "--pp", "3")),                 # 80 over 3: 27 bind
+    ("llama-3.1-8b", "h200", ("--tp", "8",)),
+])
+def test_fit_and_perf_agree_on_the_kv_cache_of_a_layout(run_json, model, system, layout):
+    """The largest pipeline stage holds ceil(layers / pp) layers and binds the cache; perf sized it by the average
+    (1/pp), so it took 104 sequences where fit said 102 (DeepSeek-V3, TP8 PP2), and showed one token more per rank
+    by rounding where fit floors."""
+    f = run_json("fit", model, "--system", system, *layout, "--context", "8192")["results"][0]
+    p = run_json("perf", model, "--system", system, *layout, "--isl", "4096", "--osl", "4096", "--batch", "1",
+                 "--context", "8192")
+    assert p["kv_capacity_tokens"] == f["max_kv_tokens"]
+    top = run_json("perf", model, "--system", system, *layout, "--isl", "4096", "--osl", "4096", "--batch",
+                   str(f["max_sequences"]), "--context", "8192")
+    assert top["batch"] == f["max_sequences"]

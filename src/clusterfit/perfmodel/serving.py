@@ -27,6 +27,8 @@ iterations at contexts isl..isl+osl: ``static_batch`` below.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, NoReturn
 
 import numpy as np
@@ -214,7 +216,8 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         "speculative": None if drafting is None else drafting.as_dict(),
         "prefill_s": float(sm.prefill_s(isl)),
         "gpus": sm.gpus,
-        "kv_capacity_tokens": float(sm.kv_capacity_tokens),
+        # whole token slots per attention-DP rank, as fit counts them (memory.fit's max_kv_tokens)
+        "kv_capacity_tokens": float(math.floor(sm.kv_capacity_tokens / max(sm.dp, 1) + 1e-9) * max(sm.dp, 1)),
         "weight_bytes_per_gpu": float(sm.weight_bytes_per_gpu),
         "breakdown": bd,
     }

@@ -28,6 +28,8 @@ paged allocation on average) in the pool of one attention-DP rank, each rank a p
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -42,7 +44,7 @@ from ..engines import Engine
 from ..hardware import Gpu, System
 from ..layout import Layout
 from ..memory import (draft_kv_bytes_per_token_per_gpu, drafter_weight_bytes_per_gpu, fit,
-                      recurrent_state_bytes_per_sequence, weight_bytes_per_gpu)
+                      kv_bytes_per_token_per_gpu, recurrent_state_bytes_per_sequence, weight_bytes_per_gpu)
 from ..precision import Precision, WeightFormat
 from . import comm, ops
 from .kernels import GemmCurve, KernelCurves, gemm_time_s, load_curves
@@ -638,7 +640,8 @@ class StepModel:
     # ------------------------------------------------------------------------------------- KV cache
     def kv_bytes_per_sequence(self, context: ArrayLike) -> Num:
         """KV bytes one sequence of ``context`` tokens holds on one GPU (windows, compression, state): the layers
-        of one pipeline stage (``attention`` counts the whole model's layers; a stage holds 1/pp of them)."""
+        of the largest pipeline stage (``attention`` counts the whole model's layers; ``layers_per_gpu_frac`` is the
+        largest stage's share of them, 1/pp when they split evenly)."""
         ctx = np.asarray(context, dtype=float)
         total: Num = 0.0
         for a in self.attention:
@@ -893,7 +896,11 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
                          cap, m0) for ffn, cnt in tally.moe_counts.items())
     # weights per GPU from the memory model (exact formats, replicated and uneven shards); KV per token from the
     # attention op coefficients (the memory model agrees: tests/test_perf_model.py)
-    kv_tok = (sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * frac
+    # the largest pipeline stage's share of the layers binds the cache (the memory model's _stage_layers: the first
+    # ceil(layers / pp)); 1 / pp only when the layers split evenly (DeepSeek-V3's 61 over PP2: 31, not 30.5)
+    whole = kv_bytes_per_token_per_gpu(model, precision, dataclasses.replace(layout, pp=1))
+    stage_frac = kv_bytes_per_token_per_gpu(model, precision, layout) / whole if whole > 0 else frac
+    kv_tok = (sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * stage_frac
               + draft_kv_bytes_per_token_per_gpu(model, precision, layout, eng.draft_method, eng.draft_head))
     if kv_budget_bytes_per_gpu is None:  # the memory model with the engine's budgeting
         nodes = max(1, -(-gpus // system.gpus_per_node))
@@ -919,7 +926,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         comm_plan=_comm_plan(model, system, tally, tp, dp, ep, pp, ef, eng, curves),
         elementwise_bytes_per_token=tally.elem_bytes,
         sampling_bytes_per_seq=ops.sampling_bytes_per_seq(model.vocab, tp), n_kernels=tally.n_kernels,
-        attn_peak_flops=gpu.peak_flops("bf16"), layers_per_gpu_frac=frac, hidden=model.hidden,
+        attn_peak_flops=gpu.peak_flops("bf16"), layers_per_gpu_frac=stage_frac, hidden=model.hidden,
         kv_state_bytes_per_seq=state if state_slots is None else 0.0,  # a separate state pool: not in the KV's
         sink_prefill_scale=eng.sink_prefill_scale(gpu),
         bench=_trtllm_bench_estimate(model, gpu, precision, gpus, tp * dp, eng))
