@@ -383,3 +383,36 @@ def test_config_relations_are_checked(run_cli, tmp_path, change, says):
     f.write_text(json.dumps(cfg))
     code, out, err = run_cli("model", str(f))
     assert code == 2 and says in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize("make, parameter, says", [
+    (lambda: cf.FitRequest(model=5), "model", "input should be a valid string, got 5"),
+    (lambda: cf.PlanRequest(model="llama-3.1-8b", rate=-1), "rate", "must be a number > 0"),
+    (lambda: cf.SimulateRequest(model="llama-3.1-8b", system="h200", replicas="a"), "replicas",
+     "must be an integer, got 'a'"),
+    (lambda: cf.PerfRequest(model="llama-3.1-8b", system="h200", isl=1, osl=1, foo=1), "foo",
+     "is not a parameter of PerfRequest"),
+    (lambda: cf.FitRequest(model="llama-3.1-8b", sessions=True), "sessions", "true / false only"),
+])
+def test_request_models_built_directly_raise_parameter_error(make, parameter, says):
+    """A request model constructed with a bad value raises the ParameterError parse_request gives (not pydantic's
+    ValidationError); model_validate, model_copy and the HTTP bodies still work."""
+    with pytest.raises(ParameterError) as info:
+        make()
+    assert info.value.parameter == parameter and f"{parameter}: " in str(info.value) and says in str(info.value)
+
+
+def test_request_models_built_directly_match_parse_request():
+    from clusterfit.schema import PlanRequest, parse_request
+
+    with pytest.raises(ParameterError) as direct:
+        PlanRequest(model="llama-3.1-8b", ttft_ms=0)
+    with pytest.raises(ParameterError) as parsed:
+        parse_request(PlanRequest, {"model": "llama-3.1-8b", "ttft_ms": 0})
+    assert str(direct.value) == str(parsed.value)
+    req = PlanRequest(model="llama-3.1-8b", rate=1)
+    assert req.model_copy(update={"rate": 2}).rate == 2 and PlanRequest.model_validate({"rate": 3}).rate == 3
+    from clusterfit.web.bodies import PlanBody
+
+    with pytest.raises(ParameterError, match="catalog"):
+        PlanBody(model="llama-3.1-8b", catalog=["x.yaml"])

@@ -98,13 +98,19 @@ def parse_request(cls: type[Schema], data: dict[str, Any]) -> Any:
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = [str(p) for p in err["loc"]]
-        name = ".".join(loc) or cls.__name__
-        raise ParameterError(name, _describe(cls, loc[0] if loc else "", err)) from None
+        raise parameter_error(cls, exc) from None
 
 
-def _bounds(cls: type[Schema], field: str) -> str:
+def parameter_error(cls: type[BaseModel], exc: ValidationError) -> ParameterError:
+    """The ParameterError of ``exc``'s first problem validating ``cls``: it names the parameter, its value and what
+    is allowed."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    name = ".".join(loc) or cls.__name__
+    return ParameterError(name, _describe(cls, loc[0] if loc else "", err))
+
+
+def _bounds(cls: type[BaseModel], field: str) -> str:
     """The allowed range of a numeric field as text ("1..4096", ">= 0", "> 0")."""
     info = cls.model_fields.get(field)
     lo = hi = ""
@@ -122,7 +128,7 @@ def _bounds(cls: type[Schema], field: str) -> str:
     return " and ".join(p for p in parts if p)
 
 
-def _describe(cls: type[Schema], field: str, err: Any) -> str:
+def _describe(cls: type[BaseModel], field: str, err: Any) -> str:
     kind, got = err["type"], err.get("input")
     if kind == "missing":
         return "is required"
@@ -150,7 +156,19 @@ _PROFILE_HELP = ("A measured kernel profile (the JSON `clusterfit calibrate` wri
 
 
 class RequestSchema(Schema, RefuseBool):
-    """Base of the request models: true / false only where a field is a flag (inputs.RefuseBool)."""
+    """Base of the request models: true / false only where a field is a flag (inputs.RefuseBool). Constructed
+    directly (``FitRequest(model=...)``), a bad value raises the ParameterError ``parse_request`` gives, not
+    pydantic's ValidationError (``model_validate``, which FastAPI uses for bodies, still raises ValidationError)."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise parameter_error(type(self), exc) from None
+
+    # pydantic takes this for its own __init__: validation (model_validate, FastAPI's bodies) does not call it, so
+    # it keeps raising ValidationError there (a custom __init__ would be called, its error wrapped as a value error)
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
 
 class LayoutRequest(RequestSchema):
