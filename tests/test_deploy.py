@@ -488,3 +488,18 @@ def test_a_plan_files_layout_must_be_one_replica(tmp_path, run_cli, plan70):
                              ({"layout": "TP8"}, "layout", "'TP8' is not the layout of its tp / pp / ep / dp (TP4)"),
                              ({"ep": 2}, "layout", "(TP4 EP2)")):
         assert says in _refused(run_cli, _edited(tmp_path, plan70, **row), field), row
+
+
+def test_max_model_len_holds_the_workloads_longest_request(tmp_path, run_cli, plan70):
+    """--max-model-len was checked against --isl/--osl only: 2,000 tokens beside a scenario whose prompts reach
+    16,000 tokens, and 100 tokens for a saved plan of ISL 2048 / OSL 512, were written."""
+    code, _, err = run_cli("deploy", "--scenario", "examples/batch-histogram.toml", "--max-model-len", "2000",
+                           "--out", str(tmp_path / "never"))
+    assert code == 2 and err.startswith("error: --max-model-len: 2,000 tokens is shorter than the planned request "
+                                        "(the longest the workload describes: prompt 16,000 + output 300"), err
+    plan = _edited(tmp_path, plan70)
+    code, _, err = run_cli("deploy", "--plan", str(plan), "--max-model-len", "100", "--out", str(tmp_path / "never"))
+    assert code == 2 and "shorter than the planned request (isl + osl = 2,560)" in err, err
+    assert not (tmp_path / "never").exists()
+    code, _, err = run_cli("deploy", "--plan", str(plan), "--max-model-len", "2560", "--out", str(tmp_path / "ok"))
+    assert code == 0 and "--max-model-len 2560" in (tmp_path / "ok" / "launch.sh").read_text(), err
