@@ -416,3 +416,18 @@ def test_request_models_built_directly_match_parse_request():
 
     with pytest.raises(ParameterError, match="catalog"):
         PlanBody(model="llama-3.1-8b", catalog=["x.yaml"])
+
+
+def test_file_paths_take_a_pathlib_path(tmp_path):
+    """model (a config.json) and trace take a pathlib.Path as scenario does; the answer is the string's."""
+    config = Path(cf.__file__).parent / "catalog" / "models" / "meta-llama__Llama-3.1-8B.json"
+    assert cf.FitRequest(model=config).model == str(config)
+    assert cf.fit(model=config, systems=["h200"]) == cf.fit(model=str(config), systems=["h200"])
+    assert cf.model_info(config).total_params == cf.model_info("llama-3.1-8b").total_params
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n0,100,10\n0.5,200,20\n1,50,5\n")
+    by_path = cf.simulate(model="llama-3.1-8b", system="h200", trace=trace, replicas=1, seed=1)
+    by_text = cf.simulate(model="llama-3.1-8b", system="h200", trace=str(trace), replicas=1, seed=1)
+    assert by_path.requests == by_text.requests == 3 and by_path.ttft_s == by_text.ttft_s
+    with pytest.raises(ParameterError, match="^trace: "):
+        cf.simulate(model="llama-3.1-8b", system="h200", trace=5)

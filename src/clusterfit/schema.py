@@ -10,11 +10,11 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes (GB = 1e9, GiB 
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
-                      ValidationError, model_serializer)
+                      ValidationError, field_validator, model_serializer)
 from pydantic_core import PydanticCustomError
 
 from .errors import ClusterfitError, ParameterError, brief  # ParameterError: re-exported (schema.ParameterError)
@@ -158,7 +158,10 @@ _PROFILE_HELP = ("A measured kernel profile (the JSON `clusterfit calibrate` wri
 class RequestSchema(Schema, RefuseBool):
     """Base of the request models: true / false only where a field is a flag (inputs.RefuseBool). Constructed
     directly (``FitRequest(model=...)``), a bad value raises the ParameterError ``parse_request`` gives, not
-    pydantic's ValidationError (``model_validate``, which FastAPI uses for bodies, still raises ValidationError)."""
+    pydantic's ValidationError (``model_validate``, which FastAPI uses for bodies, still raises ValidationError).
+
+    A file path is taken as a str or a ``pathlib.Path`` alike: ``model`` (a config.json), ``trace``, and, as
+    everywhere, ``scenario`` / ``catalog`` entries."""
 
     def __init__(self, /, **data: Any) -> None:
         try:
@@ -169,6 +172,12 @@ class RequestSchema(Schema, RefuseBool):
     # pydantic takes this for its own __init__: validation (model_validate, FastAPI's bodies) does not call it, so
     # it keeps raising ValidationError there (a custom __init__ would be called, its error wrapped as a value error)
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @field_validator("model", "trace", mode="before", check_fields=False)
+    @classmethod
+    def _path_as_text(cls, value: Any) -> Any:
+        """A path given as a pathlib.Path, as its text (the fields also take names: model ids, aliases)."""
+        return str(value) if isinstance(value, PurePath) else value
 
 
 class LayoutRequest(RequestSchema):
