@@ -503,3 +503,14 @@ def test_max_model_len_holds_the_workloads_longest_request(tmp_path, run_cli, pl
     assert not (tmp_path / "never").exists()
     code, _, err = run_cli("deploy", "--plan", str(plan), "--max-model-len", "2560", "--out", str(tmp_path / "ok"))
     assert code == 0 and "--max-model-len 2560" in (tmp_path / "ok" / "launch.sh").read_text(), err
+
+
+def test_a_plan_files_model_must_fit_its_layout(tmp_path, run_cli, plan70):
+    """Written before: the model changed to deepseek-v3 in a Llama-70B TP4 H200 plan, and tp 1 for 70B bf16 on one
+    H200 (memory.fit, as plan sized it)."""
+    plan = tmp_path / "dsv3.json"
+    plan.write_text(json.dumps({**plan70, "model": "deepseek-v3"}))
+    err = _refused(run_cli, plan, "layout")
+    assert "does not fit in memory" in err and "DeepSeek-V3" in err, err
+    err = _refused(run_cli, _edited(tmp_path, plan70, tp=1, gpus_per_replica=1, layout="TP1"), "layout")
+    assert "Llama-3.1-70B" in err and "does not fit in memory" in err and "exceed" in err, err

@@ -533,9 +533,9 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     own = _checkpoint_formats(model)
     quant = "fp8" if row.precision == "fp8" and own != ["fp8"] else None   # an fp8 checkpoint is served as stored
     max_len = req.max_model_len or min(model.max_context or 32768, 131072)
+    longest = _longest_request(plan_req, result.workload)
     if req.max_model_len is not None:
         check_context(model, req.max_model_len, req.allow_longer_context, "max_model_len", "max_model_len")
-        longest = _longest_request(plan_req, result.workload)
         if longest is not None and req.max_model_len < longest[0]:
             raise ParameterError("max_model_len", f"{req.max_model_len:,} tokens is shorter than the planned request "
                                  f"({longest[1]}): the engine would refuse it")
@@ -554,8 +554,10 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         summary.append(f"speculative decoding: {drafts.method}, {drafts.draft_tokens} draft tokens per step at "
                        f"acceptance {drafts.acceptance:.2f} ({drafts.tokens_per_step:.2f} tokens per step), as "
                        "the plan's TPOT assumes")
-    eng = _row_engine(dataclasses.replace(catalog, settings=_given_settings(settings)), engine, model, row,
-                      speculative=method)
+    row_catalog = dataclasses.replace(catalog, settings=_given_settings(settings))
+    _check_row_memory(row_catalog, engine, model, row, method, longest[0] if longest is not None else 1,
+                      req.plan_file)
+    eng = _row_engine(row_catalog, engine, model, row, speculative=method)
     spec = DeploySpec(
         model_id=model_id, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
         ep=row.ep, dp=row.dp, nodes_per_replica=row.nodes_per_replica, gpus_per_replica=row.gpus_per_replica,
@@ -614,6 +616,29 @@ def _longest_request(plan_req: PlanRequest | None, workload: str) -> tuple[float
         return sum(longest), (f"at least {sum(longest):,.0f} tokens, the largest prompt and output lengths the "
                               f"plan's workload states: {workload.split(';')[0]}")
     return sum(longest), f"isl + osl = {sum(longest):,.0f}"
+
+
+def _check_row_memory(catalog: Catalog, engine: str, model: ModelArch, row: Any, speculative: str | None,
+                      tokens: float, plan_file: Path | None) -> None:
+    """The row's model, precision and layout fit the system's memory as plan sized it (memory.fit under the plan's
+    engine settings): weights and reserve within the engine's budget and a KV cache that holds one request of
+    ``tokens`` (the workload's longest, as far as known)."""
+    from .layout import Layout
+    from .memory import fit as memory_fit
+
+    system = catalog.system(row.system)
+    precision = resolve_precision(model, None if row.precision == "checkpoint" else row.precision, None, row.kv_dtype)
+    eng = catalog.engine(engine, system)
+    if speculative is not None:
+        eng = eng.for_speculative(row.dp, speculative)
+    what = f"{model.name} at {precision.name} on {row.gpus_per_replica} x {system.gpu.id} ({row.layout})"
+    try:
+        mf = memory_fit(model, system, precision, Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp),
+                        row.nodes_per_replica, eng, context=max(1, int(tokens)))
+    except ClusterfitError as exc:
+        raise _plan_row_error(plan_file, "layout", f"{what}: {exc}") from None
+    if not mf.fits:
+        raise _plan_row_error(plan_file, "layout", f"{what} does not fit in memory: {mf.reason}")
 
 
 def _plan_row_error(plan_file: Path | None, field: str, text: str) -> ClusterfitError:
