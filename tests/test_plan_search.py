@@ -217,3 +217,14 @@ def test_capacity_mode_says_when_nothing_fits_the_budget(run_cli):
     assert code == 0, err
     assert json.loads(out)["explanation"].startswith("No layout of Llama-3.1-70B fits in 1 GPU(s): the smallest that "
                                                      "holds it needs 2 GPUs")
+
+
+def test_a_kv_bound_replica_runs_the_batch_its_cache_admits(run_json):
+    """Llama-3.1-70B on 2 H200s at 2048 + 512 tokens: the KV cache admits 165 sequences (perf --max-throughput's
+    batch), within the 60 ms TPOT target; the plan's batch grid jumped from 145 to 173 and stopped at 145."""
+    admitted = run_json("perf", "llama-3.1-70b", "--system", "h200", "--tp", "2", "--isl", "2048", "--osl", "512",
+                        "--max-throughput")["batch"]
+    plan = run_json("plan", "llama-3.1-70b", "--isl", "2048", "--osl", "512", "--rate", "4", "--ttft-ms", "2000",
+                    "--tpot-ms", "60", "--system", "h200")
+    row = plan["per_system"][0]
+    assert row["layout"] == "TP2" and row["max_batch_within_slo"] == admitted == 165

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 
 from ..errors import ClusterfitError
-from .capacity import (AggregatedCurve, DecodeCurve, PrefillCapacity, aggregated_curve, batch_grid,
+from .capacity import (AggregatedCurve, DecodeCurve, PrefillCapacity, aggregated_curve, batch_grid, kv_batch_bound,
                        decode_curve, prefill_capacity)
 from .layout_candidates import candidate_layouts
 from .workload import SLO, Workload
@@ -153,7 +153,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     if sm.kv_capacity_tokens <= 0:
                         continue
                     cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
-                    grid = batch_grid(cap)
+                    grid = batch_grid(cap, kv_bound=kv_batch_bound(sm, workload))
                     c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm,
                                   aggregated_curve(sm, workload, slo, grid, margins, drafting))
                     evaluated += grid.size
