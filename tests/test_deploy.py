@@ -514,3 +514,19 @@ def test_a_plan_files_model_must_fit_its_layout(tmp_path, run_cli, plan70):
     assert "does not fit in memory" in err and "DeepSeek-V3" in err, err
     err = _refused(run_cli, _edited(tmp_path, plan70, tp=1, gpus_per_replica=1, layout="TP1"), "layout")
     assert "Llama-3.1-70B" in err and "does not fit in memory" in err and "exceed" in err, err
+
+
+def test_messages_say_what_is_true_and_possible(tmp_path, run_cli, plan70):
+    """launch.sh said 'Several replicas share a node' for 8-GPU replicas on 8-GPU nodes; the trtllm two-node error
+    said 'use --engine vllm or sglang', which deploy --plan then refuses: it says to plan again with one."""
+    from clusterfit.deploy.render import DeploySpec, render
+
+    code, _, err = run_cli("deploy", "--plan", str(_edited(tmp_path, plan70)), "--out", str(tmp_path / "tp4"))
+    assert code == 0 and "Several replicas share a node" in (tmp_path / "tp4" / "launch.sh").read_text(), err
+    eight = _edited(tmp_path, plan70, tp=8, gpus_per_replica=8, layout="TP8")
+    code, _, err = run_cli("deploy", "--plan", str(eight), "--out", str(tmp_path / "tp8"))
+    text = (tmp_path / "tp8" / "launch.sh").read_text()
+    assert code == 0 and "Several replicas" not in text and "One replica per node" in text, err
+    spec = DeploySpec("m/x", "x", "trtllm", 16, 1, 1, 1, 2, 16, 8, 1, 4096, 0.9, 64, 8192, "bf16")
+    with pytest.raises(cf.ClusterfitError, match="plan again with it and deploy that plan"):
+        render(spec, "shell")

@@ -218,8 +218,9 @@ def engine_command(spec: DeploySpec) -> list[str]:
         if multi:
             raise ClusterfitError(
                 f"engine trtllm: a {s.nodes_per_replica}-node replica needs an MPI launch (trtllm-llmapi-launch) "
-                "that clusterfit does not generate; use --engine vllm or sglang, or pick a single-node layout "
-                "(--system with a larger node)")
+                "that clusterfit does not generate; plan and deploy with --engine vllm or sglang (a saved plan: "
+                "plan again with it and deploy that plan), or plan a single-node layout (--system with a larger "
+                "node)")
         return ["trtllm-serve", s.model_id, "--host", "0.0.0.0", "--port", str(PORT), "--backend", "pytorch",
                 "--tp_size", str(s.tp * s.dp), "--pp_size", str(s.pp), "--ep_size", str(s.ep),
                 "--max_batch_size", str(s.max_num_seqs), "--max_num_tokens", str(s.max_num_batched_tokens),
@@ -274,7 +275,10 @@ def _shell(spec: DeploySpec) -> list[GeneratedFile]:
         if _node_prelude(spec):
             lines.append(_node_prelude(spec).rstrip("\n"))
     else:
-        lines.append("# Several replicas share a node: give each its GPUs (CUDA_VISIBLE_DEVICES) and a PORT.")
+        if spec.gpus_per_node // spec.gpus_per_replica > 1:
+            lines.append("# Several replicas share a node: give each its GPUs (CUDA_VISIBLE_DEVICES) and a PORT.")
+        else:
+            lines.append("# One replica per node (all its GPUs); PORT sets the port.")
         lines.append(f'PORT="${{PORT:-{PORT}}}"')
     line = _shell_line(cmd)
     if not multi:
