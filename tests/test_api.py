@@ -431,3 +431,42 @@ def test_file_paths_take_a_pathlib_path(tmp_path):
     assert by_path.requests == by_text.requests == 3 and by_path.ttft_s == by_text.ttft_s
     with pytest.raises(ParameterError, match="^trace: "):
         cf.simulate(model="llama-3.1-8b", system="h200", trace=5)
+
+
+@pytest.mark.parametrize("call, parameter, says", [
+    (lambda: cf.model_info("llama-3.1-8b", precision=8), "precision", "input should be a valid string, got 8"),
+    (lambda: cf.model_info("llama-3.1-8b", kv_dtype=["fp8"]), "kv_dtype", "input should be a valid string"),
+    (lambda: cf.model_info("llama-3.1-8b", foo=1), "foo", "is not a parameter of ModelInfoRequest"),
+    (lambda: cf.model_info(), "model", "is required"),
+    (lambda: cf.model_info(None), "model", "input should be a valid string, got None"),
+    (lambda: cf.model_info("llama-3.1-8b", "fp8", "fp8", 4), "model_info", "1 more positional argument given (4)"),
+    (lambda: cf.systems([None]), "catalog.0", "got None"),
+    (lambda: cf.systems(5), "catalog", "input should be a valid list, got 5"),
+    (lambda: cf.systems(foo=1), "foo", "is not a parameter of SystemsRequest"),
+    (lambda: cf.systems([], 2), "systems", "systems() takes catalog"),
+    (lambda: cf.models(1), "models", "models() takes no arguments"),
+    (lambda: cf.models(x=1), "x", "is not a parameter of models()"),
+])
+def test_listing_functions_check_their_arguments(call, parameter, says):
+    """model_info, systems and models raise a ParameterError naming a bad argument (they raised AttributeError or
+    TypeError, and systems read a string as one-letter paths)."""
+    with pytest.raises(ParameterError) as info:
+        call()
+    assert info.value.parameter == parameter and str(info.value).startswith(f"{parameter}: ")
+    assert says in str(info.value)
+
+
+def test_systems_takes_one_catalog_file_as_str_or_path(tmp_path):
+    """A single str or Path is one catalog file (a list of it), not a sequence of one-letter paths; so for every
+    request's catalog."""
+    f = tmp_path / "mine.yaml"
+    f.write_text("systems:\n  h200_16x:\n    name: two HGX H200 joined\n    gpu: H200-SXM-141GB\n"
+                 "    gpus_per_node: 8\n    scale_up_domain_gpus: 16\n    nic_gbps_per_gpu: 400\n")
+    for given in (f, str(f), [f], [str(f)]):
+        assert "h200_16x" in [s.id for s in cf.systems(given).systems], given
+    assert "h200_16x" not in [s.id for s in cf.systems().systems]
+    assert cf.FitRequest(model="llama-3.1-8b", catalog=f).catalog == [f]
+    with pytest.raises(ClusterfitError, match="hardware catalog not found: x.yaml"):
+        cf.systems("x.yaml")
+    with pytest.raises(ClusterfitError, match="hardware catalog not found: x.yaml"):
+        cf.systems(Path("x.yaml"))

@@ -53,10 +53,22 @@ def _request(cls: type[R], request: R | None, kwargs: dict[str, Any]) -> R:
 
 
 # ===================================================================================== models, hardware
-def models() -> ModelList:
-    """The bundled model configs, their aliases, sizes and attention kinds."""
+def _no_more_arguments(function: str, extra: tuple[Any, ...], known: tuple[str, ...]) -> None:
+    """A positional argument beyond ``known`` is an error naming the function's arguments (not Python's TypeError)."""
+    if extra:
+        takes = f"takes {', '.join(known)}" if known else "takes no arguments"
+        raise ParameterError(function, f"{function}() {takes}; {len(extra)} more positional argument"
+                             f"{'s' if len(extra) > 1 else ''} given ({', '.join(repr(a)[:40] for a in extra)})")
+
+
+def models(*extra: Any, **kwargs: Any) -> ModelList:
+    """The bundled model configs, their aliases, sizes and attention kinds. Takes no arguments (any given is a
+    ParameterError naming it)."""
     from .arch import list_models, model_aliases
 
+    _no_more_arguments("models", extra, ())
+    if kwargs:
+        raise ParameterError(next(iter(kwargs)), "is not a parameter of models() (it takes none)")
     aliases = model_aliases()
     rows = []
     for hf_id in list_models():
@@ -67,17 +79,37 @@ def models() -> ModelList:
     return ModelList.model_validate({"models": rows})
 
 
-def model_info(model: str, precision: str | None = None, kv_dtype: str | None = None) -> ModelSummary:
-    """Architecture analysis of one model: parameters by component, layer and attention kinds, KV bytes, FLOPs."""
-    m = load_model(model)
-    return model_summary(m, resolve_precision(m, precision, None, kv_dtype))
+_UNSET: Any = object()
 
 
-def systems(catalog: list[Path] | None = None) -> HardwareList:
-    """The systems of the hardware catalog (plus user catalog files, later files win)."""
+def model_info(model: str | Path = _UNSET, precision: str | None = None, kv_dtype: str | None = None, *extra: Any,
+               **kwargs: Any) -> ModelSummary:
+    """Architecture analysis of one model (bundled name, alias, HF id or config.json path, a str or Path):
+    parameters by component, layer and attention kinds, KV bytes, FLOPs. Arguments are checked as a
+    ``schema.ModelInfoRequest`` (a bad one is a ParameterError naming it)."""
+    from .schema import ModelInfoRequest
+
+    _no_more_arguments("model_info", extra, ("model", "precision", "kv_dtype"))
+    given = {"precision": precision, "kv_dtype": kv_dtype, **kwargs}
+    if model is not _UNSET:
+        given["model"] = model
+    req: ModelInfoRequest = parse_request(ModelInfoRequest, given)
+    m = load_model(req.model)
+    return model_summary(m, resolve_precision(m, req.precision, None, req.kv_dtype))
+
+
+def systems(catalog: list[Path] | list[str] | list[str | Path] | str | Path | None = None, *extra: Any,
+            **kwargs: Any) -> HardwareList:
+    """The systems of the hardware catalog plus user catalog files (a list of paths, or one path as a str or Path;
+    later files win). Arguments are checked as a ``schema.SystemsRequest`` (a bad one is a ParameterError naming
+    it)."""
     from .report.hardware_table import hardware_payload
+    from .schema import SystemsRequest
 
-    return HardwareList.model_validate(hardware_payload(Catalog.load(catalog).hardware))
+    _no_more_arguments("systems", extra, ("catalog",))
+    given = {"catalog": [] if catalog is None else catalog, **kwargs}
+    req: SystemsRequest = parse_request(SystemsRequest, given)
+    return HardwareList.model_validate(hardware_payload(Catalog.load(req.catalog).hardware))
 
 
 # ================================================================================================= fit

@@ -161,7 +161,8 @@ class RequestSchema(Schema, RefuseBool):
     pydantic's ValidationError (``model_validate``, which FastAPI uses for bodies, still raises ValidationError).
 
     A file path is taken as a str or a ``pathlib.Path`` alike: ``model`` (a config.json), ``trace``, and, as
-    everywhere, ``scenario`` / ``catalog`` entries."""
+    everywhere, ``scenario`` / ``catalog`` entries. ``catalog`` (a list of files) also takes one file as a str or
+    Path: a list of that one file (a str is not read as a sequence of one-letter paths)."""
 
     def __init__(self, /, **data: Any) -> None:
         try:
@@ -178,6 +179,12 @@ class RequestSchema(Schema, RefuseBool):
     def _path_as_text(cls, value: Any) -> Any:
         """A path given as a pathlib.Path, as its text (the fields also take names: model ids, aliases)."""
         return str(value) if isinstance(value, PurePath) else value
+
+    @field_validator("catalog", mode="before", check_fields=False)
+    @classmethod
+    def _one_catalog_file(cls, value: Any) -> Any:
+        """One catalog file given alone: the list of it."""
+        return [value] if isinstance(value, str | PurePath) else value
 
 
 class LayoutRequest(RequestSchema):
@@ -420,6 +427,23 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
 
 
 # ================================================================================== models, hardware
+class ModelInfoRequest(RequestSchema):
+    """``clusterfit.model_info``: one model (bundled name, alias, HF id or config.json path) and optionally the
+    precision and KV-cache dtype to analyse it under."""
+
+    model: str = Field(min_length=1, description="HF id, alias or path to a config.json")
+    precision: str | None = Field(None, min_length=1)
+    kv_dtype: str | None = Field(None, min_length=1)
+
+
+class SystemsRequest(RequestSchema):
+    """``clusterfit.systems``: extra hardware catalog files (YAML or TOML; later files win); one file may be given
+    alone."""
+
+    catalog: list[Path] = Field(default_factory=list, max_length=64,
+                                description="Extra hardware catalog files (YAML or TOML)")
+
+
 class ModelEntry(Schema):
     hf_id: str
     aliases: list[str]
