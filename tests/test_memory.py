@@ -260,3 +260,14 @@ def test_mxfp8_weights_by_hand(run_json):
         == pytest.approx(linear * 0.03125)
     out = run_json("fit", "meta-llama/Llama-3.1-8B", "--precision", "mxfp8", "-s", "h200")
     assert out["results"][0]["fits"]
+
+
+def test_fit_caps_sequences_at_what_the_engine_runs(run_json):
+    """Llama-3.1-8B TP8 on a B200 node holds 1,257 sequences of 8,192 tokens in its KV cache, but vLLM runs at most
+    1,024 at once there (max_num_seqs, engines.yaml), as perf refuses --batch 1200: fit shows the cap and says so, and
+    1,200 sessions take a second replica."""
+    r = run_json("fit", "llama-3.1-8b", "--system", "b200", "--context", "8192", "--sessions", "1200")["results"][0]
+    assert r["max_sequences"] == 1024 and not r["fits"]
+    assert any(n.startswith("the KV cache holds 1,257 sequences of 8,192 tokens, but vllm runs at most 1,024")
+               for n in r["notes"])
+    assert r["sessions_fit"]["explanation"].endswith("takes 2 node(s) (2 replica(s) of 1 node(s))")

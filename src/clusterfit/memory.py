@@ -477,6 +477,12 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
         max_seqs = (per_rank if seq_cap is None else min(per_rank, seq_cap)) * groups
         if per_tok_gpu == 0:
             max_tokens = max_seqs * context
+        running = int(eng.max_num_seqs) * groups * eng.caps_in_flight(lay.pp)   # the engine's cap, as perf's
+        if max_seqs > running:
+            notes.append(f"the KV cache holds {max_seqs:,} sequences of {context:,} tokens, but {eng.name} runs at "
+                         f"most {running:,} at once (max_num_seqs {int(eng.max_num_seqs):,} per rank): max sequences "
+                         "shows that cap (the engine's max_num_seqs setting raises it: perf --max-num-seqs)")
+            max_seqs = running
     fits = max_seqs >= 1
     if budget <= 0 and eng.gpu_memory_utilization <= 0:
         reason = (f"{eng.name}'s default memory fraction on this GPU and layout is {eng.gpu_memory_utilization:g}: "
