@@ -288,3 +288,11 @@ def test_fit_and_perf_agree_on_the_kv_cache_of_a_layout(run_json, model, system,
     top = run_json("perf", model, "--system", system, *layout, "--isl", "4096", "--osl", "4096", "--batch",
                    str(f["max_sequences"]), "--context", "8192")
     assert top["batch"] == f["max_sequences"]
+
+
+def test_the_default_layout_is_the_fewest_gpus_fit_finds(run_json):
+    """Llama-3.1-405B on 8x L40S nodes: fit needs 3 nodes (TP8 PP3); perf's default layout tried 1, 2, 4 ... nodes
+    and took 4 (TP8 PP4), against its help text ("the fewest GPUs that fit")."""
+    f = run_json("fit", "llama-3.1-405b", "--system", "l40s")["results"][0]
+    p = run_json("perf", "llama-3.1-405b", "--system", "l40s", "--isl", "50", "--osl", "5", "--concurrency", "2")
+    assert f["gpus"] == p["gpus"] == 24 and p["layout"] == f["layout"]

@@ -523,18 +523,19 @@ def nodes_needed(model: ModelArch, system: System, precision: Precision, engine:
 
 def smallest_layout(model: ModelArch, system: System, precision: Precision, engine: Engine,
                     min_kv_tokens: int = 32768, max_nodes: int = 8) -> Layout:
-    """The default layout over the fewest GPUs (1, 2, 4, ... up to ``max_nodes`` nodes) that holds the weights
-    and leaves at least ``min_kv_tokens`` KV token slots per replica: how a replica is sized when the user
-    gives no layout. Raises ClusterfitError when even ``max_nodes`` nodes are not enough."""
-    g = 1
-    while g <= max_nodes * system.gpus_per_node:
+    """The default layout over the fewest GPUs (1, 2, 4, ... inside a node, then 1, 2, 3, ... up to ``max_nodes``
+    whole nodes, as fit's nodes_needed counts them) that holds the weights and leaves at least ``min_kv_tokens`` KV
+    token slots per replica: how a replica is sized when the user gives no layout. Raises ClusterfitError when even
+    ``max_nodes`` nodes are not enough."""
+    per_node = system.gpus_per_node
+    sizes = [2 ** i for i in range(per_node.bit_length()) if 2 ** i < per_node]
+    for g in sizes + [n * per_node for n in range(1, max_nodes + 1)]:
         try:
             lay = default_layout(model, system, g)
-            r = fit(model, system, precision, lay, math.ceil(g / system.gpus_per_node), engine, context=1)
+            r = fit(model, system, precision, lay, math.ceil(g / per_node), engine, context=1)
         except ClusterfitError:
             r = None
         if r is not None and r.kv_budget_bytes_per_gpu > 0 and (r.max_kv_tokens >= min_kv_tokens or not model.layers):
             return lay
-        g *= 2
     raise ClusterfitError(f"{model.name} at {precision.name} does not fit with {min_kv_tokens:,} KV tokens on up to "
                           f"{max_nodes} nodes of {system.id}")
