@@ -56,10 +56,12 @@ def plan_command(
     tokens_per_s: TokensPerSOpt = None,
     ttft_ms: TtftMsOpt = None,
     ttft_percentile: Optional[float] = typer.Option(None, "--ttft-percentile",
-                                                    help="TTFT percentile judged, 50 <= p < 100 (default 90; e.g. 50, 95, 99)."),
+                                                    help="TTFT percentile judged, 50 <= p < 100 (default 90; "
+                                                    "e.g. 50, 95, 99)."),
     tpot_ms: TpotMsOpt = None,
     tpot_percentile: Optional[float] = typer.Option(None, "--tpot-percentile",
-                                                    help="TPOT percentile judged, 50 <= p < 100 (default 90; e.g. 50, 95, 99)."),
+                                                    help="TPOT percentile judged, 50 <= p < 100 (default 90; "
+                                                    "e.g. 50, 95, 99)."),
     min_goodput: Optional[float] = typer.Option(None, "--min-goodput",
                                                 help="Least share of requests within both SLOs (default 0.9)."),
     system: SystemsOpt = None,
