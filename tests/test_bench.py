@@ -391,3 +391,57 @@ def test_filler_prompts_are_four_characters_per_token_and_distinct():
     assert len(a) == 4 * 300 and a.count(" ") == 300 and a != b
     assert filler_prompt(300, 0) == a                                 # the same for a seed and index
     assert a[:40] != b[:40]                                           # no shared prefix to cache
+
+
+# ------------------------------------------------------------------------------------- what a run says it did
+def test_compare_notes_an_endpoint_serving_another_model(run_cli):
+    """--compare llama-3.1-70b against a twin serving Qwen3-0.6B says so (it compared without a word); comparing the
+    model the endpoint serves (by its alias) adds no such note."""
+    from clusterfit.twin import running_twin
+
+    with running_twin(model="qwen3-0.6b", system="h200") as t:
+        args = ("bench", t.url, "--rate", "20", "--requests", "3", "--isl", "16", "--osl", "2", "-s", "h200",
+                "--json")
+        code, other, err = run_cli(*args, "--compare", "llama-3.1-70b")
+        assert code == 0, err
+        code, same, err = run_cli(*args, "--compare", "qwen3-0.6b")
+        assert code == 0, err
+    note = json.loads(other)["comparison"]["notes"][0]
+    assert "the endpoint serves" in note and "Qwen3-0.6B" in note and "llama-3.1-70b" in note, note
+    assert not any("the endpoint serves" in n for n in json.loads(same)["comparison"]["notes"])
+
+
+def test_a_trace_shorter_than_requests_is_noted(tmp_path, run_cli):
+    trace = tmp_path / "two.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n0,16,2\n0.05,16,2\n")
+    with running(lambda body: Script(itl_s=0.002)) as server:
+        code, out, err = run_cli("bench", server.url, "--trace", str(trace), "--requests", "5", "--json")
+        assert code == 0, err
+        code, text, err = run_cli("bench", server.url, "--trace", str(trace), "--requests", "5")
+        assert code == 0, err
+    r = json.loads(out)
+    assert r["requests"] == 2 and any("holds 2 requests" in n and "5 --requests" in n for n in r["notes"]), r["notes"]
+    assert "holds 2 requests" in " ".join(text.split())
+
+
+def test_a_closed_loop_of_fewer_requests_than_concurrency_is_predicted_at_the_requests(run_cli):
+    """--requests 1 --concurrency 3 never had more than 1 request in flight: perf predicts 1 in flight (per replica
+    at most the requests per replica), not a steady 3, and says so."""
+    from clusterfit import api
+
+    with running(lambda body: Script(ttft_s=0.01, itl_s=0.005)) as server:
+        code, out, err = run_cli("bench", server.url, "--concurrency", "3", "--requests", "1", "--isl", "64",
+                                 "--osl", "4", "--compare", "meta-llama/Llama-3.1-8B", "--system", "h200", "--json")
+        assert code == 0, err
+        code, two, err = run_cli("bench", server.url, "--concurrency", "8", "--requests", "3", "--isl", "64",
+                                 "--osl", "4", "--compare", "meta-llama/Llama-3.1-8B", "--system", "h200",
+                                 "--replicas", "2", "--json")
+        assert code == 0, err
+    c = json.loads(out)["comparison"]
+    rows = {row["metric"]: row for row in c["rows"]}
+    p1 = api.perf(model="meta-llama/Llama-3.1-8B", system="h200", isl=64, osl=4, concurrency=1)
+    assert rows["TPOT mean"]["predicted"] == pytest.approx(p1.tpot_s)
+    assert any("closed loop of 1 requests per replica" in n for n in c["notes"]), c["notes"]
+    assert any("fewer than --concurrency 3: at most 1 in flight" in n for n in c["notes"]), c["notes"]
+    # 3 requests over 2 replicas: at most 2 per replica (not ceil(8 / 2) = 4)
+    assert any("closed loop of 2 requests per replica x 2" in n for n in json.loads(two)["comparison"]["notes"])

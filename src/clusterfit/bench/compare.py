@@ -57,11 +57,42 @@ def check_prediction_options(cfg: BenchConfig) -> None:
     api.perf(model=cfg.compare, system=cfg.system, isl=16, osl=2, batch=1, **_prediction_options(cfg))
 
 
-def compare(cfg: BenchConfig, result: BenchResult) -> Comparison:
-    """The prediction for ``result``'s load (simulate for an open loop, perf for a closed loop)."""
-    if cfg.kind == "concurrency":
-        return _perf(cfg, result)
-    return _simulate(cfg, result)
+def compare(cfg: BenchConfig, result: BenchResult, served: tuple[str, str | None] | None = None) -> Comparison:
+    """The prediction for ``result``'s load (simulate for an open loop, perf for a closed loop). ``served``: the
+    endpoint's model id and root (GET /v1/models; None: not known); one that does not look like the compared model
+    is noted first."""
+    out = _perf(cfg, result) if cfg.kind == "concurrency" else _simulate(cfg, result)
+    mismatch = _other_model(cfg, served)
+    if mismatch:
+        out.notes.insert(0, mismatch)
+    return out
+
+
+def _name_key(name: str) -> str:
+    """A model name as compared: its last path part (an HF id's name, a checkpoint folder), lower case."""
+    return name.strip().rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def _other_model(cfg: BenchConfig, served: tuple[str, str | None] | None) -> str | None:
+    """A note when the endpoint's model (its id and root) looks like no name of the compared model (the name given,
+    its HF id, an alias of it): the prediction is then for another model than the one measured. Lenient: a served
+    name that contains the compared model's name (an -Instruct or -FP8 variant) or is one of its aliases matches."""
+    if served is None or cfg.compare is None:
+        return None
+    from ..arch import load_model, model_aliases
+
+    model = load_model(cfg.compare)
+    keys = {_name_key(n) for n in (cfg.compare, model.hf_id or "", model.name) if n.strip()}
+    aliases = {a.lower(): h for a, h in model_aliases().items()}
+    names = [n for n in served if n]
+    for name in names:
+        if any(k in _name_key(name) for k in keys) or (model.hf_id and aliases.get(name.strip().lower()) ==
+                                                       model.hf_id):
+            return None
+    said = " ".join(f"{what} {n!r}" for what, n in zip(("id", "root"), served) if n)
+    return (f"the endpoint serves {said} (GET /v1/models), which does not look like {cfg.compare}"
+            + (f" ({model.hf_id})" if model.hf_id and model.hf_id != cfg.compare else "")
+            + ": the prediction is for that model, not necessarily for the one measured")
 
 
 def _replay_rows(records: list[RequestRecord]) -> list[tuple[float, int, int]]:
@@ -119,7 +150,9 @@ def _perf(cfg: BenchConfig, result: BenchResult) -> Comparison:
     isl = max(1, round(sum(r.counted_input_tokens for r in done) / len(done)))
     osl = max(1, round(sum(r.output_tokens for r in done) / len(done)))
     replicas = cfg.replicas or 1
-    per_replica = math.ceil(cfg.concurrency / replicas)
+    # never more in flight than requests sent: --requests 1 --concurrency 3 kept at most 1 request in flight
+    in_flight = min(cfg.concurrency, max(1, result.requests))
+    per_replica = math.ceil(in_flight / replicas)
     p = api.perf(model=cfg.compare, system=cfg.system, isl=isl, osl=osl, concurrency=per_replica,
                  **_prediction_options(cfg))
     out_tps = p.output_tokens_per_s * replicas
@@ -133,5 +166,9 @@ def _perf(cfg: BenchConfig, result: BenchResult) -> Comparison:
     notes = [f"perf: a steady closed loop of {per_replica} requests per replica x {replicas} replica(s), with the "
              f"run's mean lengths ({isl} prompt, {osl} output tokens); perf predicts means, not percentiles",
              *p.notes]
+    if in_flight < cfg.concurrency:
+        notes.insert(1, f"the run sent {result.requests:,} request{'s' if result.requests != 1 else ''}, fewer "
+                        f"than --concurrency {cfg.concurrency}: at most {in_flight} in flight, so predicted at "
+                        f"{in_flight}")
     return Comparison(source="perf", model=p.model, system=p.system, replicas=replicas, gpus_per_replica=p.gpus,
                       layout=f"{p.gpus} GPU(s) per replica ({layout})", rows=rows, notes=notes)

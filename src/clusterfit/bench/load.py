@@ -68,10 +68,12 @@ def planned_count(cfg: BenchConfig) -> int | None:
 
 @dataclass(frozen=True)
 class Plan:
-    """The requests of a run in send order, and how many there are (None: as many as ``duration`` allows)."""
+    """The requests of a run in send order, and how many there are (None: as many as ``duration`` allows); notes:
+    what the run will do otherwise than asked, in words (a trace shorter than ``requests``)."""
 
     total: int | None
     requests: Iterator[Planned]
+    notes: tuple[str, ...] = ()
 
 
 def plan(cfg: BenchConfig) -> Plan:
@@ -94,7 +96,11 @@ def plan(cfg: BenchConfig) -> Plan:
         reqs = build_requests(sim)
     n = len(reqs) if cfg.duration is None else int(np.searchsorted(reqs.arrival_s, cfg.duration, side="left"))
     rows = zip(range(n), reqs.arrival_s[:n].tolist(), reqs.input_tokens[:n].tolist(), reqs.output_tokens[:n].tolist())
-    return Plan(n, (Planned(i, t, n_in, n_out) for i, t, n_in, n_out in rows))
+    notes: tuple[str, ...] = ()
+    if cfg.trace is not None and cfg.requests is not None and len(reqs) < cfg.requests:
+        notes = (f"the trace {cfg.trace} holds {len(reqs):,} request{'s' if len(reqs) != 1 else ''}: "
+                 f"{'all' if len(reqs) > 1 else 'it'} replayed, not the {cfg.requests:,} --requests asked for",)
+    return Plan(n, (Planned(i, t, n_in, n_out) for i, t, n_in, n_out in rows), notes)
 
 
 def _closed_loop(cfg: BenchConfig, total: int | None) -> Iterator[Planned]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from ..schema import Percentiles, Schema
 
@@ -168,6 +168,8 @@ class BenchResult(Schema):
     goodput: float | None
     goodput_rps: float | None
     comparison: Comparison | None = None
+    notes: list[str] = Field(default_factory=list, description="What the run did otherwise than asked, in words "
+                             "(a trace shorter than --requests)")
 
     @property
     def records(self) -> list[RequestRecord]:

@@ -75,6 +75,7 @@ async def bench_async(config: BenchConfig, progress: BenchProgress | None = None
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=cfg.concurrency or 1024)
     async with httpx.AsyncClient(timeout=httpx.Timeout(cfg.timeout), limits=limits, trust_env=False) as client:
         model = cfg.model or await discover_model(client, cfg)
+        served = await served_model(client, cfg, model) if cfg.compare is not None else None
         await preflight(client, cfg, model)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         records, duration_s = await _drive(client, cfg, model, planned, progress)
@@ -83,12 +84,13 @@ async def bench_async(config: BenchConfig, progress: BenchProgress | None = None
     result = BenchResult.model_validate({
         "url": cfg.url, "endpoint": cfg.endpoint, "model": model, "started_at": started_at, "load": _load(cfg),
         **summarize(records, duration_s, None if cfg.ttft_ms is None else cfg.ttft_ms / 1e3,
-                    None if cfg.tpot_ms is None else cfg.tpot_ms / 1e3)})
+                    None if cfg.tpot_ms is None else cfg.tpot_ms / 1e3),
+        "notes": list(planned.notes)})
     result._records = records
     if cfg.compare is not None:
         from .compare import compare
 
-        result.comparison = compare(cfg, result)
+        result.comparison = compare(cfg, result, served)
     return result
 
 
@@ -129,6 +131,30 @@ async def discover_model(client: Any, cfg: BenchConfig) -> str:
         raise ClusterfitError(f"--model not given, and GET {url} (HTTP {response.status_code}) lists no model in "
                               "OpenAI's shape ({\"data\": [{\"id\": ...}]}); give --model")
     return model
+
+
+async def served_model(client: Any, cfg: BenchConfig, model: str) -> tuple[str, str | None] | None:
+    """The id and ``root`` (vLLM: the checkpoint served; None when not said) of ``model`` as GET /v1/models lists it
+    (the first entry when none has its id), or None when the server does not say (no listing, not OpenAI's shape).
+    Best effort: --compare uses it to say when the endpoint serves another model than the one predicted."""
+    import httpx
+
+    from .client import headers
+
+    try:
+        response = await client.get(base_v1(cfg.url) + "/models", headers=headers(),
+                                    timeout=min(cfg.timeout, MODELS_TIMEOUT_S))
+        entries = response.json()["data"] if response.status_code == 200 else []
+    except (httpx.HTTPError, ValueError, LookupError, TypeError):
+        return None
+    if not isinstance(entries, list):
+        return None
+    entries = [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    entry = next((e for e in entries if e["id"] == model), entries[0] if entries and cfg.model is None else None)
+    if entry is None:
+        return (model, None) if cfg.model is not None else None
+    root = entry.get("root")
+    return entry["id"], root if isinstance(root, str) and root else None
 
 
 #: Prompt tokens of the check request; its index seeds its filler words apart from the run's requests.

@@ -205,6 +205,8 @@ def render_bench(console: Console, r: BenchResult) -> None:
         t.add_row(*_percentile_row(name, p))
     console.print(t)
     console.print(f"requests {r.requests:,}: completed {r.completed:,}, failed {r.failed:,}")
+    for note in r.notes:
+        console.print(f"note: {note}", highlight=False, markup=False)
     for f in r.failures:
         console.print(f"  {f.reason} x{f.count}: {f.example}", highlight=False, markup=False)
     thr = r.throughput
@@ -289,6 +291,8 @@ def render_sweep(console: Console, s: BenchSweep) -> None:
         t.add_row(*row)
     console.print(t)
     for value, r in zip(s.values, s.runs):
+        for note in r.notes:
+            console.print(f"  {s.parameter} {value:g}: note: {note}", highlight=False, markup=False)
         for f in r.failures:
             console.print(f"  {s.parameter} {value:g}: {f.reason} x{f.count}: {f.example}", highlight=False,
                           markup=False)
