@@ -9,7 +9,7 @@ The public API (loaded on first use, so ``import clusterfit`` stays light):
     cf.perf(model="llama-3.1-8b", system="h200", tp=1, isl=1024, osl=128, batch=1, context=1024)
     cf.plan(model="deepseek-v3", isl=4096, osl=1024, rate=5, ttft_ms=2000, tpot_ms=50, systems=["h200"])
     cf.simulate(model="llama-3.1-8b", system="h200", replicas=4, rate=20, requests=5000, isl=1000, osl=200)
-    cf.deploy(model="llama-3.1-8b", rate=2, ttft_ms=2000, tpot_ms=50, systems=["h200"], target="shell")
+    cf.deploy(model="llama-3.1-8b", isl=1000, osl=200, rate=2, tpot_ms=50, systems=["h200"], target="shell")
 
 ``clusterfit.deploy`` is the API function, although a subpackage of the same name holds its renderer: import that
 as ``from clusterfit.deploy.render import ...`` (importing it leaves the package's ``deploy`` the function).
