@@ -490,7 +490,6 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     engine = req.engine or "vllm"
     if engine not in ENGINE_VERSIONS:
         raise ParameterError("engine", f"--engine {engine!r}: deployment files exist for vllm, sglang, trtllm")
-    plan_req: PlanRequest | None = None   # the question planned here (None: a saved plan's)
     if req.plan_file is not None:
         from pydantic import ValidationError
 
@@ -565,12 +564,13 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     own = _checkpoint_formats(model)
     quant = "fp8" if row.precision == "fp8" and own != ["fp8"] else None   # an fp8 checkpoint is served as stored
     max_len = req.max_model_len or min(model.max_context or 32768, 131072)
-    longest = _longest_request(plan_req, result.workload)
+    longest = result.longest_request   # None in a plan written before it was recorded
+    longest_tokens = longest.prompt_tokens + longest.output_tokens if longest is not None else None
     if req.max_model_len is not None:
         check_context(model, req.max_model_len, req.allow_longer_context, "max_model_len", "max_model_len")
-        if longest is not None and req.max_model_len < longest[0]:
+        if longest is not None and longest_tokens is not None and req.max_model_len < longest_tokens:
             raise ParameterError("max_model_len", f"{req.max_model_len:,} tokens is shorter than the planned request "
-                                 f"({longest[1]}): the engine would refuse it")
+                                 f"({longest.describe()}): the engine would refuse it")
     summary = [f"model {model.hf_id or model.name}, {row.precision}, KV {row.kv_dtype}; engine {engine}",
                f"workload: {result.workload}", f"SLOs: {result.slo}",
                f"plan: {row.replicas} x {row.layout} on {row.system} ({row.nodes} node(s), {row.total_gpus} GPUs); "
@@ -587,7 +587,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                        f"acceptance {drafts.acceptance:.2f} ({drafts.tokens_per_step:.2f} tokens per step), as "
                        "the plan's TPOT assumes")
     row_catalog = dataclasses.replace(catalog, settings=_given_settings(settings))
-    _check_row_memory(row_catalog, engine, model, row, method, longest[0] if longest is not None else 1,
+    _check_row_memory(row_catalog, engine, model, row, method, longest_tokens if longest_tokens is not None else 1,
                       req.plan_file)
     eng = _row_engine(row_catalog, engine, model, row, speculative=method)
     spec = DeploySpec(
@@ -606,48 +606,6 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     return DeployResult(out=None if req.out is None else str(req.out), engine=engine,
                         engine_version=ENGINE_VERSIONS[engine], target=req.target, plan=row,
                         files=[DeployFile(path=f.path, role=f.role, text=f.text) for f in files])
-
-
-def _longest_request(plan_req: PlanRequest | None, workload: str) -> tuple[float, str] | None:
-    """The longest request (prompt + output tokens) the planned workload describes, and how it was read: from the
-    workload ``plan_req`` planned (the longest prompt class plus the longest output), else from a saved plan's
-    workload text (fixed lengths, agent sessions' last turn, or a lognormal's largest stated length: a lower bound);
-    None where the text gives no length (a histogram in a saved plan)."""
-    import re
-
-    from .planning.workload import AgentSessions, Workload
-
-    if plan_req is not None:
-        from .planning.question import build_question
-
-        wl: Workload = build_question(plan_req).workload
-        isl, osl = float(wl.isl_tokens.max()), float(wl.osl.tokens.max())
-        if wl.agent is None and wl.isl.tokens.size == 1 and wl.osl.tokens.size == 1:
-            return isl + osl, f"isl + osl = {isl + osl:,.0f}"
-        return isl + osl, (f"the longest the workload describes: prompt {isl:,.0f} + output {osl:,.0f} = "
-                           f"{isl + osl:,.0f} tokens")
-    agent = re.match(r"agent sessions: (\d+) shared prefix \+ (\d+) turns of (\d+) in / (\d+) out", workload)
-    if agent:
-        a = AgentSessions(*(int(x) for x in agent.groups()))
-        isl, osl = float(a.context_tokens().max()), float(a.output_tokens_per_turn)
-        return isl + osl, f"the last agent turn of the plan's workload: prompt {isl:,.0f} + output {osl:,.0f} tokens"
-    lengths = re.match(r"ISL (.+), OSL (.+?)(?:, prefix-cache hit [^;]*)?; ", workload)
-    if not lengths:
-        return None
-    longest = []
-    for text in lengths.groups():
-        fixed = re.fullmatch(r"([0-9.e+]+) tokens", text)
-        stated = re.findall(r"(?:mean|p[0-9.]+) ([0-9.e+]+)", text) if text.startswith("lognormal fit") else []
-        if fixed:
-            longest.append(float(fixed.group(1)))
-        elif stated:
-            longest.append(max(float(x) for x in stated))
-        else:
-            return None
-    if "lognormal" in workload:
-        return sum(longest), (f"at least {sum(longest):,.0f} tokens, the largest prompt and output lengths the "
-                              f"plan's workload states: {workload.split(';')[0]}")
-    return sum(longest), f"isl + osl = {sum(longest):,.0f}"
 
 
 def _check_row_memory(catalog: Catalog, engine: str, model: ModelArch, row: Any, speculative: str | None,

@@ -1040,6 +1040,23 @@ class EndpointComparison(Schema):
     explanation: str
 
 
+class LongestRequest(Schema):
+    """The longest request the planned workload describes (its longest prompt class and longest output): what an
+    engine's max_model_len must hold (deploy checks --max-model-len against it, also for a saved plan)."""
+
+    prompt_tokens: float
+    output_tokens: float
+    #: True when every request has the same lengths (isl and osl, no distribution, no agent sessions)
+    fixed: bool
+
+    def describe(self) -> str:
+        total = self.prompt_tokens + self.output_tokens
+        if self.fixed:
+            return f"isl + osl = {total:,.0f}"
+        return (f"the longest the workload describes: prompt {self.prompt_tokens:,.0f} + output "
+                f"{self.output_tokens:,.0f} = {total:,.0f} tokens")
+
+
 class ClosestMiss(Schema):
     _omit_if_none = frozenset({"ttft_s_interval", "tpot_s_interval"})
     system: str
@@ -1191,6 +1208,8 @@ class PlanResult(Schema):
     queueing_model: str
     #: systems with layouts that fit but none within the SLOs (or the --confidence bound), each with its closest miss
     no_plan: list[str] = Field(default_factory=list)
+    #: the longest request of the workload (None in plans written before it was recorded)
+    longest_request: LongestRequest | None = None
     endpoint: EndpointComparison | None = None
     closest: ClosestMiss | None = None
     explanation: str | None = None

@@ -23,7 +23,7 @@ from ..intervals import decode_regime
 from ..schema import CapacityAnswer, CapacityLayout, ParetoPoint, PlanOption, PlanResult
 from .cost import catalog_prices, resolve_price
 from .pareto import pareto_front
-from .planner import (QUEUEING_MODEL, PlanQuestion, _bands, _explain, _nodes, _pareto_point, _row, _Sized,
+from .planner import (QUEUEING_MODEL, PlanQuestion, longest_request, _bands, _explain, _nodes, _pareto_point, _row, _Sized,
                       _speculative_block, spare_replicas)
 from .search import Candidate, SearchResult
 
@@ -230,6 +230,7 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
                      capacity=CapacityAnswer(nodes=req.budget_nodes, gpus=req.budget_gpus, budget_gpus=budgets,
                                              layouts=[_layout_row(s, osl, budgets[s.system.id], model)
                                                       for s in sized]))
+    out.longest_request = longest_request(wl)
     if rows:
         top = rows[0]
         out.recommended = top.model_copy(update={"explanation": _text(top, rows, what, slo.describe(),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ..errors import ClusterfitError, ParameterError
-from ..schema import (ClosestMiss, EndpointComparison, ParetoPoint, PerMtok, PlanOption, PlanResult, PrefillPool,
+from ..schema import (ClosestMiss, EndpointComparison, LongestRequest, ParetoPoint, PerMtok, PlanOption, PlanResult, PrefillPool,
                       ReplicaPlacement, ServingEngineSettings, SkippedVerification)
 from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, no_public_price_notes,
                    resolve_price, usd_per_mtok, verdict)
@@ -693,6 +693,7 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
                      speculative=_speculative_block(req.speculative, model,
                                                     req.catalog.draft_head if req.catalog is not None else None))
     out.no_plan = _no_plan(result, {r.system for r in rows}, slo, model, sized_on)
+    out.longest_request = longest_request(wl)
     priced = [r for r in rows if r.cost_per_hour is not None]
     if rows:
         top = priced[0] if priced else rows[0]
@@ -768,6 +769,12 @@ def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, 
                  "NVIDIA GPUs; no published measurement of this accelerator calibrated it (restrict the search "
                  "with --system to compare calibrated systems only).")
     return text
+
+
+def longest_request(wl: Workload) -> LongestRequest:
+    """The workload's longest request, as a plan records it (deploy checks --max-model-len against it)."""
+    prompt, output, fixed = wl.longest_request()
+    return LongestRequest(prompt_tokens=prompt, output_tokens=output, fixed=fixed)
 
 
 def _no_plan(result: SearchResult, planned: set[str], slo: SLO, model: ModelArch, sized_on: int | None) -> list[str]:

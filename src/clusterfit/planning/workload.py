@@ -323,6 +323,12 @@ class Workload:
     def think_time_s(self) -> float:
         return self.agent.think_time_s if self.agent else 0.0
 
+    def longest_request(self) -> tuple[float, float, bool]:
+        """(longest prompt, longest output, whether every request has the same lengths): the longest request an
+        engine serving this workload must hold (agent sessions: the last turn's context)."""
+        fixed = self.agent is None and self.isl.tokens.size == 1 and self.osl.tokens.size == 1
+        return float(self.isl_tokens.max()), float(self.osl.tokens.max()), fixed
+
     def describe(self) -> str:
         if self.agent:
             a = self.agent
