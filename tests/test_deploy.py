@@ -530,3 +530,16 @@ def test_messages_say_what_is_true_and_possible(tmp_path, run_cli, plan70):
     spec = DeploySpec("m/x", "x", "trtllm", 16, 1, 1, 1, 2, 16, 8, 1, 4096, 0.9, 64, 8192, "bf16")
     with pytest.raises(cf.ClusterfitError, match="plan again with it and deploy that plan"):
         render(spec, "shell")
+
+
+def test_max_model_len_against_a_saved_histogram_plan(tmp_path, run_cli):
+    """A saved plan records its workload's longest request (longest_request), so --max-model-len is checked for a
+    histogram workload too (read back from the workload's text, it was not)."""
+    code, out, err = run_cli("plan", "--scenario", "examples/batch-histogram.toml", "--no-disagg", "--json")
+    assert code == 0, err
+    saved = json.loads(out)
+    assert saved["longest_request"]["prompt_tokens"] == 16000 and not saved["longest_request"]["fixed"]
+    plan = tmp_path / "plan.json"
+    plan.write_text(out)
+    code, _, err = run_cli("deploy", "--plan", str(plan), "--max-model-len", "2000", "--out", str(tmp_path / "x"))
+    assert code == 2 and "(the longest the workload describes: prompt 16,000 + output" in err, err
