@@ -543,3 +543,17 @@ def test_max_model_len_against_a_saved_histogram_plan(tmp_path, run_cli):
     plan.write_text(out)
     code, _, err = run_cli("deploy", "--plan", str(plan), "--max-model-len", "2000", "--out", str(tmp_path / "x"))
     assert code == 2 and "(the longest the workload describes: prompt 16,000 + output" in err, err
+
+
+def test_a_saved_plan_deploys_with_its_own_engine(tmp_path, run_cli):
+    """deploy --plan of an SGLang plan failed ('--engine: vllm: the plan was sized for sglang'): --engine defaulted
+    to vllm; it now defaults to the plan's engine, and a different one given is refused saying how to get either."""
+    code, out, err = run_cli("plan", "llama-3.1-8b", "--system", "h200", "--isl", "1024", "--osl", "256", "--rate",
+                             "4", "--tpot-ms", "30", "--no-disagg", "--engine", "sglang", "--json")
+    assert code == 0, err
+    plan = tmp_path / "plan.json"
+    plan.write_text(out)
+    code, _, err = run_cli("deploy", "--plan", str(plan), "--out", str(tmp_path / "d"))
+    assert code == 0 and "sglang" in (tmp_path / "d" / "launch.sh").read_text(), err
+    code, _, err = run_cli("deploy", "--plan", str(plan), "--engine", "vllm", "--out", str(tmp_path / "e"))
+    assert code == 2 and "drop --engine to deploy it with sglang" in err, err

@@ -487,7 +487,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     from .deploy.render import ENGINE_VERSIONS, DeploySpec, render, write
 
     req = _request(DeployRequest, request, kwargs)
-    engine = req.engine or "vllm"
+    engine = req.engine or "vllm"   # a saved plan's own engine when none is given (below)
     if engine not in ENGINE_VERSIONS:
         raise ParameterError("engine", f"--engine {engine!r}: deployment files exist for vllm, sglang, trtllm")
     if req.plan_file is not None:
@@ -513,9 +513,12 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
             raise ParameterError("plan_file", f"{req.plan_file}: feasible: false: the plan found no configuration "
                                  f"that meets its SLOs, so there is nothing to deploy ({result.explanation or 'no plan'}"
                                  "); plan again with looser SLOs, a lower load or other systems")
-        if result.engine != engine:
+        if req.engine is None:
+            engine = result.engine
+        elif result.engine != engine:
             raise ParameterError("engine", f"{engine}: the plan in {req.plan_file} was sized for "
-                                 f"{result.engine}'s memory and batching; plan again with --engine {engine}")
+                                 f"{result.engine}'s memory and batching; drop --engine to deploy it with "
+                                 f"{result.engine}, or plan again with --engine {engine}")
     else:
         plan_fields = {k: v for k, v in req.model_dump(exclude_unset=True).items() if k in PlanRequest.model_fields}
         plan_req = PlanRequest(**{**plan_fields, "engine": engine, "no_disagg": True})   # aggregated files only

@@ -48,7 +48,8 @@ def deploy_command(
     model: Optional[str] = typer.Argument(None, help="Model id or alias (or give --plan or --scenario)."),
     out: Path = typer.Option(..., "--out", help="Directory to create (must not exist, or be empty)."),
     target: str = typer.Option("shell", "--target", help="shell, kubernetes or slurm."),
-    engine: str = typer.Option("vllm", "--engine", help="vllm (0.33), sglang (0.5.23) or trtllm (1.2)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="vllm (0.33), sglang (0.5.23) or trtllm (1.2) "
+                                         "[default: vllm, or the engine of the --plan file]."),
     plan_file: Optional[Path] = typer.Option(None, "--plan", help="A `clusterfit plan --json` output to deploy."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len",
                                                 help="Engine max model length (default: the model's, at most 131072)."),
