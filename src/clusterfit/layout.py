@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .arch import ModelArch
-from .errors import ClusterfitError
+from .errors import ClusterfitError, ParameterError
 
 if TYPE_CHECKING:
     from .hardware import System
@@ -95,11 +95,17 @@ def layout_problem(model: ModelArch, layout: Layout) -> str | None:
     return None
 
 
+#: The layout size a layout_problem sentence is about, by its first word (the parameter the error names).
+_PROBLEM_PARAMETER = {"TP": "tp", "PP": "pp", "EP": "ep", "attention": "dp"}
+
+
 def validate_layout(model: ModelArch, layout: Layout, system: System | None = None) -> None:
-    """Raise ClusterfitError when ``layout`` cannot run ``model`` (on ``system``, if given)."""
+    """Raise a ParameterError naming the size at fault (tp, pp, ep or dp) when ``layout`` cannot run ``model`` (on
+    ``system``, if given)."""
     problem = layout_problem(model, layout)
     if problem:
-        raise ClusterfitError(f"impossible layout {layout.label()} for {model.name}: {problem}")
+        parameter = _PROBLEM_PARAMETER.get(problem.split("=")[0].split(" ")[0], "tp")
+        raise ParameterError(parameter, f"impossible layout {layout.label()} for {model.name}: {problem}")
 
 
 def valid_tp_sizes(model: ModelArch, max_tp: int) -> list[int]:
