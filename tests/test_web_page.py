@@ -183,3 +183,13 @@ def test_one_token_answers_plan_without_a_tpot(page) -> None:  # noqa: ANN001
     sync_api.expect(recommended.locator(".figures div", has_text="TPOT (predicted)").locator("b")).to_have_text("-")
     assert outside == []
     assert [e for e in errors if "status of 422" not in e] == [] and len(errors) >= 1
+
+
+def test_one_endpoint_price_alone_is_an_error_on_the_page(page) -> None:  # noqa: ANN001
+    """One endpoint price left empty was sent as 0 (in=0.6,out=0), judging the plan against a free output side."""
+    pg, outside, errors = page
+    pg.get_by_label("Model (Hugging Face id").fill("llama-3.1-8b")
+    pg.get_by_label("Endpoint $ / Mtok in (optional)").fill("0.6")
+    pg.get_by_role("button", name="Plan").click()
+    sync_api.expect(pg.locator("#plan-error")).to_contain_text("give both $ per million input and output tokens")
+    assert outside == []

@@ -88,7 +88,9 @@ function planRequest() {
   if ($("precision").value) req.precisions = [$("precision").value];
   if ($("kv-dtype").value) req.kv_dtypes = [$("kv-dtype").value];
   const pin = numberOf("ep-in"), pout = numberOf("ep-out");
-  if (pin !== null || pout !== null) req.endpoint_price = `in=${pin ?? 0},out=${pout ?? 0}`;
+  // both prices or neither: one left empty was sent as 0, judging against a free side
+  if ((pin === null) !== (pout === null)) throw new Error("endpoint price: give both $ per million input and output tokens");
+  if (pin !== null) req.endpoint_price = `in=${pin},out=${pout}`;
   return { ...req, ...speculativePart() };
 }
 
@@ -204,6 +206,7 @@ async function runPlan() {
   try {
     const res = await api("/api/plan", req);
     renderPlan(res);
+    lastPlanRequest = req;   // Deploy deploys this question, not the form as edited since
     $("plan-status").textContent = `${fmtInt(res.configurations_evaluated)} configurations evaluated`;
   } catch (e) {
     $("plan-error").textContent = e.message;
@@ -224,9 +227,12 @@ function renderPlan(res) {
   const r = res.recommended;
   if (r) {
     out.push(el("div", { class: "recommended", "data-testid": "recommended" },
-      el("h3", { text: `Recommended: ${r.system} (${r.gpu}), ${r.layout}${r.xPyD ? " " + r.xPyD : ""}, ${r.mode}` }),
+      el("h3", { text: `Recommended: ${r.system} (${r.gpu}), ${r.layout}` +
+        (r.prefill ? `; prefill ${r.prefill.layout}` : "") + `${r.xPyD ? " " + r.xPyD : ""}, ${r.mode}` }),
       el("div", { class: "figures" },
-        figure(fmtInt(r.replicas), "replicas" + (r.spare_replicas ? ` (${r.spare_replicas} spare)` : "")),
+        r.prefill ? figure(`${fmtInt(r.prefill.replicas)} + ${fmtInt(r.replicas)}`, "prefill + decode replicas" +
+          (r.spare_replicas ? ` (${r.spare_replicas} spare per pool)` : ""))
+          : figure(fmtInt(r.replicas), "replicas" + (r.spare_replicas ? ` (${r.spare_replicas} spare)` : "")),
         figure(fmtInt(r.nodes), "nodes"), figure(fmtInt(r.total_gpus), "GPUs"),
         figure(fmtMoney(r.cost_per_hour), "per hour"), figure(fmtMoney(r.cost_per_mtok_out), "per Mtok out"),
         figure(fmtMs(r.ttft_s), "TTFT (predicted)"), figure(tpotText(r.tpot_s), "TPOT (predicted)"),
@@ -265,13 +271,14 @@ function renderPlan(res) {
 
 // ---------------------------------------------------------------------------------- deployment
 let lastPlan = null;
+let lastPlanRequest = null;
 
 async function runDeploy() {
   if (!lastPlan) return;
   const button = $("deploy-button");
   $("deploy-error").textContent = "";
-  let req;
-  try { req = planRequest(); } catch (e) { $("deploy-error").textContent = e.message; return; }
+  if (!lastPlanRequest) return;
+  const req = { ...lastPlanRequest };
   req.systems = [lastPlan.system];
   req.target = $("deploy-target").value;
   delete req.endpoint_price;
@@ -281,7 +288,12 @@ async function runDeploy() {
   $("deploy-status").textContent = "generating...";
   try {
     const res = await api("/api/deploy", req);
-    const head = el("p", { class: "hint", text: `${res.engine} ${res.engine_version} on ${res.plan.system}, ${res.plan.layout}, ` +
+    // deployment files are aggregated replicas only: a disaggregated recommendation is deployed as the cheapest
+    // aggregated plan, which the page says rather than letting the files stand for the plan shown
+    const disagg = lastPlan.mode !== "aggregated" ? "Deployment files are written for aggregated replicas only; the " +
+      "recommendation above is disaggregated, so these deploy the cheapest aggregated plan: " : "";
+    const head = el("p", { class: "hint", "data-testid": "deploy-head", text: disagg +
+      `${res.engine} ${res.engine_version} on ${res.plan.system}, ${res.plan.layout}, ` +
       `${fmtInt(res.plan.replicas)} replica(s); ${res.files.length} file(s)` });
     const files = res.files.map((f, i) => el("details", { open: i === 0 ? "" : null },
       el("summary", { text: `${f.path} (${f.role})` }), el("pre", { "data-testid": "deploy-file", text: f.text })));
