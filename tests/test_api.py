@@ -149,6 +149,9 @@ def test_request_and_keywords_not_both():
      "--context: is the context of a --batch of decoding sequences; give --batch too"),
     (["perf", "llama-3.1-8b", "--system", "h200", "--isl", "10", "--osl", "5", "--batch", "1", "--experts-precision",
       "fp8"], "--experts-precision: Llama-3.1-8B has no routed experts"),
+    # a free endpoint (both prices 0) made every comparison 'use the endpoint: $0.00/h'
+    (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", "--endpoint-price",
+      "in=0,out=0"], "--endpoint-price: endpoint prices are both 0"),
     # an impossible layout names the size at fault (it named no option)
     (["perf", "llama-3.1-8b", "--system", "h200", "--tp", "1", "--dp", "2", "--batch", "8", "--isl", "1024", "--osl",
       "256"], "--dp: impossible layout TP1 DP2 for Llama-3.1-8B: attention DP=2 needs an MoE model"),

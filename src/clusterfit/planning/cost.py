@@ -57,6 +57,9 @@ class EndpointPrice:
         if not (0 <= self.input_per_mtok <= MAX_USD_PER_MTOK and 0 <= self.output_per_mtok <= MAX_USD_PER_MTOK):
             raise ClusterfitError(f"endpoint prices must be in 0..{MAX_USD_PER_MTOK:,.0f} $/Mtok, got in="
                                   f"{self.input_per_mtok:g}, out={self.output_per_mtok:g}")
+        if self.input_per_mtok == 0 and self.output_per_mtok == 0:   # a free endpoint wins every comparison
+            raise ClusterfitError("endpoint prices are both 0: give the endpoint's $ per million input and output "
+                                  "tokens (in=0.6,out=2.2)")
 
     @classmethod
     def parse(cls, text: str) -> EndpointPrice:
