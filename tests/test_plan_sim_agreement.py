@@ -135,3 +135,12 @@ def test_verify_without_latency_targets_judges_nothing(run_cli):
                            "--system", "h200", "--verify", "--verify-requests", "300")
     line = next(x for x in out.splitlines() if x.startswith("Simulated"))
     assert code == 0 and "no latency SLO to judge" in line and "misses" not in line
+
+
+def test_a_short_verification_does_not_blame_saturation(run_json):
+    """500 simulated requests, all completed: the steady window's lower count is a short run's noise, and the
+    disagreement said 'it is saturated or rejects requests'."""
+    v = run_json("plan", "deepseek-v3", "--system", "h200", "--isl", "4000", "--osl", "500", "--rate", "5",
+                 "--ttft-ms", "2000", "--tpot-ms", "50", "--failover", "1", "--verify", "--verify-requests", "500")["verify"]
+    (d,) = [d for d in v["disagreements"] if d["metric"].startswith("throughput")]   # the seeded run's 0.89x
+    assert d["ratio"] < 1 and d["why"].startswith("every request completed") and "saturated" not in d["why"], d
