@@ -13,7 +13,7 @@ from pydantic import ValidationError
 import clusterfit as cf
 from clusterfit.arch import load_model
 from clusterfit.engines import load_engines
-from clusterfit.errors import ClusterfitError
+from clusterfit.errors import ClusterfitError, ParameterError
 from clusterfit.sim.config import SimulationConfig, SpeculativeSpec
 from clusterfit.speculative import (DEFAULT_ACCEPTANCE, acceptance_for_length, draft_cost_fraction,
                                     tokens_per_step)
@@ -338,9 +338,14 @@ def test_draft_head_sizes_by_hand():
     own = draft_head({**cfg, "vocab_size": 128_000}, target, "eagle3")   # not the target's vocabulary: own table
     assert own.sharded_params == 1_201_668_096 + 128_000 * 8192 and own.embedding_params == 128_000 * 8192
     assert draft_cost_fraction(target, "eagle3", own) == draft_cost_fraction(target, "eagle3", head)  # one row read
-    eagle1 = draft_head(cfg, load_model("meta-llama/Llama-3.1-70B"), "eagle")   # h-wide q/k/v, fc 2h, shared head
+    # the same shapes as an EAGLE(-1) head (the EAGLE-3 markers removed: sized as eagle, they are refused below)
+    plain = {k: v for k, v in cfg.items() if k not in ("architectures", "draft_vocab_size")}
+    eagle1 = draft_head(plain, load_model("meta-llama/Llama-3.1-70B"), "eagle")   # h-wide q/k/v, fc 2h, shared head
     assert eagle1.sharded_params == 8192 * 80 * 128 + 67_108_864 + 704_643_072
     assert eagle1.replicated_params == 2 * 8192 * 8192 + 3 * 8192
+    with pytest.raises(ParameterError, match="describes an EAGLE-3 head .LlamaForCausalLMEagle3., but the method is "
+                                             "eagle; give --speculative-method eagle3"):
+        draft_head(cfg, load_model("meta-llama/Llama-3.1-70B"), "eagle")
 
 
 @pytest.mark.parametrize("change, method, message", [

@@ -170,6 +170,14 @@ def draft_head(config: object, target: ModelArch, method: str, source: str = "th
         raise bad("a config.json must be a JSON object")
     if any(config.get(k) for k in _MOE_KEYS):
         raise bad("a mixture-of-experts draft layer is not sized; give a dense (Llama-style) head")
+    archs = config.get("architectures")
+    named = [str(a) for a in archs if "eagle3" in str(a).lower()] if isinstance(archs, list) else []
+    if method == "eagle" and (named or "draft_vocab_size" in config):
+        # an EAGLE-3 head (its architectures name it; draft_vocab_size is EAGLE-3's own field) sized as EAGLE: the
+        # two differ in weights (fused hidden states, a draft vocabulary) and in cost
+        raise ParameterError("speculative_method", f"{source} describes an EAGLE-3 head "
+                             f"({', '.join(named) or 'draft_vocab_size'}), but the method is eagle; give "
+                             "--speculative-method eagle3")
 
     def size(key: str, default: int | None = None) -> int:
         v = config.get(key)
