@@ -419,3 +419,12 @@ def test_fit_counts_the_drafter_as_perf_does(run_cli):
     assert said in uncounted["notes"] and said not in counted["notes"]
     code, out, err = run_cli("fit", "meta-llama/Llama-3.1-8B", "--num-speculative-tokens", "2")
     assert code == 2 and err.startswith("error: --speculative-method:") and "has none" in err, err
+
+
+def test_simulate_says_what_it_drafted(run_json):
+    """simulate ran draft tokens (its TPOT changed) but its result did not say so; it carries perf's block."""
+    args = ("simulate", "meta-llama/Llama-3.1-8B", "--system", "h200", "--tp", "1", "--isl", "1024", "--osl", "128",
+            "--rate", "0.5", "--requests", "100")
+    spec = run_json(*args, "--num-speculative-tokens", "3", "--speculative-method", "eagle3")["speculative"]
+    assert spec["method"] == "eagle3" and spec["draft_tokens"] == 3 and spec["tokens_per_step"] > 1
+    assert "speculative" not in run_json(*args)

@@ -902,7 +902,8 @@ class SimReport(Schema):
 
 
 class SimResult(SimReport):
-    _omit_if_none = frozenset({"plot", "ttft_s_interval", "tpot_s_interval", "e2e_s_interval", "intervals"})
+    _omit_if_none = frozenset({"plot", "ttft_s_interval", "tpot_s_interval", "e2e_s_interval", "intervals",
+                               "speculative"})
     _run: Any = PrivateAttr(default=None)
     model: str
     system: str
@@ -914,6 +915,8 @@ class SimResult(SimReport):
     layout: LayoutOut = Field(description="each replica's parallel layout (with --scenario and no layout option, "
                                           "the one plan --scenario recommends)")
     notes: list[str] = Field(default_factory=list, description="What the tool chose or assumed, in words")
+    #: the speculative decoding simulated, as perf's block (absent without it)
+    speculative: SpeculativeOut | None = None
     plot: str | None = None
     ttft_s_interval: PercentileIntervals | None = None
     tpot_s_interval: PercentileIntervals | None = None

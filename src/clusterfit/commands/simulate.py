@@ -139,6 +139,11 @@ def render_simulation(console: Console, report: SimResult) -> None:
             cells.append(_ms(v) if v is None else with_interval(v, getattr(iv, key) if iv else None, 1e3, 1))
         t.add_row(name, *cells)
     console.print(t)
+    sp = report.speculative
+    if sp is not None:
+        console.print(f"Speculative decoding ({sp.method}): {sp.draft_tokens} draft tokens per step, acceptance "
+                      f"{sp.acceptance:.2f}, {sp.tokens_per_step:.2f} tokens per step per sequence; drafter "
+                      f"{sp.draft_cost:.1%} of a decode step per draft token", soft_wrap=True)
     for note in report.notes:
         console.print(f"[dim]{note}[/]", soft_wrap=True)
     if report.intervals is not None:

@@ -234,9 +234,11 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
         raise _failure_source(req, sim, exc) from None
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
     lay = rep.layout
+    drafted = sim.replica.speculative
     return {"model": model, "system": rep.system.id, "engine": rep.engine.name, "precision": rep.precision.name,
             "kv_dtype": rep.precision.kv_dtype, "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp},
-            **report, "notes": notes}, run
+            **report, "notes": notes,
+            "speculative": drafted.drafting().as_dict() if drafted is not None else None}, run
 
 
 def _failure_source(req: SimulateRequest, sim: SimulationConfig, exc: FailureTargetError) -> ClusterfitError:
