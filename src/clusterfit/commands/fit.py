@@ -164,6 +164,11 @@ def model_command(
             t.add_row(comp, f"{n:,}", (m.precision or {}).get(comp, ""))
         c.print(t)
         c.print(f"layers {m.layers}: attention {m.attention_kinds}, FFN {m.ffn_kinds}")
+        mtp = m.params_by_component.get("mtp", 0)
+        if mtp:   # listed above, outside the total: loaded only to draft with them
+            c.print(f"mtp: {m.mtp_layers} MTP (next-token prediction) layer(s), {mtp / 1e9:,.2f}B parameters, are not "
+                    "in the total: the checkpoint holds them, and an engine loads them only for "
+                    "--speculative-method mtp")
         if m.kv_bytes_per_token is not None and m.flops_per_token is not None:
             c.print(f"KV cache {m.kv_bytes_per_token:,} bytes/token ({m.kv_dtype}, all layers, one copy); "
                     f"forward FLOPs/token {m.flops_per_token['context_0'] / 1e9:,.1f} GFLOP at context 0")
