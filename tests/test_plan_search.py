@@ -228,3 +228,23 @@ def test_a_kv_bound_replica_runs_the_batch_its_cache_admits(run_json):
                     "--tpot-ms", "60", "--system", "h200")
     row = plan["per_system"][0]
     assert row["layout"] == "TP2" and row["max_batch_within_slo"] == admitted == 165
+
+
+def test_the_replicas_column_separates_spares(run_cli):
+    """With --failover 1 the column read '4 (3-5)+1' for 3 serving replicas and 1 spare (4 in all): it now gives
+    the serving count, its interval, then the spares."""
+    from rich.console import Console
+
+    from clusterfit.commands.plan import render
+    from clusterfit.schema import PlanResult
+
+    code, out, err = run_cli("plan", "llama-3.1-70b", "--system", "h200", "--isl", "2000", "--osl", "300", "--rate",
+                             "10", "--ttft-ms", "1500", "--tpot-ms", "40", "--failover", "1", "--no-disagg", "--json")
+    assert code == 0, err
+    result = PlanResult.model_validate(json.loads(out))
+    row = result.per_system[0]
+    iv = row.serving_replicas_interval
+    assert row.spare_replicas == 1 and iv is not None
+    console = Console(width=200, record=True)
+    render(result, console)
+    assert f" {row.replicas - 1} ({iv.lo:.0f}-{iv.hi:.0f}) + 1 spare " in console.export_text()

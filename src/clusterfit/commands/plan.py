@@ -194,10 +194,14 @@ def render(result: PlanResult, console: Console) -> None:
     for r in result.per_system:
         layout = r.layout + (f"; prefill {r.prefill.layout} {r.xPyD}" if r.prefill else "")
         comm = r.step_breakdown_s.get("communication_s", 0.0) * 1e3
-        replicas = str(r.replicas)
+        # serving replicas (their interval), then the spares: "2 (1-2)+1" read as three replicas where the plan has
+        # two, one of them a spare
+        spare = r.spare_replicas or 0
+        replicas = str(r.replicas - spare)
         if r.serving_replicas_interval is not None:
             iv = r.serving_replicas_interval
-            replicas += f" ({iv.lo:.0f}-{iv.hi:.0f})" + (f"+{r.spare_replicas}" if r.spare_replicas else "")
+            replicas += f" ({iv.lo:.0f}-{iv.hi:.0f})"
+        replicas += f" + {spare} spare" if spare else ""
         rows.append({"system": r.system, "precision": r.precision, "layout": layout,
                      "nodes": str(r.nodes_per_replica), "replicas": replicas,
                      "gpus": str(r.total_gpus), "cost": _money(r.cost_per_hour, r.price_source),
