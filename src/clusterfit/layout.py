@@ -13,7 +13,7 @@ Replicas (independent copies behind a load balancer) are not part of a layout.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .arch import ModelArch
 from .errors import ClusterfitError, ParameterError
@@ -64,8 +64,16 @@ def _check_sizes(layout: Layout) -> None:
             raise ClusterfitError(f"{name} must be an integer between 1 and {MAX_PARALLEL}, got {v!r}")
 
 
-def layout_problem(model: ModelArch, layout: Layout) -> str | None:
-    """Why ``layout`` cannot run ``model`` (a sentence), or None when it can."""
+class LayoutProblem(NamedTuple):
+    """Why a layout cannot run a model: the size at fault (``tp``, ``pp``, ``ep`` or ``dp``: the parameter an error
+    names) and a sentence."""
+
+    parameter: str
+    text: str
+
+
+def layout_problem(model: ModelArch, layout: Layout) -> LayoutProblem | None:
+    """Why ``layout`` cannot run ``model``, or None when it can."""
     _check_sizes(layout)
     if not model.layers:  # back-of-envelope model: weights split evenly, nothing else to check
         return None
@@ -73,39 +81,36 @@ def layout_problem(model: ModelArch, layout: Layout) -> str | None:
     for i, layer in enumerate(model.layers):
         a = layer.attention
         if a.num_heads % tp:
-            return (f"TP={tp} does not divide the {a.num_heads} attention heads of layer {i} "
-                    f"(valid TP sizes: {', '.join(map(str, valid_tp_sizes(model, 64)))})")
+            return LayoutProblem("tp", f"TP={tp} does not divide the {a.num_heads} attention heads of layer {i} "
+                                 f"(valid TP sizes: {', '.join(map(str, valid_tp_sizes(model, 64)))})")
         kv = a.num_kv_heads
         if not a.kv_split_ok(tp):  # the kind's TP rule (attention.py): softmax KV heads split or replicated evenly
-            return (f"TP={tp} does not divide the {kv} KV heads of layer {i}, and the heads cannot be replicated "
-                    f"evenly (TP must divide {kv} or be a multiple of it)")
+            return LayoutProblem("tp", f"TP={tp} does not divide the {kv} KV heads of layer {i}, and the heads "
+                                 f"cannot be replicated evenly (TP must divide {kv} or be a multiple of it)")
     if layout.pp > model.num_layers:
-        return f"PP={layout.pp} exceeds the {model.num_layers} layers"
+        return LayoutProblem("pp", f"PP={layout.pp} exceeds the {model.num_layers} layers")
     if not model.is_moe:
         if layout.ep > 1:
-            return f"EP={layout.ep} needs an MoE model; {model.name} is dense"
+            return LayoutProblem("ep", f"EP={layout.ep} needs an MoE model; {model.name} is dense")
         if layout.dp > 1:
-            return f"attention DP={layout.dp} needs an MoE model; for a dense model use replicas instead"
+            return LayoutProblem("dp", f"attention DP={layout.dp} needs an MoE model; for a dense model use replicas "
+                                 "instead")
         return None
     if layout.gpus_per_stage % layout.ep:
-        return f"EP={layout.ep} must divide tp*dp={layout.gpus_per_stage} (experts live on the GPUs of a stage)"
+        return LayoutProblem("ep", f"EP={layout.ep} must divide tp*dp={layout.gpus_per_stage} (experts live on the "
+                             "GPUs of a stage)")
     n_exp = max(layer.ffn.num_experts for layer in model.layers)
     if layout.ep > n_exp:
-        return f"EP={layout.ep} exceeds the {n_exp} experts"
+        return LayoutProblem("ep", f"EP={layout.ep} exceeds the {n_exp} experts")
     return None
-
-
-#: The layout size a layout_problem sentence is about, by its first word (the parameter the error names).
-_PROBLEM_PARAMETER = {"TP": "tp", "PP": "pp", "EP": "ep", "attention": "dp"}
 
 
 def validate_layout(model: ModelArch, layout: Layout, system: System | None = None) -> None:
     """Raise a ParameterError naming the size at fault (tp, pp, ep or dp) when ``layout`` cannot run ``model`` (on
     ``system``, if given)."""
     problem = layout_problem(model, layout)
-    if problem:
-        parameter = _PROBLEM_PARAMETER.get(problem.split("=")[0].split(" ")[0], "tp")
-        raise ParameterError(parameter, f"impossible layout {layout.label()} for {model.name}: {problem}")
+    if problem is not None:
+        raise ParameterError(problem.parameter, f"impossible layout {layout.label()} for {model.name}: {problem.text}")
 
 
 def valid_tp_sizes(model: ModelArch, max_tp: int) -> list[int]:

@@ -26,7 +26,7 @@ from .attention import INDEXER_BYTES_PER_ELEM, INDEXER_SCALE_BYTES, LINEAR_STATE
 from .engines import Engine
 from .errors import ClusterfitError
 from .hardware import System
-from .layout import Layout, default_layout, layout_problem
+from .layout import Layout, default_layout, validate_layout
 from .precision import Precision, naive_bytes_per_param
 from .speculative import HEAD_DRAFTERS
 
@@ -415,9 +415,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     lay = layout or default_layout(model, system, gpus)
     eng = engine.for_layout(system.gpu, lay.tp, lay.pp, lay.dp)  # the engine's defaults for this GPU and layout
     include_mtp = eng.loads_mtp_layers   # mtp drafting loads the checkpoint's MTP layers
-    problem = layout_problem(model, lay)
-    if problem:
-        raise ClusterfitError(f"impossible layout {lay.label()} for {model.name}: {problem}")
+    validate_layout(model, lay)
     if lay.gpus > gpus:
         raise ClusterfitError(f"layout {lay.label()} needs {lay.gpus} GPUs but {nodes} node(s) of {system.id} "
                               f"have {gpus}")
