@@ -398,7 +398,7 @@ def _math_fallback_notes(precision: Precision, gpu: Gpu) -> list[str]:
     """A note per low-precision weight format whose math the GPU has no tensor cores for (fp4 weights on a Hopper,
     an A100 or an MI300X): the model runs it with the next wider math the GPU has, which the engine must support."""
     notes = []
-    for fmt in sorted({f for f in precision.formats.values()}, key=lambda f: f.name):
+    for fmt in sorted(set(precision.formats.values()), key=lambda f: f.name):
         used = gpu.math_dtype(fmt.compute_dtype)
         if used != fmt.compute_dtype and fmt.compute_dtype in ("fp4", "fp8", "int8"):
             notes.append(f"{fmt.name} on {gpu.id}: the GPU has no {fmt.compute_dtype} tensor cores; modelled as "
@@ -568,10 +568,9 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     quant = "fp8" if row.precision == "fp8" and own != ["fp8"] else None   # an fp8 checkpoint is served as stored
     max_len = req.max_model_len or min(model.max_context or 32768, 131072)
     longest = result.longest_request   # None in a plan written before it was recorded
-    longest_tokens = longest.prompt_tokens + longest.output_tokens if longest is not None else None
     if req.max_model_len is not None:
         check_context(model, req.max_model_len, req.allow_longer_context, "max_model_len", "max_model_len")
-        if longest is not None and longest_tokens is not None and req.max_model_len < longest_tokens:
+        if longest is not None and req.max_model_len < longest.prompt_tokens + longest.output_tokens:
             raise ParameterError("max_model_len", f"{req.max_model_len:,} tokens is shorter than the planned request "
                                  f"({longest.describe()}): the engine would refuse it")
     summary = [f"model {model.hf_id or model.name}, {row.precision}, KV {row.kv_dtype}; engine {engine}",
@@ -590,8 +589,8 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                        f"acceptance {drafts.acceptance:.2f} ({drafts.tokens_per_step:.2f} tokens per step), as "
                        "the plan's TPOT assumes")
     row_catalog = dataclasses.replace(catalog, settings=_given_settings(settings))
-    _check_row_memory(row_catalog, engine, model, row, method, longest_tokens if longest_tokens is not None else 1,
-                      req.plan_file)
+    _check_row_memory(row_catalog, engine, model, row, method,
+                      longest.prompt_tokens + longest.output_tokens if longest is not None else 1, req.plan_file)
     eng = _row_engine(row_catalog, engine, model, row, speculative=method)
     spec = DeploySpec(
         model_id=model_id, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
@@ -679,17 +678,13 @@ def _check_deployable_precision(model: ModelArch, precision: str, system: str, p
     """A plan row's precision the engines can serve from the model's checkpoint: ``checkpoint`` (its own weights, or
     their format's name) or ``fp8`` (quantized online by the engine); else a ParameterError naming the plan file's
     precision field, or --precision when this call planned."""
-    from .precision import weight_format
+    from .precision import PRECISIONS, normalise
 
     own = _checkpoint_formats(model)
     names = ["checkpoint", *(own if len(own) == 1 and own != ["fp8"] else []), "fp8"]
     if precision in names:
         return
-    try:
-        weight_format(precision, model.hidden or 4096)
-        known = True
-    except ClusterfitError:
-        known = False
+    known = normalise(precision) in PRECISIONS   # a precision clusterfit sizes (else a damaged plan file)
     allowed = (f"{', '.join(names[:-1])} (the checkpoint's own {' / '.join(own)} weights) or fp8 (quantized online "
                "by the engine)")
     other = (f"; for {precision} weights deploy a checkpoint of the model stored in {precision} (clusterfit "
