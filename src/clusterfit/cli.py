@@ -73,12 +73,12 @@ def _usage_error_type() -> type[Exception]:
     return typer.BadParameter
 
 
-def _repeated_option(cli: typer.Typer, name: str, args: list[str]) -> str | None:
-    """The first option of command ``name`` that takes one value (or is one flag) but appears more than once in
-    ``args``, as a message; None when there is none. The parser would silently keep the last one (``--system h200
-    --system h100`` ran on h100; ``--cuda-graphs --eager`` kept --eager)."""
-    command: Any = typer.main.get_command(cli)   # typer vendors click (typer._click): duck-typed below
-    command = getattr(command, "commands", {}).get(name, command)
+def _repeated_option(group: Any, name: str, args: list[str]) -> str | None:
+    """The first option of command ``name`` (of ``group``, the click command typer builds) that takes one value (or
+    is one flag) but appears more than once in ``args``, as a message; None when there is none. The parser would
+    silently keep the last one (``--system h200 --system h100`` ran on h100; ``--cuda-graphs --eager`` kept
+    --eager). typer vendors click (typer._click): duck-typed."""
+    command = getattr(group, "commands", {}).get(name, group)
     owner: dict[str, Any] = {}
     for param in command.params:
         if param.param_type_name == "option" and not param.multiple and not getattr(param, "count", False):
@@ -108,11 +108,14 @@ def main(argv: list[str] | None = None) -> None:
     # a call that names its command first gets a command line holding that command only (same options, help and
     # errors); anything else (--help, --version, a typo that needs the list of commands) gets the whole one.
     cli = build_app([args[0]]) if args and args[0] in COMMANDS else app
-    repeated = _repeated_option(cli, args[0], args[1:]) if args and args[0] in COMMANDS else None
+    # the click command typer would build inside cli(...): built once, checked, then run (typer's __call__ adds only
+    # its pretty-exception hook, which this app turns off)
+    command = typer.main.get_command(cli)
+    repeated = _repeated_option(command, args[0], args[1:]) if args and args[0] in COMMANDS else None
     if repeated:
         fail(repeated)
     try:
-        cli(args=args, standalone_mode=False)
+        command(args=args, standalone_mode=False)
     except ClusterfitError as exc:
         fail(parameter_flag(exc))
     except typer.Exit as exc:
