@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from .errors import ClusterfitError
+from .errors import ClusterfitError, brief
 
 #: Largest scenario, catalog or config file read: the biggest shipped one is a few tens of kB.
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
@@ -213,16 +213,20 @@ def _allows_bool(annotation: Any) -> bool:
     return any(_allows_bool(a) for a in get_args(annotation))
 
 
+def _kinds(annotation: Any) -> list[Any]:
+    """The types a field annotation takes, None left out (``int | None`` -> [int])."""
+    return [a for a in (get_args(annotation) or (annotation,)) if a is not type(None)]
+
+
 def _number_only(annotation: Any) -> bool:
     """Whether a field annotation takes numbers and nothing else (int, float, or an optional one)."""
-    kinds = [a for a in (get_args(annotation) or (annotation,)) if a is not type(None)]
+    kinds = _kinds(annotation)
     return bool(kinds) and all(a in (int, float) for a in kinds)
 
 
 def _bool_only(annotation: Any) -> bool:
     """Whether a field annotation is a flag: bool, or an optional bool."""
-    kinds = [a for a in (get_args(annotation) or (annotation,)) if a is not type(None)]
-    return kinds == [bool]
+    return _kinds(annotation) == [bool]
 
 
 class RefuseBool(BaseModel):
@@ -243,7 +247,7 @@ class RefuseBool(BaseModel):
                 raise PydanticCustomError("bool_not_number", "true / false only go to yes/no fields")
         elif isinstance(value, int | float | str | bytes) and _bool_only(field.annotation):
             raise PydanticCustomError("not_a_flag", "a yes/no field takes true or false only, not {value}",
-                                      {"value": repr(value)[:60]})
+                                      {"value": brief(value)})
         return value
 
 
