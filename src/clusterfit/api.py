@@ -58,7 +58,7 @@ def _no_more_arguments(function: str, extra: tuple[Any, ...], known: tuple[str, 
     if extra:
         takes = f"takes {', '.join(known)}" if known else "takes no arguments"
         raise ParameterError(function, f"{function}() {takes}; {len(extra)} more positional argument"
-                             f"{'s' if len(extra) > 1 else ''} given ({', '.join(repr(a)[:40] for a in extra)})")
+                             f"{'s' if len(extra) > 1 else ''} given ({', '.join(brief(a, 40) for a in extra)})")
 
 
 def models(*extra: Any, **kwargs: Any) -> ModelList:

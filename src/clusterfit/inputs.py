@@ -144,7 +144,7 @@ def _yaml_loader() -> Any:
                     except TypeError:   # unhashable: construct_mapping says so
                         continue
                     if first is not None:
-                        raise ConstructorError(None, None, f"the key {key_node.value[:60]!r} is repeated (first on "
+                        raise ConstructorError(None, None, f"the key {brief(key_node.value)} is repeated (first on "
                                                f"line {first + 1}); give each key once", key_node.start_mark)
                     seen[key] = key_node.start_mark.line
             super().flatten_mapping(node)

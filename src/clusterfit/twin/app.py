@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.responses import Response, StreamingResponse
 
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, brief
 from ..inputs import parse_document
 from ..schema import parse_request
 from .config import CHARS_PER_TOKEN, TwinRequest, build_setup
@@ -221,7 +221,7 @@ def _after_seq(request: Request) -> int:
             return int(text)
     except ValueError:   # more digits than int() reads
         pass
-    raise ApiError(400, f"after: must be a sequence number (an integer >= 0), got {text[:40]!r}", param="after")
+    raise ApiError(400, f"after: must be a sequence number (an integer >= 0), got {brief(text, 40)}", param="after")
 
 
 def _model(name: str | None, served: tuple[str, ...]) -> str:
