@@ -55,13 +55,16 @@ MAX_DRAFT_TOKENS = 16
 
 
 def tokens_per_step(draft_tokens: int, acceptance: float) -> float:
-    """Mean tokens one speculative step emits per sequence: (1 - a^(k+1)) / (1 - a) (k + 1 at a = 1)."""
+    """Mean tokens one speculative step emits per sequence: 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a), summed by
+    Horner's rule (1 + a (1 + a (...))), whose every operation rises with ``a``: the closed form loses that by an
+    ulp near a = 1, which bisection over it (acceptance_for_length) relies on."""
     k, a = int(draft_tokens), float(acceptance)
     if k < 0 or not 0.0 <= a <= 1.0:
         raise ClusterfitError(f"speculative decoding: need draft tokens >= 0 and acceptance in [0, 1], got {k}, {a}")
-    if a >= 1.0:
-        return float(k + 1)
-    return (1.0 - a ** (k + 1)) / (1.0 - a)
+    t = 1.0
+    for _ in range(k):
+        t = 1.0 + a * t
+    return t
 
 
 def acceptance_for_length(draft_tokens: int, accept_length: float) -> float:
