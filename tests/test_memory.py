@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import clusterfit as cf
 from clusterfit.arch import load_model
 from clusterfit.engines import get_engine
 from clusterfit.hardware import load_hardware
 from clusterfit.layout import Layout
-from clusterfit.memory import (CUBLAS_BYTES, CUDA_CONTEXT_BYTES, fit, kv_bytes_per_sequence,
+from clusterfit.memory import (CUBLAS_BYTES, CUDA_CONTEXT_BYTES, fit, kv_bytes_per_sequence, pipeline_stages,
                                weight_bytes_per_gpu)
 from clusterfit.precision import resolve_precision
 
@@ -81,20 +82,27 @@ def test_glm53_realistic_fit_by_hand(system, visible):
     lay = Layout(tp=8, pp=2, ep=8) if system == "h100" else Layout(tp=8, ep=8)
     r32 = fit(m, s, p, None, nodes, get_engine("vllm"), 32768)
     assert r32.layout == lay
-    w = weight_bytes_per_gpu(m, p, lay)
+    assert r32.weight_bytes_per_gpu == weight_bytes_per_gpu(m, p, lay)   # the most loaded stage's
     # vLLM-style reserve: measured context + cuBLAS, estimated NCCL 512 MiB and activations of 8192 tokens:
     # 16-bit residual + normed copy (2 x 6144) + fused-MoE cache top_k x 3 x 2048 + top_k x hidden (EP: moe_tp=1),
     # plus fp32 logits for max_num_seqs = 1024 sequences (vLLM's default on >= 70 GiB GPUs that are not A100s,
     # EngineArgs.get_batch_defaults) over a 1/8 vocab shard.
     act = 8192 * 2 * (2 * 6144 + 8 * 3 * 2048 + 8 * 6144) + 1024 * 154880 // 8 * 4
     assert r32.reserve.activations == act
-    budget = int(0.9 * device - w - act - CUDA_CONTEXT_BYTES - CUBLAS_BYTES - (512 << 20))
-    assert r32.kv_budget_bytes_per_gpu == budget
     # MLA latent (512) + rope key (64), bf16, replicated on every TP rank, + fp8 indexer keys (128 + 4 B scale)
-    # on 21 layers; with PP2 a GPU holds 39 of 78 layers.
-    layers = 78 // (2 if system == "h100" else 1)
-    idx_layers = 21 if system != "h100" else sum(1 for x in m.layers[:39] if x.attention.index_cached)
-    per_token = layers * 576 * 2 + idx_layers * 132
+    # on 21 layers; with PP2 each stage's GPUs hold 39 of the 78 layers (and that half's indexer layers), and the
+    # stage whose GPUs hold fewer sequences sets the cache (vLLM gives every stage the smallest block count)
+    stages = []
+    for k in range(lay.pp):
+        layers = m.layers[39 * k:39 * (k + 1)] if lay.pp == 2 else m.layers
+        per_token = len(layers) * 576 * 2 + sum(1 for x in layers if x.attention.index_cached) * 132
+        w = weight_bytes_per_gpu(m, p, lay, stage=k)
+        budget = int(0.9 * device - w - act - CUDA_CONTEXT_BYTES - CUBLAS_BYTES - (512 << 20))
+        stages.append((budget // (per_token * 32768), budget, per_token))
+    _, budget, per_token = min(stages)
+    if system != "h100":
+        assert per_token == 78 * 576 * 2 + 21 * 132
+    assert r32.kv_budget_bytes_per_gpu == budget
     assert r32.kv_bytes_per_token_per_gpu == per_token
     for ctx, res in ((32768, r32), (131072, fit(m, s, p, None, nodes, get_engine("vllm"), 131072))):
         per_seq = per_token * ctx            # 32768 and 131072 are whole 16-token blocks
@@ -271,3 +279,58 @@ def test_fit_caps_sequences_at_what_the_engine_runs(run_json):
     assert any(n.startswith("the KV cache holds 1,257 sequences of 8,192 tokens, but vllm runs at most 1,024")
                for n in r["notes"])
     assert r["sessions_fit"]["explanation"].endswith("takes 2 node(s) (2 replica(s) of 1 node(s))")
+
+
+def test_pipeline_stages_split_layers_as_vllm_does():
+    """vllm/distributed/utils.py get_pp_indices: L // pp layers each, the remainder one more each on the stages before
+    the last, from the second-to-last backwards (its docstring's examples: 61 over PP2 and 22 over PP4)."""
+    assert [len(r) for r in pipeline_stages(61, 2)] == [31, 30]
+    assert [len(r) for r in pipeline_stages(22, 4)] == [5, 6, 6, 5]
+    assert [len(r) for r in pipeline_stages(36, 8)] == [4, 4, 4, 5, 5, 5, 5, 4]
+    stages = pipeline_stages(36, 8)
+    assert stages[0].start == 0 and stages[-1].stop == 36
+    assert all(a.stop == b.start for a, b in zip(stages, stages[1:]))
+
+
+def test_the_stage_with_the_most_full_attention_layers_binds_the_cache():
+    """gpt-oss-120b alternates sliding-window (even) and full-attention (odd) layers. Over TP1 PP8 its 36 layers
+    split 4, 4, 4, 5, 5, 5, 5, 4: stage 5 (layers 17-21) holds three full layers where stage 1 (layers 0-3) holds
+    two, so it holds the fewest sequences and sets the cache. fit and perf agree on it (both sized stage 1 before,
+    fit 913 sequences of 32k, perf 732, where the GPUs of stage 5 hold about 616)."""
+    m = load_model("openai/gpt-oss-120b")
+    p = resolve_precision(m, "mxfp4")
+    s = load_hardware().system("h200")
+    lay = Layout(tp=1, pp=8)
+    r = fit(m, s, p, lay, 1, get_engine("trtllm"), 32768)
+    assert r.kv_stage == 4
+    full = [i for i in range(17, 22) if not m.layers[i].attention.window]
+    assert full == [17, 19, 21]
+    chunked = get_engine("trtllm").chunked_attention_context_only
+    per_seq = sum(m.layers[i].attention.kv_bytes_per_sequence(32768, p.kv_bytes_per_elem, 1, 16, chunked)
+                  for i in range(17, 22))
+    assert r.kv_bytes_per_sequence_per_gpu == per_seq
+    assert r.max_sequences == r.kv_budget_bytes_per_gpu // per_seq
+    stage0 = kv_bytes_per_sequence(m, p, lay, 32768, 16, stage=0)
+    assert stage0 < per_seq           # two full layers and two windows of 128 tokens
+    shown = cf.fit(model="gpt-oss-120b", systems=["h200"], engine="trtllm", tp=1, pp=8, context=32768).results[0]
+    perf = cf.perf(model="gpt-oss-120b", system="h200", engine="trtllm", tp=1, pp=8, isl=1024, osl=128, batch=1,
+                   context=32768)
+    assert perf.kv_capacity_tokens == shown.max_kv_tokens
+    assert any("pipeline stage 5 of 8 (layers 17-21) holds the fewest KV tokens" in n for n in shown.notes)
+
+
+@pytest.mark.parametrize("name,precision,pp", [("deepseek-ai/DeepSeek-V3", "fp8", 2), ("openai/gpt-oss-120b", "mxfp4", 8),
+                                               ("meta-llama/Llama-3.1-70B-Instruct", "bf16", 3)])
+def test_pipeline_stages_partition_the_weights(name, precision, pp):
+    """Each stage's GPUs hold their own layers' weights, the first the embedding, the last the LM head: the stages
+    add up to one GPU of the same TP without a pipeline (to the byte, less one per stage's rounding up). DeepSeek-V3
+    over PP2: the first stage's 31 layers hold its 3 dense ones, so the second (30 MoE layers) is the heavier."""
+    m = load_model(name)
+    p = resolve_precision(m, precision)
+    whole = weight_bytes_per_gpu(m, p, Layout(tp=8, ep=8 if m.params["routed_experts"] else 1))
+    lay = Layout(tp=8, pp=pp, ep=8 if m.params["routed_experts"] else 1)
+    stages = [weight_bytes_per_gpu(m, p, lay, stage=k) for k in range(pp)]
+    assert whole <= sum(stages) <= whole + pp
+    assert weight_bytes_per_gpu(m, p, lay) == max(stages)
+    if "DeepSeek" in name:
+        assert stages[1] > stages[0]

@@ -588,6 +588,23 @@ def _unverified_shapes(model_type: str) -> list[str]:
     return []
 
 
+def layer_component_params(model: ModelArch) -> tuple[dict[str, int], ...]:
+    """Each decoder layer's parameters by component (its mixer under the attention kind's component, its indexer,
+    its FFN's), once per model. Biases that depend on config keys the model no longer carries are left out, so these
+    are weights for sharing a component's total across layers (pipeline stages), not a second total."""
+    memo = model_memo(model)
+    key = ("arch.layer_component_params",)
+    if key not in memo:
+        out = []
+        for layer in model.layers:
+            att = layer.attention
+            d = {att.param_component: att.params, "indexer": att.indexer_params}
+            d.update(_ffn_params(model.hidden, layer.ffn, model.model_type, {}))
+            out.append(d)
+        memo[key] = tuple(out)
+    return memo[key]
+
+
 def _ffn_params(hidden: int, f: FFN, model_type: str, t: dict) -> dict[str, int]:
     """Parameters of one layer's FFN by component (dense_mlp, or routed_experts / shared_experts / router)."""
     if f.kind == "dense":

@@ -11,17 +11,19 @@ Sharding rules (what one GPU of a layout holds):
     low-rank down-projections q_a / kv_a are replicated, the rest split);
   dense MLP, shared experts: 1/tp;  routed experts: ceil(E/ep) experts, each 1/moe_tp;
   embedding, LM head: vocab-parallel 1/tp (first / last pipeline stage);
-  router, norms, sparse-attention indexer: replicated;  layers: ceil(L/pp) on the largest stage.
+  router, norms, sparse-attention indexer: replicated;  layers: split over pipeline stages as vLLM and SGLang split
+  them (pipeline_stages); each stage's GPUs hold its own layers' weights and KV, and the stage whose GPUs hold the
+  fewest KV tokens binds the replica's cache (the engines give every stage that stage's block count).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .arch import Layer, ModelArch, model_memo
+from .arch import Layer, ModelArch, layer_component_params, model_memo
 from .attention import INDEXER_BYTES_PER_ELEM, INDEXER_SCALE_BYTES, LINEAR_STATE_BYTES  # noqa: F401 (re-exported)
 from .engines import Engine
 from .errors import ClusterfitError
@@ -46,45 +48,83 @@ CUBLAS_BYTES = 149_557_477_376 - 149_289_041_920 - 102_760_448  # 165,675,008 B
 # ================================================================================================
 
 
-def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout, include_mtp: bool = False) -> int:
-    """Bytes of weights on the most loaded GPU of ``layout`` (exact for the formats in ``precision``)."""
+def pipeline_stages(num_layers: int, pp: int) -> tuple[range, ...]:
+    """The decoder layers each of ``pp`` pipeline stages holds, as vLLM places them (vllm/distributed/utils.py
+    get_pp_indices; SGLang's python/sglang/srt/distributed/utils.py get_pp_indices is the same rule): num_layers // pp
+    each, and the remainder one more each on the stages before the last, from the second-to-last backwards
+    (DeepSeek-V3's 61 layers over PP2: 31 + 30; 22 layers over PP4: 5, 6, 6, 5)."""
+    base, extra = divmod(num_layers, pp)
+    sizes = [base] * pp
+    for i in range(2, extra + 2):
+        sizes[-i] += 1
+    starts = [sum(sizes[:k]) for k in range(pp)]
+    return tuple(range(a, a + n) for a, n in zip(starts, sizes, strict=True))
+
+
+def _stage_shares(model: ModelArch, pp: int) -> tuple[dict[str, float], ...]:
+    """Each pipeline stage's share of every per-layer component (its layers' parameters over all layers'), and of
+    the layers themselves under "layers" (for the norms); once per (model, pp)."""
+    memo = model_memo(model)
+    key = ("memory._stage_shares", pp)
+    if key not in memo:
+        per_layer = layer_component_params(model)
+        totals: dict[str, float] = {}
+        for d in per_layer:
+            for c, n in d.items():
+                totals[c] = totals.get(c, 0.0) + n
+        shares = []
+        for stage in pipeline_stages(model.num_layers, pp):
+            own = {"layers": len(stage) / model.num_layers}
+            for c, total in totals.items():
+                own[c] = sum(per_layer[i].get(c, 0) for i in stage) / total if total else 0.0
+            shares.append(own)
+        memo[key] = tuple(shares)
+    return memo[key]
+
+
+def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout, include_mtp: bool = False,
+                         stage: int | None = None) -> int:
+    """Bytes of weights on one GPU of pipeline stage ``stage`` of ``layout`` (exact for the formats in
+    ``precision``); None: the most loaded stage's. The first stage holds the embedding (and a vision tower), the
+    last the LM head (a copy of the embedding when tied) and the MTP layers."""
+    if stage is None:
+        return max(weight_bytes_per_gpu(model, precision, layout, include_mtp, s) for s in range(layout.pp))
     p = model.params
     if not model.layers:
         total = sum(precision.bytes_for(c, n) for c, n in p.items())
         return int(math.ceil(total / layout.gpus))
     tp, pp = layout.tp, layout.pp
-    L = model.num_layers
-    per_stage = math.ceil(L / pp)
-    stage_layers = model.layers[:per_stage] if pp > 1 else model.layers
-    frac_layers = len(stage_layers) / L
+    share = _stage_shares(model, pp)[stage]
+    first, last = stage == 0, stage == pp - 1
 
     b = 0.0
-    # attention: split across tp, with replicated pieces
+    # attention: split across tp, with replicated pieces (each layer's kind's TP rule, summed over the model)
     attn_total = p["attention"] + p["linear_attention"]
     if attn_total:
         rep = _replicated_attention_params(model, tp)
         sharded = attn_total - rep if rep < attn_total else 0.0
         per_gpu = sharded / tp + rep
         # split into the two components by their share, for their own formats
-        share = p["attention"] / attn_total
-        b += frac_layers * (precision.bytes_for("attention", per_gpu * share)
-                            + precision.bytes_for("linear_attention", per_gpu * (1 - share)))
-    b += frac_layers * precision.bytes_for("indexer", p["indexer"])
-    b += frac_layers * precision.bytes_for("dense_mlp", p["dense_mlp"]) / tp
-    b += frac_layers * precision.bytes_for("shared_experts", p["shared_experts"]) / tp
+        part = p["attention"] / attn_total
+        b += (share.get("attention", 0.0) * precision.bytes_for("attention", per_gpu * part)
+              + share.get("linear_attention", 0.0) * precision.bytes_for("linear_attention", per_gpu * (1 - part)))
+    b += share.get("indexer", 0.0) * precision.bytes_for("indexer", p["indexer"])
+    b += share.get("dense_mlp", 0.0) * precision.bytes_for("dense_mlp", p["dense_mlp"]) / tp
+    b += share.get("shared_experts", 0.0) * precision.bytes_for("shared_experts", p["shared_experts"]) / tp
     if p["routed_experts"]:
         n_exp = _max_experts(model)
         per_rank = math.ceil(n_exp / layout.ep) / n_exp
-        b += frac_layers * precision.bytes_for("routed_experts", p["routed_experts"]) * per_rank / layout.moe_tp
-    b += frac_layers * (precision.bytes_for("router", p["router"]) + precision.bytes_for("norms", p["norms"]))
-    if pp == 1:
-        b += (precision.bytes_for("embedding", p["embedding"]) + precision.bytes_for("lm_head", p["lm_head"])) / tp
-    else:  # the first stage holds the embedding, the last the head: the larger of the two ends
-        b += max(precision.bytes_for("embedding", p["embedding"]), precision.bytes_for("lm_head", p["lm_head"])
-                 or precision.bytes_for("embedding", p["embedding"])) / tp
-    b += precision.bytes_for("vision", p["vision"]) / tp
-    if include_mtp:
-        b += precision.bytes_for("mtp", p["mtp"]) / tp
+        b += (share.get("routed_experts", 0.0) * precision.bytes_for("routed_experts", p["routed_experts"]) * per_rank
+              / layout.moe_tp)
+    b += share.get("router", 0.0) * precision.bytes_for("router", p["router"])
+    b += share["layers"] * precision.bytes_for("norms", p["norms"])
+    embedding = precision.bytes_for("embedding", p["embedding"])
+    if first:
+        b += (embedding + precision.bytes_for("vision", p["vision"])) / tp
+    if last:
+        b += (precision.bytes_for("lm_head", p["lm_head"]) or (embedding if pp > 1 else 0.0)) / tp
+        if include_mtp:
+            b += precision.bytes_for("mtp", p["mtp"]) / tp
     return int(math.ceil(b))
 
 
@@ -131,22 +171,31 @@ def kv_bytes_per_token(model: ModelArch, precision: Precision) -> float:
     return memo[key]
 
 
-def _stage_layers(model: ModelArch, layout: Layout) -> Sequence[Layer]:
-    per_stage = math.ceil(model.num_layers / layout.pp)
-    return model.layers[:per_stage]
+def stage_layers(model: ModelArch, layout: Layout, stage: int) -> Sequence[Layer]:
+    """The decoder layers pipeline stage ``stage`` of ``layout`` holds (pipeline_stages)."""
+    r = pipeline_stages(model.num_layers, layout.pp)[stage]
+    return model.layers[r.start:r.stop]
 
 
-def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: Layout) -> float:
-    """KV bytes per token on one GPU of the largest stage (KV heads split by tp, replicated when tp exceeds
-    them; MLA latents replicated on every TP rank). No window cap."""
+def _by_stage(layout: Layout, stage: int | None, figure: Callable[[int], float]) -> float:
+    """``figure`` of pipeline stage ``stage``; None: the largest over the stages."""
+    return figure(stage) if stage is not None else max(figure(s) for s in range(layout.pp))
+
+
+def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
+                               stage: int | None = None) -> float:
+    """KV bytes per token on one GPU of pipeline stage ``stage`` (None: the largest stage's). KV heads split by tp,
+    replicated when tp exceeds them; MLA latents replicated on every TP rank. No window cap."""
     memo = model_memo(model)
-    key = ("memory.kv_bytes_per_token_per_gpu", precision.kv_bytes_per_elem, layout.tp, layout.pp)
-    if key not in memo:
-        total = 0.0
-        for layer in _stage_layers(model, layout):
-            total += layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem, layout.tp)
-        memo[key] = total
-    return memo[key]
+
+    def one(k: int) -> float:
+        key = ("memory.kv_bytes_per_token_per_gpu", precision.kv_bytes_per_elem, layout.tp, layout.pp, k)
+        if key not in memo:
+            memo[key] = float(sum(layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem, layout.tp)
+                                  for layer in stage_layers(model, layout, k)))
+        return memo[key]
+
+    return _by_stage(layout, stage, one)
 
 
 def draft_kv_layers(model: ModelArch, method: str | None, head: DraftHead | None = None) -> int:
@@ -197,21 +246,26 @@ def drafter_weight_bytes_per_gpu(engine: Engine, layout: Layout) -> float:
         layout.tp)
 
 
-def recurrent_state_bytes_per_sequence(model: ModelArch, layout: Layout) -> float:
-    """Recurrent-state bytes one sequence holds on one GPU of the largest stage: the linear-attention / Mamba layers'
-    constant state (heads split by tp, in the config's state dtype; the part of ``kv_bytes_per_sequence`` that does
-    not grow with the context). 0 for a model without such layers."""
+def recurrent_state_bytes_per_sequence(model: ModelArch, layout: Layout, stage: int | None = None) -> float:
+    """Recurrent-state bytes one sequence holds on one GPU of pipeline stage ``stage`` (None: the largest stage's):
+    the linear-attention / Mamba layers' constant state (heads split by tp, in the config's state dtype; the part of
+    ``kv_bytes_per_sequence`` that does not grow with the context). 0 for a model without such layers."""
     memo = model_memo(model)
-    key = ("memory.recurrent_state_bytes_per_sequence", layout.tp, layout.pp)
-    if key not in memo:
-        memo[key] = float(sum(layer.attention.state_bytes_per_sequence(layout.tp)
-                              for layer in _stage_layers(model, layout)))
-    return memo[key]
+
+    def one(k: int) -> float:
+        key = ("memory.recurrent_state_bytes_per_sequence", layout.tp, layout.pp, k)
+        if key not in memo:
+            memo[key] = float(sum(layer.attention.state_bytes_per_sequence(layout.tp)
+                                  for layer in stage_layers(model, layout, k)))
+        return memo[key]
+
+    return _by_stage(layout, stage, one)
 
 
 def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout, context: int,
-                          block_size: int = 1, chunked_full: bool = False) -> float:
-    """KV bytes one sequence of ``context`` tokens needs on one GPU of the largest stage.
+                          block_size: int = 1, chunked_full: bool = False, stage: int | None = None) -> float:
+    """KV bytes one sequence of ``context`` tokens needs on one GPU of pipeline stage ``stage`` (None: the largest
+    stage's).
 
     Windows cap a layer at ``window`` tokens; compressed layers keep context/ratio entries plus the window;
     linear-attention layers keep a constant recurrent state (heads split by tp). ``block_size`` rounds each
@@ -223,15 +277,17 @@ def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout
     if block_size < 1:
         raise ClusterfitError(f"block size must be >= 1 token, got {block_size}")
     memo = model_memo(model)
-    key = ("memory.kv_bytes_per_sequence", precision.kv_bytes_per_elem, layout.tp, layout.pp, context, block_size,
-           chunked_full)
-    if key not in memo:
-        total = 0.0
-        for layer in _stage_layers(model, layout):
-            total += layer.attention.kv_bytes_per_sequence(context, precision.kv_bytes_per_elem, layout.tp, block_size,
-                                                           chunked_full)
-        memo[key] = total
-    return memo[key]
+
+    def one(k: int) -> float:
+        key = ("memory.kv_bytes_per_sequence", precision.kv_bytes_per_elem, layout.tp, layout.pp, context,
+               block_size, chunked_full, k)
+        if key not in memo:
+            memo[key] = float(sum(layer.attention.kv_bytes_per_sequence(context, precision.kv_bytes_per_elem,
+                                                                        layout.tp, block_size, chunked_full)
+                                  for layer in stage_layers(model, layout, k)))
+        return memo[key]
+
+    return _by_stage(layout, stage, one)
 
 
 # ================================================================================================
@@ -378,6 +434,7 @@ class ReplicaMemoryFit:
     naive: Naive | None = None
     notes: tuple[str, ...] = field(default=())
     memory_fraction: float | None = None  # the engine's fraction on this GPU and layout (Engine.for_layout)
+    kv_stage: int = 0  # the pipeline stage whose GPUs hold the fewest KV tokens (its budget and KV bytes are shown)
 
     def as_dict(self) -> dict:
         d = {
@@ -396,6 +453,50 @@ class ReplicaMemoryFit:
             "memory_fraction": self.memory_fraction,
         }
         return d
+
+
+@dataclass(frozen=True)
+class _StageCache:
+    """One pipeline stage's GPUs: weights, KV budget and what it holds (fit's figures, per GPU; tokens and
+    sequences per replica)."""
+
+    stage: int
+    weights: int
+    budget: int
+    kv_pool: float
+    state_slots: int | None
+    seq_cap: int | None
+    per_tok_gpu: float
+    per_seq: float
+    max_tokens: int
+    max_seqs: int
+
+
+def _stage_cache(model: ModelArch, precision: Precision, lay: Layout, eng: Engine, stage: int, device: int,
+                 reserve: Reserve, head: float, draft: float, context: int, block_size: int) -> _StageCache:
+    """The KV cache of pipeline stage ``stage``'s GPUs. The drafter's head and attention layers are counted on every
+    stage (an upper bound under PP: engines place them on the last). An engine that keeps recurrent states in a
+    pool of their own (SGLang) splits the budget: the KV pool holds the tokens, the state pool caps the running
+    sequences (Engine.split_state_pool)."""
+    w = weight_bytes_per_gpu(model, precision, lay, eng.loads_mtp_layers, stage) + int(math.ceil(head))
+    budget = kv_budget_bytes_per_gpu(device, w, reserve, eng)
+    per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay, stage) + draft
+    per_seq = (kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_context_only,
+                                     stage) + draft * math.ceil(context / block_size) * block_size)
+    state = recurrent_state_bytes_per_sequence(model, lay, stage)
+    kv_pool, state_slots = eng.split_state_pool(budget, state)
+    seq_cap = None
+    if state_slots is not None:
+        per_seq -= state
+        seq_cap = eng.state_pool_running_cap(state_slots)
+    max_tokens = max_seqs = 0
+    if budget > 0:
+        max_tokens = int(kv_pool // per_tok_gpu) * lay.dp if per_tok_gpu > 0 else 0
+        per_rank = int(kv_pool // per_seq) if per_seq > 0 else 0
+        max_seqs = (per_rank if seq_cap is None else min(per_rank, seq_cap)) * lay.dp
+        if per_tok_gpu == 0:
+            max_tokens = max_seqs * context
+    return _StageCache(stage, w, budget, kv_pool, state_slots, seq_cap, per_tok_gpu, per_seq, max_tokens, max_seqs)
 
 
 def fit(model: ModelArch, system: System, precision: Precision, layout: Layout | None, nodes: int, engine: Engine,
@@ -421,11 +522,9 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                               f"have {gpus}")
     device = system.gpu.usable_memory_bytes
     head = drafter_weight_bytes_per_gpu(eng, lay)
-    w = weight_bytes_per_gpu(model, precision, lay, include_mtp) + int(math.ceil(head))
     w_total = _weight_bytes_total(model, precision, include_mtp) + (  # one copy of the head, as on one GPU
         int(math.ceil(eng.draft_head.weight_bytes_per_gpu(1))) if head else 0)
     reserve = runtime_reserve(model, lay, eng)
-    budget = kv_budget_bytes_per_gpu(device, w, reserve, eng)
     notes: list[str] = []
     if eng.layout_resolved is not None:
         def mine(name: str) -> str:
@@ -436,6 +535,8 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                      f"attention-DP rank{mine('max_num_batched_tokens')}, CUDA graphs up to batch "
                      f"{eng.cuda_graph_max_bs} (its defaults by GPU memory and TP where you set none)")
     if not model.layers:
+        w = weight_bytes_per_gpu(model, precision, lay, include_mtp) + int(math.ceil(head))
+        budget = kv_budget_bytes_per_gpu(device, w, reserve, eng)
         fits = budget > 0
         return ReplicaMemoryFit(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, 0.0,
                          0.0, 0.0, 0, 0, fits, "weights fit (no architecture: KV cache unknown)" if fits else
@@ -443,9 +544,6 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                          memory_fraction=eng.gpu_memory_utilization)
     per_tok = kv_bytes_per_token(model, precision)
     draft = draft_kv_bytes_per_token_per_gpu(model, precision, lay, eng.draft_method, eng.draft_head)
-    per_tok_gpu = kv_bytes_per_token_per_gpu(model, precision, lay) + draft
-    per_seq = (kv_bytes_per_sequence(model, precision, lay, context, block_size, eng.chunked_attention_context_only)
-               + draft * math.ceil(context / block_size) * block_size)
     if head:
         notes.append(f"the {eng.draft_method} draft head ({eng.draft_head.source}): {head / 1e9:.2f} GB per GPU")
     elif eng.draft_method in HEAD_DRAFTERS:
@@ -454,27 +552,25 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
         layers = draft_kv_layers(model, eng.draft_method, eng.draft_head)
         notes.append(f"the {eng.draft_method} drafter's {layers} attention layer(s) keep KV in the same cache: "
                      f"+{draft:,.0f} bytes per token per GPU")
+    stages = [_stage_cache(model, precision, lay, eng, k, device, reserve, head, draft, context, block_size)
+              for k in range(lay.pp)]
+    # every stage gets the block count of the stage whose GPUs hold the fewest (vLLM v1 kv_cache_utils: the
+    # workers' KV cache configs are unified to the smallest num_blocks); the weights shown are the most loaded GPU's
+    sc = min(stages, key=lambda c: (c.max_seqs, c.max_tokens))
+    w, budget, kv_pool, state_slots, seq_cap = (max(c.weights for c in stages), sc.budget, sc.kv_pool,
+                                                sc.state_slots, sc.seq_cap)
+    per_tok_gpu, per_seq, max_tokens, max_seqs = sc.per_tok_gpu, sc.per_seq, sc.max_tokens, sc.max_seqs
     groups = lay.dp
-    # an engine that keeps recurrent states in a pool of their own (SGLang) splits the budget: the KV pool holds
-    # the tokens, the state pool caps the running sequences (Engine.split_state_pool)
-    state = recurrent_state_bytes_per_sequence(model, lay)
-    kv_pool, state_slots = eng.split_state_pool(budget, state)
-    seq_cap = None
-    if state_slots is not None:
-        per_seq -= state
-        seq_cap = eng.state_pool_running_cap(state_slots)
+    if lay.pp > 1 and len({(c.weights, c.per_tok_gpu, c.per_seq) for c in stages}) > 1:
+        r = pipeline_stages(model.num_layers, lay.pp)[sc.stage]
+        notes.append(f"pipeline stage {sc.stage + 1} of {lay.pp} (layers {r.start}-{r.stop - 1}) holds the fewest KV "
+                     f"tokens: its {sc.weights / 1e9:.1f} GB of weights and {per_tok_gpu:,.0f} bytes per token per "
+                     f"GPU set the KV budget and max sequences shown; weights GB/GPU is the most loaded stage's")
     if state_slots is not None and budget > 0:
         notes.append(f"{eng.name} keeps the recurrent states in a pool of their own (mamba_full_memory_ratio "
                      f"{eng.mamba_full_memory_ratio:g}): {state_slots:,} states and {kv_pool / 1e9:.2f} GB of KV per "
                      f"GPU, at most {seq_cap:,} running sequences per attention-DP rank")
-    if budget <= 0:
-        max_tokens, max_seqs = 0, 0
-    else:
-        max_tokens = int(kv_pool // per_tok_gpu) * groups if per_tok_gpu > 0 else 0
-        per_rank = int(kv_pool // per_seq) if per_seq > 0 else 0
-        max_seqs = (per_rank if seq_cap is None else min(per_rank, seq_cap)) * groups
-        if per_tok_gpu == 0:
-            max_tokens = max_seqs * context
+    if budget > 0:
         running = int(eng.max_num_seqs) * groups * eng.caps_in_flight(lay.pp)   # the engine's cap, as perf's
         if max_seqs > running:
             notes.append(f"the KV cache holds {max_seqs:,} sequences of {context:,} tokens, but {eng.name} runs at "
@@ -487,7 +583,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                   "the reserve it keeps for activations and CUDA graphs exceeds the device; give "
                   "--gpu-memory-utilization")
     elif budget <= 0:
-        reason = (f"weights {w / 1e9:.1f} GB + reserve {reserve.total / 1e9:.1f} GB per GPU exceed the "
+        reason = (f"weights {sc.weights / 1e9:.1f} GB + reserve {reserve.total / 1e9:.1f} GB per GPU exceed the "
                   f"{eng.name} budget of {eng.gpu_memory_utilization:.2f} x {device / 1e9:.1f} GB")
     elif not fits and seq_cap == 0:
         reason = (f"{eng.name}'s recurrent-state pool holds {state_slots} states per GPU, fewer than the "
@@ -498,7 +594,7 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
         reason = f"{max_seqs} sequences of {context} tokens"
     return ReplicaMemoryFit(system.id, nodes, gpus, lay, eng.name, context, device, w, w_total, reserve, budget, per_tok,
                      per_tok_gpu, per_seq, max_tokens, max_seqs, fits, reason, notes=tuple(notes),
-                     memory_fraction=eng.gpu_memory_utilization)
+                     memory_fraction=eng.gpu_memory_utilization, kv_stage=sc.stage)
 
 
 def _weight_bytes_total(model: ModelArch, precision: Precision, include_mtp: bool) -> int:

@@ -28,8 +28,6 @@ paged allocation on average) in the pool of one attention-DP rank, each rank a p
 
 from __future__ import annotations
 
-import dataclasses
-
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -44,7 +42,8 @@ from ..engines import Engine
 from ..hardware import Gpu, System
 from ..layout import Layout
 from ..memory import (draft_kv_bytes_per_token_per_gpu, drafter_weight_bytes_per_gpu, fit,
-                      kv_bytes_per_token_per_gpu, recurrent_state_bytes_per_sequence, weight_bytes_per_gpu)
+                      kv_bytes_per_token_per_gpu, recurrent_state_bytes_per_sequence, stage_layers,
+                      weight_bytes_per_gpu)
 from ..precision import Precision, WeightFormat
 from . import comm, ops
 from .kernels import GemmCurve, KernelCurves, gemm_time_s, load_curves
@@ -337,7 +336,7 @@ class StepModel:
     sampling_bytes_per_seq: float = 0.0
     n_kernels: float = 0.0
     attn_peak_flops: float = 0.0
-    layers_per_gpu_frac: float = 1.0
+    kv_layer_counts: tuple[float, ...] = ()  # per ``attention`` group, its layers on the binding stage's GPUs
     hidden: int = 0
     kv_state_bytes_per_seq: float = 0.0
     sink_prefill_scale: float = 1.0
@@ -640,14 +639,15 @@ class StepModel:
     # ------------------------------------------------------------------------------------- KV cache
     def kv_bytes_per_sequence(self, context: ArrayLike) -> Num:
         """KV bytes one sequence of ``context`` tokens holds on one GPU (windows, compression, state): the layers
-        of the largest pipeline stage (``attention`` counts the whole model's layers; ``layers_per_gpu_frac`` is the
-        largest stage's share of them, 1/pp when they split evenly)."""
+        of the pipeline stage that binds the cache (``attention`` counts the whole model's layers,
+        ``kv_layer_counts`` that stage's; empty: no pipeline, the whole model's)."""
         ctx = np.asarray(context, dtype=float)
         total: Num = 0.0
-        for a in self.attention:
+        counts = self.kv_layer_counts or tuple(a.count for a in self.attention)
+        for a, n in zip(self.attention, counts, strict=True):
             c = np.minimum(ctx, a.kv_window) if a.kv_window else ctx
-            total = total + a.count * (a.decode_bytes * c / max(a.compress, 1) + a.index_bytes * c / max(a.compress, 1))
-        return self.kv_state_bytes_per_seq + total * self.layers_per_gpu_frac
+            total = total + n * (a.decode_bytes * c / max(a.compress, 1) + a.index_bytes * c / max(a.compress, 1))
+        return self.kv_state_bytes_per_seq + total
 
     @property
     def batched_tokens(self) -> float:
@@ -805,6 +805,23 @@ def _walk_layers_memo(model: ModelArch, tp: int, dp: int, ep: int, kvb: float, e
     return tally
 
 
+def _stage_attention_counts(model: ModelArch, layout: Layout, stage: int, kvb: float, eng: Engine,
+                            keys: tuple[AttentionKey, ...]) -> tuple[float, ...]:
+    """Layers of each attention group (``keys``, the tally's order) on pipeline stage ``stage``'s GPUs (the memory
+    model's stage_layers); once per model, layout, stage and engine rule."""
+    memo = model_memo(model)
+    mkey = ("step._stage_attention_counts", layout.tp, layout.pp, stage, kvb, bool(eng.chunked_attention_context_only),
+            keys)
+    if mkey not in memo:
+        counts: dict[AttentionKey, int] = {}
+        for L in stage_layers(model, layout, stage):
+            if L.attention.caches_kv:
+                k = _attention_key(L.attention, layout.tp, kvb, eng)
+                counts[k] = counts.get(k, 0) + 1
+        memo[mkey] = tuple(float(counts.get(k, 0)) for k in keys)
+    return memo[mkey]
+
+
 def _gemm_groups(tally: _LayerTally, model: ModelArch, gpu: Gpu, precision: Precision, tp: int, curves: KernelCurves,
                  eng: Engine) -> tuple[GemmGroup, ...]:
     """The dense GEMMs with their formats and the engine-scaled efficiency curves, then the LM head."""
@@ -885,7 +902,6 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
     eng = engine.for_gpu(gpu.id).for_layout(gpu, tp, pp, dp)
     gpus = tp * dp * pp
     moe_tp = max(1, (tp * dp) // max(ep, 1))
-    frac = 1.0 / pp  # layers per GPU as a fraction of all layers (for weights / KV per GPU)
     tally = _walk_layers_memo(model, tp, dp, ep, precision.kv_bytes_per_elem, eng)
     attn = tuple(AttentionGroup(cnt, *key) for key, cnt in tally.attn_counts.items())
     ef = precision.formats["routed_experts"]
@@ -896,21 +912,25 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
                          cap, m0) for ffn, cnt in tally.moe_counts.items())
     # weights per GPU from the memory model (exact formats, replicated and uneven shards); KV per token from the
     # attention op coefficients (the memory model agrees: tests/test_perf_model.py)
-    # the largest pipeline stage's share of the layers binds the cache (the memory model's _stage_layers: the first
-    # ceil(layers / pp)); 1 / pp only when the layers split evenly (DeepSeek-V3's 61 over PP2: 31, not 30.5)
-    whole = kv_bytes_per_token_per_gpu(model, precision, dataclasses.replace(layout, pp=1))
-    stage_frac = kv_bytes_per_token_per_gpu(model, precision, layout) / whole if whole > 0 else frac
-    kv_tok = (sum(a.count * (a.decode_bytes + a.index_bytes) for a in attn) * stage_frac
-              + draft_kv_bytes_per_token_per_gpu(model, precision, layout, eng.draft_method, eng.draft_head))
     if kv_budget_bytes_per_gpu is None:  # the memory model with the engine's budgeting
         nodes = max(1, -(-gpus // system.gpus_per_node))
         mem = fit(model, system, precision, layout, nodes, eng)   # MTP weights when the engine loads them
         kv_budget_bytes_per_gpu = mem.kv_budget_bytes_per_gpu
         w_bytes = mem.weight_bytes_per_gpu  # the same weight_bytes_per_gpu(model, precision, layout, include_mtp)
+        stage: int | None = mem.kv_stage
     else:
         w_bytes = weight_bytes_per_gpu(model, precision, layout, eng.loads_mtp_layers) + int(math.ceil(
             drafter_weight_bytes_per_gpu(eng, layout)))
-    state = recurrent_state_bytes_per_sequence(model, layout)  # the memory model's, on one GPU
+        stage = None
+    # the cache is the binding pipeline stage's (the memory model's kv_stage; under a budget given here the stage
+    # with the most KV bytes per token): its own layers of each attention group
+    if stage is None:
+        stage = max(range(pp), key=lambda k: kv_bytes_per_token_per_gpu(model, precision, layout, k))
+    kv_counts = (_stage_attention_counts(model, layout, stage, precision.kv_bytes_per_elem, eng, tuple(tally.attn_counts))
+                 if pp > 1 else tuple(float(a.count) for a in attn))
+    kv_tok = (sum(n * (a.decode_bytes + a.index_bytes) for a, n in zip(attn, kv_counts, strict=True))
+              + draft_kv_bytes_per_token_per_gpu(model, precision, layout, eng.draft_method, eng.draft_head))
+    state = recurrent_state_bytes_per_sequence(model, layout, stage)  # the memory model's, on one GPU
     kv_pool, state_slots = eng.split_state_pool(kv_budget_bytes_per_gpu, state)
     kv_tokens_per_rank = kv_pool / max(kv_tok, 1e-9)
     eng = eng.for_kv_pool(kv_tokens_per_rank, model.max_context, state_slots).for_linear_attention(state > 0)
@@ -926,7 +946,7 @@ def compile_step(model: ModelArch, system: System, layout: Layout, precision: Pr
         comm_plan=_comm_plan(model, system, tally, tp, dp, ep, pp, ef, eng, curves),
         elementwise_bytes_per_token=tally.elem_bytes,
         sampling_bytes_per_seq=ops.sampling_bytes_per_seq(model.vocab, tp), n_kernels=tally.n_kernels,
-        attn_peak_flops=gpu.peak_flops("bf16"), layers_per_gpu_frac=stage_frac, hidden=model.hidden,
+        attn_peak_flops=gpu.peak_flops("bf16"), kv_layer_counts=kv_counts, hidden=model.hidden,
         kv_state_bytes_per_seq=state if state_slots is None else 0.0,  # a separate state pool: not in the KV's
         sink_prefill_scale=eng.sink_prefill_scale(gpu),
         bench=_trtllm_bench_estimate(model, gpu, precision, gpus, tp * dp, eng))
