@@ -66,7 +66,6 @@ import json
 import re
 import sys
 import time
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -495,9 +494,6 @@ def step_for(model_name, gpu, weights, kv, engine, tp, pp, ep, dp, settings=NO_S
     eng = Catalog(system_catalog(), engines_file=ENGINES_PATH).engine(engine, system)
     eng = eng.with_settings(max_num_batched_tokens=mnt, max_num_seqs=mns, async_scheduling=asy,
                             num_scheduler_steps=steps, cuda_graph_max_bs=graph_bs)
-    if mns is not None:
-        # a stated max_batch_size is the cap itself, not trtllm-bench's estimate of it
-        eng = replace(eng, batch_cap_rule="static")
     if speculative is not None:
         eng = eng.for_speculative(dp or 1, speculative)
     if engine == "trtllm":

@@ -52,6 +52,24 @@ def test_max_num_seqs_binds_a_concurrency_above_it(run_json):
     assert any("max_num_seqs (8)" in n for n in out["notes"])
 
 
+def test_tensorrt_llm_batch_cap_is_named_and_binds_batch_until_max_num_seqs_is_given(run_cli, run_json):
+    """TensorRT-LLM runs at most the max_batch_size trtllm-bench derives (tuning.py: at least 64) when the user gives
+    none. DeepSeek-V3 on one H200 node at 4096 + 1024 tokens: 64 run, and the note named "the prompts the engine
+    prefills" (its bound is 1024 x 8192 / 4096 = 2,048 here). --batch above the cap was costed anyway; a
+    --max-num-seqs given is the cap itself (trtllm-bench takes a given max_batch_size as is)."""
+    base = ("perf", "deepseek-v3", "--system", "h200", "--tp", "8", "--ep", "8", "--engine", "trtllm")
+    out = run_json(*base, "--isl", "4096", "--osl", "1024", "--concurrency", "2000")
+    assert out["batch"] == 64
+    assert any("TensorRT-LLM's max_batch_size by trtllm-bench's rule, 64 per replica" in n for n in out["notes"])
+    assert not any("prompts the engine prefills" in n for n in out["notes"])
+    code, _, err = run_cli(*base, "--isl", "7168", "--osl", "1024", "--batch", "80", "--context", "8192")
+    assert code == 2 and err.startswith("error: --batch: 80 sequences are more than the engine runs at once "
+                                        "(TensorRT-LLM's max_batch_size by trtllm-bench's rule, 64"), err
+    given = run_json(*base, "--isl", "7168", "--osl", "1024", "--batch", "80", "--context", "8192",
+                     "--max-num-seqs", "100")
+    assert given["batch"] == 80
+
+
 def test_gpu_memory_utilization_lowers_kv_capacity_by_the_hand_computed_amount(run_json):
     fit = run_json("fit", MODEL, "--system", "h200", "--tp", "1")["results"][0]
     assert fit["device_bytes_per_gpu"] == H200_DEVICE_BYTES

@@ -330,7 +330,7 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
                         speculative=spec.method if spec is not None else None)
     if req.batch is not None:
         _check_batch_fits(rep.step, req.batch, req.context if req.context is not None else req.isl + req.osl / 2,
-                          "max_num_seqs" in settings.given())
+                          req.isl + req.osl, "max_num_seqs" in settings.given())
     drafting = spec.for_model(rep.model, rep.engine.draft_head).drafting() if spec is not None else None
     out = predict(rep.model, rep.system, rep.layout, rep.precision, rep.engine, req.isl, req.osl,
                   concurrency=req.concurrency, batch=req.batch, context=req.context,
@@ -340,7 +340,8 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
         notes.append(f"kernel curves measured by clusterfit calibrate: {req.profile.summary()}; they replace the "
                      f"shipped H200-derived curves for {', '.join(req.profile.families())}")
     if req.concurrency is not None and req.concurrency > out["batch"]:
-        notes.append(_queue_concurrency(rep.step, out, req.concurrency, req.isl, req.osl))
+        notes.append(_queue_concurrency(rep.step, out, req.concurrency, req.isl, req.osl,
+                                        drafting.tokens_per_step if drafting is not None else 1.0))
     if req.osl == 1:
         notes.append("osl 1: the one output token is sampled at the end of the prompt's prefill, so no request "
                      "decodes and TPOT is undefined (tpot_s and tokens_per_s_per_user in --json hold the engine "
@@ -407,34 +408,40 @@ def _math_fallback_notes(precision: Precision, gpu: Gpu) -> list[str]:
     return notes
 
 
-def _check_batch_fits(step: StepModel, batch: int, context: float, capped: bool = False) -> None:
+def _check_batch_fits(step: StepModel, batch: int, context: float, seq_len: float, capped: bool = False) -> None:
     """A decode batch the KV cache cannot hold is an error naming what it holds; so is one above the sequences the
-    engine runs at once (max_num_seqs: the user's, ``capped``, or the engine's default on this GPU)."""
+    engine runs at once (StepModel.running_cap for requests of ``seq_len`` tokens: max_num_seqs, the user's,
+    ``capped``, or the engine's default on this GPU; or TensorRT-LLM's max_batch_size by trtllm-bench's rule)."""
     import numpy as np
+
+    from .perfmodel.serving import engine_cap_words
 
     if batch > step.max_num_seqs:
         whose = "" if capped else ", the engine's default on this GPU"
         raise ParameterError("batch", f"{batch} sequences are more than the engine runs at once (max_num_seqs "
                              f"{step.max_num_seqs:,} over this replica{whose}); lower --batch or raise "
                              "--max-num-seqs")
+    if batch > float(np.asarray(step.running_cap(seq_len))):
+        raise ParameterError("batch", f"{batch} sequences are more than the engine runs at once "
+                             f"({engine_cap_words(step, seq_len)}); lower --batch or raise --max-num-seqs")
     holds = float(np.asarray(step.max_sequences(context)))
     if batch > holds:
         raise ParameterError("batch", f"{batch} sequences at context {context:,.0f} do not fit the KV cache: it holds "
                              f"{holds:.0f} ({step.kv_capacity_tokens:,.0f} tokens)")
 
 
-def _queue_concurrency(step: StepModel, out: dict[str, Any], concurrency: int, isl: int, osl: int) -> str:
+def _queue_concurrency(step: StepModel, out: dict[str, Any], concurrency: int, isl: int, osl: int,
+                       per_step: float) -> str:
     """Closed loop above the running batch B: the other requests wait for a slot. By Little's law each request
     spends concurrency / throughput in the system, of which one request cycle (osl x TPOT) running, so the mean
-    wait is (concurrency / B - 1) x cycle; it is added to ``ttft_s`` in ``out``. Returns the note saying so."""
-    import numpy as np
+    wait is (concurrency / B - 1) x cycle; it is added to ``ttft_s`` in ``out``. Returns the note saying so, with what
+    limits B (serving.running_limit; ``per_step``: tokens a decode step emits per sequence)."""
+    from .perfmodel.serving import running_limit
 
     b = float(out["batch"])
     wait = (concurrency / b - 1.0) * osl * float(out["tpot_s"])
     out["ttft_s"] = float(out["ttft_s"]) + wait
-    kv = float(np.asarray(step.kv_admitted_sequences(isl, osl)))
-    why = ("the KV cache" if kv <= b else f"the engine's max_num_seqs ({step.max_num_seqs})" if step.max_num_seqs <= b
-           else f"the prompts the engine prefills, {step.batched_tokens:,.0f} tokens a step (max_num_batched_tokens)")
+    why = running_limit(step, isl, osl, per_step)
     return (f"concurrency {concurrency:,} is above the {b:.0f} requests the replica runs at once (limited by {why}); "
             f"the other {concurrency - b:,.0f} wait for a slot, {wait * 1e3:,.0f} ms on average, included in TTFT")
 

@@ -33,7 +33,7 @@ def perf_command(
     experts_precision: ExpertsPrecisionOpt = None,
     kv_dtype: KvDtypeOpt = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Closed-loop concurrent requests")] = None,
-    max_throughput: Annotated[bool, typer.Option("--max-throughput", help="All requests queued (offline)")] = False,
+    max_throughput: Annotated[bool, typer.Option("--max-throughput", help="All requests queued (offline): the replica saturated, running as many as the KV cache and the engine's caps admit, as max-throughput benchmarks measure (a smaller --concurrency can be faster where the saturated batch passes the CUDA-graph sizes)")] = False,
     batch: Annotated[Optional[int], typer.Option(help="Decode batch size (its context: --context, else isl + osl/2)")]
     = None,
     context: Annotated[Optional[int], typer.Option(help="Context length of the decode batch (with --batch; "

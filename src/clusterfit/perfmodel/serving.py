@@ -53,10 +53,7 @@ def kv_limited_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> npt.NDArr
 def max_throughput_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike) -> Num:
     """KV-limited batch, capped by the engine's batch limit per attention-DP rank (TensorRT-LLM: the max_batch_size
     trtllm-bench derives from its own KV estimate, StepModel.bench_max_batch)."""
-    # trtllm-bench divides its batch estimate by pp (tuning.py finetune_setting) and the PyTorch runtime keeps pp
-    # micro-batches of max_batch_size each in flight (Engine.max_num_seqs_per_microbatch)
-    cap = np.minimum(sm.bench_max_batch(np.asarray(isl, float) + np.asarray(osl, float)) * sm.dp
-                     * sm.engine.caps_in_flight(sm.pp), sm.max_num_seqs)
+    cap = sm.running_cap(np.asarray(isl, float) + np.asarray(osl, float))
     return np.maximum(np.minimum(kv_limited_batch(sm, isl, osl), cap), 0.0)
 
 
@@ -79,6 +76,28 @@ def running_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike, tokens_per_step
         return max_throughput_batch(sm, isl, osl)
     return np.minimum(max_throughput_batch(sm, isl, osl),
                       prefill_bound_batch(sm, isl, np.asarray(osl, float) / tokens_per_step))
+
+
+def engine_cap_words(sm: StepModel, seq_len: float) -> str:
+    """StepModel.running_cap in words: TensorRT-LLM's max_batch_size by trtllm-bench's rule, or max_num_seqs."""
+    if sm.bench is not None and sm.bench.gib_per_token and float(sm.bench_max_batch(seq_len)) < sm.max_num_seqs:
+        per = float(sm.bench_max_batch(seq_len))
+        where = "attention-DP rank" if sm.dp > 1 else "replica"
+        return (f"TensorRT-LLM's max_batch_size by trtllm-bench's rule, {per:,.0f} per {where}"
+                f"{' and pipeline micro-batch' if sm.pp > 1 else ''} (--max-num-seqs sets it)")
+    return f"the engine's max_num_seqs ({sm.max_num_seqs:,})"
+
+
+def running_limit(sm: StepModel, isl: float, osl: float, tokens_per_step: float = 1.0) -> str:
+    """What stops the running batch of a saturated replica (running_batch) from growing, in words: the KV cache, the
+    engine's batch cap (TensorRT-LLM: the max_batch_size trtllm-bench derives; else max_num_seqs) or the prompts
+    the engine prefills (prefill_bound_batch)."""
+    b = float(running_batch(sm, isl, osl, tokens_per_step))
+    if float(kv_limited_batch(sm, isl, osl)) <= b:
+        return "the KV cache"
+    if float(max_throughput_batch(sm, isl, osl)) <= b:
+        return engine_cap_words(sm, isl + osl)
+    return f"the prompts the engine prefills, {sm.batched_tokens:,.0f} tokens a step (max_num_batched_tokens)"
 
 
 def _refuse_too_long(sm: StepModel, isl: int, osl: int) -> NoReturn:

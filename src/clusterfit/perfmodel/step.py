@@ -692,6 +692,14 @@ class StepModel:
         """
         return self.max_sequences(self.kv_reserved_context(prompt, output))
 
+    def running_cap(self, seq_len: ArrayLike) -> Num:
+        """Sequences the engine runs at once over the replica, before the KV cache's limit: bench_max_batch per
+        attention-DP rank and pipeline micro-batch in flight (trtllm-bench divides its estimate by pp, tuning.py
+        finetune_setting, and the PyTorch runtime keeps pp micro-batches of max_batch_size each in flight,
+        Engine.max_num_seqs_per_microbatch), at most max_num_seqs."""
+        return np.minimum(self.bench_max_batch(seq_len) * self.dp * self.engine.caps_in_flight(self.pp),
+                          self.max_num_seqs)
+
     def bench_max_batch(self, seq_len: ArrayLike) -> Num:
         """Running-sequence cap per attention-DP rank when the user gives none (``Engine.batch_cap_rule``).
 
@@ -870,8 +878,9 @@ def _comm_plan(model: ModelArch, system: System, tally: _LayerTally, tp: int, dp
 
 def _trtllm_bench_estimate(model: ModelArch, gpu: Gpu, precision: Precision, world: int, tp_dp: int,
                            eng: Engine) -> TrtllmBenchEstimate | None:
-    """trtllm-bench's KV estimate (tuning.py calc_engine_setting) for ``Engine.batch_cap_rule`` 'trtllm_bench'."""
-    if eng.batch_cap_rule != "trtllm_bench":
+    """trtllm-bench's KV estimate (tuning.py calc_engine_setting) for ``Engine.batch_cap_rule`` 'trtllm_bench', when
+    the user gives no max_num_seqs (a max_batch_size given is the cap itself, not trtllm-bench's estimate of it)."""
+    if eng.batch_cap_rule != "trtllm_bench" or "max_num_seqs" in eng.user_set:
         return None
     att0 = next((L.attention for L in model.layers if L.attention.caches_kv), None)
     if att0 is None:
