@@ -180,14 +180,26 @@ def engine_command(spec: DeploySpec) -> list[str]:
             cmd.append("--enforce-eager")
         cmd += speculative_args(s)
         if multi:
-            if s.dp > 1:      # attention DP across nodes: DP ranks per node, the first node's address
-                local = s.gpus_on_node // (s.tp * s.pp)
+            rank_gpus, node = s.tp * s.pp, s.gpus_per_node
+            if s.dp > 1 and rank_gpus <= node and node % rank_gpus == 0:
+                # whole DP ranks on each node: DP ranks per node, the first node's address (docs/serving/
+                # data_parallel_deployment.md, "Internal Load Balancing")
+                local = node // rank_gpus
                 cmd += ["--data-parallel-size-local", str(local), "--data-parallel-start-rank",
                         f"$((NODE_RANK * {local}))", "--data-parallel-address", "${LEADER_ADDR}",
                         "--data-parallel-rpc-port", "13345"]
-            else:             # TP/PP across nodes
+            elif s.dp == 1 or rank_gpus % node == 0:
+                # TP/PP across nodes, or DP ranks that each span whole nodes: the multiprocessing executor's
+                # --nnodes/--node-rank launch, from which vLLM infers each node's DP rank and local DP size
+                # (vllm/engine/arg_utils.py create_engine_config, `if self.nnodes > 1`; a rank spans
+                # ParallelConfig.nnodes_within_dp nodes; vllm-project/vllm PR 23691)
                 cmd += ["--nnodes", str(s.nodes_per_replica), "--node-rank", "${NODE_RANK}",
                         "--master-addr", "${LEADER_ADDR}", "--master-port", "29500"]
+            else:
+                raise ClusterfitError(
+                    f"engine vllm: a DP rank of TP{s.tp} x PP{s.pp} = {rank_gpus} GPUs neither fits whole on a "
+                    f"{node}-GPU node nor spans whole nodes, so vLLM cannot place the {s.dp} DP ranks of "
+                    f"{s.nodes_per_replica} nodes; plan a layout whose TP x PP divides {node} or is a multiple of it")
             cmd.append('"${HEADLESS[@]}"')
         return cmd
     if s.engine == "sglang":
