@@ -193,3 +193,27 @@ def test_one_endpoint_price_alone_is_an_error_on_the_page(page) -> None:  # noqa
     pg.get_by_role("button", name="Plan").click()
     sync_api.expect(pg.locator("#plan-error")).to_contain_text("give both $ per million input and output tokens")
     assert outside == []
+
+
+def test_an_error_clears_the_results_it_makes_stale(page) -> None:  # noqa: ANN001
+    """A Plan that fails (0 requests/s) left the last plan on the page with its Deployment section live (Generate
+    deployed the stale plan); a fit that fails (an unknown model) left the last model's facts line."""
+    pg, outside, errors = page
+    pg.get_by_label("Model (Hugging Face id").fill("llama-3.1-8b")
+    sync_api.expect(pg.locator("#model-facts")).to_contain_text("Llama-3.1-8B")
+    pg.get_by_role("button", name="Plan").click()
+    sync_api.expect(pg.locator("[data-testid=recommended]")).to_be_visible()
+    sync_api.expect(pg.locator("#deploy")).to_be_visible()
+    sync_api.expect(pg.locator("#pareto")).to_be_visible()
+    pg.get_by_label("Requests / s").fill("0")
+    pg.get_by_role("button", name="Plan").click()
+    sync_api.expect(pg.locator("#plan-error")).to_contain_text("rate")
+    sync_api.expect(pg.locator("#plan-out")).to_have_text("")
+    sync_api.expect(pg.locator("#deploy")).to_be_hidden()
+    sync_api.expect(pg.locator("#pareto")).to_be_hidden()
+    pg.get_by_label("Model (Hugging Face id").fill("nonexistent-model")
+    sync_api.expect(pg.locator("#fit-error")).to_contain_text("unknown model 'nonexistent-model'")
+    sync_api.expect(pg.locator("#model-facts")).to_have_text("")
+    sync_api.expect(pg.locator("#fit-cards")).to_have_text("")
+    assert outside == []
+    assert [e for e in errors if "status of 422" not in e] == [] and len(errors) >= 2

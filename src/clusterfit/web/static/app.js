@@ -109,8 +109,8 @@ async function runFit() {
   fitAbort = new AbortController();
   $("config-error").textContent = "";
   let req;
-  try { req = fitRequest(); } catch (e) { $("config-error").textContent = e.message; $("fit-status").textContent = ""; return; }
-  if (!req.systems.length) { $("fit-error").textContent = "Choose at least one system."; $("fit-status").textContent = ""; return; }
+  try { req = fitRequest(); } catch (e) { fitFailed("config-error", e.message); return; }
+  if (!req.systems.length) { fitFailed("fit-error", "Choose at least one system."); return; }
   try {
     const res = await api("/api/fit", req, fitAbort.signal);
     if (seq !== fitSeq) return;
@@ -119,10 +119,16 @@ async function runFit() {
     $("fit-status").textContent = "";
   } catch (e) {
     if (e.name === "AbortError" || seq !== fitSeq) return;
-    $("fit-error").textContent = e.message;
-    $("fit-status").textContent = "";
-    $("fit-cards").replaceChildren();
+    fitFailed("fit-error", e.message);
   }
+}
+
+// the form no longer gives a fit: the cards and the model facts of the last one would describe another question
+function fitFailed(where, message) {
+  $(where).textContent = message;
+  $("fit-status").textContent = "";
+  $("fit-cards").replaceChildren();
+  $("model-facts").textContent = "";
 }
 
 function layoutText(l) {
@@ -200,7 +206,7 @@ async function runPlan() {
   const button = $("plan-button");
   $("plan-error").textContent = "";
   let req;
-  try { req = planRequest(); } catch (e) { $("plan-error").textContent = e.message; return; }
+  try { req = planRequest(); } catch (e) { planFailed(e.message); return; }
   button.disabled = true;
   $("plan-status").textContent = "planning...";
   try {
@@ -209,11 +215,23 @@ async function runPlan() {
     lastPlanRequest = req;   // Deploy deploys this question, not the form as edited since
     $("plan-status").textContent = `${fmtInt(res.configurations_evaluated)} configurations evaluated`;
   } catch (e) {
-    $("plan-error").textContent = e.message;
-    $("plan-status").textContent = "";
+    planFailed(e.message);
   } finally {
     button.disabled = false;
   }
+}
+
+// the form's question has no plan: the last plan, its Pareto front and its Deployment section answered another
+// question (Generate would deploy it), so they go
+function planFailed(message) {
+  $("plan-error").textContent = message;
+  $("plan-status").textContent = "";
+  $("plan-out").replaceChildren();
+  renderPareto(null);
+  lastPlan = lastPlanRequest = null;
+  $("deploy").hidden = true;
+  $("deploy-out").replaceChildren();
+  $("deploy-error").textContent = "";
 }
 
 function figure(value, label) { return el("div", {}, el("b", { text: value }), el("span", { text: label })); }
@@ -286,8 +304,10 @@ async function runDeploy() {
   if (draft) req.speculative_draft_model = draft;
   button.disabled = true;
   $("deploy-status").textContent = "generating...";
+  const plan = lastPlan;
   try {
     const res = await api("/api/deploy", req);
+    if (lastPlan !== plan) return;   // a Plan since answered another question (or none)
     // deployment files are aggregated replicas only: a disaggregated recommendation is deployed as the cheapest
     // aggregated plan, which the page says rather than letting the files stand for the plan shown
     const disagg = lastPlan.mode !== "aggregated" ? "Deployment files are written for aggregated replicas only; the " +
@@ -298,11 +318,10 @@ async function runDeploy() {
     const files = res.files.map((f, i) => el("details", { open: i === 0 ? "" : null },
       el("summary", { text: `${f.path} (${f.role})` }), el("pre", { "data-testid": "deploy-file", text: f.text })));
     $("deploy-out").replaceChildren(head, ...files);
-    $("deploy-status").textContent = "";
   } catch (e) {
-    $("deploy-error").textContent = e.message;
-    $("deploy-status").textContent = "";
+    if (lastPlan === plan) $("deploy-error").textContent = e.message;
   } finally {
+    $("deploy-status").textContent = "";
     button.disabled = false;
   }
 }
