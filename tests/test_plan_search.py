@@ -248,3 +248,18 @@ def test_the_replicas_column_separates_spares(run_cli):
     console = Console(width=200, record=True)
     render(result, console)
     assert f" {row.replicas - 1} ({iv.lo:.0f}-{iv.hi:.0f}) + 1 spare " in console.export_text()
+
+
+def test_why_names_the_batch_its_step_figures_are_at(run_json):
+    """The explanation gives the operating batch's TPOT and the binding batch's decode step: the step it quotes
+    (step_breakdown_s) is at max_batch_within_slo, and it says so; perf at that batch has the same step."""
+    out = run_json("plan", "llama-3.1-8b", "--system", "h200", "--isl", "1024", "--osl", "256", "--rate", "20",
+                   "--ttft-ms", "500", "--tpot-ms", "30")
+    r = out["recommended"]
+    top = r["max_batch_within_slo"]
+    assert r["batch"] < top
+    assert f"-bound at batch {top:.0f} (" in r["why"]
+    assert f"of the {r['step_breakdown_s']['step_s'] * 1e3:.1f} ms step" in r["why"]
+    perf = run_json("perf", "llama-3.1-8b", "--system", "h200", "--tp", "1", "--isl", "1024", "--osl", "256",
+                    "--batch", str(int(top)), "--context", str(1024 + 256 // 2))
+    assert perf["breakdown"]["step_s"] == pytest.approx(r["step_breakdown_s"]["step_s"], rel=1e-12)

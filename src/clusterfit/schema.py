@@ -998,7 +998,9 @@ class PlanOption(Schema):
     full_load_requests_per_s: float
     full_load_output_tokens_per_s: float
     internode_replica: bool
-    step_breakdown_s: dict[str, float]
+    step_breakdown_s: dict[str, float] = Field(description=(
+        "Seconds per kind of one decode step at max_batch_within_slo (the batch the binding limit stops at), "
+        "step_s their sum"))
     binding: str
     why: str
     speed_calibrated: bool

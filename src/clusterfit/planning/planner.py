@@ -331,7 +331,8 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
     nxt = i + 1 if i + 1 < B.size else None
     ctx = float(np.asarray(sm.kv_reserved_context(wl.isl_mean_tokens, wl.osl_mean_tokens)))
     kv_seqs = float(np.asarray(sm.kv_admitted_sequences(wl.isl_mean_tokens, wl.osl_mean_tokens)))
-    step_word = f"{_KIND_WORD[dominant]}-bound ({share:.0%} of the {step * 1e3:.1f} ms step)"
+    step_word = (f"{_KIND_WORD[dominant]}-bound at batch {s.best_batch:.0f} ({share:.0%} of the {step * 1e3:.1f} ms "
+                 "step)")
     if nxt is None:
         s.binding = "engine"
         s.why = f"the engine's batch cap ({sm.max_num_seqs}) is reached; the step there is {step_word}"
