@@ -75,3 +75,41 @@ def test_a_dp_rank_that_does_not_tile_nodes_is_refused():
                       max_num_batched_tokens=8192, kv_dtype="bf16")
     with pytest.raises(cf.ClusterfitError, match="TP12 x PP1 = 12 GPUs neither fits whole on a 8-GPU node"):
         engine_command(spec)
+
+
+# ---------------------------------------------------------------------------------------------------- M2
+def _run_sbatch(script, tmp_path, task):
+    """Run a generated batch script for array task ``task`` with scontrol, srun and vllm stubbed: srun runs its
+    command once (one node), vllm prints its argv. Returns stdout."""
+    import os
+    import subprocess
+
+    stubs = tmp_path / "bin"
+    stubs.mkdir(exist_ok=True)
+    for name, body in (("scontrol", 'echo node-a\n'),
+                       ("srun", 'while [ "$1" != bash ]; do shift; done\nSLURM_NODEID=0 exec "$@"\n'),
+                       ("vllm", 'echo "vllm $*"\n')):
+        (stubs / name).write_text("#!/bin/bash\n" + body)
+        (stubs / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SLURM_ARRAY_TASK_ID": str(task),
+           "SLURM_JOB_NODELIST": "node-a"}
+    return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_slurm_array_tasks_sharing_a_node_serve_on_their_own_ports(run_cli, tmp_path):
+    """llama-3.1-8b on H200 plans 1-GPU replicas: Slurm may pack several array tasks onto one node, and each
+    served on the hard-coded port 8000. Each task now serves on 8000 + its array index and prints that endpoint."""
+    out = tmp_path / "d"
+    code, _, err = run_cli("deploy", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate",
+                           "100", "--tpot-ms", "20", "--target", "slurm", "--out", str(out))
+    assert code == 0, err
+    script = out / "replica.sbatch"
+    assert "#SBATCH --gpus-per-node=1" in script.read_text()
+    seen = {}
+    for task in (0, 1, 3):
+        lines = _run_sbatch(script, tmp_path, task).splitlines()
+        assert lines[0] == f"replica {task}: http://node-a:{8000 + task}", lines
+        argv = lines[1].split()
+        seen[task] = _opt(argv, "--port")
+    assert seen == {0: "8000", 1: "8001", 3: "8003"}
+    assert "8000 + its array index" in (out / "README.md").read_text()

@@ -389,7 +389,9 @@ def _slurm(spec: DeploySpec) -> list[GeneratedFile]:
     cmd = engine_command(spec)
     _check_flags(spec, cmd)
     n = spec.nodes_per_replica
-    body = _node_prelude(spec) + "exec " + _shell_line(cmd)
+    # array tasks of replicas smaller than a node may share one (Slurm packs their GPUs): each task serves on a port
+    # of its own, 8000 + its array index, which it prints first in its output file
+    body = _node_prelude(spec) + "exec " + _shell_line(cmd).replace(f"--port {PORT}", '--port "${PORT}"')
     lines = ["#!/bin/bash",
              f"#SBATCH --job-name={spec.name}",
              f"#SBATCH --array=0-{spec.replicas - 1}",
@@ -401,8 +403,11 @@ def _slurm(spec: DeploySpec) -> list[GeneratedFile]:
              f"{n} node(s) and {spec.gpus_per_replica} GPUs each.",
              "set -euo pipefail",
              'LEADER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"',
-             "export LEADER_ADDR",
-             f'echo "replica ${{SLURM_ARRAY_TASK_ID}}: http://${{LEADER_ADDR}}:{PORT}"',
+             "# replicas smaller than a node may share one: each array task serves on its own port",
+             f'PORT="$(({PORT} + SLURM_ARRAY_TASK_ID))"',
+             "export LEADER_ADDR PORT",
+             f"# the endpoint: the first line of each task's output file ({spec.name}-JOBID_TASKID.out)",
+             'echo "replica ${SLURM_ARRAY_TASK_ID}: http://${LEADER_ADDR}:${PORT}"',
              "# one task per node; the node rank is read inside the task (single quotes), not here",
              "srun --ntasks-per-node=1 bash -c " + shlex.quote('NODE_RANK="${SLURM_NODEID}"\n' + body)]
     if spec.engine == "trtllm":
@@ -418,8 +423,8 @@ _APPLY = {"shell": "Run `./launch.sh` on each node of each replica (see its head
                    "CUDA_VISIBLE_DEVICES and PORT).",
           "kubernetes": "`kubectl apply -f .` (a LeaderWorkerSet needs the LWS controller, "
                         "https://github.com/kubernetes-sigs/lws; an `hf-token` secret with key `token` is optional).",
-          "slurm": "`sbatch replica.sbatch` (one array task per replica; put a load balancer in front of the "
-                   "printed addresses)."}
+          "slurm": "`sbatch replica.sbatch` (one array task per replica, serving on port 8000 + its array index; "
+                   "each task's output file begins with its address: put a load balancer in front of them)."}
 
 
 def render(spec: DeploySpec, target: str) -> list[GeneratedFile]:
