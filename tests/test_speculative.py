@@ -161,6 +161,11 @@ def test_perf_prices_a_speculative_step_as_the_simulator_does(run_json):
     # prefill is unchanged; under async scheduling the step already chosen ahead of the first token is speculative
     ahead = float(sm.step_s(7 * 3, 7 * 3 * 1024, 7, 7 * 1024)) * (1 + 3 * cost) - float(sm.decode_step_s(7, 1024))
     assert out["ttft_s"] - plain["ttft_s"] == pytest.approx(ahead, rel=1e-6)
+    # the breakdown is of that speculative step (it showed the plain step, 5.69 ms beside a 10.40 ms one at batch 1)
+    assert out["breakdown"]["step_s"] == pytest.approx(step, rel=1e-9)
+    assert sum(out["breakdown"]["by_kind_s"].values()) == pytest.approx(step, rel=1e-9)
+    assert sum(out["breakdown"]["by_op_s"].values()) == pytest.approx(step, rel=1e-9)
+    assert plain["breakdown"]["step_s"] == pytest.approx(plain["decode_step_s"], rel=1e-9)
 
 
 def test_perf_under_sglang_speculative_decoding_runs_at_most_48(run_json):

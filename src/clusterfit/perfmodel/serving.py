@@ -152,6 +152,19 @@ def static_batch_s(sm: StepModel, batch: ArrayLike, isl: ArrayLike, osl: ArrayLi
     return pre + np.asarray(osl, float) * sm.decode_step_s(b, i + np.asarray(osl, float) / 2.0)
 
 
+def decode_breakdown(sm: StepModel, batch: float, context: float, drafting: Drafting | None) -> dict[str, Any]:
+    """Seconds of one decode step of ``batch`` sequences at ``context`` by op and by kind (StepModel.breakdown);
+    under speculative decoding the speculative step (speculative_step_s): the verify pass's ops, each scaled by
+    1 + k x the drafter's cost, as the step is, so ``step_s`` is the step and the parts add up to it."""
+    if drafting is None:
+        return sm.breakdown(0.0, 0.0, batch, batch * context)
+    extra = batch * drafting.draft_tokens
+    bd = sm.step_breakdown(extra, extra * context, batch, batch * context)
+    f = drafting.step_factor
+    return {"step_s": bd.step_s * f, "by_op_s": {k: v * f for k, v in bd.by_op_s.items()},
+            "by_kind_s": {k: v * f for k, v in bd.by_kind_s.items()}}
+
+
 def speculative_step_s(sm: StepModel, batch: ArrayLike, context: ArrayLike, drafting: Drafting) -> Num:
     """One speculative decode step of ``batch`` sequences at ``context``: the verify pass (each sequence's k draft
     tokens charged as extra tokens attending its context, beside its own decode token) times 1 + k x the drafter's
@@ -222,7 +235,7 @@ def predict(model: ModelArch | None, system: System | None, layout: Layout | Non
         ttft += float(sm.decode_step_s(b - 1.0, ctx) if drafting is None
                       else speculative_step_s(sm, b - 1.0, ctx, drafting))
     ttft += front_end_s(sm)  # the request's way through the engine's front end (Engine.request_latency_s)
-    bd = sm.breakdown(0.0, 0.0, b, b * ctx)
+    bd = decode_breakdown(sm, b, ctx, drafting)
     return {
         "ttft_s": ttft,
         "tpot_s": tpot,
