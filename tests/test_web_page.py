@@ -217,3 +217,24 @@ def test_an_error_clears_the_results_it_makes_stale(page) -> None:  # noqa: ANN0
     sync_api.expect(pg.locator("#fit-cards")).to_have_text("")
     assert outside == []
     assert [e for e in errors if "status of 422" not in e] == [] and len(errors) >= 2
+
+
+def test_enter_runs_the_sections_action(page) -> None:  # noqa: ANN001
+    """Enter in a field did nothing (the buttons are type="button", so no implicit submission): among the traffic and
+    targets it plans, on the deployment target it generates the files, and elsewhere it fits at once."""
+    pg, outside, errors = page
+    pg.get_by_label("Model (Hugging Face id").fill("llama-3.1-8b")
+    pg.get_by_label("Model (Hugging Face id").press("Enter")
+    sync_api.expect(pg.locator("#model-facts")).to_contain_text("Llama-3.1-8B")
+    assert pg.locator("[data-testid=recommended]").count() == 0     # Enter in the model fits; it does not plan
+    pg.get_by_label("Requests / s").fill("2")
+    pg.get_by_label("Requests / s").press("Enter")
+    sync_api.expect(pg.locator("[data-testid=recommended]")).to_be_visible()
+    pg.get_by_label("Deployment target").select_option("slurm")
+    pg.get_by_label("Deployment target").press("Enter")
+    sync_api.expect(pg.locator("[data-testid=deploy-file]").first).to_contain_text("#SBATCH", timeout=15_000)
+    pg.get_by_label("TTFT target p90 (ms)").fill("-1")
+    pg.get_by_label("TTFT target p90 (ms)").press("Enter")
+    sync_api.expect(pg.locator("#plan-error")).to_contain_text("ttft_ms")
+    assert outside == []
+    assert [e for e in errors if "status of 422" not in e] == []

@@ -204,6 +204,7 @@ function renderFit(res) {
 // -------------------------------------------------------------------------------------------- plan
 async function runPlan() {
   const button = $("plan-button");
+  if (button.disabled) return;   // planning already (Enter in a field while it runs)
   $("plan-error").textContent = "";
   let req;
   try { req = planRequest(); } catch (e) { planFailed(e.message); return; }
@@ -292,8 +293,8 @@ let lastPlan = null;
 let lastPlanRequest = null;
 
 async function runDeploy() {
-  if (!lastPlan) return;
   const button = $("deploy-button");
+  if (!lastPlan || button.disabled) return;
   $("deploy-error").textContent = "";
   if (!lastPlanRequest) return;
   const req = { ...lastPlanRequest };
@@ -401,11 +402,28 @@ async function loadLists() {
   }
 }
 
+// Enter in a field: Generate in the Deployment section, Plan among the traffic and targets, the fit (at once, not
+// after the typing pause) elsewhere; a textarea takes it as a new line, a file field opens its picker
+function onEnter(e) {
+  if (e.key !== "Enter" || e.isComposing || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+  const t = e.target;
+  const field = t instanceof HTMLSelectElement ||
+    (t instanceof HTMLInputElement && !["file", "button", "submit", "reset"].includes(t.type));
+  if (!field) return;
+  if (t.closest("#deploy")) runDeploy();
+  else if (t.closest("#plan-fields")) runPlan();
+  else { clearTimeout(fitTimer); runFit(); }
+}
+
 function setup() {
   const form = $("form");
   form.addEventListener("input", (e) => { if (!["isl", "osl", "rate", "ttft", "tpot", "ep-in", "ep-out", "spec-draft", "spec-draft-config"].includes(e.target.id)) scheduleFit(); });
   form.addEventListener("change", (e) => { if (e.target.id === "model") scheduleFit(); });
   form.addEventListener("submit", (e) => { e.preventDefault(); runPlan(); });
+  // the buttons are type="button" (the fit runs as the form changes, so the form submits nothing), so a browser's
+  // implicit submission never fires: Enter in a field runs its section's action itself
+  form.addEventListener("keydown", onEnter);
+  $("deploy").addEventListener("keydown", onEnter);
   $("plan-button").addEventListener("click", runPlan);
   $("deploy-button").addEventListener("click", runDeploy);
   $("config-file").addEventListener("change", async (e) => {
