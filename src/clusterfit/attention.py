@@ -193,10 +193,12 @@ class Attention(ABC):
 
     def index_cost(self) -> tuple[float, float]:
         """(flops, bytes) of the sparse-attention indexer per cached key scored by one query (fp8 keys); 0 without
-        an own indexer (a layer sharing another layer's indexer reuses its top-k)."""
+        an own indexer (a layer sharing another layer's indexer reuses its top-k). The bytes are the cached key's, as
+        the memory model counts them: fp8 elements and one fp32 scale (_indexer_key_bytes before compression)."""
         if not (self.index_n_heads and self.index_cached):
             return 0.0, 0.0
-        return 2.0 * self.index_n_heads * self.index_head_dim, float(self.index_head_dim)
+        return (2.0 * self.index_n_heads * self.index_head_dim,
+                self.index_head_dim * INDEXER_BYTES_PER_ELEM + INDEXER_SCALE_BYTES)
 
     def state_cost(self, tp: int) -> tuple[float, float]:
         """(flops per token, state bytes read + written per decode step per sequence) of a recurrent state."""
