@@ -113,3 +113,38 @@ def test_slurm_array_tasks_sharing_a_node_serve_on_their_own_ports(run_cli, tmp_
         seen[task] = _opt(argv, "--port")
     assert seen == {0: "8000", 1: "8001", 3: "8003"}
     assert "8000 + its array index" in (out / "README.md").read_text()
+
+
+# ------------------------------------------------------------------------------------------------- H2, H3
+def _launch_opt(out, name):
+    return _opt(_argv(next(x for x in (out / "launch.sh").read_text().splitlines() if "exec " in x)), name)
+
+
+def test_default_max_model_len_holds_the_planned_request(run_cli, tmp_path):
+    """qwen3.5-9b (262,144-token context) planned for 200,000 + 1,000-token requests was deployed with
+    --max-model-len 131072 (the default's 131,072 cap), shorter than every request."""
+    out = tmp_path / "h2"
+    code, _, err = run_cli("deploy", "qwen3.5-9b", "--system", "h200", "--isl", "200000", "--osl", "1000", "--rate",
+                           "0.1", "--out", str(out))
+    assert code == 0, err
+    assert 201_000 <= int(_launch_opt(out, "--max-model-len")) <= 262_144
+
+
+def test_default_max_model_len_fits_one_dp_ranks_kv_cache(run_cli, tmp_path):
+    """llama-3.1-70b fp8 on one H100 (TP1) holds ~4,674 KV tokens (clusterfit perf), but was deployed with
+    --max-model-len 131072, which vLLM refuses (one max-length sequence must fit the KV cache). The default is now
+    capped at what one DP rank holds, not below the planned request; a longer one given is refused with the figure."""
+    args = ["llama-3.1-70b", "--precision", "fp8", "--system", "h100", "--isl", "500", "--osl", "100", "--rate", "0.2",
+            "--tpot-ms", "200"]
+    out = tmp_path / "h3"
+    code, _, err = run_cli("deploy", *args, "--out", str(out))
+    assert code == 0, err
+    kv = cf.perf(model="llama-3.1-70b", precision="fp8", system="h100", isl=500, osl=100, tp=1,
+                 concurrency=1).kv_capacity_tokens
+    assert 4_000 < kv < 5_000
+    assert 600 <= int(_launch_opt(out, "--max-model-len")) <= kv
+    _refused(run_cli, *args, "--max-model-len", "8192", "--out", str(tmp_path / "never"),
+             says=("error: --max-model-len: 8,192 tokens", "holds at most 4,6", "give at most"))
+    assert not (tmp_path / "never").exists()
+    code, _, err = run_cli("deploy", *args, "--max-model-len", "4096", "--out", str(tmp_path / "ok"))
+    assert code == 0 and _launch_opt(tmp_path / "ok", "--max-model-len") == "4096", err

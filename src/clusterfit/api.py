@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .perfmodel.step import StepModel
     from .engines import Engine, EngineSettings
     from .hardware import Gpu, System
+    from .memory import ReplicaMemoryFit
     from .precision import Precision
     from .sim.cluster import SimRun
     from collections.abc import Callable
@@ -573,13 +574,16 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     _check_deployable_precision(model, row.precision, row.system, req.plan_file)
     own = _checkpoint_formats(model)
     quant = "fp8" if row.precision == "fp8" and own != ["fp8"] else None   # an fp8 checkpoint is served as stored
-    max_len = req.max_model_len or min(model.max_context or 32768, 131072)
     longest = result.longest_request   # None in a plan written before it was recorded
+    need = int(-(-(longest.prompt_tokens + longest.output_tokens) // 1)) if longest is not None else 1
     if req.max_model_len is not None:
         check_context(model, req.max_model_len, req.allow_longer_context, "max_model_len", "max_model_len")
         if longest is not None and req.max_model_len < longest.prompt_tokens + longest.output_tokens:
             raise ParameterError("max_model_len", f"{req.max_model_len:,} tokens is shorter than the planned request "
                                  f"({longest.describe()}): the engine would refuse it")
+    elif need > (model.max_context or need):   # a saved plan of requests beyond the model's context
+        check_context(model, need, req.allow_longer_context, f"the planned request ({longest.describe()})"
+                      if longest is not None else "the planned request", "plan_file")
     summary = [f"model {model.hf_id or model.name}, {row.precision}, KV {row.kv_dtype}; engine {engine}",
                f"workload: {result.workload}", f"SLOs: {result.slo}",
                f"plan: {row.replicas} x {row.layout} on {row.system} ({row.nodes} node(s), {row.total_gpus} GPUs); "
@@ -596,8 +600,20 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                        f"acceptance {drafts.acceptance:.2f} ({drafts.tokens_per_step:.2f} tokens per step), as "
                        "the plan's TPOT assumes")
     row_catalog = dataclasses.replace(catalog, settings=_given_settings(settings))
-    _check_row_memory(row_catalog, engine, model, row, method,
-                      longest.prompt_tokens + longest.output_tokens if longest is not None else 1, req.plan_file)
+    fit_at = _row_memory(row_catalog, engine, model, row, method, req.plan_file)
+    _check_row_memory(fit_at, need, req.plan_file)
+    # the engine's max model length holds the longest planned request and fits one DP rank's KV cache (vLLM refuses
+    # to start when one sequence of max_model_len tokens does not fit: v1/core/kv_cache_utils.py
+    # check_enough_kv_cache_memory); the default is the model's context (at most 131,072), capped there
+    max_len = req.max_model_len or max(need, min(model.max_context or 32768, 131072))
+    holds = _longest_fitting(fit_at, need, max_len)
+    if holds < max_len:
+        if req.max_model_len is not None:
+            raise ParameterError("max_model_len", f"{max_len:,} tokens: one sequence that long does not fit one "
+                                 f"DP rank's KV cache ({row.layout} on {row.system}), which holds at most {holds:,} "
+                                 f"tokens by clusterfit's memory figures; the engine would refuse to start (give at "
+                                 f"most {holds:,})")
+        max_len = holds
     eng = _row_engine(row_catalog, engine, model, row, speculative=method)
     spec = DeploySpec(
         model_id=model_id, served_name=model.name, engine=engine, tp=row.tp, pp=row.pp,
@@ -617,11 +633,10 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                         files=[DeployFile(path=f.path, role=f.role, text=f.text) for f in files])
 
 
-def _check_row_memory(catalog: Catalog, engine: str, model: ModelArch, row: Any, speculative: str | None,
-                      tokens: float, plan_file: Path | None) -> None:
-    """The row's model, precision and layout fit the system's memory as plan sized it (memory.fit under the plan's
-    engine settings): weights and reserve within the engine's budget and a KV cache that holds one request of
-    ``tokens`` (the workload's longest, as far as known)."""
+def _row_memory(catalog: Catalog, engine: str, model: ModelArch, row: Any, speculative: str | None,
+                plan_file: Path | None) -> Callable[[int], ReplicaMemoryFit]:
+    """The row's replica memory as plan sized it (memory.fit under the plan's engine settings), as a function of
+    the context: ``fit_at(tokens).fits`` when each DP rank's KV cache holds one sequence of ``tokens``."""
     from .layout import Layout
     from .memory import fit as memory_fit
 
@@ -631,13 +646,36 @@ def _check_row_memory(catalog: Catalog, engine: str, model: ModelArch, row: Any,
     if speculative is not None:
         eng = eng.for_speculative(row.dp, speculative)
     what = f"{model.name} at {precision.name} on {row.gpus_per_replica} x {system.gpu.id} ({row.layout})"
-    try:
-        mf = memory_fit(model, system, precision, Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp),
-                        row.nodes_per_replica, eng, context=max(1, int(tokens)))
-    except ClusterfitError as exc:
-        raise _plan_row_error(plan_file, "layout", f"{what}: {exc}") from None
+    layout = Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp)
+
+    def fit_at(tokens: int) -> ReplicaMemoryFit:
+        try:
+            mf = memory_fit(model, system, precision, layout, row.nodes_per_replica, eng, context=max(1, int(tokens)))
+        except ClusterfitError as exc:
+            raise _plan_row_error(plan_file, "layout", f"{what}: {exc}") from None
+        return dataclasses.replace(mf, reason=f"{what} does not fit in memory: {mf.reason}")
+
+    return fit_at
+
+
+def _check_row_memory(fit_at: Callable[[int], ReplicaMemoryFit], tokens: int, plan_file: Path | None) -> None:
+    """The row's model, precision and layout fit the system's memory (``_row_memory``): weights and reserve within
+    the engine's budget and a KV cache that holds one request of ``tokens`` (the workload's longest, as far as
+    known)."""
+    mf = fit_at(tokens)
     if not mf.fits:
-        raise _plan_row_error(plan_file, "layout", f"{what} does not fit in memory: {mf.reason}")
+        raise _plan_row_error(plan_file, "layout", mf.reason)
+
+
+def _longest_fitting(fit_at: Callable[[int], ReplicaMemoryFit], low: int, high: int) -> int:
+    """The longest sequence, ``low``..``high`` tokens, whose KV one DP rank holds (``fit_at(low)`` fits); bisection,
+    as memory.fit's KV per sequence grows with its length."""
+    if fit_at(high).fits:
+        return high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fit_at(mid).fits else (low, mid)
+    return low
 
 
 def _plan_row_error(plan_file: Path | None, field: str, text: str) -> ClusterfitError:
