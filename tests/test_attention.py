@@ -73,7 +73,8 @@ def test_dsa_indexer_keys_and_top_k():
     assert own.kv_bytes_per_token(2.0) == (512 + 64) * 2 + 128 * 1 + 4
     assert shared.kv_bytes_per_token(2.0) == (512 + 64) * 2
     assert own.indexer_params > 0 and shared.indexer_params == 0
-    assert own.index_cost() == (2.0 * 32 * 128, 128.0) and shared.index_cost() == (0.0, 0.0)
+    # scoring a key reads what is cached for it: the 128 fp8 values and the fp32 scale (128 before, the scale left out)
+    assert own.index_cost() == (2.0 * 32 * 128, 128.0 * 1 + 4) and shared.index_cost() == (0.0, 0.0)
     # decode attends the top 2048 keys; the indexer scores all of them
     assert own.attended_keys(100_000) == 2048.0 and own.attended_keys(1000) == 1000.0
     assert own.flops_per_token(100_000) == 2.0 * 32 * 128 * 100_000 + 2.0 * 64 * (2 * 512 + 64) * 2048
