@@ -158,6 +158,9 @@ def test_request_and_keywords_not_both():
     # a verdict from one simulated request said 'holds the SLOs' beside a 0.00x throughput 'disagreement'
     (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", "--verify",
       "--verify-requests", "1"], "--verify-requests: must be an integer in 100..2,000,000, got 1"),
+    # two loads named no option
+    (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--concurrency", "4", "--system", "h200"],
+     "--concurrency: give only one of rate, concurrency, tokens_per_s (rate is given too)"),
 ])
 def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)

@@ -498,3 +498,19 @@ def test_a_checkpoint_variant_is_a_model_over_http(client) -> None:
     assert fp8["results"][0]["weight_bytes"] < 0.6 * base["results"][0]["weight_bytes"]
     bad = client.post("/api/fit", json={"model": "Qwen3-8B-FooBar", "systems": ["h200"]})
     assert bad.status_code == 422 and "unknown model" in bad.json()["detail"]
+
+
+PLAN = {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": ["h200"]}
+
+
+@pytest.mark.parametrize("path, body, parameter, detail", [
+    # two loads: 'give only one of rate, concurrency, tokens_per_s' named no field
+    ("/api/plan", {**PLAN, "concurrency": 4}, "concurrency", "concurrency: give only one of rate, concurrency, "
+     "tokens_per_s (rate is given too)"),
+    ("/api/deploy", {**PLAN, "tokens_per_s": 40}, "tokens_per_s", "tokens_per_s: give only one of rate, concurrency, "
+     "tokens_per_s (rate is given too)"),
+])
+def test_request_errors_name_their_field(client: httpx.Client, path: str, body: dict, parameter: str,
+                                         detail: str) -> None:
+    r = client.post(path, json=body)
+    assert r.status_code == 422 and r.json() == {"parameter": parameter, "detail": detail}, r.text

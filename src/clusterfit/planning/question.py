@@ -23,13 +23,15 @@ from .workload import SLO, LengthDist, Load, LoadKind, Workload
 
 
 def _load(req: PlanRequest) -> Load | None:
-    kinds: tuple[tuple[LoadKind, float | None], ...] = (
-        ("requests_per_s", req.rate), ("concurrent_sessions", req.concurrency),
-        ("output_tokens_per_s", req.tokens_per_s))
-    loads = [Load(kind, v) for kind, v in kinds if v is not None]
-    if len(loads) > 1:
-        raise ClusterfitError("give only one of rate, concurrency, tokens_per_s")
-    return loads[0] if loads else None
+    """The load the request gives; more than one is an error naming the second one given."""
+    kinds: tuple[tuple[str, LoadKind, float | None], ...] = (
+        ("rate", "requests_per_s", req.rate), ("concurrency", "concurrent_sessions", req.concurrency),
+        ("tokens_per_s", "output_tokens_per_s", req.tokens_per_s))
+    given = [(name, Load(kind, v)) for name, kind, v in kinds if v is not None]
+    if len(given) > 1:
+        raise ParameterError(given[1][0], f"give only one of rate, concurrency, tokens_per_s ({given[0][0]} is "
+                             "given too)")
+    return given[0][1] if given else None
 
 
 def _ms(value: float | None) -> float | None:
