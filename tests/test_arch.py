@@ -463,3 +463,12 @@ def test_non_finite_numbers_anywhere_in_a_config_from_outside_are_refused(edit, 
     edit(cfg)
     with pytest.raises(ClusterfitError, match=f"{where}: -?(nan|inf) is not a finite number"):
         checked_parse(cfg, "bad")
+
+
+def test_model_json_gives_active_parameters_the_three_ways_cards_count_them(run_json):
+    """The README names three conventions; `clusterfit model --json` gave two (active_params_non_embedding, the one
+    Qwen-Next and GLM cards use, was computed but not shown). GLM-4.5: without embedding, then without the LM head."""
+    out = run_json("model", "zai-org/GLM-4.5")
+    by = out["params_by_component"]
+    assert out["active_params_excl_embedding"] == out["active_params"] - by["embedding"]
+    assert out["active_params_non_embedding"] == out["active_params"] - by["embedding"] - by["lm_head"]

@@ -124,6 +124,7 @@ def model_summary(model: ModelArch, precision: Precision | None = None) -> Model
         "name": model.name, "hf_id": model.hf_id, "model_type": model.model_type,
         "total_params": model.total_params, "active_params": model.active_params,
         "active_params_excl_embedding": model.active_params_excl_embedding,
+        "active_params_non_embedding": model.active_params_non_embedding,
         "params_by_component": {k: v for k, v in model.params.items() if v},
         "layers": model.num_layers, "hidden": model.hidden, "vocab": model.vocab,
         "attention_kinds": model.attention_kinds(), "ffn_kinds": model.ffn_kinds(),

@@ -504,6 +504,8 @@ class ModelSummary(Schema):
     total_params: int
     active_params: int
     active_params_excl_embedding: int
+    active_params_non_embedding: int = Field(description="Active parameters without the input embedding and the LM "
+                                             "head (Qwen-Next and GLM model cards)")
     params_by_component: dict[str, int]
     layers: int
     hidden: int
