@@ -148,3 +148,67 @@ def test_default_max_model_len_fits_one_dp_ranks_kv_cache(run_cli, tmp_path):
     assert not (tmp_path / "never").exists()
     code, _, err = run_cli("deploy", *args, "--max-model-len", "4096", "--out", str(tmp_path / "ok"))
     assert code == 0 and _launch_opt(tmp_path / "ok", "--max-model-len") == "4096", err
+
+
+# ---------------------------------------------------------------------------------------------------- M3
+def _run_launch(script, tmp_path, env_name):
+    """Run a generated launch.sh with the engine stubbed to print the value of ``env_name`` and its argv."""
+    import os
+    import subprocess
+
+    stubs = tmp_path / "bin"
+    stubs.mkdir(exist_ok=True)
+    for name in ("vllm", "python3"):
+        (stubs / name).write_text(f'#!/bin/bash\necho "{env_name}=${{{env_name}:-unset}}"\necho "$*"\n')
+        (stubs / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != env_name}
+    env["PATH"] = f"{stubs}:{os.environ['PATH']}"
+    return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=True).stdout
+
+
+LONG = ["llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate", "1", "--max-model-len",
+        "200000", "--allow-longer-context"]
+
+
+def test_a_max_model_len_beyond_the_models_context_sets_the_engines_override(run_cli, tmp_path):
+    """--max-model-len 200,000 for Llama-3.1-8B (131,072 positions) with --allow-longer-context was written bare;
+    vLLM refuses it without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vllm/envs.py), SGLang without
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (sglang/srt/environ.py). TensorRT-LLM's is not known: refused."""
+    for engine, name in (("vllm", "VLLM_ALLOW_LONG_MAX_MODEL_LEN"),
+                         ("sglang", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")):
+        out = tmp_path / engine
+        code, _, err = run_cli("deploy", *LONG, "--engine", engine, "--out", str(out))
+        assert code == 0, err
+        printed = _run_launch(out / "launch.sh", tmp_path, name).splitlines()
+        assert printed[0] == f"{name}=1" and "200000" in printed[1].split(), printed
+        text = (out / "launch.sh").read_text()
+        assert text.index("# max model length 200,000 is beyond the model's 131,072") < text.index(f"export {name}=1")
+        assert f"`{name}=1`" in (out / "README.md").read_text()
+        k8s = tmp_path / f"{engine}-k8s"
+        code, _, err = run_cli("deploy", *LONG, "--engine", engine, "--target", "kubernetes", "--out", str(k8s))
+        assert code == 0, err
+        args = yaml.safe_load((k8s / "deployment.yaml").read_text())["spec"]["template"]["spec"]["containers"][0]
+        assert f"export {name}=1\nexec " in args["args"][0]
+        code, _, err = run_cli("deploy", *LONG, "--engine", engine, "--target", "slurm", "--out",
+                               str(tmp_path / f"{engine}-slurm"))
+        assert code == 0 and f"export {name}=1" in (tmp_path / f"{engine}-slurm" / "replica.sbatch").read_text()
+    # within the model's context nothing is set
+    code, _, err = run_cli("deploy", *LONG[:-3], "--out", str(tmp_path / "plain"))
+    assert code == 0 and "ALLOW" not in (tmp_path / "plain" / "launch.sh").read_text(), err
+    _refused(run_cli, *LONG, "--engine", "trtllm", "--out", str(tmp_path / "never"),
+             says=("error: --max-model-len:", "not trtllm"))
+
+
+def test_a_saved_plan_beyond_the_models_context_needs_allow_longer_context(run_cli, tmp_path):
+    """A plan made with --allow-longer-context deploys its requests' length only when deploy is told so too."""
+    code, out, err = run_cli("plan", "llama-3.1-8b", "--system", "h200", "--isl", "150000", "--osl", "1000", "--rate",
+                             "0.05", "--allow-longer-context", "--no-disagg", "--json")
+    assert code == 0, err
+    plan = tmp_path / "plan.json"
+    plan.write_text(out)
+    _refused(run_cli, "--plan", str(plan), "--out", str(tmp_path / "never"),
+             says=("error: --plan:", "151,000", "--allow-longer-context"))
+    code, _, err = run_cli("deploy", "--plan", str(plan), "--allow-longer-context", "--out", str(tmp_path / "ok"))
+    assert code == 0, err
+    assert _launch_opt(tmp_path / "ok", "--max-model-len") == "151000"
+    assert "export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in (tmp_path / "ok" / "launch.sh").read_text()

@@ -80,6 +80,9 @@ class DeploySpec:
     speculative_method: str | None = None
     num_speculative_tokens: int = 0
     draft_model: str | None = None
+    #: the model's own context (max_position_embeddings; None: unknown): a max_model_len beyond it needs the engine's
+    #: override (engine_env)
+    model_context: int | None = None
 
     def __post_init__(self) -> None:
         # the checkpoint and the served name go into shell commands, YAML and Slurm scripts as plain words (the shell
@@ -263,6 +266,33 @@ def _trtllm_yaml(spec: DeploySpec) -> str:
         yaml.safe_dump(doc, sort_keys=False)
 
 
+#: the variable each engine reads before it accepts a max model length beyond the model's max_position_embeddings:
+#: vLLM vllm/envs.py VLLM_ALLOW_LONG_MAX_MODEL_LEN ("1" or "true"; else ModelConfig refuses the length), SGLang
+#: python/sglang/srt/environ.py SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN (EnvBool, read by configs/model_config.py)
+LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
+_ENV_SOURCE = {"vllm": "vllm/envs.py", "sglang": "sglang/srt/environ.py"}
+
+
+def engine_env(spec: DeploySpec) -> list[tuple[str, str, str]]:
+    """Environment variables the engine needs for this spec: (name, value, why). A max model length beyond the
+    model's context (deploy --allow-longer-context) sets the engine's override; TensorRT-LLM's is not known here."""
+    if spec.model_context is None or spec.max_model_len <= spec.model_context:
+        return []
+    if spec.engine not in LONG_CONTEXT_ENV:
+        raise ParameterError("max_model_len", f"{spec.max_model_len:,} tokens is beyond the model's context of "
+                             f"{spec.model_context:,}: clusterfit writes the override for vllm and sglang only "
+                             f"(not {spec.engine}); deploy with --engine vllm or sglang, or a length within the context")
+    why = (f"max model length {spec.max_model_len:,} is beyond the model's {spec.model_context:,} "
+           f"(max_position_embeddings; --allow-longer-context): {spec.engine} refuses it without this "
+           f"({_ENV_SOURCE[spec.engine]}); positions past the model's own need its RoPE scaling")
+    return [(LONG_CONTEXT_ENV[spec.engine], "1", why)]
+
+
+def _env_prelude(spec: DeploySpec) -> str:
+    """The engine's environment variables as commented shell exports (engine_env)."""
+    return "".join(f"# {why}\nexport {name}={value}\n" for name, value, why in engine_env(spec))
+
+
 def _node_prelude(spec: DeploySpec) -> str:
     if spec.nodes_per_replica == 1:
         return ""
@@ -279,6 +309,8 @@ def _shell(spec: DeploySpec) -> list[GeneratedFile]:
              f"# {spec.engine} {ENGINE_VERSIONS[spec.engine]}: one replica of {spec.served_name} "
              f"({spec.gpus_per_replica} GPUs over {spec.nodes_per_replica} node(s)); the plan runs {spec.replicas}.",
              "set -euo pipefail"]
+    if _env_prelude(spec):
+        lines.append(_env_prelude(spec).rstrip("\n"))
     if multi:
         lines += ["# Run on every node of the replica: NODE_RANK=0..%d, LEADER_ADDR=the address of node 0."
                   % (spec.nodes_per_replica - 1),
@@ -351,7 +383,7 @@ def _kubernetes(spec: DeploySpec) -> list[GeneratedFile]:
                "spec": {"type": "ClusterIP", "selector": dict(labels),
                         "ports": [{"name": "http", "port": PORT, "targetPort": PORT, "protocol": "TCP"}]}}
     if spec.nodes_per_replica == 1:
-        pod = _pod_spec(spec, line)
+        pod = _pod_spec(spec, _env_prelude(spec) + ("exec " + line if _env_prelude(spec) else line))
         _probes(pod["containers"][0])
         workload = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": spec.name, "labels": labels},
                     "spec": {"replicas": spec.replicas, "selector": {"matchLabels": dict(labels)},
@@ -361,7 +393,7 @@ def _kubernetes(spec: DeploySpec) -> list[GeneratedFile]:
         env = ('NODE_RANK="${LWS_WORKER_INDEX}"; LEADER_ADDR="${LWS_LEADER_ADDRESS}"\n'
                f'[ "${{LWS_GROUP_SIZE}}" = "{spec.nodes_per_replica}" ] || '
                '{ echo "LWS_GROUP_SIZE=${LWS_GROUP_SIZE}, expected ' f'{spec.nodes_per_replica}" >&2; exit 1; }}\n')
-        text = env + _node_prelude(spec) + "exec " + line
+        text = env + _env_prelude(spec) + _node_prelude(spec) + "exec " + line
         leader = _pod_spec(spec, text)
         _probes(leader["containers"][0])
         worker = _pod_spec(spec, text)
@@ -391,7 +423,8 @@ def _slurm(spec: DeploySpec) -> list[GeneratedFile]:
     n = spec.nodes_per_replica
     # array tasks of replicas smaller than a node may share one (Slurm packs their GPUs): each task serves on a port
     # of its own, 8000 + its array index, which it prints first in its output file
-    body = _node_prelude(spec) + "exec " + _shell_line(cmd).replace(f"--port {PORT}", '--port "${PORT}"')
+    line = _shell_line(cmd).replace(f"--port {PORT}", '--port "${PORT}"')
+    body = _env_prelude(spec) + _node_prelude(spec) + "exec " + line
     lines = ["#!/bin/bash",
              f"#SBATCH --job-name={spec.name}",
              f"#SBATCH --array=0-{spec.replicas - 1}",
@@ -441,6 +474,7 @@ def render(spec: DeploySpec, target: str) -> list[GeneratedFile]:
               f"memory fraction {spec.memory_fraction:g}, max running sequences {spec.max_num_seqs} per DP rank, "
               f"{spec.max_num_batched_tokens} batched tokens per step, KV cache {spec.kv_dtype}"
               + (", eager mode" if spec.enforce_eager else "") + ".", "",
+              *[f"Environment: `{name}={value}` ({why})." for name, value, why in engine_env(spec)],
               "Apply: " + _APPLY[target], "", "| file | role |", "|---|---|",
               *[f"| `{f.path}` | {f.role} |" for f in files]]
     files.append(GeneratedFile("README.md", "what was planned and how to apply it", "\n".join(readme) + "\n"))
