@@ -509,6 +509,11 @@ PLAN = {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": ["
      "tokens_per_s (rate is given too)"),
     ("/api/deploy", {**PLAN, "tokens_per_s": 40}, "tokens_per_s", "tokens_per_s: give only one of rate, concurrency, "
      "tokens_per_s (rate is given too)"),
+    # the endpoint price's errors named the command line's --endpoint-price, and no field
+    ("/api/plan", {**PLAN, "endpoint_price": "x"}, "endpoint_price", "endpoint_price: expects in=$/Mtok,out=$/Mtok "
+     "(e.g. in=0.6,out=2.2), got 'x'"),
+    ("/api/plan", {**PLAN, "endpoint_price": "in=0,out=0"}, "endpoint_price", "endpoint_price: endpoint prices are "
+     "both 0: give the endpoint's $ per million input and output tokens (in=0.6,out=2.2)"),
 ])
 def test_request_errors_name_their_field(client: httpx.Client, path: str, body: dict, parameter: str,
                                          detail: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..errors import ClusterfitError, ParameterError
+from ..errors import ClusterfitError, ParameterError, brief
 from ..hardware import MAX_USD_PER_GPU_HOUR, load_prices
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
@@ -63,26 +63,30 @@ class EndpointPrice:
 
     @classmethod
     def parse(cls, text: str) -> EndpointPrice:
-        """Parse ``in=0.6,out=2.2`` ($/Mtok)."""
+        """Parse ``in=0.6,out=2.2`` ($/Mtok), the request's ``endpoint_price``: errors are ParameterErrors naming
+        it (the CLI says ``--endpoint-price``, HTTP ``endpoint_price``)."""
+        def refused(problem: str) -> ParameterError:
+            return ParameterError("endpoint_price", problem)
+
         vals: dict[str, float] = {}
         for part in text.split(","):
             key, sep, val = part.partition("=")
             key = key.strip().lower()
             if not sep or key not in ("in", "out", "input", "output"):
-                raise ClusterfitError(f"--endpoint-price expects in=$/Mtok,out=$/Mtok (e.g. in=0.6,out=2.2), got {text!r}")
+                raise refused(f"expects in=$/Mtok,out=$/Mtok (e.g. in=0.6,out=2.2), got {brief(text)}")
             side = key[:2] if key.startswith("in") else "out"
             if side in vals:
-                raise ClusterfitError(f"--endpoint-price gives {side}= twice (got {text!r})")
+                raise refused(f"gives {side}= twice (got {brief(text)})")
             try:
                 vals[side] = float(val.strip().lstrip("$"))
             except ValueError:
-                raise ClusterfitError(f"--endpoint-price: {val!r} is not a number") from None
+                raise refused(f"{brief(val)} is not a number") from None
         if set(vals) != {"in", "out"}:
-            raise ClusterfitError(f"--endpoint-price needs both in= and out= (got {text!r})")
+            raise refused(f"needs both in= and out= (got {brief(text)})")
         try:
             return cls(vals["in"], vals["out"])
         except ClusterfitError as exc:
-            raise ClusterfitError(f"--endpoint-price: {exc}") from None
+            raise refused(str(exc)) from None
 
     def usd_per_request(self, isl_tokens: float, osl_tokens: float) -> float:
         """$ for one request of ``isl_tokens`` in and ``osl_tokens`` out."""
