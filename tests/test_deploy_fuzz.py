@@ -212,3 +212,23 @@ def test_a_saved_plan_beyond_the_models_context_needs_allow_longer_context(run_c
     assert code == 0, err
     assert _launch_opt(tmp_path / "ok", "--max-model-len") == "151000"
     assert "export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in (tmp_path / "ok" / "launch.sh").read_text()
+
+
+# ---------------------------------------------------------------------------------------------------- M1
+@pytest.mark.parametrize("model, stored", [("gpt-oss-20b", "mxfp4"), ("kimi-k2.5", "int4_g32")])
+def test_fp8_is_refused_for_a_checkpoint_stored_in_another_quantized_format(run_cli, tmp_path, model, stored):
+    """--precision fp8 on MXFP4 / INT4 checkpoints wrote --quantization fp8, which vLLM refuses when the
+    checkpoint's quantization_config says otherwise (ModelConfig._verify_quantization); bf16 was already refused
+    for fp8_block checkpoints the same way (api._check_deployable_precision)."""
+    _refused(run_cli, model, "--precision", "fp8", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate",
+             "0.5", "--out", str(tmp_path / "never"),
+             says=("error: --precision: fp8:", f"stores {stored} weights", "refuses a --quantization fp8",
+                   "at precision checkpoint"))
+    assert not (tmp_path / "never").exists()
+
+
+def test_an_mxfp4_checkpoint_deploys_as_stored(run_cli, tmp_path):
+    out = tmp_path / "oss"
+    code, _, err = run_cli("deploy", "gpt-oss-20b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate",
+                           "0.5", "--out", str(out))
+    assert code == 0 and "--quantization" not in (out / "launch.sh").read_text(), err

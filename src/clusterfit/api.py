@@ -722,23 +722,32 @@ def _checkpoint_formats(model: ModelArch) -> list[str]:
 
 def _check_deployable_precision(model: ModelArch, precision: str, system: str, plan_file: Path | None) -> None:
     """A plan row's precision the engines can serve from the model's checkpoint: ``checkpoint`` (its own weights, or
-    their format's name) or ``fp8`` (quantized online by the engine); else a ParameterError naming the plan file's
-    precision field, or --precision when this call planned."""
+    their format's name) or ``fp8`` (quantized online by the engine, from 16-bit weights; an fp8 checkpoint is served
+    as stored); else a ParameterError naming the plan file's precision field, or --precision when this call planned.
+    A checkpoint stored in another format (MXFP4, INT4) has a quantization_config the engine serves it by: vLLM
+    refuses a --quantization other than that one (vllm/config/model.py ModelConfig._verify_quantization, "does not
+    match the quantization method specified in the `quantization` argument"), so fp8 is not offered for it."""
     from .precision import PRECISIONS, normalise
 
     own = _checkpoint_formats(model)
-    names = ["checkpoint", *(own if len(own) == 1 and own != ["fp8"] else []), "fp8"]
+    online = set(own) <= {"bf16", "fp16"} or set(own) <= {"fp8", "fp8_block", "fp8_channel"}
+    names = ["checkpoint", *(own if len(own) == 1 and own != ["fp8"] else []), *(["fp8"] if online else [])]
     if precision in names:
         return
     known = normalise(precision) in PRECISIONS   # a precision clusterfit sizes (else a damaged plan file)
-    allowed = (f"{', '.join(names[:-1])} (the checkpoint's own {' / '.join(own)} weights) or fp8 (quantized online "
-               "by the engine)")
-    other = (f"; for {precision} weights deploy a checkpoint of the model stored in {precision} (clusterfit "
-             "quantizes online to fp8 only)")
+    stored = f"{', '.join(names[:-1 if online else None])} (the checkpoint's own {' / '.join(own)} weights)"
+    allowed = f"{stored} or fp8 (quantized online by the engine)" if online else stored
+    if online or precision != "fp8":
+        other = (f"; for {precision} weights deploy a checkpoint of the model stored in {precision} (clusterfit "
+                 "quantizes online to fp8, from 16-bit weights, only)")
+    else:
+        other = (f": the checkpoint stores {' / '.join(f for f in own if f not in ('bf16', 'fp16'))} weights with "
+                 "their quantization_config, and vLLM refuses a --quantization fp8 that differs from it; deploy a "
+                 "16-bit or fp8 checkpoint of the model for fp8")
     if plan_file is not None:
         raise ParameterError("plan_file", f"{plan_file}: {system}'s precision is {precision!r}; deploy serves "
                              f"precision {allowed}" + (other if known else "; plan again"))
-    raise ParameterError("precisions", f"{precision}: deploy serves precision {allowed}{other}")
+    raise ParameterError("precisions", f"{precision}: deploy serves {model.name} at precision {allowed}{other}")
 
 
 def _given_settings(settings: ServingEngineSettings) -> EngineSettings:
