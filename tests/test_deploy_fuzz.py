@@ -232,3 +232,23 @@ def test_an_mxfp4_checkpoint_deploys_as_stored(run_cli, tmp_path):
     code, _, err = run_cli("deploy", "gpt-oss-20b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate",
                            "0.5", "--out", str(out))
     assert code == 0 and "--quantization" not in (out / "launch.sh").read_text(), err
+
+
+# ---------------------------------------------------------------------------------------------------- M4
+def test_kubernetes_is_refused_for_a_local_checkpoint(tmp_path):
+    """cf.deploy(model='DIR/config.json', target='kubernetes') wrote pods serving DIR, a path on this machine that
+    the pods cannot see; shell and slurm (nodes that hold DIR) still serve it."""
+    import shutil
+    from pathlib import Path
+
+    ckpt = tmp_path / "qwen8"
+    ckpt.mkdir()
+    shutil.copy(Path(cf.__file__).parent / "catalog" / "models" / "Qwen__Qwen3-8B.json", ckpt / "config.json")
+    ask = dict(model=str(ckpt / "config.json"), systems=["h200"], isl=1024, osl=128, rate=5)
+    with pytest.raises(cf.ParameterError) as e:
+        cf.deploy(**ask, target="kubernetes", out=tmp_path / "never")
+    assert e.value.parameter == "target" and "give the model's Hugging Face id" in str(e.value)
+    assert not (tmp_path / "never").exists()
+    for target in ("shell", "slurm"):
+        files = {f.path: f.text for f in cf.deploy(**ask, target=target).files}
+        assert str(ckpt.resolve()) in "".join(files.values())

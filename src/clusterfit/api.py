@@ -570,6 +570,11 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
                                  f"model ({model.total_params / 1e9:.1f}B parameters against "
                                  f"{planned.total_params / 1e9:.1f}B)")
     model_id = _checkpoint_to_serve(model, source)
+    if req.target == "kubernetes" and not model.checkpoint_id:   # served from a directory on this machine
+        raise ParameterError("target", f"kubernetes: {model.name} is a local checkpoint ({model_id}), which the pods "
+                             "cannot see (they download the model into their cache volume by its Hugging Face id); "
+                             "give the model's Hugging Face id, or use --target shell or slurm on nodes that hold "
+                             "the directory")
     system = catalog.system(row.system)
     _check_row_layout(row, system, req.plan_file)
     _check_deployable_precision(model, row.precision, row.system, req.plan_file)
