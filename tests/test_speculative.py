@@ -433,3 +433,19 @@ def test_simulate_says_what_it_drafted(run_json):
     spec = run_json(*args, "--num-speculative-tokens", "3", "--speculative-method", "eagle3")["speculative"]
     assert spec["method"] == "eagle3" and spec["draft_tokens"] == 3 and spec["tokens_per_step"] > 1
     assert "speculative" not in run_json(*args)
+
+
+def test_plan_explains_a_speculative_step_as_perf_prices_it(run_json):
+    """Under speculative decoding the plan's why said 'mean TPOT = the decode step' and quoted the plain step (8.4 ms
+    against an 8 ms TPOT target met); it now quotes the speculative step, and that step is perf's at that batch."""
+    args = ("--num-speculative-tokens", "3", "--speculative-method", "eagle3")
+    out = run_json("plan", "llama-3.1-8b", "--system", "h200", "--isl", "1024", "--osl", "256", "--rate", "20",
+                   "--ttft-ms", "500", "--tpot-ms", "8", *args)
+    r = out["recommended"]
+    per_step = out["speculative"]["tokens_per_step"]
+    assert f"the speculative step over its {per_step:.2f} tokens per sequence" in r["why"]
+    assert "the decode step" not in r["why"]
+    perf = run_json("perf", "llama-3.1-8b", "--system", "h200", "--tp", "1", "--isl", "1024", "--osl", "256",
+                    "--batch", str(int(r["max_batch_within_slo"])), "--context", str(1024 + 128), *args)
+    assert r["step_breakdown_s"]["step_s"] == pytest.approx(perf["decode_step_s"], rel=1e-12)
+    assert r["step_breakdown_s"]["step_s"] / per_step <= 8e-3

@@ -20,6 +20,7 @@ from ..schema import (ClosestMiss, EndpointComparison, LongestRequest, ParetoPoi
                       ReplicaPlacement, ServingEngineSettings, SkippedVerification)
 from .cost import (HOURS_PER_MONTH, EndpointPrice, GpuHourPrice, Pool, break_even_rps, catalog_prices, no_public_price_notes,
                    resolve_price, usd_per_mtok, verdict)
+from ..perfmodel.serving import decode_breakdown
 from .capacity import AggregatedCurve
 from ..intervals import FigureBands, bands_for, decode_regime
 from .pareto import pareto_front
@@ -308,9 +309,9 @@ _KIND_WORD = {"memory_s": "bandwidth", "compute_s": "compute", "communication_s"
 
 
 def _step_breakdown(s: _Sized, wl: Workload) -> dict:
-    """Seconds per kind of one decode step of the plan's replica at its full-capacity batch."""
-    B = s.best_batch
-    return s.main.step.breakdown(0.0, 0.0, B, B * wl.decode_context_mean_tokens)
+    """Seconds per kind of one decode step of the plan's replica at its full-capacity batch (a speculative step
+    under speculative decoding: serving.decode_breakdown)."""
+    return decode_breakdown(s.main.step, s.best_batch, wl.decode_context_mean_tokens, s.main.drafting)
 
 
 def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
@@ -348,10 +349,15 @@ def _explain(s: _Sized, wl: Workload, slo: SLO) -> None:
         s.binding = _KIND_WORD[dominant] if dominant != "overhead_s" else "slo"
         assert slo.tpot_s is not None  # only a TPOT target stops the batch on TPOT
         tpot_here = float(curve.tpot_s[i])
-        prefill_share = (f" + {(tpot_here - step) * 1e3:.1f} ms of prefill chunks per token"
-                         if s.mode == "aggregated" and tpot_here > step * 1.01 else "")
+        drafting = s.main.drafting
+        per_token = step / drafting.tokens_per_step if drafting is not None else step
+        prefill_share = (f" + {(tpot_here - per_token) * 1e3:.1f} ms of prefill chunks per token"
+                         if s.mode == "aggregated" and tpot_here > per_token * 1.01 else "")
+        decode = ("the decode step" if drafting is None else
+                  f"the speculative step over its {drafting.tokens_per_step:.2f} tokens per sequence")
         s.why = (f"TPOT p{slo.tpot_percentile:g} target {slo.tpot_s * 1e3:g} ms is met up to batch "
-                 f"{s.best_batch:.0f} (mean TPOT = the decode step{prefill_share}); the decode step is {step_word}")
+                 f"{s.best_batch:.0f} (mean TPOT = {decode}{prefill_share}); the "
+                 f"{'decode' if drafting is None else 'speculative'} step is {step_word}")
     elif isinstance(curve, AggregatedCurve) and curve.goodput_ok is not None and not curve.goodput_ok[nxt]:
         s.binding = "slo"
         assert curve.goodput is not None

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..perfmodel.step import StepModel
     from ..precision import Precision
     from ..sim.config import SpeculativeSpec
+    from ..speculative import Drafting
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Candidate:
     agg: AggregatedCurve
     decode: DecodeCurve | None = None
     prefill: PrefillCapacity | None = None
+    drafting: Drafting | None = None            # speculative decoding the curves were priced with
 
     @property
     def gpus(self) -> int:
@@ -155,7 +157,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
                     grid = batch_grid(cap, kv_bound=kv_batch_bound(sm, workload))
                     c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm,
-                                  aggregated_curve(sm, workload, slo, grid, margins, drafting))
+                                  aggregated_curve(sm, workload, slo, grid, margins, drafting), drafting=drafting)
                     evaluated += grid.size
                     if space.disaggregated:
                         c.decode = decode_curve(sm, workload, slo, grid, (c.agg.point or c.agg).decode_only_s,
