@@ -252,3 +252,19 @@ def test_kubernetes_is_refused_for_a_local_checkpoint(tmp_path):
     for target in ("shell", "slurm"):
         files = {f.path: f.text for f in cf.deploy(**ask, target=target).files}
         assert str(ckpt.resolve()) in "".join(files.values())
+
+
+# ---------------------------------------------------------------------------------------------------- L1
+def test_fp32_kv_is_refused(run_cli, tmp_path):
+    """--kv-dtype fp32 plans were deployed with --kv-cache-dtype auto (a 16-bit cache, not the one planned): no
+    engine has an fp32 KV cache (vLLM vllm/config/cache.py CacheDType: auto, bfloat16, fp8 variants)."""
+    ask = ["llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate", "1"]
+    _refused(run_cli, *ask, "--kv-dtype", "fp32", "--out", str(tmp_path / "never"),
+             says=("error: --kv-dtype: fp32:", "--kv-dtype bf16 or fp8"))
+    code, out, err = run_cli("plan", *ask, "--kv-dtype", "fp32", "--no-disagg", "--json")
+    assert code == 0, err
+    plan = tmp_path / "plan.json"
+    plan.write_text(out)
+    _refused(run_cli, "--plan", str(plan), "--out", str(tmp_path / "never"),
+             says=("error: --plan:", "kv_dtype is 'fp32'"))
+    assert not (tmp_path / "never").exists()

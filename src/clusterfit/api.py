@@ -578,6 +578,14 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     system = catalog.system(row.system)
     _check_row_layout(row, system, req.plan_file)
     _check_deployable_precision(model, row.precision, row.system, req.plan_file)
+    if row.kv_dtype == "fp32":   # the engines' KV caches are 16-bit ('auto') or fp8: vLLM vllm/config/cache.py
+        # CacheDType has no float32, nor SGLang's --kv-cache-dtype choices (server_args.py)
+        why = ("the engines keep KV in the model's 16-bit dtype ('auto') or fp8 (their --kv-cache-dtype choices; "
+               "vLLM's CacheDType has no float32), not the fp32 cache the plan sized; plan with --kv-dtype bf16 or "
+               "fp8")
+        if req.plan_file is not None:
+            raise ParameterError("plan_file", f"{req.plan_file}: {row.system}'s kv_dtype is 'fp32'; {why}")
+        raise ParameterError("kv_dtypes", f"fp32: {why}")
     own = _checkpoint_formats(model)
     quant = "fp8" if row.precision == "fp8" and own != ["fp8"] else None   # an fp8 checkpoint is served as stored
     longest = result.longest_request   # None in a plan written before it was recorded
