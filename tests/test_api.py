@@ -163,6 +163,9 @@ def test_request_and_keywords_not_both():
      "--concurrency: give only one of rate, concurrency, tokens_per_s (rate is given too)"),
     (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1", "--system", "h200", "--endpoint-price",
       "x"], "--endpoint-price: expects in=$/Mtok,out=$/Mtok (e.g. in=0.6,out=2.2), got 'x'"),
+    # a simulation without output lengths named no option
+    (["simulate", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--rate", "1"],
+     "--osl: no output lengths: give osl (tokens per answer), a scenario workload, or simulation.output"),
 ])
 def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)

@@ -501,6 +501,7 @@ def test_a_checkpoint_variant_is_a_model_over_http(client) -> None:
 
 
 PLAN = {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": ["h200"]}
+SIM = {"model": "llama-3.1-8b", "system": "h200", "isl": 100, "osl": 10, "rate": 1, "requests": 100}
 
 
 @pytest.mark.parametrize("path, body, parameter, detail", [
@@ -514,6 +515,13 @@ PLAN = {"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "systems": ["
      "(e.g. in=0.6,out=2.2), got 'x'"),
     ("/api/plan", {**PLAN, "endpoint_price": "in=0,out=0"}, "endpoint_price", "endpoint_price: endpoint prices are "
      "both 0: give the endpoint's $ per million input and output tokens (in=0.6,out=2.2)"),
+    # a simulation without lengths or rate: '... or --isl' (the command line's flag) and no field
+    ("/api/simulate", {**SIM, "isl": None}, "isl", "isl: no input lengths: give isl (tokens per prompt), a scenario "
+     "workload, or simulation.input"),
+    ("/api/simulate", {**SIM, "osl": None}, "osl", "osl: no output lengths: give osl (tokens per answer), a "
+     "scenario workload, or simulation.output"),
+    ("/api/simulate", {**SIM, "rate": None}, "rate", "rate: no arrival rate: give rate (requests/s), a scenario "
+     "load, or simulation.arrival.rate_rps"),
 ])
 def test_request_errors_name_their_field(client: httpx.Client, path: str, body: dict, parameter: str,
                                          detail: str) -> None:

@@ -67,7 +67,8 @@ def _section_overrides(section: dict[str, Any]) -> list[str]:
 
 def build_requests(sim: SimulationConfig, workload=None) -> Requests:
     """The requests to simulate: a trace, or generated from the simulation section and the scenario's
-    workload (``clusterfit.planning.workload.Workload``; the simulation section's fields win)."""
+    workload (``clusterfit.planning.workload.Workload``; the simulation section's fields win). Lengths or a rate
+    that neither gives are ParameterErrors naming the request's option (isl, osl, rate), which sets them."""
     if sim.trace:
         return load_trace(sim.trace, limit=sim.requests)
     n = sim.requests or DEFAULT_REQUESTS
@@ -83,11 +84,13 @@ def build_requests(sim: SimulationConfig, workload=None) -> Requests:
         out = out or SampledLengthSpec(dist="fixed", value=agent.output_tokens_per_turn)
     if inp is None:
         if workload is None:
-            raise ClusterfitError("no input lengths: give simulation.input, a scenario workload, or --isl")
+            raise ParameterError("isl", "no input lengths: give isl (tokens per prompt), a scenario workload, or "
+                                 "simulation.input")
         inp = _dist_spec(workload.isl)
     if out is None:
         if workload is None:
-            raise ClusterfitError("no output lengths: give simulation.output, a scenario workload, or --osl")
+            raise ParameterError("osl", "no output lengths: give osl (tokens per answer), a scenario workload, or "
+                                 "simulation.output")
         out = _dist_spec(workload.osl)
     arrival = sim.arrival
     if arrival.rate_rps is None:
@@ -113,7 +116,8 @@ def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | No
     """Arrival rate (requests/s, or sessions/s with sessions) from the scenario's target load."""
     load = getattr(workload, "load", None)
     if load is None:
-        raise ClusterfitError("no arrival rate: give simulation.arrival.rate_rps, a scenario load, or --rate")
+        raise ParameterError("rate", "no arrival rate: give rate (requests/s), a scenario load, or "
+                             "simulation.arrival.rate_rps")
     if load.kind == "requests_per_s":
         rps = load.value
     elif load.kind == "output_tokens_per_s":
