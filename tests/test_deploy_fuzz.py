@@ -268,3 +268,40 @@ def test_fp32_kv_is_refused(run_cli, tmp_path):
     _refused(run_cli, "--plan", str(plan), "--out", str(tmp_path / "never"),
              says=("error: --plan:", "kv_dtype is 'fp32'"))
     assert not (tmp_path / "never").exists()
+
+
+# ---------------------------------------------------------------------------------------------------- H4
+AMD_ASK = ["llama-3.1-8b", "--isl", "1000", "--osl", "200", "--rate", "1"]
+
+
+def test_amd_gpus_get_amd_resources_and_vllms_rocm_image(run_cli, tmp_path):
+    """mi300x_platform got `nvidia.com/gpu` and the CUDA image vllm/vllm-openai. AMD's device plugin exposes
+    `amd.com/gpu` (ROCm/k8s-device-plugin) and vLLM publishes vllm/vllm-openai-rocm (docs, installation/gpu/
+    rocm.inc.md); SGLang has no pinned ROCm image here, so its Kubernetes files are refused."""
+    out = tmp_path / "mi300x"
+    code, _, err = run_cli("deploy", *AMD_ASK, "--system", "mi300x_platform", "--target", "kubernetes", "--out",
+                           str(out))
+    assert code == 0, err
+    text = (out / "deployment.yaml").read_text()
+    pod = yaml.safe_load(text)["spec"]["template"]["spec"]["containers"][0]
+    assert pod["image"] == "vllm/vllm-openai-rocm:v0.33.0"
+    assert pod["resources"]["limits"] == {"amd.com/gpu": "1"} and "nvidia" not in text
+    kv = pytest.importorskip("kubernetes_validate")
+    kv.validate(yaml.safe_load(text), "1.30.0", strict=True)
+    code, _, err = run_cli("deploy", *AMD_ASK, "--system", "mi300x_platform", "--target", "slurm", "--out",
+                           str(tmp_path / "slurm"))
+    assert code == 0 and "#SBATCH --gpus-per-node=1" in (tmp_path / "slurm" / "replica.sbatch").read_text(), err
+    _refused(run_cli, *AMD_ASK, "--system", "mi300x_platform", "--engine", "sglang", "--target", "kubernetes",
+             "--out", str(tmp_path / "never"), says=("error: --target: kubernetes:", "no sglang image"))
+
+
+@pytest.mark.parametrize("system", ["tpu_v6e_host", "gaudi3_8x"])
+def test_tpus_and_gaudi_get_a_shell_command_only(run_cli, tmp_path, system):
+    """TPU and Gaudi systems got `nvidia.com/gpu`, a CUDA image and Slurm `--gpus-per-node`: clusterfit knows no
+    resource or image for them, so it writes the engine's shell command and refuses the other targets."""
+    for target in ("kubernetes", "slurm"):
+        _refused(run_cli, *AMD_ASK, "--system", system, "--target", target, "--out", str(tmp_path / "never"),
+                 says=(f"error: --target: {target}:", system, "shell command only"))
+    assert not (tmp_path / "never").exists()
+    code, _, err = run_cli("deploy", *AMD_ASK, "--system", system, "--out", str(tmp_path / "sh"))
+    assert code == 0 and "CUDA_VISIBLE_DEVICES" not in (tmp_path / "sh" / "launch.sh").read_text(), err

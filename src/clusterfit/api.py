@@ -637,7 +637,8 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         max_num_batched_tokens=eng.max_num_batched_tokens, kv_dtype=row.kv_dtype, quantization=quant,
         enforce_eager=not eng.cuda_graphs, summary=summary, speculative_method=method,
         num_speculative_tokens=drafts.draft_tokens if drafts is not None else 0,
-        draft_model=req.speculative_draft_model, model_context=model.max_context)
+        draft_model=req.speculative_draft_model, model_context=model.max_context, system=system.id,
+        vendor=system.gpu.vendor)
     files = render(spec, req.target)
     if req.out is not None:
         inputs = [p for p in [req.plan_file, req.scenario, *req.catalog] if p is not None]

@@ -33,6 +33,14 @@ IMAGES = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23
 FLAG_FILES = {"vllm": "vllm-0.33.0-engine-flags.txt", "sglang": "sglang-0.5.23-server-flags.txt",
               "trtllm": "trtllm-1.2-serve-flags.txt"}
 PORT = 8000
+#: the Kubernetes device-plugin resource per GPU vendor: NVIDIA's k8s-device-plugin `nvidia.com/gpu`, AMD's
+#: ROCm/k8s-device-plugin `amd.com/gpu` (instinct.docs.amd.com/projects/k8s-device-plugin: "Exposes AMD GPUs as
+#: amd.com/gpu resources"); Slurm schedules both as GRES `gpu` (gres.conf AutoDetect=nvml / rsmi)
+GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+#: images for AMD GPUs: vLLM's official ROCm image, vllm/vllm-openai-rocm, tagged by release like vllm/vllm-openai
+#: (vllm docs/getting_started/installation/gpu/rocm.inc.md, "pre-built images"); none is pinned for SGLang's or
+#: TensorRT-LLM's (SGLang's ROCm tags name a ROCm version and GPU family; TensorRT-LLM runs on NVIDIA GPUs only)
+ROCM_IMAGES = {"vllm": "vllm/vllm-openai-rocm:v0.33.0"}
 TRTLLM_CONFIG = "extra-llm-api-config.yaml"
 
 
@@ -83,6 +91,9 @@ class DeploySpec:
     #: the model's own context (max_position_embeddings; None: unknown): a max_model_len beyond it needs the engine's
     #: override (engine_env)
     model_context: int | None = None
+    #: the system (its catalog id) and its accelerators' vendor (hardware.Gpu.vendor: nvidia, amd, intel, google)
+    system: str = ""
+    vendor: str = "nvidia"
 
     def __post_init__(self) -> None:
         # the checkpoint and the served name go into shell commands, YAML and Slurm scripts as plain words (the shell
@@ -320,7 +331,9 @@ def _shell(spec: DeploySpec) -> list[GeneratedFile]:
             lines.append(_node_prelude(spec).rstrip("\n"))
     else:
         if spec.gpus_per_node // spec.gpus_per_replica > 1:
-            lines.append("# Several replicas share a node: give each its GPUs (CUDA_VISIBLE_DEVICES) and a PORT.")
+            visible = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "HIP_VISIBLE_DEVICES"}.get(
+                spec.vendor, "the vendor's visible-devices variable")
+            lines.append(f"# Several replicas share a node: give each its GPUs ({visible}) and a PORT.")
         else:
             lines.append("# One replica per node (all its GPUs); PORT sets the port.")
         lines.append(f'PORT="${{PORT:-{PORT}}}"')
@@ -338,18 +351,32 @@ def _labels(spec: DeploySpec) -> dict:
     return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/managed-by": "clusterfit"}
 
 
+def _target_for_vendor(spec: DeploySpec, target: str) -> None:
+    """Refuse what clusterfit cannot write for the system's accelerators (TensorRT-LLM off NVIDIA GPUs is refused
+    when planning): Kubernetes and Slurm for TPUs and Gaudi (no device-plugin resource or image pinned here; `--gpus-per-node` asks Slurm for
+    GPUs), Kubernetes for SGLang on AMD GPUs (no ROCm image pinned)."""
+    where = f"{spec.system or 'this system'} ({spec.vendor} accelerators)"
+    if spec.vendor not in GPU_RESOURCES and target in ("kubernetes", "slurm"):
+        raise ParameterError("target", f"{target}: clusterfit writes no {target} files for {where}: it knows no "
+                             f"device resource or image for them; it writes the engine's shell command only "
+                             "(--target shell, run with the vendor's build of the engine)")
+    if target == "kubernetes" and spec.vendor == "amd" and spec.engine not in ROCM_IMAGES:
+        raise ParameterError("target", f"kubernetes: clusterfit pins no {spec.engine} image for {where} (vLLM's is "
+                             f"{ROCM_IMAGES['vllm']}); deploy with --engine vllm, or --target shell or slurm")
+
+
 def _pod_spec(spec: DeploySpec, cmd_text: str) -> dict:
-    gpus = spec.gpus_on_node
+    gpus, resource = spec.gpus_on_node, GPU_RESOURCES[spec.vendor]
     container: dict = {
         "name": spec.engine,
-        "image": IMAGES[spec.engine],
+        "image": ROCM_IMAGES[spec.engine] if spec.vendor == "amd" else IMAGES[spec.engine],
         "command": ["/bin/bash", "-c"],
         "args": [cmd_text],
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "env": [{"name": "HF_HOME", "value": "/models"},
                 {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token",
                                                                      "optional": True}}}],
-        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}},
+        "resources": {"limits": {resource: str(gpus)}, "requests": {resource: str(gpus)}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "model-cache", "mountPath": "/models"}],
     }
     volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}},
@@ -465,6 +492,7 @@ def render(spec: DeploySpec, target: str) -> list[GeneratedFile]:
     makers = {"shell": _shell, "kubernetes": _kubernetes, "slurm": _slurm}
     if target not in makers:
         raise ClusterfitError(f"--target {target!r}: choose shell, kubernetes or slurm")
+    _target_for_vendor(spec, target)
     files = makers[target](spec)
     readme = [f"# {spec.served_name} on {spec.engine} {ENGINE_VERSIONS[spec.engine]} ({target})", "",
               "Written by `clusterfit deploy`.", "", *[f"- {x}" for x in spec.summary], "",
