@@ -305,3 +305,17 @@ def test_tpus_and_gaudi_get_a_shell_command_only(run_cli, tmp_path, system):
     assert not (tmp_path / "never").exists()
     code, _, err = run_cli("deploy", *AMD_ASK, "--system", system, "--out", str(tmp_path / "sh"))
     assert code == 0 and "CUDA_VISIBLE_DEVICES" not in (tmp_path / "sh" / "launch.sh").read_text(), err
+
+
+# ---------------------------------------------------------------------------------------------------- L6
+def test_the_readmes_deploy_example_says_what_it_writes():
+    """The README said the GLM-5.3 H100 example writes '1 replica of TP1 DP16 EP16'; the same command writes 2."""
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    ask = dict(model="zai-org/GLM-5.3", precisions=["fp8"], isl=8192, osl=1024, rate=2, ttft_ms=3000, tpot_ms=60,
+               engine="vllm", target="kubernetes")
+    h100, h200 = (cf.deploy(**ask, systems=[s]).plan for s in ("h100", "h200"))
+    assert (f"`leaderworkerset.yaml` ({h100.replicas} replicas of {h100.layout}, each over "
+            f"{h100.nodes_per_replica} H100 nodes, size {h100.nodes_per_replica})") in readme
+    assert f"`deployment.yaml` ({h200.replicas} replicas of {h200.layout}, {h200.gpus_per_replica} GPUs each)" in readme
