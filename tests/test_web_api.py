@@ -484,6 +484,15 @@ def test_a_body_not_sent_as_json_says_so(client) -> None:
     assert r.status_code == 400 and r.json()["detail"].endswith("got a JSON array")
 
 
+@pytest.mark.parametrize("content, got", [(b'"x"', "a JSON string"), (b"null", "null"), (b"", "no body")])
+def test_a_json_body_that_is_not_an_object_says_so(client, content: bytes, got: str) -> None:
+    """A JSON string sent as JSON was answered 'must be JSON sent with content-type application/json (got
+    content-type application/json)' (it was taken for a body FastAPI had not parsed), and null as 'no body'."""
+    r = client.post("/api/fit", content=content, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json() == {
+        "detail": f"the request body must be a JSON object of parameters, got {got}", "parameter": None}, r.text
+
+
 def test_a_checkpoint_variant_is_a_model_over_http(client) -> None:
     """The names users deploy (-Instruct, -FP8) were 'unknown model' over HTTP while the CLI read them; the deploy
     answer serves the variant's own checkpoint, and a variant's FP8 suffix sets its precision."""

@@ -221,7 +221,7 @@ _NO_FILE_INSTEAD = {
 
 
 #: JSON's names for the Python types a parsed body can have.
-_JSON_TYPES = {list: "array", int: "number", float: "number", bool: "boolean"}
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
 
 
 def _validation_message(request: Request, exc: RequestValidationError) -> tuple[int, str, str | None]:
@@ -236,11 +236,15 @@ def _validation_message(request: Request, exc: RequestValidationError) -> tuple[
                         f"{ctx.get('error', 'could not parse the body')}", None
     body = exc.body
     if not isinstance(body, dict):
-        if isinstance(body, bytes | str):   # not read as JSON: FastAPI parses JSON only under a JSON content type
+        if isinstance(body, bytes):   # not read as JSON: FastAPI parses JSON only under a JSON content type (a
+            # JSON string it parsed is a str)
             ctype = request.headers.get("content-type") or "none"
             return 400, (f"the request body must be JSON sent with content-type application/json (got content-type "
                          f"{ctype})"), None
-        got = "no body" if body is None else f"a JSON {_JSON_TYPES.get(type(body), type(body).__name__)}"
+        if body is None:   # no bytes, or the JSON null
+            got = "no body" if request.headers.get("content-length", "0") == "0" else "null"
+        else:
+            got = f"a JSON {_JSON_TYPES.get(type(body), type(body).__name__)}"
         return 400, f"the request body must be a JSON object of parameters, got {got}", None
     for field, instead in _NO_FILE_INSTEAD.items():
         if any(tuple(e.get("loc", ()))[1:2] == (field,) for e in errors):
