@@ -60,6 +60,21 @@ def test_derived_visible_memory_for_gpus_with_only_nvidia_smi(cat):
     assert l40s.visible_memory_bytes < 46068 * 2**20
 
 
+def test_h200_nvl_exposes_the_h200_sxm_bytes(cat):
+    """Both report 143,771 MiB in nvidia-smi (cited in the catalog), so the same HBM gets one size, not 141e9."""
+    nvl, sxm = cat.gpu("h200_nvl"), cat.gpu("h200_sxm")
+    assert nvl.visible_memory_derived and not sxm.visible_memory_derived
+    assert nvl.usable_memory_bytes == sxm.usable_memory_bytes == 150_109_880_320
+    assert cat.system("h200_nvl_8x").gpu.usable_memory_bytes == cat.system("hgx_h200").gpu.usable_memory_bytes
+
+
+def test_mi300x_bytes_are_the_hip_total_not_nvidia_ratio(cat):
+    mi300x = cat.gpu("mi300x")
+    assert mi300x.visible_memory_bytes == 196_592 * 2**20 == 206_141_652_992  # HIP total global memory, cited
+    assert not mi300x.visible_memory_derived
+    assert cat.gpu("h100_pcie").usable_memory_bytes == cat.gpu("h100_sxm").usable_memory_bytes  # both 81,559 MiB
+
+
 def test_bare_h100_is_dgx_h100(cat):
     s = cat.system("h100")
     assert s.id == "dgx_h100"
