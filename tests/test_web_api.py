@@ -536,3 +536,17 @@ def test_request_errors_name_their_field(client: httpx.Client, path: str, body: 
                                          detail: str) -> None:
     r = client.post(path, json=body)
     assert r.status_code == 422 and r.json() == {"parameter": parameter, "detail": detail}, r.text
+
+
+@pytest.mark.parametrize("path, content, parameter, key", [
+    ("/api/fit", '{"model": "llama-3.1-8b", "model": "qwen3-8b"}', "model", "model"),   # answered for Qwen3-8B
+    ("/api/plan", '{"model": "llama-3.1-8b", "isl": 100, "osl": 10, "rate": 1, "rate": 50}', "rate", "rate"),
+    ("/api/fit", '{"model": "x", "config": {"hidden_size": 64, "hidden_size": 128}}', "config", "hidden_size"),
+])
+def test_a_key_given_twice_is_refused(client: httpx.Client, path: str, content: str, parameter: str,
+                                      key: str) -> None:
+    """json keeps the last of two values of one key: the body named one model and the server sized the other.
+    Files refuse a repeated key (inputs.unique_keys); so does a body, naming the key or the field holding it."""
+    r = _post(client, path, content)
+    assert r.status_code == 422 and r.json() == {"parameter": parameter, "detail": f"{parameter}: the key '{key}' is "
+                                                 "repeated in one object; give each key once"}, r.text

@@ -65,13 +65,21 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+class RepeatedKey(ValueError):
+    """A key given twice in one JSON object (``unique_keys``); ``key`` is the key."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {brief(key)} is repeated in one object; give each key once")
+        self.key = key
+
+
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``json.loads``'s object_pairs_hook: an object with a repeated key is an error (json keeps the last one
-    silently; YAML and TOML documents refuse it too)."""
+    """``json.loads``'s object_pairs_hook: an object with a repeated key is an error, RepeatedKey (json keeps the
+    last one silently; YAML and TOML documents refuse it too)."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"the key {key!r} is repeated in one object; give each key once")
+            raise RepeatedKey(key)
         out[key] = value
     return out
 

@@ -11,13 +11,14 @@ compute per call (a longer one is answered 422; a simulation or a plan's search 
 budget, ``clusterfit.deadline``, and frees its worker slot; other work keeps the slot until it ends); at most
 200,000 simulated requests. The catalog reads (``/api/models``, ``/api/systems``) take no worker slot. Errors are
 JSON ``{"detail": message, "parameter": name}`` with the message the command line prints: 400 malformed JSON, 422
-invalid request, 404/405/413/429. No traceback is ever sent; an unexpected failure is a 500 naming only the
-exception's type.
+invalid request (a key given twice in one object too: json would keep the last), 404/405/413/429. No traceback is
+ever sent; an unexpected failure is a 500 naming only the exception's type.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import warnings
@@ -27,8 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -38,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..deadline import OutOfTime, within
 from ..errors import ClusterfitError
+from ..inputs import RepeatedKey, unique_keys
 from ..schema import (DeployResult, FitResult, HardwareList, ModelList, ParameterError, PerfResult, PlanResult, Schema, SimResult,
                       parse_request)
 from .bodies import DeployBody, ErrorBody, FitBody, PerfBody, PlanBody, SimulateBody
@@ -273,6 +276,64 @@ def _body_parameter(path: str, name: str | None) -> str | None:
     return f"{name}s" if f"{name}s" in cls.model_fields else name
 
 
+class RepeatedBodyKey(HTTPException):
+    """A request body naming a key twice in one object: 422 naming the key, or the body's field that holds the
+    object (a key repeated inside ``config`` names config). FastAPI answers any other error while it reads a body
+    with its own 400; an HTTPException passes through."""
+
+    def __init__(self, field: str | None, exc: RepeatedKey) -> None:
+        self.parameter = field
+        super().__init__(422, f"{field}: {exc}" if field else str(exc))
+
+
+class UniqueKeysRequest(Request):
+    """A request whose JSON body refuses a repeated key (``inputs.unique_keys``): json keeps the last one silently
+    (``{"model": "llama-3.1-8b", "model": "qwen3-8b"}`` sized Qwen3-8B)."""
+
+    async def json(self) -> Any:
+        repeated: dict[int, RepeatedKey] = {}   # id of each object that repeats a key -> unique_keys' error
+
+        def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            try:
+                return unique_keys(pairs)
+            except RepeatedKey as exc:   # parse on, to tell which of the body's fields holds the object
+                obj = dict(pairs)
+                repeated[id(obj)] = exc
+                return obj
+
+        data = json.loads(await self.body(), object_pairs_hook=pairs_hook)
+        if repeated:
+            raise RepeatedBodyKey(*_where_repeated(data, repeated))
+        return data
+
+
+def _where_repeated(data: Any, repeated: dict[int, RepeatedKey]) -> tuple[str | None, RepeatedKey]:
+    """The body's field at fault and the error of an object that repeats a key: the body itself repeating a key
+    (that key), else the first field whose value holds such an object (None: the body is not an object)."""
+    if id(data) in repeated:
+        return repeated[id(data)].key, repeated[id(data)]
+    for field, value in data.items() if isinstance(data, dict) else ():
+        stack = [value]
+        while stack:
+            node = stack.pop()
+            if id(node) in repeated:
+                return field, repeated[id(node)]
+            stack.extend(node.values() if isinstance(node, dict) else node if isinstance(node, list) else ())
+    return None, next(iter(repeated.values()))
+
+
+class UniqueKeysRoute(APIRoute):
+    """The API's routes: they read the body through UniqueKeysRequest."""
+
+    def get_route_handler(self) -> Callable[[Request], Any]:
+        handle = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handle(UniqueKeysRequest(request.scope, request.receive))
+
+        return route
+
+
 #: FastAPI's message for a body it could not read as JSON that is not a JSON syntax error (fastapi/routing.py: a
 #: RecursionError on deep nesting, a UnicodeDecodeError on bytes that are not UTF-8).
 _FASTAPI_BODY_ERROR = "There was an error parsing the body"
@@ -293,7 +354,7 @@ def _install_errors(app: FastAPI) -> None:
         if exc.status_code == 400 and detail == _FASTAPI_BODY_ERROR:
             detail = ("the request body could not be parsed: JSON nested too deeply (Python's recursion limit), or "
                       "bytes that are not UTF-8 text")
-        return _error(exc.status_code, detail, None, dict(exc.headers or {}))
+        return _error(exc.status_code, detail, getattr(exc, "parameter", None), dict(exc.headers or {}))
 
     async def on_any(request: Request, exc: Exception) -> Response:
         if isinstance(exc, RecursionError):
@@ -365,6 +426,7 @@ def create_app(workers: int = WORKERS, timeout_s: float = TIMEOUT_S, max_body_by
                   description="Size, plan and simulate LLM serving clusters over HTTP: the same typed API as the "
                   "`clusterfit` command line (`--json` output). Models are bundled names (GET /api/models) or a "
                   "config.json sent in the body as `config`; the server reads no file a request names.")
+    app.router.route_class = UniqueKeysRoute
     cache: dict[str, Response] = {}
     lock = threading.Lock()
 
