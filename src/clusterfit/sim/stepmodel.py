@@ -250,6 +250,11 @@ class StepTimer:
         x0, x1 = cax[ic], cax[ic + 1]
         y0 = lo[ic] + (hi[ic] - lo[ic]) * wd
         y1 = lo[ic + 1] + (hi[ic + 1] - lo[ic + 1]) * wd
+        if extra:  # the verify tokens attend their sequence's context as prefill tokens do (step_s's A_pre)
+            P = self._Apre_list
+            plo, phi = P[ip], P[ip + 1]
+            y0 += plo[ic] + (phi[ic] - plo[ic]) * wp
+            y1 += plo[ic + 1] + (phi[ic + 1] - plo[ic + 1]) * wp
         slope = (y1 - y0) / (x1 - x0)
         alpha = f + y0 + slope * (c0 - x0)
         beta = slope * tokens_per_step
@@ -265,8 +270,9 @@ class StepTimer:
 
         The batch stays ``decode_seqs`` sequences; their summed context starts at ``decode_attended0``
         and grows by ``decode_seqs * tokens_per_step`` per step. ``verify_tokens`` > 0 is speculative
-        decoding: each sequence also verifies that many draft tokens per step (charged as extra tokens
-        through the GEMMs; the KV is read once per step).
+        decoding: each sequence also verifies that many draft tokens per step, charged as :meth:`step_s` charges
+        them in a mixed step and perf's speculative step does: extra tokens through the GEMMs, each attending its
+        sequence's context as a prefill token.
         """
         ctx = decode_attended0 + decode_seqs * tokens_per_step * np.arange(steps)
         extra = decode_seqs * verify_tokens
@@ -280,6 +286,8 @@ class StepTimer:
         f1 = F[ip + 1, idd] + (F[ip + 1, idd + 1] - F[ip + 1, idd]) * wd
         f = f0 + (f1 - f0) * wp
         row = self.A_dec[idd] + (self.A_dec[idd + 1] - self.A_dec[idd]) * wd
+        if extra:  # the verify tokens attend their sequence's context as prefill tokens do (step_s's A_pre)
+            row = row + self.A_pre[ip] + (self.A_pre[ip + 1] - self.A_pre[ip]) * wp
         c = ctx / decode_seqs
         a = np.interp(c, self.c_axis, row)
         if c[-1] > self.c_axis[-1]:  # extrapolate linearly past the grid
