@@ -213,3 +213,29 @@ def test_unknown_failure_replica_is_an_error():
     reqs = _requests(10, 1, SampledLengthSpec(value=10), SampledLengthSpec(value=10))
     with pytest.raises(ClusterfitError, match="replica 9"):
         simulate(RooflineStep(), SimulationConfig(replicas=2, failures=[{"at_s": 1, "replica": 9}]), requests=reqs)
+
+
+def test_a_lost_node_costs_a_request_at_most_one_retry():
+    """A node's replicas were lost one event after another: requests retried off replica 8 were routed to replicas
+    9-15, lost at the same instant, and bounced past max_retries (failed 2, retries up to 4, of 16 replicas with 8
+    healthy). The node now goes down whole before any request is routed again."""
+    import clusterfit as cf
+
+    res = cf.simulate(model="llama-3.1-8b", system="hgx_h200", isl=1000, osl=200, rate=100, replicas=16,
+                      requests=3000, fail_at=10, fail_node=1)
+    retries = cf.simulation_run(res).requests["retries"]
+    assert res.failed == 0 and res.completed == 3000
+    assert res.retried == int((retries > 0).sum()) > 0 and int(retries.max()) == 1
+    lost = [e.model_dump() for e in res.events if e.event == "replica_lost"]
+    assert [e["replica"] for e in lost] == list(range(8, 16)) and all(e["cause"] == "node 1" for e in lost)
+    assert sum(e["retried"] for e in lost) == res.retried
+
+
+def test_failures_due_at_one_instant_all_land_before_retries():
+    """Two replicas named separately, lost at the same time: none of their requests is routed onto the other."""
+    reqs = _requests(600, 30, SampledLengthSpec(value=500), SampledLengthSpec(value=100))
+    cfg = SimulationConfig(replicas=3, failures=[{"at_s": 5.0, "replica": 0}, {"at_s": 5.0, "replica": 1}])
+    report, run = simulate(RooflineStep(), cfg, requests=reqs)
+    assert report["failed"] == 0 and report["completed"] == 600
+    assert int(run.requests["retries"].max()) == 1
+    assert set(run.requests["replica"][run.requests["retries"] > 0].tolist()) == {2}

@@ -29,8 +29,8 @@ from .stepmodel import StepCosts, StepTimer
 from .requests import Requests
 
 _REPLICA, _FAIL, _RESTART, _TICK, _READY = 0, 1, 2, 3, 4
-#: Restart delay (s; None: never) of each failure, keyed by (time s, replica or None, node or None).
-RestartTimes = dict[tuple[float, int | None, int | None], float | None]
+#: The replicas lost at each instant failures are due: (replica, node + 1 or 0, restart delay s or None) each.
+FailureGroups = list[list[tuple[int, int, float | None]]]
 SAMPLES_PER_WINDOW = 10  # queue / KV / live-replica samples per metrics window
 
 
@@ -224,31 +224,40 @@ class Cluster:
             self._route(req, now_s)
 
     # --- failures and scaling -------------------------------------------------------------------
-    def _fail(self, index: int, now_s: float, restart_s: float | None, cause: str) -> None:
-        rep = self.replicas[index]
-        if not rep.alive:
+    def _fail(self, hits: list[tuple[int, int, float | None]], now_s: float) -> None:
+        """Failures due at ``now_s``: ``hits`` holds (replica, node + 1 or 0 for a replica's own failure, restart
+        delay s or None) for every replica lost at that instant. All of them go down before any of their requests
+        is routed again: a request retried off one replica of a lost node never lands on another replica of it."""
+        down: list[tuple[int, int, float | None, list[int]]] = []
+        for index, node1, restart_s in hits:
+            rep = self.replicas[index]
+            if not rep.alive:
+                continue
+            down.append((index, node1, restart_s, rep.in_flight()))
+            self._stop(rep, now_s)
+            rep.reset(now_s)
+        if not down:
             return
-        lost = rep.in_flight()
-        self._stop(rep, now_s)
-        rep.reset(now_s)
         self.balancer.rebuild(self.replicas)
         led = self.ledger
-        retried = failed = 0
-        for req in lost:
-            led.retries[req] += 1
-            led.first_token_s[req] = math.nan
-            led.generated[req] = 0
-            if led.retries[req] > self.config.max_retries:
-                led.status[req] = FAILED
-                led.finish_s[req] = now_s
-                failed += 1
-            else:
-                self._route(req, now_s)
-                retried += 1
-        self.events.append({"t_s": now_s, "event": "replica_lost", "replica": index, "cause": cause,
-                            "in_flight": len(lost), "retried": retried, "failed": failed})
-        if restart_s is not None:
-            self._push(now_s + restart_s, _RESTART, index)
+        for index, node1, restart_s, lost in down:
+            retried = failed = 0
+            for req in lost:
+                led.retries[req] += 1
+                led.first_token_s[req] = math.nan
+                led.generated[req] = 0
+                if led.retries[req] > self.config.max_retries:
+                    led.status[req] = FAILED
+                    led.finish_s[req] = now_s
+                    failed += 1
+                else:
+                    self._route(req, now_s)
+                    retried += 1
+            self.events.append({"t_s": now_s, "event": "replica_lost", "replica": index,
+                                "cause": "replica" if node1 == 0 else f"node {node1 - 1}",
+                                "in_flight": len(lost), "retried": retried, "failed": failed})
+            if restart_s is not None:
+                self._push(now_s + restart_s, _RESTART, index)
 
     def _restart(self, index: int, now_s: float, event: str = "replica_restarted") -> None:
         rep = self.replicas[index]
@@ -294,35 +303,41 @@ class Cluster:
     def run(self) -> SimRun:
         """Simulate until every request is completed, rejected or failed."""
         wall0 = time.perf_counter()
-        restart_of = self._schedule_failures()
+        failures = self._schedule_failures()
         arrivals = self.ledger.arrival_s
         if self.config.autoscale is not None:
             self._push(arrivals[0] + self.config.autoscale.interval_s, _TICK)
         span = max(arrivals[-1] - arrivals[0], 1e-9)
         window_s = self.config.window_s or nice_window(max(span, 1.0))
-        end_s = self._event_loop(window_s, restart_of)
+        end_s = self._event_loop(window_s, failures)
         self._close(end_s)
         return self._result(window_s, wall0)
 
-    def _schedule_failures(self) -> RestartTimes:
-        """Push a failure event per lost replica (every replica on a lost node); return the restart delay
-        of each failure, keyed by (time, replica, node) as the failure event finds it."""
+    def _schedule_failures(self) -> FailureGroups:
+        """Push one failure event per instant at which failures are due (``a``: its index in the returned list),
+        and return, per instant, the replicas lost then: (replica, node + 1 or 0, restart delay s or None), every
+        replica of a lost node included. A replica named twice at one instant keeps its first failure's restart."""
         cfg = self.config
         check_failures(cfg, self.gpus_per_replica, self.gpus_per_node)
+        groups: FailureGroups = []
+        at: dict[float, int] = {}
         for f in cfg.failures:
             if f.replica is not None:
-                self._push(f.at_s, _FAIL, f.replica, 0)
-                continue
-            assert f.node is not None  # FailureSpec names exactly one of replica / node
-            hit = replicas_on_node(f.node, cfg.replicas, self.gpus_per_replica, self.gpus_per_node)
-            for r in hit:
-                self._push(f.at_s, _FAIL, r, f.node + 1)
-        restart_of: RestartTimes = {}
-        for f in cfg.failures:
-            restart_of.setdefault((f.at_s, f.replica, f.node), f.restart_s)
-        return restart_of
+                hit = [(f.replica, 0)]
+            else:
+                assert f.node is not None  # FailureSpec names exactly one of replica / node
+                hit = [(r, f.node + 1) for r in
+                       replicas_on_node(f.node, cfg.replicas, self.gpus_per_replica, self.gpus_per_node)]
+            if f.at_s not in at:
+                at[f.at_s] = len(groups)
+                groups.append([])
+                self._push(f.at_s, _FAIL, at[f.at_s])
+            group = groups[at[f.at_s]]
+            seen = {r for r, _, _ in group}
+            group.extend((r, node1, f.restart_s) for r, node1 in hit if r not in seen)
+        return groups
 
-    def _event_loop(self, window_s: float, restart_of: RestartTimes) -> float:
+    def _event_loop(self, window_s: float, failures: FailureGroups) -> float:
         """Pop events and merge in arrivals in time order until both run out, sampling the cluster
         ``SAMPLES_PER_WINDOW`` times a window; return the time of the last one, seconds.
 
@@ -361,11 +376,11 @@ class Cluster:
                     elif rep.alive and rep.outstanding() == 0:
                         self._stop(rep, t)
                 elif (kind == _FAIL or kind == _RESTART) and i >= n and self._idle():
-                    self._not_exercised(kind, a, b, t, t0)
+                    self._not_exercised(kind, a, t, t0, failures)
                     t = t0  # the run ended with the work, not at a failure or restart nobody met
                     continue
                 else:
-                    self._control_event(kind, a, b, t, i < n, restart_of)
+                    self._control_event(kind, a, t, i < n, failures)
             elif i < n:
                 t = ta
                 route(i, t)
@@ -377,13 +392,11 @@ class Cluster:
                 next_sample = t + every if t > next_sample + every else next_sample + every
         return t
 
-    def _control_event(self, kind: int, a: int, b: int, now_s: float, arrivals_left: bool,
-                       restart_of: RestartTimes) -> None:
-        """A failure (``a`` the replica, ``b`` the node + 1 or 0), restart, scale-up start or autoscaling tick."""
+    def _control_event(self, kind: int, a: int, now_s: float, arrivals_left: bool,
+                       failures: FailureGroups) -> None:
+        """Failures (``a`` the index of the instant's group), restart, scale-up start or autoscaling tick."""
         if kind == _FAIL:
-            node = b - 1
-            key = (now_s, a if node < 0 else None, node if node >= 0 else None)
-            self._fail(a, now_s, restart_of.get(key), "replica" if node < 0 else f"node {node}")
+            self._fail(failures[a], now_s)
         elif kind == _RESTART:
             self._restart(a, now_s)
         elif kind == _READY:
@@ -396,20 +409,22 @@ class Cluster:
         """Whether no request is left to serve: none held for a replica, none on a live one."""
         return not self.hold and not any(r.alive and r.outstanding() for r in self.replicas)
 
-    def _not_exercised(self, kind: int, a: int, b: int, at_s: float, done_s: float) -> None:
-        """Record a failure (``b`` the node + 1 or 0) or restart of replica ``a`` due at ``at_s``, after the last
-        request finished at ``done_s``: it is not run. One that would do nothing (a lost replica lost again, a live
-        one restarted) is not recorded, as _fail and _restart record nothing then."""
-        if self.replicas[a].alive != (kind == _FAIL):
-            return
+    def _not_exercised(self, kind: int, a: int, at_s: float, done_s: float, failures: FailureGroups) -> None:
+        """Record the failures (``a``: the index of the instant's group) or the restart of replica ``a`` due at
+        ``at_s``, after the last request finished at ``done_s``: they are not run. One that would do nothing (a lost
+        replica lost again, a live one restarted) is not recorded, as _fail and _restart record nothing then."""
+        hits = failures[a] if kind == _FAIL else [(a, 0, None)]
         what = "failure" if kind == _FAIL else "restart"
-        ev: dict[str, Any] = {"t_s": at_s, "event": "replica_lost" if kind == _FAIL else "replica_restarted",
-                              "replica": a}
-        if kind == _FAIL:
-            ev["cause"] = "replica" if b == 0 else f"node {b - 1}"
-        ev["note"] = (f"the {what} of replica {a} at t={at_s:,.1f} s falls after the last request finished "
-                      f"(t={done_s:,.1f} s): not exercised")
-        self.not_exercised.append(ev)
+        for index, node1, _ in hits:
+            if self.replicas[index].alive != (kind == _FAIL):
+                continue
+            ev: dict[str, Any] = {"t_s": at_s, "event": "replica_lost" if kind == _FAIL else "replica_restarted",
+                                  "replica": index}
+            if kind == _FAIL:
+                ev["cause"] = "replica" if node1 == 0 else f"node {node1 - 1}"
+            ev["note"] = (f"the {what} of replica {index} at t={at_s:,.1f} s falls after the last request finished "
+                          f"(t={done_s:,.1f} s): not exercised")
+            self.not_exercised.append(ev)
 
     def _close(self, end_s: float) -> None:
         """Last sample; requests still held fail (no replica ever came back); replicas stop paying."""
