@@ -220,3 +220,23 @@ def test_a_simulation_section_replacing_the_workload_is_noted(run_json, tmp_path
     notes = run_json("simulate", "--scenario", str(f))["notes"]
     assert [n for n in notes if n.startswith("the scenario's simulation section sets simulation.arrival.rate_rps "
                                              "(50/s)")]
+
+
+_SCALED_RUN = ("model: llama-3.1-8b\nsystems: [h200]\nworkload: {{isl: 1000, osl: 200, load: {{requests_per_s: 40}}}}\n"
+               "simulation: {{replicas: 2, requests: 3000, autoscale: {{interval_s: 60, up_outstanding: 20, "
+               "down_outstanding: 2, min_replicas: 1, max_replicas: 4, startup_s: {startup}}}}}\n")
+
+
+@pytest.mark.parametrize("startup", [10, 30])
+def test_autoscaling_gpu_hours_end_with_the_run(run_json, tmp_path, startup):
+    """The autoscaling tick, rescheduled while work was left, ran after the last request finished (t = 120 s of a
+    ~77 s run): a scale_down was logged there and 2 replicas were paid to 120 s, the scaled-up one from 60 s: 300
+    GPU-s instead of ~172. A replica asked for at 60 s and not ready by the end is paid for up to the end."""
+    f = tmp_path / "s.yaml"
+    f.write_text(_SCALED_RUN.format(startup=startup))
+    rep = run_json("simulate", "--scenario", str(f), "--system", "h200", "--gpus", "1")
+    d = rep["duration_s"]
+    assert 60 < d < 100
+    assert [e["event"] for e in rep["events"]] == ["scale_up"] + (["scale_up_ready"] if startup == 10 else [])
+    assert all(e["t_s"] <= d for e in rep["events"]) and rep["not_exercised"] == []
+    assert rep["gpu_hours"] * 3600 == pytest.approx(2 * d + (d - 60), abs=0.1)

@@ -375,9 +375,13 @@ class Cluster:
                         load[a] = len(rep.waiting) + len(rep.prefill) + rep.d  # rep.outstanding()
                     elif rep.alive and rep.outstanding() == 0:
                         self._stop(rep, t)
-                elif (kind == _FAIL or kind == _RESTART) and i >= n and self._idle():
-                    self._not_exercised(kind, a, t, t0, failures)
-                    t = t0  # the run ended with the work, not at a failure or restart nobody met
+                elif i >= n and self._idle():
+                    # the run ended with the work, not at a failure, restart or autoscaling step nobody met: a
+                    # failure or restart is listed as not exercised; a tick (rescheduled while work was left) or a
+                    # scale-up start is dropped, its GPUs paid for up to the end (_close)
+                    if kind == _FAIL or kind == _RESTART:
+                        self._not_exercised(kind, a, t, t0, failures)
+                    t = t0
                     continue
                 else:
                     self._control_event(kind, a, t, i < n, failures)
@@ -436,6 +440,9 @@ class Cluster:
         for rep in self.replicas:
             if rep.alive:
                 self._stop(rep, end_s)
+            elif not math.isnan(self.up_since[rep.index]):  # a scale-up still starting: paid for since asked for
+                self.replica_seconds += end_s - self.up_since[rep.index]
+                self.up_since[rep.index] = math.nan
         pending = sum(1 for s in led.status if s == PENDING)
         if pending:
             raise ClusterfitError(f"internal error: {pending} requests neither completed, rejected nor failed")
