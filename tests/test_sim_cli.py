@@ -138,3 +138,35 @@ def test_missing_matplotlib_is_a_clear_error(run_cli, monkeypatch, tmp_path):
     code, out, err = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "10", "--osl",
                              "10", "--rate", "1", "--requests", "10", "--plot", str(tmp_path / "x.png"))
     assert code == 2 and "plots need matplotlib" in err and "pip install matplotlib" in err
+
+
+def test_window_output_tokens_are_counted_when_generated():
+    """Each window's output_tokens_per_s counted a request's whole answer in the window it finished: 83,500 tok/s in
+    one 2 s window of one H200 replica that emits at most ~16,000 (batch ~1,000 sequences under overload). Now the
+    tokens follow the replica's decode steps: every window within 10% of the run's peak rate, the total kept."""
+    import clusterfit as cf
+
+    res = cf.simulate(model="llama-3.1-8b", system="h200", isl=200, osl=1000, rate=25, replicas=1, requests=2000)
+    win = res.windows
+    w = win[1].t_s - win[0].t_s
+    rates = [x.output_tokens_per_s for x in win]
+    assert sum(rates) * w == pytest.approx(2000 * 1000, rel=1e-9)
+    steady = sorted(rates)[len(rates) // 2]   # the median window: the replica at its full batch
+    assert max(rates) < 1.1 * steady and max(rates) < 1.15 * res.throughput.output_tokens_per_s
+    assert 14_000 < steady < 17_000
+
+
+def test_window_output_tokens_while_a_restarted_replica_decodes(run_json, tmp_path):
+    """After a failure and restart the retried requests decode for ~14 s before the first finishes: those windows
+    read 0 tok/s while the replica decoded. Also in the --csv export."""
+    out = tmp_path / "w.csv"
+    rep = run_json("simulate", "llama-3.1-8b", "--system", "h200", "--isl", "200", "--osl", "2000", "--rate", "2",
+                   "--replicas", "1", "--requests", "40", "--fail-at", "15", "--restart-after", "5", "--csv", str(out))
+    assert [e["event"] for e in rep["events"]] == ["replica_lost", "replica_restarted"]
+    first_done = min(x["t_s"] for x in rep["windows"] if x["t_s"] >= 20 and x["completed"])
+    decoding = [x for x in rep["windows"] if 21 <= x["t_s"] < first_done - 1]
+    assert len(decoding) >= 10 and all(x["output_tokens_per_s"] > 2000 for x in decoding)
+    assert all(x["output_tokens_per_s"] == 0 for x in rep["windows"] if 15 <= x["t_s"] < 20)   # no replica
+    rows = list(csv.DictReader(out.open()))
+    assert [float(r["output_tokens_per_s"]) for r in rows] == pytest.approx([x["output_tokens_per_s"]
+                                                                             for x in rep["windows"]])

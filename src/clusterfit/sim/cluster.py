@@ -46,6 +46,19 @@ class Sample:
 
 
 @dataclass
+class DecodeProgress:
+    """How far each replica's decoding had got at the sampling instants: ``tokens[k, r]``, the output tokens each
+    decoding sequence of replica ``r`` had produced by ``t_s[k]`` since the run began (its ``Replica.G``, carried
+    over restarts; inside a planned decode segment, interpolated in time). Every sequence in a replica's decode
+    batch gains one token per step (speculative: the expected tokens), so a request's tokens follow this curve from
+    its first token to its last. ``shift_s``: client-side times are these plus the front-end latency."""
+
+    t_s: np.ndarray
+    tokens: np.ndarray
+    shift_s: float = 0.0
+
+
+@dataclass
 class SimRun:
     """Raw outcome of one simulation: the per-request ledger and the state the metrics need."""
 
@@ -63,6 +76,8 @@ class SimRun:
     #: Failures and restarts due after every request had finished: not run (a replica lost at t = 100,000 s of a
     #: 70 s run would lose nothing and stretch the run, and its GPU-hours, to that time), each with a ``note``.
     not_exercised: list[dict[str, Any]] = field(default_factory=list)
+    #: Decode progress per replica over time (windows' output tokens follow it); None: not recorded (disaggregated)
+    decode_progress: DecodeProgress | None = None
 
 
 def replicas_on_node(node: int, replicas: int, gpus_per_replica: int, gpus_per_node: int) -> list[int]:
@@ -155,6 +170,7 @@ class Cluster:
         self.balancer = Balancer(config.policy, np.random.default_rng([config.seed, 1]))
         self.replicas: list[Replica] = []
         self.load: list[float] = []
+        self.g_offset: list[float] = []  # per replica: decode progress (Replica.G) before its last reset
         self.up_since: list[float] = []
         self.replica_seconds = 0.0
         for _ in range(config.replicas):
@@ -165,6 +181,7 @@ class Cluster:
         self.seq = 0
         self.hold: deque[int] = deque()
         self.samples: list[Sample] = []
+        self.progress: list[list[float]] = []  # per sample: each replica's decode progress (DecodeProgress)
         self.events: list[dict[str, Any]] = []
         self.not_exercised: list[dict[str, Any]] = []
         self.pending_starts = 0
@@ -176,6 +193,7 @@ class Cluster:
         rep.alive = ready
         rep.clock = now_s
         self.replicas.append(rep)
+        self.g_offset.append(0.0)
         self.load.append(0.0 if ready else math.inf)
         self.up_since.append(now_s)  # GPUs are paid for from the moment they are requested
         return rep
@@ -234,6 +252,7 @@ class Cluster:
             if not rep.alive:
                 continue
             down.append((index, node1, restart_s, rep.in_flight()))
+            self.g_offset[index] += rep.G
             self._stop(rep, now_s)
             rep.reset(now_s)
         if not down:
@@ -472,13 +491,26 @@ class Cluster:
                    "kv_admit_tokens": self.admit_cap},
             token_gaps=gaps,
             not_exercised=self.not_exercised,
+            decode_progress=self._decode_progress(),
         )
+
+    def _decode_progress(self) -> DecodeProgress:
+        n = len(self.replicas)
+        tokens = np.zeros((len(self.progress), n))
+        for k, row in enumerate(self.progress):  # replicas added by autoscaling: 0 before they existed
+            tokens[k, :len(row)] = row
+        return DecodeProgress(np.array([s.t_s for s in self.samples], float), tokens)
 
     def _sample(self, t: float) -> None:
         waiting = running = 0
         util = 0.0
         live = 0
-        for rep in self.replicas:
+        progress = []
+        for rep, off in zip(self.replicas, self.g_offset):
+            g = rep.G + off
+            if rep.in_segment and rep.next_event_s > t > rep.seg_t0:  # steps planned, not yet applied
+                g += rep.seg_n * rep.tokens_per_step * (t - rep.seg_t0) / (rep.next_event_s - rep.seg_t0)
+            progress.append(g)
             if not rep.alive:
                 continue
             live += 1
@@ -491,6 +523,7 @@ class Cluster:
             rep.waiting_sum += w
             rep.kv_util_sum += u
         self.samples.append(Sample(t, waiting, running, util / live if live else 0.0, live))
+        self.progress.append(progress)
 
 
 def nice_window(span_s: float) -> float:
@@ -519,7 +552,10 @@ def with_front_end(run: SimRun, front_s: float) -> SimRun:
     req = dict(run.requests)
     req["first_token_s"] = req["first_token_s"] + front_s
     req["finish_s"] = np.where(req["status"] == COMPLETED, req["finish_s"] + front_s, req["finish_s"])
-    return replace(run, requests=req, end_s=max(run.end_s, run_end_s(req)))
+    progress = run.decode_progress
+    if progress is not None:
+        progress = replace(progress, shift_s=progress.shift_s + front_s)
+    return replace(run, requests=req, end_s=max(run.end_s, run_end_s(req)), decode_progress=progress)
 
 
 def run_simulation(requests: Requests, step_model: StepCosts, config: SimulationConfig,

@@ -6,6 +6,8 @@ Definitions (seconds unless named otherwise):
     tpot: (finish - first token) / (output tokens - 1), requests with more than one output token.
     e2e:  finish - arrival.
     goodput: share of *all* requests that completed and met every SLO given (without SLOs: completed).
+    window output tokens/s: tokens of completed requests generated in the window, following their replica's
+        decode steps (window_output_tokens); a request's answer no longer counts whole in the window it ends.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -173,9 +176,9 @@ def per_replica(run: SimRun, ttft: np.ndarray, duration_s: float) -> list[dict[s
 
 
 def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) -> list[dict[str, Any]]:
-    """Per time window (``run.extra['window_s']``): arrivals, completions, failures and output tokens/s
-    of requests finishing in it (a request's tokens count in the window it ends), TTFT / e2e
-    percentiles and goodput of the requests arriving in it, and sampled queue, KV and live replicas."""
+    """Per time window (``run.extra['window_s']``): arrivals, completions and failures in it; output tokens/s
+    generated in it by the requests that completed (window_output_tokens); TTFT / e2e percentiles and goodput of
+    the requests arriving in it; and sampled queue, KV and live replicas."""
     req = run.requests
     w = float(run.extra["window_s"])
     arr = req["arrival_s"]
@@ -189,7 +192,7 @@ def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) ->
     status = req["status"]
     done = status == COMPLETED
     completed = np.histogram(fin[done], edges)[0]
-    out_tokens = np.histogram(fin[done], edges, weights=req["output_tokens"][done].astype(float))[0]
+    out_tokens = window_output_tokens(run, edges)
     failed = np.histogram(fin[status == FAILED], edges)[0]
     st = np.array([s.t_s for s in run.samples])
     s_idx = np.searchsorted(st, edges)
@@ -212,6 +215,68 @@ def windows(run: SimRun, ttft: np.ndarray, e2e: np.ndarray, good: np.ndarray) ->
             "live_replicas": int(min(s.live_replicas for s in ss)) if ss else None,
         })
     return out
+
+
+def window_output_tokens(run: SimRun, edges: np.ndarray) -> np.ndarray:
+    """Output tokens of the completed requests generated in each window between consecutive ``edges`` (seconds):
+    each request's first token at its first-token time, the other ``output - 1`` from then to its finish, spread
+    as its replica's decode batch advanced (``run.decode_progress``: every sequence of a batch gains a token per
+    step, so a request's tokens follow its replica's progress; in a stretch of slow steps it emits fewer tokens a
+    second). Without the progress (disaggregated runs) they are spread evenly in time. Tokens of requests that
+    failed or were cut off by a failure are not counted. Sums to the completed requests' output tokens when the
+    windows cover every finish."""
+    req = run.requests
+    done = req["status"] == COMPLETED
+    first, fin, tokens = req["first_token_s"][done], req["finish_s"][done], req["output_tokens"][done]
+    t0 = float(edges[0])
+    progress = run.decode_progress
+    if progress is None or progress.t_s.size == 0:
+        return output_tokens_per_window(first - t0, fin - t0, tokens, edges - t0)
+    rep = req["replica"][done]
+    out = np.zeros(edges.size - 1)
+    t_s = progress.t_s + progress.shift_s
+    for r in np.unique(rep):
+        mine = rep == r
+        curve = progress.tokens[:, r]
+
+        def clock(x: np.ndarray, curve: np.ndarray = curve) -> np.ndarray:
+            return np.interp(x, t_s, curve)
+
+        out += output_tokens_per_window(first[mine], fin[mine], tokens[mine], edges, clock)
+    return out
+
+
+def output_tokens_per_window(first_s: np.ndarray, finish_s: np.ndarray, tokens: np.ndarray, edges: np.ndarray,
+                             clock: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """Output tokens generated in each window between consecutive ``edges`` (seconds) by requests whose first token
+    came at ``first_s`` and last at ``finish_s``: the first at ``first_s``, the other ``tokens - 1`` spread evenly
+    over (``first_s``, ``finish_s``] on the scale of ``clock`` (a non-decreasing map of times; default: time
+    itself), so a request emits in proportion to how far ``clock`` moves. A request over which ``clock`` does not
+    move has them all at its finish. O(n log n): the ramps are summed through sorted cumulative sums."""
+    first = np.asarray(first_s, float)
+    fin = np.asarray(finish_s, float)
+    rest = np.asarray(tokens, float) - 1.0
+    points = np.histogram(first, edges)[0].astype(float)   # each request's first token
+    c_first, c_fin, c_edges = (first, fin, edges) if clock is None else \
+        (clock(first), clock(fin), clock(np.asarray(edges, float)))
+    span = c_fin - c_first
+    ramp = span > 1e-12 * np.maximum(np.abs(c_fin), 1.0)
+    still = ~ramp & (rest > 0)
+    if np.any(still):  # no decode span to spread over: the rest at the finish
+        points += np.histogram(fin[still], edges, weights=rest[still])[0]
+    slope = rest[ramp] / span[ramp]   # tokens per unit of the clock over the decode span
+    return points + np.diff(_ramp_total(c_first[ramp], slope, c_edges) - _ramp_total(c_fin[ramp], slope, c_edges))
+
+
+def _ramp_total(start: np.ndarray, slope: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """sum_i slope_i * max(0, x - start_i) at every ``x``."""
+    order = np.argsort(start, kind="stable")
+    s = start[order]
+    k = slope[order]
+    cum_k = np.concatenate([[0.0], np.cumsum(k)])
+    cum_ks = np.concatenate([[0.0], np.cumsum(k * s)])
+    idx = np.searchsorted(s, x, side="right")
+    return x * cum_k[idx] - cum_ks[idx]
 
 
 def write_windows_csv(report: dict[str, Any], path: str | Path) -> None:
