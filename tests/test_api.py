@@ -174,6 +174,24 @@ def test_usage_errors_are_one_line_exit_2(run_cli, args, says):
     assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], err
 
 
+def test_a_plan_too_large_to_simulate_stands_unverified(run_cli):
+    """--verify on a plan of more replicas than one simulation runs (4,096) failed the whole plan ('simulation
+    (from --verify): replicas: Input should be less than or equal to 4096'); the plan stands, the verification
+    says why it did not run."""
+    args = ["llama-3.1-8b", "--isl", "30000", "--osl", "10", "--rate", "30000", "--system", "h200", "--no-disagg",
+            "--verify"]
+    code, out, err = run_cli("plan", *args, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["recommended"]["replicas"] > 4096
+    assert result["verify"] == {"simulated": False, "reason": (
+        f"the plan's {result['recommended']['serving_replicas']:,} serving replicas are more than the 4,096 one "
+        "simulation runs; the plan stands unverified (simulate a share of it: fewer replicas at the same share of "
+        "the load)")}
+    code, out, err = run_cli("plan", *args)
+    assert code == 0 and "Not simulated: the plan's" in " ".join(out.split()), err
+
+
 def test_usage_error_through_the_installed_entry_point():
     """The console script (clusterfit.cli:main) in a fresh interpreter: no traceback, whatever typer vendors."""
     proc = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "perf",

@@ -550,3 +550,13 @@ def test_a_key_given_twice_is_refused(client: httpx.Client, path: str, content: 
     r = _post(client, path, content)
     assert r.status_code == 422 and r.json() == {"parameter": parameter, "detail": f"{parameter}: the key '{key}' is "
                                                  "repeated in one object; give each key once"}, r.text
+
+
+def test_a_plan_too_large_to_simulate_is_answered_unverified(client: httpx.Client) -> None:
+    """verify on a plan of more than 4,096 replicas was a 422 with parameter null (the simulator's bound on
+    replicas); the plan is answered, its verification not run, with the reason."""
+    r = client.post("/api/plan", json={**PLAN, "isl": 30000, "rate": 30000, "no_disagg": True, "verify": True})
+    assert r.status_code == 200, r.text
+    assert r.json()["recommended"]["serving_replicas"] > 4096
+    assert r.json()["verify"]["simulated"] is False and "more than the 4,096 one simulation runs" in \
+        r.json()["verify"]["reason"]

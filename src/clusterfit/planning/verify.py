@@ -10,6 +10,9 @@ derived from it (Little's law).
 
 Where the simulation and the plan differ by more than 10% on TTFT at the judged percentile, TPOT at the judged
 percentile or throughput, ``disagreements`` says so, with the likeliest reason.
+
+A plan of more replicas (in a pool) than one simulation runs (``sim.config.MAX_REPLICAS``) stands unverified: the
+answer is a SkippedVerification saying why, not an error that would throw the plan away.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..schema import Disagreement, PlanOption, SimulatedVerification
+from ..schema import Disagreement, PlanOption, SimulatedVerification, SkippedVerification, Verification
 from ..sim.ledger import COMPLETED
 
 if TYPE_CHECKING:
@@ -46,12 +49,31 @@ def _simulation_section(question: PlanQuestion, rec: PlanOption, requests: int |
     return base
 
 
+def _too_many_replicas(sized: _Sized, rec: PlanOption) -> str | None:
+    """Why the plan cannot be simulated, when a pool of it has more replicas than one simulation runs."""
+    from ..sim.config import MAX_REPLICAS
+
+    pools = ([("serving", rec.serving_replicas)] if sized.mode == "aggregated" else
+             [("prefill", sized.prefill_replicas), ("decode", sized.replicas)])
+    for pool, replicas in pools:
+        if replicas > MAX_REPLICAS:
+            return (f"the plan's {replicas:,} {pool} replicas are more than the {MAX_REPLICAS:,} one simulation "
+                    "runs; the plan stands unverified (simulate a share of it: fewer replicas at the same share "
+                    "of the load)")
+    return None
+
+
 def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests: int | None = None,
-                seed: int = 0) -> SimulatedVerification:
-    """Simulate the recommended plan ``sized`` (shown as ``rec``): the simulator's report plus what was run."""
+                seed: int = 0) -> Verification:
+    """Simulate the recommended plan ``sized`` (shown as ``rec``): the simulator's report plus what was run, or
+    why it cannot be simulated."""
     from ..arch import load_model
     from ..sim.api import build_requests, parse_simulation, slo_terms, with_draft_cost
     from ..sim.metrics import summarize
+
+    too_many = _too_many_replicas(sized, rec)
+    if too_many is not None:
+        return SkippedVerification(reason=too_many)
 
     def parsed(section: dict) -> SimulationConfig:  # a speculative section's draft cost follows from the model
         sim = parse_simulation(section, "simulation (from --verify)")
