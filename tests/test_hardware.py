@@ -73,6 +73,10 @@ def test_mi300x_bytes_are_the_hip_total_not_nvidia_ratio(cat):
     assert mi300x.visible_memory_bytes == 196_592 * 2**20 == 206_141_652_992  # HIP total global memory, cited
     assert not mi300x.visible_memory_derived
     assert cat.gpu("h100_pcie").usable_memory_bytes == cat.gpu("h100_sxm").usable_memory_bytes  # both 81,559 MiB
+    # H100 NVL: a CUDA deviceQuery's total global memory (what torch reports), cited, taken over the nvidia-smi
+    # figure's ratio-derived 100,055,155,985 bytes
+    nvl = cat.gpu("h100_nvl")
+    assert nvl.usable_memory_bytes == 99_861_594_112 and not nvl.visible_memory_derived
 
 
 def test_bare_h100_is_dgx_h100(cat):
