@@ -485,3 +485,21 @@ def test_a_body_json_cannot_parse_safely_is_a_400(twin, content, words):
         err = r.json()["error"]
         assert r.status_code == 400 and words in err["message"], err
         assert "sys." not in err["message"], err
+
+
+def test_an_aborted_request_records_when_it_was_scheduled(twin):
+    """/twin/requests gave every aborted request scheduled_s null, though it had been scheduled and emitted tokens."""
+    with httpx.stream("POST", twin.url + "/v1/completions", json={"prompt": "hi", "prompt_tokens": 20000,
+                      "max_tokens": 500, "stream": True}, timeout=30, trust_env=False) as r:
+        got = 0
+        for line in r.iter_lines():
+            got += line.startswith("data: {")
+            if got == 50:
+                break
+    deadline = time.monotonic() + 10
+    while httpx.get(twin.url + "/twin", trust_env=False).json()["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    last = httpx.get(twin.url + "/twin/requests", trust_env=False).json()["requests"][-1]
+    assert last["status"] == "aborted" and last["prompt_tokens"] == 20000 and last["output_tokens"] >= 50
+    assert last["scheduled_s"] is not None
+    assert last["arrival_s"] <= last["scheduled_s"] < last["first_token_s"] < last["finish_s"]

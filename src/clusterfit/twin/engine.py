@@ -164,6 +164,9 @@ class Twin:
         s.aborted = True
         self._streams.pop(s.req, None)
         if self._loop is not None:
+            led = self.cluster.ledger
+            s.extra["scheduled_s"] = led.scheduled_s[s.req]   # read before the slot is freed (nan: never scheduled)
+            s.extra["preemptions"] = led.preemptions[s.req]
             now = self.now()
             self.cluster.abort(s.req, now)
             self._record(s, "aborted", now)
