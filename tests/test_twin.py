@@ -503,3 +503,18 @@ def test_an_aborted_request_records_when_it_was_scheduled(twin):
     assert last["status"] == "aborted" and last["prompt_tokens"] == 20000 and last["output_tokens"] >= 50
     assert last["scheduled_s"] is not None
     assert last["arrival_s"] <= last["scheduled_s"] < last["first_token_s"] < last["finish_s"]
+
+
+def test_more_choices_than_max_outstanding_is_a_400_naming_n():
+    """n above --max-outstanding got a retryable 503 'overloaded' although it could never be taken, idle or not."""
+    from clusterfit.twin import running_twin
+
+    with running_twin(model=MODEL, system="h200", max_outstanding=2) as t:
+        r = httpx.post(t.url + "/v1/completions", json={"prompt": "abc", "max_tokens": 3, "n": 3}, trust_env=False)
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["param"] == "n" and err["type"] == "invalid_request_error", err
+        assert "n=3" in err["message"] and "at most 2" in err["message"]
+        r = httpx.post(t.url + "/v1/completions", json={"prompt": ["a", "b", "c"], "max_tokens": 3}, trust_env=False)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
+        ok = httpx.post(t.url + "/v1/completions", json={"prompt": "abc", "max_tokens": 3, "n": 2}, trust_env=False)
+        assert ok.status_code == 200 and len(ok.json()["choices"]) == 2

@@ -107,6 +107,11 @@ def _routes(app: FastAPI, twin: Twin) -> None:
         if len(jobs) > 128:
             raise ApiError(400, f"{len(prompts)} prompts x n={body.n} is {len(jobs)} choices; at most 128",
                            param="n")
+        limit = setup.request.max_outstanding
+        if len(jobs) > limit:  # a 503 would ask the client to retry what can never be taken
+            what = f"n={body.n}" if len(prompts) == 1 else f"{len(prompts)} prompts x n={body.n}"
+            raise ApiError(400, f"{what} is {len(jobs)} simulated requests; the twin takes at most {limit:,} in "
+                           "flight (--max-outstanding)", param="n" if body.n > 1 else "prompt")
         for p, o in zip(prompts, outs):
             if not twin.fits(p, o):
                 raise ApiError(400, f"a request of {p} prompt + {o} output tokens needs more KV cache than one replica "
