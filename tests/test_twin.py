@@ -518,3 +518,20 @@ def test_more_choices_than_max_outstanding_is_a_400_naming_n():
         assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
         ok = httpx.post(t.url + "/v1/completions", json={"prompt": "abc", "max_tokens": 3, "n": 2}, trust_env=False)
         assert ok.status_code == 200 and len(ok.json()["choices"]) == 2
+
+
+@pytest.mark.parametrize("path, body, param", [
+    ("/v1/completions", {"prompt": "x", "max_tokens": "5"}, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "n": "3"}, "n"),
+    ("/v1/completions", {"prompt": "x", "prompt_tokens": "7"}, "prompt_tokens"),
+    ("/v1/completions", {"prompt": [5, "6"]}, "prompt"),   # a token id
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": "4"},
+     "max_completion_tokens"),
+])
+def test_numbers_sent_as_strings_are_refused(twin, path, body, param):
+    """The README's rule, as in the web API: a number sent over HTTP is a JSON number ("5" was served as 5)."""
+    r = _post(twin, path, body)
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["param"].startswith(param), err
+    if param != "prompt":
+        assert err["message"].startswith(f"{param}: must be a JSON number, not a string"), err

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from ..inputs import RefuseBool
+from ..inputs import NumbersAsNumbers, RefuseBool
 from ..schema import MAX_TOKENS
 from .config import CHARS_PER_TOKEN, COMPLETION_DEFAULT_MAX_TOKENS
 
@@ -47,9 +47,10 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
-class _Open(RefuseBool):
+class _Open(RefuseBool, NumbersAsNumbers):
     """Fields the twin reads; every other field (temperature, top_p, stop, seed, ignore_eos, ...) is accepted and
-    ignored, as vLLM does with sampling fields a request may carry. ``max_tokens: true`` is not 1 token."""
+    ignored, as vLLM does with sampling fields a request may carry. ``max_tokens: true`` is not 1 token, nor is
+    ``"max_tokens": "5"`` 5 (a number sent over HTTP is a JSON number, as in the web API's bodies)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -71,8 +72,9 @@ class _Body(_Open):
                                       description="Prompt length, tokens (the twin's extension)")
 
 
-#: A prompt token id: non-negative, within int32 (vLLM refuses ids outside the vocabulary; the twin counts them).
-TokenId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+#: A prompt token id: non-negative, within int32 (vLLM refuses ids outside the vocabulary; the twin counts them); a
+#: JSON number (strict: "5" is not an id, as NumbersAsNumbers refuses it in the body's own number fields).
+TokenId = Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)]
 
 
 class CompletionBody(_Body):
