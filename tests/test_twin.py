@@ -535,3 +535,61 @@ def test_numbers_sent_as_strings_are_refused(twin, path, body, param):
     assert r.status_code == 400 and err["param"].startswith(param), err
     if param != "prompt":
         assert err["message"].startswith(f"{param}: must be a JSON number, not a string"), err
+
+
+def test_sigterm_drains_with_the_listener_open():
+    """SIGTERM drains as documented: while a stream is still open, a new connection gets 503 for a request and for
+    /health (uvicorn closed the listener at once: connections were refused), the open stream runs to its end, and
+    the server then exits without waiting out the grace period."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-c", "from clusterfit.cli import main; main()", "twin", "llama-3.1-8b",
+                             "--system", "h200", "--port", "0"], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NO_COLOR": "1"})
+    try:
+        url = None
+        for line in proc.stderr:  # type: ignore[union-attr]
+            m = re.search(r"OpenAI API at (http://\S+)/v1", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, "the twin did not say where it listens"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/health", trust_env=False).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        events: list[str] = []
+        started = threading.Event()
+
+        def read() -> None:
+            with httpx.stream("POST", url + "/v1/completions", json={"prompt": "x", "max_tokens": 400, "stream": True},
+                              timeout=30, trust_env=False) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        events.append(line[6:])
+                        started.set()
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        assert started.wait(20)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)   # the signal handler runs on the server's loop
+        assert httpx.get(url + "/health", trust_env=False).status_code == 503
+        busy = httpx.post(url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}, trust_env=False)
+        assert busy.status_code == 503 and busy.json()["error"]["type"] == "server_error"
+        reader.join(20)
+        assert events[-1] == "[DONE]"   # the open stream ran to its end: 400 tokens
+        assert "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1]) == " tok" * 400
+        proc.wait(timeout=4)   # drained: no 5 s grace to wait out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -48,17 +48,37 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def server_for(app: Any, **config: Any) -> Any:
-    """A uvicorn server for the twin ``app`` (uvloop and httptools when installed; no access log). On Ctrl-C or
-    SIGTERM the twin drains: new requests get 503, open streams go on for GRACEFUL_SHUTDOWN_S seconds and are then
-    ended with an error event (uvicorn's own limit, a little later, is only a backstop)."""
+    """A uvicorn server for the twin ``app`` (uvloop and httptools when installed; no access log).
+
+    On Ctrl-C or SIGTERM the twin drains with its listener open: new connections are still accepted and answered
+    (requests 503, ``/health`` 503) while open streams go on for up to GRACEFUL_SHUTDOWN_S seconds; then they are
+    ended with an error event and the server shuts down (at once when no request is in flight). uvicorn's own
+    handling would close the listener on the first signal, refusing connections instead of answering 503. A second
+    signal exits at once."""
     uvicorn = _uvicorn()
     twin = app.state.twin
 
     class TwinServer(uvicorn.Server):  # type: ignore[name-defined]
+        draining = False  # a first signal came: the twin drains, the listener open
+        should_exit: bool  # uvicorn's (typed here: uvicorn's types are not checked)
+        force_exit: bool
+
         def handle_exit(self, sig: int, frame: Any) -> None:
-            if twin.started and not twin.draining:
+            if twin.started and not self.draining and not self.should_exit:
+                self.draining = True
+                self._captured_signals.append(sig)  # re-raised once the server has stopped, as uvicorn does
                 twin.loop.call_soon_threadsafe(twin.drain, GRACEFUL_SHUTDOWN_S)
+                return
+            if twin.started:  # a second signal: end the open streams and exit without waiting for them
+                twin.loop.call_soon_threadsafe(twin.stop)
             super().handle_exit(sig, frame)
+            self.force_exit = self.draining
+
+        async def on_tick(self, counter: int) -> bool:
+            if self.draining and not self.should_exit and twin.draining and (twin.stopping or not twin.in_flight):
+                self.should_exit = True  # drained (or the grace is over and the streams were ended): shut down
+            exit_now: bool = await super().on_tick(counter)
+            return exit_now
 
     return TwinServer(uvicorn.Config(app, log_level="warning", access_log=False,
                                      timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S + 5, **config))
