@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ClusterfitError
+from ..inputs import RepeatedKey, unique_keys
 from .requests import Requests
 
 ARRIVAL = ("timestamp", "arrival_s", "arrival_time", "time_s", "time")
@@ -128,20 +129,6 @@ def _tokens(value: Any, what: str, where: str, least: int = 0) -> int:
     return max(1, n)
 
 
-class _DuplicateKey(ValueError):
-    """A JSONL object names a key twice (json.loads would keep the last value silently)."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's pairs as a dict; a key given twice raises _DuplicateKey."""
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _DuplicateKey(k)
-        out[k] = v
-    return out
-
-
 #: A trace row: column name -> value (str from CSV; any JSON value from JSONL).
 Row = dict[str, Any]
 
@@ -155,9 +142,9 @@ def _rows(path: Path) -> tuple[Callable[[], Iterator[tuple[int, Row]]], list[str
                     if not line.strip():
                         continue
                     try:
-                        obj = json.loads(line, object_pairs_hook=_unique_keys)
-                    except _DuplicateKey as dup:
-                        raise ClusterfitError(f"{path}:{i}: key {dup.args[0]!r} is given twice") from None
+                        obj = json.loads(line, object_pairs_hook=unique_keys)
+                    except RepeatedKey as dup:
+                        raise ClusterfitError(f"{path}:{i}: key {dup.key!r} is given twice") from None
                     except json.JSONDecodeError as exc:
                         raise ClusterfitError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
                     if not isinstance(obj, dict):
