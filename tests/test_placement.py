@@ -14,13 +14,16 @@ def test_per_gpu_quote_pays_for_used_gpus_only():
 
 
 def test_whole_node_quote_packs_small_replicas():
-    r = cf.plan(model="meta-llama/Llama-3.1-8B", isl=1000, osl=200, rate=20, ttft_ms=1000, tpot_ms=40,
-                systems=["h200"], prices=["hgx_h200=3.0"], failover=2).recommended
+    # a --price for a system the catalog does not price rents whole nodes (h200_nvl_8x; a --price for hgx_h200
+    # keeps its catalog quote's per-GPU renting)
+    r = cf.plan(model="meta-llama/Llama-3.1-8B", isl=1000, osl=200, rate=60, ttft_ms=1000, tpot_ms=40,
+                systems=["h200_nvl_8x"], prices=["h200_nvl_8x=3.0"], failover=2).recommended
     assert r is not None and r.rent_unit == "node" and r.rented_gpus == 8 * r.nodes
     assert r.idle_gpus == r.rented_gpus - r.total_gpus
     used = {(p.nodes[0], g) for p in r.placement for g in p.gpus}
     assert len(used) == r.total_gpus                      # no GPU given twice
-    assert sum(p.role.startswith("spare") for p in r.placement) == 2
+    assert r.serving_replicas > 1 and r.spare_replicas == 2 * min(8 // r.gpus_per_replica, r.serving_replicas)
+    assert sum(p.role.startswith("spare") for p in r.placement) == r.spare_replicas
     assert r.headroom_requests_per_s >= r.full_load_requests_per_s
 
 
@@ -40,13 +43,12 @@ def test_fit_shows_the_layout_with_most_sessions():
 
 
 def test_spares_cover_a_node_loss_when_replicas_share_nodes():
-    base = dict(model="meta-llama/Llama-3.1-8B", isl=1000, osl=200, rate=20, ttft_ms=1000, tpot_ms=40,
-                systems=["h200"], failover=1)
-    node = cf.plan(prices=["hgx_h200=3.0"], **base).recommended        # whole nodes: the node is the failure unit
-    assert node is not None and node.gpus_per_replica < 8
+    base = dict(model="meta-llama/Llama-3.1-8B", isl=1000, osl=200, rate=20, ttft_ms=1000, tpot_ms=40, failover=1)
+    node = cf.plan(systems=["h200_nvl_8x"], prices=["h200_nvl_8x=3.0"], **base).recommended  # whole nodes: the
+    assert node is not None and node.rent_unit == "node" and node.gpus_per_replica < 8  # node is the failure unit
     assert node.spare_replicas == min(8 // node.gpus_per_replica, node.serving_replicas)
     serving = {n for p in node.placement if p.role == "serving" for n in p.nodes}
     spares = {n for p in node.placement if p.role.startswith("spare") for n in p.nodes}
     assert serving and spares and not serving & spares and len(spares) == 1
-    gpu = cf.plan(**base).recommended                                   # per-GPU quote: one GPU instance fails alone
+    gpu = cf.plan(systems=["h200"], **base).recommended                 # per-GPU quote: one GPU instance fails alone
     assert gpu is not None and gpu.rent_unit == "gpu" and gpu.spare_replicas == 1

@@ -151,17 +151,17 @@ def test_plot(tmp_path):
 def test_scenario_cli_agent_sessions_and_overrides(tmp_path):
     sc = tmp_path / "agents.yaml"
     sc.write_text(
-        "model: Qwen/Qwen3-8B\nsystems: [dgx_h100]\n"
+        "model: Qwen/Qwen3-8B\nsystems: [h100_nvl_8x]\n"
         "workload:\n  agent: {shared_prefix_tokens: 4000, turns: 6, input_tokens_per_turn: 300,\n"
         "          output_tokens_per_turn: 300, think_time_s: 3}\n  load: {concurrent_sessions: 200}\n"
-        "slo: {ttft_ms: 2000, tpot_ms: 40}\ncost: {failover: 1, prices: {dgx_h100: 3.0}}\n"
+        "slo: {ttft_ms: 2000, tpot_ms: 40}\ncost: {failover: 1, prices: {h100_nvl_8x: 3.0}}\n"
         "simulation: {requests: 100}\n")
     out = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", "--scenario",
                           str(sc), "--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     rec = json.loads(out.stdout)["recommended"]
-    g = rec["gpus_per_replica"]   # N+1 on whole nodes: a node's worth of spares (planner.spare_replicas)
-    assert rec["price_per_gpu_hour"] == 3.0
+    g = rec["gpus_per_replica"]   # N+1 on whole nodes: a node's worth of spares (planner.spare_replicas); the
+    assert rec["price_per_gpu_hour"] == 3.0 and rec["rent_unit"] == "node"   # catalog does not price h100_nvl_8x
     assert rec["spare_replicas"] == (min(8 // g, rec["serving_replicas"]) if g < 8 else 1)
     assert "agent sessions" in json.loads(out.stdout)["workload"]
     more = subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", "plan", "--scenario",

@@ -169,11 +169,18 @@ def _own_quotes() -> list[tuple[str, GpuHourPrice]]:
 
 def resolve_price(system_id: str, gpu_id: str, overrides: dict[str, float],
                   catalog: dict[str, GpuHourPrice]) -> GpuHourPrice | None:
-    """The $/GPU-hour for a system: user override (by system id or GPU id) first, then the catalog."""
+    """The $/GPU-hour for a system: user override (by system id or GPU id) first, then the catalog.
+
+    An override changes the price only: the system is rented as the catalog's quote for its GPU rents it (per GPU
+    or whole nodes), and in whole nodes when the catalog has no quote for it.
+    """
+    quote = catalog.get(gpu_id)
     for key in (system_id, gpu_id):
         if key in overrides:
-            return GpuHourPrice(overrides[key], "user override (--price)")
-    return catalog.get(gpu_id)
+            unit = quote.rent_unit if quote is not None else "node"
+            how = "rent unit of the catalog quote" if quote is not None else "no catalog quote: whole nodes"
+            return GpuHourPrice(overrides[key], f"user override (--price; {how})", rent_unit=unit)
+    return quote
 
 
 def usd_per_mtok(cost_per_hour_usd: float, tokens_per_s: float) -> float:
