@@ -48,3 +48,70 @@ def test_scenario_price_at_the_catalog_value_changes_nothing(tmp_path, run_json)
             for f in (src, bare)]
     assert rows[0] == rows[1]
     assert rows[0]["dgx_h100"][4] == "gpu"
+
+
+QWEN_DP = ("qwen3-30b", "--isl", "2000", "--osl", "500", "--rate", "10", "--ttft-ms", "2000", "--tpot-ms", "30",
+           "--system", "h200")
+
+
+def _flag(files: list[dict], name: str) -> int:
+    """The value of ``--name N`` / ``name: N`` in the generated launch files (one value across them)."""
+    import re
+
+    found = {int(m) for f in files if f["path"] != "README.md"
+             for m in re.findall(rf"{name}[\s:=]+(\d+)", f["text"])}
+    assert len(found) == 1, (name, found)
+    return found.pop()
+
+
+def _per_step(files: list[dict]) -> int:
+    import re
+
+    readme = next(f["text"] for f in files if f["path"] == "README.md")
+    return int(re.search(r"(\d+) batched tokens per step", readme).group(1))
+
+
+def test_sglang_deploy_writes_the_planned_chunk_under_attention_dp(tmp_path, run_json):
+    """SGLang divides --chunked-prefill-size among the attention-DP ranks. With --max-num-batched-tokens 8192 the
+    plan (TP1 DP2 EP2) assumed 4096 per rank, but deploy took the plan's per-rank 4096 as the user's setting and
+    divided it again: --chunked-prefill-size 4096 and '2048 batched tokens per step' (and memory fraction 0.928
+    against the plan's 0.894); deploy --plan did the same."""
+    for given in ([], ["--max-num-batched-tokens", "8192"]):
+        args = (*QWEN_DP, "--engine", "sglang", *given)
+        plan = run_json("plan", *args)
+        rec, es = plan["recommended"], plan["engine_settings"]
+        assert rec["layout"] == "TP1 DP2 EP2" and es["max_num_batched_tokens"] == 4096
+        saved = tmp_path / f"plan{len(given)}.json"
+        saved.write_text(__import__("json").dumps(plan))
+        for files in (run_json("deploy", *args, "--out", str(tmp_path / f"a{len(given)}"))["files"],
+                      run_json("deploy", "--plan", str(saved), "--out", str(tmp_path / f"b{len(given)}"))["files"]):
+            assert _flag(files, "--chunked-prefill-size") == 4096 * 2
+            assert _per_step(files) == 4096
+            assert _flag(files, "--attn-dp-size") == 2
+            launch = "".join(f["text"] for f in files if f["path"] != "README.md")
+            assert f"--mem-fraction-static {es['fraction']:g}" in launch
+
+
+def test_sglang_capacity_plan_deploys_its_chunk(tmp_path, run_json):
+    """A capacity-mode plan reported the engine before its layout (max_num_batched_tokens 8192, fraction 0.88,
+    max_num_seqs 1024); it reports the recommended replica's, as a load plan does, so deploy --plan writes it."""
+    plan = run_json("plan", *QWEN_DP[:5], *QWEN_DP[7:], "--nodes", "1", "--engine", "sglang",
+                    "--max-num-batched-tokens", "8192")
+    rec, es = plan["recommended"], plan["engine_settings"]
+    assert rec["dp"] == 2 and es["max_num_batched_tokens"] == 4096 and es["given"] == ["max_num_batched_tokens"]
+    saved = tmp_path / "cap.json"
+    saved.write_text(__import__("json").dumps(plan))
+    files = run_json("deploy", "--plan", str(saved), "--out", str(tmp_path / "d"))["files"]
+    assert _flag(files, "--chunked-prefill-size") == 8192 and _per_step(files) == 4096
+    assert f"--mem-fraction-static {es['fraction']:g}" in "".join(f["text"] for f in files)
+
+
+def test_vllm_and_trtllm_deploy_the_planned_tokens_per_step(tmp_path, run_json):
+    """vLLM's --max-num-batched-tokens and TensorRT-LLM's max_num_tokens are per attention-DP rank: written as
+    planned."""
+    for engine, flag in (("vllm", "--max-num-batched-tokens"), ("trtllm", "--max_num_tokens")):
+        args = (*QWEN_DP, "--engine", engine, "--max-num-batched-tokens", "8192", "--no-disagg")
+        plan = run_json("plan", *args)
+        assert plan["recommended"]["dp"] == 2 and plan["engine_settings"]["max_num_batched_tokens"] == 8192
+        files = run_json("deploy", *args[:-1], "--out", str(tmp_path / engine))["files"]
+        assert _flag(files, flag) == 8192 and _per_step(files) == 8192

@@ -613,7 +613,11 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         summary.append(f"speculative decoding: {drafts.method}, {drafts.draft_tokens} draft tokens per step at "
                        f"acceptance {drafts.acceptance:.2f} ({drafts.tokens_per_step:.2f} tokens per step), as "
                        "the plan's TPOT assumes")
-    row_catalog = dataclasses.replace(catalog, settings=_given_settings(settings))
+    # the settings describe the recommended row's engine (per attention-DP rank): a row of another system is rebuilt
+    # from the same user settings
+    described = result.recommended if result.recommended is not None else row
+    row_catalog = dataclasses.replace(catalog, settings=_given_settings(settings, catalog.engine(engine),
+                                                                        described.dp))
     fit_at = _row_memory(row_catalog, engine, model, row, method, req.plan_file)
     _check_row_memory(fit_at, need, req.plan_file)
     # the engine's max model length holds the longest planned request and fits one DP rank's KV cache (vLLM refuses
@@ -764,13 +768,17 @@ def _check_deployable_precision(model: ModelArch, precision: str, system: str, p
     raise ParameterError("precisions", f"{precision}: deploy serves {model.name} at precision {allowed}{other}")
 
 
-def _given_settings(settings: ServingEngineSettings) -> EngineSettings:
-    """The settings of a plan's ``engine_settings`` that the user gave (``settings.given``)."""
+def _given_settings(settings: ServingEngineSettings, engine: Engine, dp: int) -> EngineSettings:
+    """The settings of a plan's ``engine_settings`` that the user gave (``settings.given``), as the user gave them.
+    ``engine_settings`` hold the recommended replica's engine, whose ``max_num_batched_tokens`` is per attention-DP
+    rank (``dp`` of them); SGLang's user setting is the replica's, divided among its ranks (Engine.for_layout), so
+    it is multiplied back (Engine.batched_tokens_setting): passing the per-rank figure divided it a second time."""
     from .engines import EngineSettings
 
     values: dict[str, Any] = {
         "gpu_memory_utilization": settings.fraction, "max_num_seqs": settings.max_num_seqs,
-        "max_num_batched_tokens": settings.max_num_batched_tokens, "enforce_eager": settings.enforce_eager,
+        "max_num_batched_tokens": engine.batched_tokens_setting(settings.max_num_batched_tokens, dp),
+        "enforce_eager": settings.enforce_eager,
         "async_scheduling": settings.async_scheduling}
     return EngineSettings(**{k: v for k, v in values.items() if k in settings.given})
 

@@ -454,6 +454,14 @@ class Engine:
         return replace(self, max_num_batched_tokens=per_rank, cuda_graph_max_bs=graphs,
                        gpu_memory_utilization=fraction, layout_resolved=(key, self))
 
+    def batched_tokens_setting(self, per_rank: int, dp: int = 1) -> int:
+        """The ``max_num_batched_tokens`` to give ``with_settings`` so that ``for_layout`` at ``dp`` attention-DP
+        ranks runs ``per_rank`` tokens per step on each rank: the inverse of for_layout's division (an engine with
+        ``gpu_memory_defaults``, SGLang, takes the user's chunked_prefill_size for the whole replica and divides it
+        among the ranks); other engines take it per rank as it is. A plan's ``engine_settings`` hold the per-rank
+        value, so a deployment rebuilding the plan's engine from them passes this."""
+        return int(per_rank) * max(1, int(dp)) if self.gpu_memory_defaults else int(per_rank)
+
     def for_linear_attention(self, has_recurrent_state: bool) -> "Engine":
         """The engine's scheduling for a model with linear-attention / Mamba layers (a recurrent state per sequence):
         without ``async_scheduling_with_linear_attention`` it runs such models synchronously, unless the user set

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..intervals import decode_regime
-from ..schema import CapacityAnswer, CapacityLayout, ParetoPoint, PlanOption, PlanResult
+from ..schema import CapacityAnswer, CapacityLayout, ParetoPoint, PlanOption, PlanResult, ServingEngineSettings
 from .cost import catalog_prices, resolve_price
 from .pareto import pareto_front
 from .planner import (QUEUEING_MODEL, PlanQuestion, longest_request, _bands, _explain, _nodes, _pareto_point, _row, _Sized,
@@ -235,6 +235,11 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
         top = rows[0]
         out.recommended = top.model_copy(update={"explanation": _text(top, rows, what, slo.describe(),
                                                                            wl.one_output_token)})
+        # the settings the recommended replica was compiled with, as plan_cluster reports them (per attention-DP
+        # rank; deploy rebuilds the engine from them)
+        settings = req.catalog.settings if req.catalog is not None else None
+        out.engine_settings = ServingEngineSettings.of(best[0].main.step.engine,
+                                                       settings.given() if settings is not None else [])
     elif result.candidates and all(c.gpus > budgets[c.system.id] for c in result.candidates):
         smallest = min(result.candidates, key=lambda c: c.gpus)
         out.explanation = (f"No layout of {model.name} fits in {what}: the smallest that holds it needs "
