@@ -115,3 +115,20 @@ def test_vllm_and_trtllm_deploy_the_planned_tokens_per_step(tmp_path, run_json):
         assert plan["recommended"]["dp"] == 2 and plan["engine_settings"]["max_num_batched_tokens"] == 8192
         files = run_json("deploy", *args[:-1], "--out", str(tmp_path / engine))["files"]
         assert _flag(files, flag) == 8192 and _per_step(files) == 8192
+
+
+def test_headroom_keeps_the_failover_rule_on_node_rented_systems():
+    """mi300x rented per node, N+1: 2 x TP2 (1 + 1) on 2 nodes, 16 GPUs. Headroom counted 7 replicas serving (16 / 2
+    less 1 spare, 519.09 requests/s), but with every rented GPU serving a node loss takes its 4 replicas at once, so
+    4 of the 8 are spares (296.6). Per-GPU renting (hgx_h200) keeps 1 spare, as before."""
+    base = dict(model="llama-3.1-8b", isl=1000, osl=200, rate=20, ttft_ms=1000, tpot_ms=40)
+    r = cf.plan(systems=["mi300x"], failover=1, **base).recommended
+    assert r is not None and r.rent_unit == "node" and r.layout == "TP2" and r.rented_gpus == 16
+    per_replica = r.full_load_requests_per_s / r.serving_replicas
+    assert abs(r.headroom_requests_per_s - 4 * per_replica) < 1e-6 * per_replica, r.headroom_requests_per_s
+    without = cf.plan(systems=["mi300x"], failover=0, **base).recommended   # one node, no spares: 4 serving
+    assert without is not None and without.rented_gpus == 8
+    assert abs(without.headroom_requests_per_s - 4 * per_replica) < 1e-6 * per_replica
+    gpu = cf.plan(systems=["h200"], failover=1, **base).recommended        # 1 + 1 rented GPUs: 1 serving
+    assert gpu is not None and gpu.rent_unit == "gpu" and gpu.rented_gpus == 2
+    assert gpu.headroom_requests_per_s == gpu.full_load_requests_per_s

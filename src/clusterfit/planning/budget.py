@@ -84,7 +84,7 @@ def _aggregated(c: Candidate, req: PlanQuestion, price) -> _Sized | None:
     return _Sized("aggregated", c.system, c.precision_name, c.kv_dtype, c, None, float(a.batch[b]), float(a.batch[b]),
                   float(caps[b]), n, 0, k, float(a.tpot_s[b]), float(a.ttft_s[b]), rate, rate,
                   _nodes(fit, c.gpus, node), fit * c.gpus, price, tpot_judged_s=float(a.tpot_judged_s[b]),
-                  budget_rented_gpus=_rented(req, c.system, price))
+                  budget_rented_gpus=_rented(req, c.system, price), failover=req.failover)
 
 
 def _disaggregated(cands: list[Candidate], req: PlanQuestion, price) -> list[_Sized]:

@@ -104,6 +104,20 @@ def spare_replicas(k: int, replicas: int, gpus_per_replica: int, gpus_per_node: 
     return k * min(gpus_per_node // gpus_per_replica, max(replicas, 1))
 
 
+def serving_within(gpus: int, k: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
+    """The most serving replicas ``gpus`` GPUs (whole nodes when a node is the failure unit) hold with the N+k spares
+    spare_replicas sets aside for them, placed as pool_nodes places them: replicas packed several to a node on
+    whole nodes need k nodes of spares of their own, so (nodes - k) nodes serve; otherwise k spare replicas."""
+    g, node = gpus_per_replica, gpus_per_node
+    full, rem = divmod(gpus, node)
+    fit = full * (node // g) + rem // g if g <= node else full // math.ceil(g / node)
+    if k <= 0:
+        return fit
+    if g < node and node_is_failure_unit(g, node, price):
+        return max(full - k, 0) * (node // g)
+    return max(fit - k, 0)
+
+
 def pool_nodes(replicas: int, spares: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
     """Nodes a pool of ``replicas`` serving replicas and ``spares`` spares occupies: spares of a pool whose
     failure unit is a node sit on nodes of their own (see spare_replicas); otherwise all are packed together."""
@@ -155,6 +169,7 @@ class _Sized:
     #: plan was sized on; the other figures are point predictions at the same operating batch
     bound: tuple[float, float, float] | None = None
     point_capacity: float = 0.0        # load units one (decode) replica carries at the point prediction
+    failover: int = 0                  # N+k: the failure units the plan survives (spare_replicas)
 
     @property
     def prefill_pool_spares(self) -> int:
@@ -181,13 +196,16 @@ class _Sized:
 
     @property
     def headroom_rps(self) -> float:
-        """Requests/s the rented GPUs carry within the SLOs with every idle rented GPU also running a replica
-        (aggregated; disaggregated: the serving pools at full capacity)."""
+        """Requests/s the rented GPUs carry within the SLOs with every idle rented GPU also running a replica, less
+        the spares the failover rule sets aside for that many serving replicas (spare_replicas: on whole nodes
+        with replicas packed several to a node, k nodes' worth; aggregated; disaggregated: the serving pools at
+        full capacity)."""
         if self.mode != "aggregated":
             return self.full_rate_rps
         per_replica = self.full_rate_rps / max(self.replicas, 1)
-        fit = self.rented_gpus // self.main.gpus - self.spares
-        return per_replica * max(fit, self.replicas)
+        serving = serving_within(self.rented_gpus, self.failover, self.main.gpus, self.system.gpus_per_node,
+                                 self.price)
+        return per_replica * max(serving, self.replicas)
 
     def sort_key(self) -> tuple:
         """Cheapest first; cost ties go to fewer nodes per replica, then more headroom, then lower TPOT."""
@@ -232,6 +250,7 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
         served_rps = need / (wl.osl_mean_tokens * pt.tpot_s[op] + pt.ttft_mean_s[op] + wl.think_time_s)
     else:
         served_rps = need
+    failover = k
     k = spare_replicas(k, n, c.gpus, c.system.gpus_per_node, price)
     total = n + k
     nodes = pool_nodes(n, k, c.gpus, c.system.gpus_per_node, price)
@@ -243,7 +262,8 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
     return _Sized("aggregated", c.system, c.precision_name, c.kv_dtype, c, None, float(a.batch[op]),
                   float(a.batch[best]), float(caps[best]), n, 0, k, float(pt.tpot_s[op]), ttft_pt,
                   float(served_rps), float(n * pt.rate_rps[best]), nodes, total * c.gpus, price,
-                  tpot_judged_s=float(pt.tpot_judged_s[op]), bound=bound, point_capacity=point_cap)
+                  tpot_judged_s=float(pt.tpot_judged_s[op]), bound=bound, point_capacity=point_cap,
+                  failover=failover)
 
 
 def _size_disaggregated(prefills: list[Candidate], decodes: list[Candidate], wl: Workload, need: float, k: int,
