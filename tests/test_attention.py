@@ -48,8 +48,13 @@ def test_gqa_kv_heads_split_then_replicated():
     assert a.kv_bytes_per_token(2.0, 16) == 2 * 1 * 128 * 2  # one full head per rank past 8
     assert [a.kv_heads_per_rank(tp) for tp in (1, 2, 8, 16, 64)] == [8, 4, 1, 1, 1]
     assert a.replicated_params(8192, 8) == 0.0
-    # TP16: each rank keeps one of the 8 KV heads' K/V projection (1/8) instead of 1/16
-    assert a.replicated_params(8192, 16) == pytest.approx(2 * 8192 * 8 * 128 * (1 / 8 - 1 / 16) * 16)
+    # TP16: each rank keeps one of the 8 KV heads' K/V projection (1/8) instead of 1/16. The memory model charges
+    # (total - r) / tp + r per GPU, so r is the amount that turns kv / 16 into kv / 8 (the value asserted here was
+    # (1/8 - 1/16) x 16 x kv, which charged the replicated part 15 times over: Llama-3.1-8B TP16 +45% weights)
+    kv = 2 * 8192 * 8 * 128
+    r = a.replicated_params(8192, 16)
+    assert r == pytest.approx(kv * (1 / 8 - 1 / 16) * 16 / 15)
+    assert (kv - r) / 16 + r == pytest.approx(kv / 8)
     assert a.kv_split_ok(16) and not a.kv_split_ok(3) and not a.kv_split_ok(12)
     assert layout_problem(load_model("meta-llama/Llama-3.1-70B"), Layout(tp=16)) is None
 
@@ -141,8 +146,12 @@ def test_key_reused_as_value():
     assert full.params == 2816 * 16 * 512 + 2816 * 2 * 512 + 16 * 512 * 2816 + 2 * 512  # q, k, o, q/k norms
     assert full.kv_bytes_per_token(2.0) == 2 * 2 * 512 * 2
     assert full.projections(2816, 1)[0] == ("qkv_proj", (16 + 2) * 512, 2816)
-    # TP4 > 2 KV heads: each rank keeps one K head's projection (no V projection to replicate)
-    assert full.replicated_params(2816, 4) == pytest.approx(2816 * 2 * 512 * (1 / 2 - 1 / 4) * 4)
+    # TP4 > 2 KV heads: each rank keeps one K head's projection (no V projection to replicate): per GPU
+    # (k - r) / 4 + r = k / 2
+    k = 2816 * 2 * 512
+    r = full.replicated_params(2816, 4)
+    assert r == pytest.approx(k * (1 / 2 - 1 / 4) * 4 / 3)
+    assert (k - r) / 4 + r == pytest.approx(k / 2)
     assert not sliding.k_is_v and (sliding.num_kv_heads, sliding.head_dim, sliding.window) == (8, 256, 1024)
 
 

@@ -334,3 +334,15 @@ def test_pipeline_stages_partition_the_weights(name, precision, pp):
     assert weight_bytes_per_gpu(m, p, lay) == max(stages)
     if "DeepSeek" in name:
         assert stages[1] > stages[0]
+
+
+def test_kv_heads_replicated_when_tp_exceeds_them_by_hand():
+    """Llama-3.1-8B (8 KV heads) over TP16: vLLM's QKVParallelLinear gives each rank one whole KV head (two ranks per
+    head), so a GPU holds 1/16 of q, o, the MLP and the vocab-parallel embedding and LM head, and 1/8 of k and v.
+    By hand, bf16, per layer: q + o 2 x 4096^2 / 16, k + v 2 x 4096 x 128 (one head), MLP 3 x 4096 x 14336 / 16, two
+    norms 2 x 4096; plus the final norm and 2 x 128256 x 4096 / 16. The replicated K/V was charged (tp - 1) times
+    over: 1,507,598,336 bytes (+45%)."""
+    m = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    per_layer = 2 * 4096**2 // 16 + 2 * 4096 * 128 + 3 * 4096 * 14336 // 16 + 2 * 4096
+    params = 32 * per_layer + 4096 + 2 * 128256 * 4096 // 16
+    assert weight_bytes_per_gpu(m, resolve_precision(m, "bf16"), Layout(tp=16)) == 2 * params == 1_037_836_288

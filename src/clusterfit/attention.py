@@ -238,8 +238,10 @@ class SoftmaxAttention(Attention):
             return 0.0
         v_dim = 0 if self.k_is_v else self.v_head_dim
         kv_proj = hidden * self.num_kv_heads * (self.head_dim + v_dim)
-        # each GPU keeps one full KV head: the KV projection is 1/num_kv per GPU instead of 1/tp
-        return kv_proj * (1.0 / self.num_kv_heads - 1.0 / tp) * tp
+        # each GPU keeps one full KV head (vLLM QKVParallelLinear: tp / num_kv replicas of each): the KV
+        # projection is kv_proj / num_kv per GPU, not kv_proj / tp. The memory model charges (total - r) / tp + r per
+        # GPU, so the r that gives kv_proj / num_kv is kv_proj (1/num_kv - 1/tp) / (1 - 1/tp)
+        return kv_proj * (1.0 / self.num_kv_heads - 1.0 / tp) * tp / (tp - 1)
 
     def kv_elems_per_token(self, tp: int | None = None) -> float:
         heads = self.num_kv_heads if tp is None else self.kv_heads_per_rank(tp)
