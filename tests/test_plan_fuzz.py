@@ -132,3 +132,38 @@ def test_headroom_keeps_the_failover_rule_on_node_rented_systems():
     gpu = cf.plan(systems=["h200"], failover=1, **base).recommended        # 1 + 1 rented GPUs: 1 serving
     assert gpu is not None and gpu.rent_unit == "gpu" and gpu.rented_gpus == 2
     assert gpu.headroom_requests_per_s == gpu.full_load_requests_per_s
+
+
+CAP = ("plan", "llama-3.1-8b", "--isl", "1000", "--osl", "200", "--ttft-ms", "1000", "--tpot-ms", "40")
+
+
+def test_capacity_mode_says_when_spares_leave_no_replica_serving(run_cli, run_json):
+    """One mi300x node with --failover 1 said 'No layout that fits in 1 node(s) meets TTFT ... with N+1 spares' with
+    no_plan empty, though every layout meets the SLOs: the node is the failure unit, so one node cannot hold a spare.
+    The answer names the failure unit and the smallest budget that keeps a replica serving, which then plans."""
+    d = run_json(*CAP, "--system", "mi300x", "--failover", "1", "--nodes", "1")
+    assert not d["feasible"] and d["recommended"] is None
+    assert "meets TTFT" not in d["explanation"] and "failure unit" in d["explanation"]
+    assert "smallest budget that keeps a replica serving is 2 node(s)" in d["explanation"]
+    assert len(d["no_plan"]) == 1 and d["no_plan"][0].startswith("mi300x_platform: ")
+    assert "rented per node" in d["no_plan"][0]
+    code, out, err = run_cli(*CAP, "--system", "mi300x", "--failover", "1", "--nodes", "1")
+    assert code == 0 and "smallest budget that keeps a replica serving is 2 node(s)" in " ".join(out.split())
+    two = run_json(*CAP, "--system", "mi300x", "--failover", "1", "--nodes", "2")["recommended"]
+    assert two["serving_replicas"] >= 1 and two["spare_replicas"] >= 1
+    # per-GPU renting: the failure unit is the replica's GPUs; 1 GPU holds no spare, 2 do
+    d = run_json(*CAP, "--system", "h200", "--failover", "1", "--gpus", "1")
+    assert not d["feasible"] and "smallest budget that keeps a replica serving is 2 GPU(s)" in d["explanation"]
+    assert "rented per GPU" in d["no_plan"][0]
+    assert run_json(*CAP, "--system", "h200", "--failover", "1", "--gpus", "2")["recommended"]["serving_replicas"] == 1
+
+
+def test_capacity_mode_lists_each_system_without_a_plan(run_json):
+    """A system left out of the capacity answer is listed in no_plan with its reason (it was always empty)."""
+    d = run_json(*CAP, "--system", "mi300x", "--system", "h200", "--failover", "1", "--nodes", "1")
+    assert d["feasible"] and [r["system"] for r in d["per_system"]] == ["hgx_h200"]
+    assert [line.split(":")[0] for line in d["no_plan"]] == ["mi300x_platform"]
+    d = run_json("plan", "llama-3.1-70b", "--isl", "1000", "--osl", "200", "--ttft-ms", "1000", "--tpot-ms", "40",
+                 "--system", "h200", "--gpus", "1")
+    assert d["no_plan"] == ["hgx_h200: no layout that meets the targets fits in 1 GPU(s); the smallest, TP2, needs "
+                            "2 GPUs"]

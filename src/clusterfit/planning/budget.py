@@ -23,8 +23,8 @@ from ..intervals import decode_regime
 from ..schema import CapacityAnswer, CapacityLayout, ParetoPoint, PlanOption, PlanResult, ServingEngineSettings
 from .cost import catalog_prices, resolve_price
 from .pareto import pareto_front
-from .planner import (QUEUEING_MODEL, PlanQuestion, longest_request, _bands, _explain, _nodes, _pareto_point, _row, _Sized,
-                      _speculative_block, spare_replicas)
+from .planner import (QUEUEING_MODEL, PlanQuestion, longest_request, _bands, _explain, _no_plan, _nodes, _pareto_point,
+                      _row, _Sized, _speculative_block, node_is_failure_unit, spare_replicas)
 from .search import Candidate, SearchResult
 
 if TYPE_CHECKING:
@@ -65,18 +65,22 @@ def _rented(req: PlanQuestion, system: System, price) -> int:
     return g
 
 
+def _serving(c: Candidate, budget: int, failover: int, price) -> tuple[int, int, int]:
+    """(replicas of ``c`` that fit in ``budget`` GPUs, spares N+k sets aside among them, serving replicas left)."""
+    node = c.system.gpus_per_node
+    fit = replicas_that_fit(c.gpus, node, budget)
+    k = spare_replicas(failover, fit, c.gpus, node, price) if fit else 0
+    return fit, k, fit - k
+
+
 def _aggregated(c: Candidate, req: PlanQuestion, price) -> _Sized | None:
     a = c.agg
     ok = a.feasible
     if not ok.any():
         return None
     node = c.system.gpus_per_node
-    fit = replicas_that_fit(c.gpus, node, budget_gpus(req, c.system))
-    if fit < 1:
-        return None
-    k = spare_replicas(req.failover, fit, c.gpus, node, price)
-    n = fit - k
-    if n < 1:
+    fit, k, n = _serving(c, budget_gpus(req, c.system), req.failover, price)
+    if fit < 1 or n < 1:
         return None
     caps = np.where(ok, a.rate_rps, -np.inf)
     b = int(np.argmax(caps))
@@ -129,6 +133,46 @@ def _disaggregated(cands: list[Candidate], req: PlanQuestion, price) -> list[_Si
                    prefill_spares=k_p)
         out.append(s)
     return out
+
+
+def _no_spare_room(cands: list[Candidate], req: PlanQuestion, price, what: str) -> str | None:
+    """Why a system whose layouts meet the SLOs and fit in the budget has no plan when N+k spares leave no replica
+    serving, naming the failure unit and the smallest budget that keeps one serving (None: not the reason)."""
+    if req.failover <= 0:
+        return None
+    system = cands[0].system
+    node = system.gpus_per_node
+    meets = [c for c in cands if c.agg.feasible.any()]
+    held = [c for c in meets if _serving(c, budget_gpus(req, system), req.failover, price)[0] >= 1]
+    if not held:
+        return None
+    c = min(held, key=lambda x: (x.gpus, x.nodes))
+    fit = _serving(c, budget_gpus(req, system), req.failover, price)[0]
+    k = req.failover
+    if c.gpus >= node:
+        unit = (f"a {c.label()} replica takes {c.nodes} node(s), and N+{k} keeps {k} spare replica(s) beside a "
+                "serving one")
+    elif node_is_failure_unit(c.gpus, node, price):
+        rented = "has no price quote and is taken as rented per node" if price is None else "is rented per node"
+        unit = (f"{system.id} {rented}, so a node is the failure unit: a node loss takes every replica on it, and "
+                f"N+{k} needs {k} node(s) of spares of their own")
+    else:
+        unit = f"N+{k} keeps {k} spare replica(s) beside a serving one (rented per GPU: a replica's GPUs fail alone)"
+    by_nodes = req.budget_nodes is not None
+    step = node if by_nodes else 1
+    limit = min((k + 1) * -(-x.gpus // node) * node for x in meets)
+    smallest = None
+    for gpus in range(budget_gpus(req, system) + step, limit + step, step):
+        fits = [x for x in meets if _serving(x, gpus, k, price)[2] >= 1]
+        if fits:
+            best = min(fits, key=lambda x: (x.gpus, x.nodes))
+            _, spares, serving = _serving(best, gpus, k, price)
+            size = f"{gpus // node} node(s)" if by_nodes else f"{gpus} GPU(s)"
+            smallest = (f"; the smallest budget that keeps a replica serving is {size} ({best.label()}: {serving} "
+                        f"serving + {spares} spare)")
+            break
+    return (f"{system.id}: {c.label()} meets the targets and {what} hold {fit} of its replica(s), but N+{k} spares "
+            f"leave none serving: {unit}{smallest or ''}")
 
 
 def _key(s: _Sized) -> tuple:
@@ -240,15 +284,48 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
         settings = req.catalog.settings if req.catalog is not None else None
         out.engine_settings = ServingEngineSettings.of(best[0].main.step.engine,
                                                        settings.given() if settings is not None else [])
-    elif result.candidates and all(c.gpus > budgets[c.system.id] for c in result.candidates):
+    _why_not(out, req, result, model, groups, rows, budgets, what)
+    return out
+
+
+def _why_not(out: PlanResult, req: PlanQuestion, result: SearchResult, model: ModelArch,
+             groups: dict[tuple[str, str, str], list[Candidate]], rows: list[PlanOption], budgets: dict[str, int],
+             what: str) -> None:
+    """``no_plan`` (each system without a row: spares that leave no replica serving, no layout meeting the targets
+    within the budget, else its closest miss) and, without any row, ``explanation``."""
+    slo, prices = req.slo, catalog_prices()
+    planned = {r.system for r in rows}
+    spare_lines = []
+    for (sys_id, _, _), cands in groups.items():   # systems without a row: why (spares, else the closest miss)
+        if sys_id in planned or any(sys_id == line.split(":", 1)[0] for line in out.no_plan):
+            continue
+        price = resolve_price(sys_id, cands[0].system.gpu.id, req.prices, prices)
+        of_sys = [c for (sid, _, _), cs in groups.items() if sid == sys_id for c in cs]
+        line = _no_spare_room(of_sys, req, price, what)
+        meets = [c for c in of_sys if c.agg.feasible.any()]
+        if line is not None:
+            spare_lines.append(line)
+            out.no_plan.append(line)
+        elif meets:   # layouts meet the targets, none fits in the budget
+            small = min(meets, key=lambda c: (c.gpus, c.nodes))
+            out.no_plan.append(f"{sys_id}: no layout that meets the targets fits in {what}; the smallest, "
+                               f"{small.label()}, needs {small.gpus} GPUs")
+        else:
+            out.no_plan += _no_plan(result, set(budgets) - {sys_id}, slo, model, None)
+    if rows:
+        return   # the recommendation explains itself
+    if result.candidates and all(c.gpus > budgets[c.system.id] for c in result.candidates):
         smallest = min(result.candidates, key=lambda c: c.gpus)
         out.explanation = (f"No layout of {model.name} fits in {what}: the smallest that holds it needs "
                            f"{smallest.gpus} GPUs ({smallest.system.id} {smallest.label()}); give a larger budget.")
+    elif spare_lines and len(spare_lines) == len(out.no_plan):
+        out.explanation = (f"{what[:1].upper()}{what[1:]} cannot hold a serving replica beside N+{req.failover} spares, "
+                           "though layouts fit and meet the SLOs: " + "; ".join(spare_lines) + ".")
     else:
         out.explanation = (f"No layout that fits in {what} meets {slo.describe()}"
                            + (f" with N+{req.failover} spares" if req.failover else "")
-                           + (": " + "; ".join(result.skipped) if result.skipped else "") + ".")
-    return out
+                           + (": " + "; ".join(out.no_plan + result.skipped) if out.no_plan or result.skipped
+                              else "") + ".")
 
 
 def _text(top: PlanOption, rows: list[PlanOption], what: str, slo: str, one_token: bool = False) -> str:
