@@ -167,3 +167,39 @@ def test_capacity_mode_lists_each_system_without_a_plan(run_json):
                  "--system", "h200", "--gpus", "1")
     assert d["no_plan"] == ["hgx_h200: no layout that meets the targets fits in 1 GPU(s); the smallest, TP2, needs "
                             "2 GPUs"]
+
+
+ONE_TOKEN = ("plan", "qwen3-8b", "--isl", "8000", "--osl", "1", "--ttft-ms", "2000", "--system", "h200")
+
+
+def test_one_output_token_reports_no_tpot(tmp_path, run_cli, run_json):
+    """With --osl 1 no request decodes (a --tpot-ms is refused), yet rows reported tpot_s 0.518 s and
+    tokens_per_s_per_user 4.34: the mean TPOT model's prefill spread over one output token. They are null now, with
+    their intervals, in load and capacity mode, in --verify's plan_predicted, and the deploy summary says no TPOT."""
+    d = run_json(*ONE_TOKEN, "--rate", "3")
+    assert d["one_output_token"] is True
+    for r in d["per_system"] + [d["recommended"]]:
+        assert r["tpot_s"] is None and r["tokens_per_s_per_user"] is None
+        assert "tpot_s_interval" not in r and "tokens_per_s_per_user_interval" not in r
+        assert r["ttft_s"] > 0
+    assert "TPOT" not in d["recommended"]["explanation"]
+    code, out, err = run_cli(*ONE_TOKEN, "--rate", "3")
+    assert code == 0 and "null in --json" in " ".join(out.split()) and "decode step" not in out.split("TPOT -")[1][:200]
+    bound = run_json(*ONE_TOKEN, "--rate", "3", "--confidence", "90")["recommended"]["sized_on"]
+    assert bound["tpot_s"] is None and bound["ttft_s"] > 0
+    cap = run_json(*ONE_TOKEN, "--nodes", "1")
+    assert cap["recommended"]["tpot_s"] is None and cap["recommended"]["tokens_per_s_per_user"] is None
+    assert all(x["tpot_s"] is None and x["tokens_per_s_per_user"] is None and "tpot_s_interval" not in x
+               for x in cap["capacity"]["layouts"])
+    v = run_json(*ONE_TOKEN, "--rate", "3", "--verify", "--verify-requests", "200")["verify"]
+    assert v["plan_predicted"]["tpot_s"] is None and v["plan_predicted"]["tpot_mean_s"] is None
+    assert all(x["metric"].split()[0] != "TPOT" for x in v["disagreements"])
+    saved = tmp_path / "plan.json"
+    saved.write_text(__import__("json").dumps(d))
+    files = run_json("deploy", "--plan", str(saved), "--out", str(tmp_path / "d"))["files"]
+    readme = next(f["text"] for f in files if f["path"] == "README.md")
+    assert "one output token: no TPOT" in readme
+    # a plan with outputs still reports both
+    r = run_json("plan", "qwen3-8b", "--isl", "8000", "--osl", "2", "--rate", "3", "--ttft-ms", "2000", "--system",
+                 "h200")["recommended"]
+    assert r["tpot_s"] > 0 and r["tokens_per_s_per_user"] > 0

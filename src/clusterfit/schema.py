@@ -701,7 +701,7 @@ class ConfidenceBound(Schema):
 
     confidence: int
     ttft_s: float
-    tpot_s: float
+    tpot_s: float | None   # None: one output token per request (no request decodes)
     requests_per_s_per_replica: float
 
 
@@ -952,7 +952,9 @@ class PlanOption(Schema):
     """The best plan of one system, sized for the target load (money in $, per hour unless named).
     ``rent_unit``: "gpu" when the price quote rents single GPUs (cost = GPUs used), else "node" (whole nodes;
     ``idle_gpus`` of them unused). ``headroom_requests_per_s``: what the rented GPUs carry within the SLOs with
-    idle rented GPUs also serving. ``tie_break``: the rule that chose this plan over one of equal cost."""
+    idle rented GPUs also serving. ``tie_break``: the rule that chose this plan over one of equal cost.
+    ``tpot_s`` and ``tokens_per_s_per_user`` are None with one output token per request (osl 1: sampled at the end of
+    the prefill, so no request decodes and there is no TPOT)."""
 
     _omit_if_none = frozenset({"prefill", "xPyD", "explanation", "tie_break", "ttft_s_interval", "tpot_s_interval",
                                "tokens_per_s_per_user_interval", "full_load_requests_per_s_interval",
@@ -992,8 +994,8 @@ class PlanOption(Schema):
     cost_per_mtok_out_full_load: float | None
     cost_per_mtok_in_full_load: float | None
     ttft_s: float
-    tpot_s: float
-    tokens_per_s_per_user: float
+    tpot_s: float | None
+    tokens_per_s_per_user: float | None
     requests_per_s: float
     output_tokens_per_s: float
     output_tokens_per_s_per_gpu: float
@@ -1088,7 +1090,7 @@ class PredictedLatency(Schema):
     """The plan's own figures: TTFT and TPOT at the SLO's percentiles, the mean TPOT, requests/s served."""
 
     ttft_s: float
-    tpot_s: float
+    tpot_s: float | None   # None: one output token per request (no TPOT)
     ttft_percentile: float = 90.0
     tpot_percentile: float = 90.0
     tpot_mean_s: float | None = None
@@ -1148,7 +1150,8 @@ class DeployResult(Schema):
 class CapacityLayout(Schema):
     """One layout packed into the budget (capacity mode): the load it carries within the SLOs at ``batch`` per
     (decode) replica. ``output_tokens_per_s_per_gpu`` is per GPU of the budget (idle GPUs included);
-    ``requests_per_s`` and ``output_tokens_per_s`` count the serving replicas only (spares stand by)."""
+    ``requests_per_s`` and ``output_tokens_per_s`` count the serving replicas only (spares stand by). ``tpot_s`` and
+    ``tokens_per_s_per_user`` are None with one output token per request (no request decodes)."""
 
     _omit_if_none = frozenset({"prefill_layout", "prefill_replicas", "xPyD", "requests_per_s_interval",
                                "output_tokens_per_s_interval", "output_tokens_per_s_per_gpu_interval",
@@ -1173,9 +1176,9 @@ class CapacityLayout(Schema):
     requests_per_s: float
     output_tokens_per_s: float
     output_tokens_per_s_per_gpu: float
-    tokens_per_s_per_user: float
+    tokens_per_s_per_user: float | None
     ttft_s: float
-    tpot_s: float
+    tpot_s: float | None
     prefill_layout: str | None = None
     prefill_replicas: int | None = None
     xPyD: str | None = None

@@ -157,9 +157,9 @@ def _render_capacity(result: PlanResult, console: Console) -> None:
              "batch": f"{r.batch:.0f}", "rps": with_interval(r.requests_per_s, r.requests_per_s_interval, digits=2),
              "tps": f"{r.output_tokens_per_s:,.0f}",
              "gpu": with_interval(r.output_tokens_per_s_per_gpu, r.output_tokens_per_s_per_gpu_interval, digits=0),
-             "user": NO_DECODE if result.one_output_token else f"{r.tokens_per_s_per_user:.1f}",
+             "user": NO_DECODE if r.tokens_per_s_per_user is None else f"{r.tokens_per_s_per_user:.1f}",
              "ttft": with_interval(r.ttft_s, r.ttft_s_interval, 1e3, 0),
-             "tpot": NO_DECODE if result.one_output_token else with_interval(r.tpot_s, r.tpot_s_interval, 1e3, 1)}
+             "tpot": NO_DECODE if r.tpot_s is None else with_interval(r.tpot_s, r.tpot_s_interval, 1e3, 1)}
             for r in cap.layouts[:15]]
     what = f"{cap.nodes} node(s)" if cap.nodes is not None else f"{cap.gpus} GPU(s)"
     if rows:
@@ -207,8 +207,8 @@ def render(result: PlanResult, console: Console) -> None:
                      "gpus": str(r.total_gpus), "cost": _money(r.cost_per_hour, r.price_source),
                      "mtok": _money(r.cost_per_mtok_out, r.price_source),
                      "ttft": with_interval(r.ttft_s, r.ttft_s_interval, 1e3, 0),
-                     "tpot": NO_DECODE if result.one_output_token else with_interval(r.tpot_s, r.tpot_s_interval,
-                                                                                    1e3, 1),
+                     "tpot": NO_DECODE if r.tpot_s is None else with_interval(r.tpot_s, r.tpot_s_interval,
+                                                                              1e3, 1),
                      "comm": f"{comm:.1f}" + (" net" if r.internode_replica else ""), "binds": r.binding})
     title = "Best plan per system (cheapest first)"
     if result.capacity is not None:
@@ -222,7 +222,8 @@ def render(result: PlanResult, console: Console) -> None:
             console.print(f"[dim]Left out for width: {', '.join(skipped)} (see --json).[/]")
         if result.one_output_token:
             console.print(f"[dim]TPOT {NO_DECODE}: one output token per request, sampled at the end of the prefill, so "
-                          "no request decodes (tpot_s in --json holds the engine's decode step).[/]", soft_wrap=True)
+                          "no request decodes (tpot_s and tokens_per_s_per_user are null in --json).[/]",
+                          soft_wrap=True)
         if any(r.ttft_s_interval is not None for r in result.per_system):
             console.print(f"[dim]{NOTE}; replicas (lo-hi): serving replicas at the ends of the capacity interval"
                           + (f"; sized at the {result.confidence}% pessimistic bound (sized_on in --json)"

@@ -180,8 +180,9 @@ def _key(s: _Sized) -> tuple:
     return (-round(s.rate_rps, 9), s.main.nodes, s.tpot_s)
 
 
-def _layout_row(s: _Sized, osl: float, budget: int, model: ModelArch) -> CapacityLayout:
-    """One layout of the budget, its figures with their intervals (load in the regime of the batch it runs)."""
+def _layout_row(s: _Sized, osl: float, budget: int, model: ModelArch, one_token: bool = False) -> CapacityLayout:
+    """One layout of the budget, its figures with their intervals (load in the regime of the batch it runs); with
+    one output token per request (``one_token``) no TPOT and no tokens/s per user (no request decodes)."""
     c = s.main
     tp, pp, ep, dp = c.layout
     out_tps = s.rate_rps * osl
@@ -193,15 +194,16 @@ def _layout_row(s: _Sized, osl: float, budget: int, model: ModelArch) -> Capacit
         ep=ep, dp=dp, gpus_per_replica=c.gpus, nodes_per_replica=c.nodes, replicas=s.replicas + s.spares,
         serving_replicas=s.replicas, spare_replicas=s.spares, gpus_used=s.gpus, idle_gpus=max(budget - s.gpus, 0),
         batch=s.batch, requests_per_s=s.rate_rps, output_tokens_per_s=out_tps,
-        output_tokens_per_s_per_gpu=out_tps / budget, tokens_per_s_per_user=1.0 / s.tpot_s, ttft_s=s.ttft_s,
-        tpot_s=s.tpot_s if s.tpot_judged_s is None else s.tpot_judged_s,
+        output_tokens_per_s_per_gpu=out_tps / budget, tokens_per_s_per_user=None if one_token else 1.0 / s.tpot_s,
+        ttft_s=s.ttft_s, tpot_s=None if one_token else tpot,
         prefill_layout=None if p is None else p.label(),
         prefill_replicas=None if p is None else s.prefill_replicas + s.prefill_pool_spares,
         xPyD=None if p is None else f"{s.prefill_replicas + s.prefill_pool_spares}P{s.replicas + s.spares}D",
         requests_per_s_interval=bands.rate(s.rate_rps, regime), output_tokens_per_s_interval=bands.rate(out_tps, regime),
         output_tokens_per_s_per_gpu_interval=bands.rate(out_tps / budget, regime),
-        tokens_per_s_per_user_interval=bands.rate(1.0 / s.tpot_s, regime),
-        ttft_s_interval=bands.time(s.ttft_s, "prefill"), tpot_s_interval=bands.time(tpot, regime))
+        tokens_per_s_per_user_interval=None if one_token else bands.rate(1.0 / s.tpot_s, regime),
+        ttft_s_interval=bands.time(s.ttft_s, "prefill"),
+        tpot_s_interval=None if one_token else bands.time(tpot, regime))
 
 
 def _pareto(cands: list[Candidate], sized: list[_Sized], req: PlanQuestion, osl: float,
@@ -272,13 +274,12 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
                      speculative=_speculative_block(req.speculative, model, req.catalog.draft_head
                                                     if req.catalog is not None else None),
                      capacity=CapacityAnswer(nodes=req.budget_nodes, gpus=req.budget_gpus, budget_gpus=budgets,
-                                             layouts=[_layout_row(s, osl, budgets[s.system.id], model)
-                                                      for s in sized]))
+                                             layouts=[_layout_row(s, osl, budgets[s.system.id], model,
+                                                                  wl.one_output_token) for s in sized]))
     out.longest_request = longest_request(wl)
     if rows:
         top = rows[0]
-        out.recommended = top.model_copy(update={"explanation": _text(top, rows, what, slo.describe(),
-                                                                           wl.one_output_token)})
+        out.recommended = top.model_copy(update={"explanation": _text(top, rows, what, slo.describe())})
         # the settings the recommended replica was compiled with, as plan_cluster reports them (per attention-DP
         # rank; deploy rebuilds the engine from them)
         settings = req.catalog.settings if req.catalog is not None else None
@@ -319,8 +320,8 @@ def _why_not(out: PlanResult, req: PlanQuestion, result: SearchResult, model: Mo
         out.explanation = (f"No layout of {model.name} fits in {what}: the smallest that holds it needs "
                            f"{smallest.gpus} GPUs ({smallest.system.id} {smallest.label()}); give a larger budget.")
     elif spare_lines and len(spare_lines) == len(out.no_plan):
-        out.explanation = (f"{what[:1].upper()}{what[1:]} cannot hold a serving replica beside N+{req.failover} spares, "
-                           "though layouts fit and meet the SLOs: " + "; ".join(spare_lines) + ".")
+        out.explanation = (f"{what[:1].upper()}{what[1:]} cannot hold a serving replica beside N+{req.failover} "
+                           "spares, though layouts fit and meet the SLOs: " + "; ".join(spare_lines) + ".")
     else:
         out.explanation = (f"No layout that fits in {what} meets {slo.describe()}"
                            + (f" with N+{req.failover} spares" if req.failover else "")
@@ -328,17 +329,17 @@ def _why_not(out: PlanResult, req: PlanQuestion, result: SearchResult, model: Mo
                               else "") + ".")
 
 
-def _text(top: PlanOption, rows: list[PlanOption], what: str, slo: str, one_token: bool = False) -> str:
-    """The recommendation; with one output token per request (``one_token``: no request decodes) it names no TPOT
-    and no tokens/s per user."""
+def _text(top: PlanOption, rows: list[PlanOption], what: str, slo: str) -> str:
+    """The recommendation; with one output token per request (no request decodes: ``tpot_s`` and
+    ``tokens_per_s_per_user`` None) it names no TPOT and no tokens/s per user."""
     pre = f"; prefill {top.prefill.layout} {top.xPyD}" if top.prefill is not None else ""
-    user = "" if one_token else f", {top.tokens_per_s_per_user:.1f} tokens/s per user"
+    user = "" if top.tokens_per_s_per_user is None else f", {top.tokens_per_s_per_user:.1f} tokens/s per user"
     text = (f"{what} of {top.system} carry {top.requests_per_s:.3g} requests/s ({top.output_tokens_per_s:,.0f} output "
             f"tokens/s, {top.output_tokens_per_s / max(top.rented_gpus, 1):,.0f} per GPU{user}) within {slo}: "
             f"{top.serving_replicas} x {top.layout}"
             f"{pre} ({top.precision}) at batch {top.batch:.0f} per {'decode ' if top.prefill else ''}replica"
             + (f", plus {top.spare_replicas} spare(s)" if top.spare_replicas else "")
-            + f", TTFT {top.ttft_s * 1e3:.0f} ms" + ("" if one_token else f", TPOT {top.tpot_s * 1e3:.1f} ms"))
+            + f", TTFT {top.ttft_s * 1e3:.0f} ms" + ("" if top.tpot_s is None else f", TPOT {top.tpot_s * 1e3:.1f} ms"))
     if top.cost_per_hour is not None:
         text += f"; ${top.cost_per_hour:,.2f}/h, ${top.cost_per_mtok_out or 0.0:.2f} per million output tokens at that load"
     text += f". What binds: {top.binding} - {top.why}."

@@ -424,6 +424,10 @@ def _interval_fields(s: _Sized, wl: Workload, bands: FigureBands, need: float | 
     if s.bound is not None:
         out["sized_on"] = {"confidence": 0, "ttft_s": s.bound[0], "tpot_s": s.bound[1],
                            "requests_per_s_per_replica": s.bound[2]}
+    if wl.one_output_token:   # no request decodes: no TPOT, no tokens/s per user (see _row)
+        del out["tpot_s_interval"], out["tokens_per_s_per_user_interval"]
+        if "sized_on" in out:
+            out["sized_on"]["tpot_s"] = None
     return out
 
 
@@ -465,8 +469,9 @@ def _row(s: _Sized, wl: Workload, hours: float, model: ModelArch | None = None, 
         cost_per_mtok_in=None if cost is None else usd_per_mtok(cost, in_tps),
         cost_per_mtok_out_full_load=None if cost is None else usd_per_mtok(cost, full_out),
         cost_per_mtok_in_full_load=None if cost is None else usd_per_mtok(cost, s.full_rate_rps * wl.isl_mean_tokens),
-        ttft_s=s.ttft_s, tpot_s=s.tpot_s if s.tpot_judged_s is None else s.tpot_judged_s,
-        tokens_per_s_per_user=1.0 / s.tpot_s,
+        ttft_s=s.ttft_s,   # one output token: no request decodes, no TPOT
+        tpot_s=None if wl.one_output_token else s.tpot_s if s.tpot_judged_s is None else s.tpot_judged_s,
+        tokens_per_s_per_user=None if wl.one_output_token else 1.0 / s.tpot_s,
         requests_per_s=s.rate_rps, output_tokens_per_s=out_tps,
         output_tokens_per_s_per_gpu=out_tps / s.gpus,
         full_load_requests_per_s=s.full_rate_rps, full_load_output_tokens_per_s=full_out,
@@ -775,14 +780,14 @@ def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, 
     if rec.cost_per_hour is not None:
         text += (f", ${rec.cost_per_hour:,.2f}/h (${rec.cost_per_month or 0.0:,.0f}/month), "
                  f"${rec.cost_per_mtok_out or 0.0:.2f} per million output tokens at the target load")
-    tpot = f"TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and " if not wl.one_output_token else ""
+    tpot = f"TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and " if rec.tpot_s is not None else ""
     text += (f". At {wl.load.describe()} each {'decode ' if rec.prefill else ''}replica runs batch {rec.batch:.0f} "
              f"with {tpot}TTFT p{slo.ttft_percentile:g} {rec.ttft_s * 1e3:.0f} ms. "
              f"What binds: {rec.binding} - {rec.why}.")
     if rec.sized_on is not None:
         b = rec.sized_on
         text += (f" Sized on the {b.confidence}% interval's pessimistic bound: TTFT {b.ttft_s * 1e3:.0f} ms, "
-                 + ("" if wl.one_output_token else f"TPOT {b.tpot_s * 1e3:.1f} ms, ")
+                 + ("" if b.tpot_s is None else f"TPOT {b.tpot_s * 1e3:.1f} ms, ")
                  + f"{b.requests_per_s_per_replica:.3g} requests/s per "
                  f"{'decode ' if rec.prefill else ''}replica (the figures above are point predictions).")
     if len(rows) > 1 and priced and rows[1].cost_per_hour and rec.cost_per_hour:

@@ -30,9 +30,10 @@ def plot_pareto(result: PlanResult, path: str | Path) -> Path:
         x = [pt.tokens_per_s_per_user for pt in front]
         y = [pt.output_tokens_per_s_per_gpu for pt in front]
         (line,) = ax.plot(x, y, marker=".", label=sys_id)
-        if sys_id in chosen:
+        per_user = chosen[sys_id].tokens_per_s_per_user if sys_id in chosen else None   # None: no request decodes
+        if per_user is not None:
             r = chosen[sys_id]
-            ax.scatter([r.tokens_per_s_per_user], [r.output_tokens_per_s_per_gpu], s=140 if sys_id == rec else 70,
+            ax.scatter([per_user], [r.output_tokens_per_s_per_gpu], s=140 if sys_id == rec else 70,
                        marker="*" if sys_id == rec else "o", color=line.get_color(), edgecolor="black", zorder=5)
     ax.set_xlabel("output tokens/s per user (1 / TPOT)")
     ax.set_ylabel("output tokens/s per GPU")

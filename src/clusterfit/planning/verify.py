@@ -112,7 +112,8 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
         pools = run.extra["pools"]
     report = summarize(run, *slo_terms(sim, slo))
     predicted = {"ttft_s": rec.ttft_s, "tpot_s": rec.tpot_s, "ttft_percentile": slo.ttft_percentile,
-                 "tpot_percentile": slo.tpot_percentile, "tpot_mean_s": sized.tpot_s,
+                 "tpot_percentile": slo.tpot_percentile,
+                 "tpot_mean_s": None if rec.tpot_s is None else sized.tpot_s,   # None: one output token, no TPOT
                  "requests_per_s": rec.requests_per_s}
     return SimulatedVerification.model_validate({**report, "simulated": True, "mode": sized.mode, "pools": pools,
                                         "plan_predicted": predicted,

@@ -240,8 +240,9 @@ function figure(value, label) { return el("div", {}, el("b", { text: value }), e
 function renderPlan(res) {
   const out = [];
   // one output token (the plan says so): it is sampled at the end of the prefill, no request decodes, no TPOT
+  // (tpot_s and tokens_per_s_per_user are null then)
   const noDecode = res.one_output_token === true;
-  const tpotText = (t) => (noDecode ? "-" : fmtMs(t));
+  const tpotText = (t) => (noDecode || t == null ? "-" : fmtMs(t));
   out.push(el("p", { class: "hint", text: `${res.model}: ${res.workload}; ${res.slo}` }));
   const r = res.recommended;
   if (r) {
@@ -255,7 +256,8 @@ function renderPlan(res) {
         figure(fmtInt(r.nodes), "nodes"), figure(fmtInt(r.total_gpus), "GPUs"),
         figure(fmtMoney(r.cost_per_hour), "per hour"), figure(fmtMoney(r.cost_per_mtok_out), "per Mtok out"),
         figure(fmtMs(r.ttft_s), "TTFT (predicted)"), figure(tpotText(r.tpot_s), "TPOT (predicted)"),
-        figure(noDecode ? "-" : r.tokens_per_s_per_user.toFixed(0), "tokens/s per user")),
+        figure(noDecode || r.tokens_per_s_per_user == null ? "-" : r.tokens_per_s_per_user.toFixed(0),
+          "tokens/s per user")),
       el("p", { class: "hint", text: r.explanation || r.why })));
   } else {
     out.push(el("p", { class: "verdict bad", text: "No plan meets the targets." }));
