@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import clusterfit as cf
 from clusterfit.arch import load_model
 from clusterfit.attention import (BlockSparseAttention, ChunkedAttention, CompressedAttention, DeltaNetAttention,
                                   Mamba2Mixer, MLAttention, SlidingWindowAttention, SoftmaxAttention,
@@ -208,3 +209,17 @@ def test_gated_deltanet_state_in_the_configs_dtype():
     recurrent, conv = 48 * 128 * 128, (2 * 16 * 128 + 48 * 128) * 3
     assert a.kv_bytes_per_sequence(1000, 2.0, 1) == recurrent * 4 + conv * 2
     assert a.kv_bytes_per_sequence(1000, 2.0, 4) == (recurrent * 4 + conv * 2) / 4
+
+
+def test_dsa_fp8_cache_is_flashmla_sparse_record():
+    """DeepSeek-V3.2's fp8 KV cache is FlashMLA's sparse fp8 record (vLLM 'fp8_ds_mla', 656 bytes): 512 fp8 latent
+    values, an fp32 scale per 128 of them, the 64 rope values in bf16; plus the indexer's 128 fp8 + 4-byte scale.
+    It was sized as 576 fp8 bytes, 11% more sequences than vLLM holds (32 against 29 at 32k on one H200 node)."""
+    m = load_model("deepseek-ai/DeepSeek-V3.2")
+    own = m.layers[0].attention
+    assert own.kv_bytes_per_token(1.0) == 512 + 4 * 4 + 64 * 2 + 128 + 4 == 788
+    assert own.decode_cost(8, 1.0)[1] == 656
+    assert own.kv_bytes_per_token(2.0) == (512 + 64) * 2 + 128 + 4       # a bf16 cache: latent and rope in bf16
+    fit = cf.fit(model="deepseek-ai/DeepSeek-V3.2", systems=["h200"], tp=8, ep=8, kv_dtype="fp8",
+                 context=32768).results[0]
+    assert fit.kv_bytes_per_token_per_gpu == 61 * 788

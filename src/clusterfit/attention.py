@@ -57,6 +57,8 @@ MSA_INDEX_BYTES_PER_ELEM = 2.0
 #: DeepSeek sparse-attention indexer keys: 128 fp8 values + one fp32 scale per token and layer (vLLM layout).
 INDEXER_BYTES_PER_ELEM = 1.0
 INDEXER_SCALE_BYTES = 4.0
+#: Latent values per fp32 scale in FlashMLA's sparse fp8 KV record (SparseMLAttention.latent_bytes_per_token)
+FLASHMLA_FP8_GROUP = 128
 
 #: One projection GEMM of an attention layer on one TP rank: (name, n, k) of y[M, n] = x[M, k] @ W[n, k]^T.
 Projection = tuple[str, int, int]
@@ -381,6 +383,23 @@ class SparseMLAttention(MLAttention):
 
     def indexer_bytes_per_token(self) -> float:
         return _indexer_key_bytes(self)
+
+    def latent_bytes_per_token(self, kv_bytes_per_elem: float) -> float:
+        """Bytes of one token's cached latent + rope key. An fp8 cache stores FlashMLA's sparse fp8 record: the
+        kv_lora latent in fp8 with an fp32 scale per 128 values, the rope key in bf16 (512 + 16 + 128 = 656 bytes for
+        DeepSeek-V3.2 / GLM-5: vLLM FlashMLASparseBackend.get_kv_cache_shape, 'fp8_ds_mla', 'custom storage format is
+        656 bytes, see FlashMLA readme'; vLLM converts an fp8 cache of these models to it)."""
+        lora, rope = self.kv_lora_rank or 0, self.qk_rope_head_dim or 0
+        if kv_bytes_per_elem == 1.0:
+            return lora + math.ceil(lora / FLASHMLA_FP8_GROUP) * 4.0 + rope * 2.0
+        return (lora + rope) * kv_bytes_per_elem
+
+    def kv_bytes_per_token(self, kv_bytes_per_elem: float, tp: int | None = None) -> float:
+        return self.latent_bytes_per_token(kv_bytes_per_elem) + self.indexer_bytes_per_token()
+
+    def decode_cost(self, tp: int, kv_bytes_per_elem: float) -> tuple[float, float]:
+        flops, _ = super().decode_cost(tp, kv_bytes_per_elem)
+        return flops, self.latent_bytes_per_token(kv_bytes_per_elem)
 
     def flops_per_token(self, context: int) -> float:
         idx = 0.0
