@@ -346,3 +346,12 @@ def test_kv_heads_replicated_when_tp_exceeds_them_by_hand():
     per_layer = 2 * 4096**2 // 16 + 2 * 4096 * 128 + 3 * 4096 * 14336 // 16 + 2 * 4096
     params = 32 * per_layer + 4096 + 2 * 128256 * 4096 // 16
     assert weight_bytes_per_gpu(m, resolve_precision(m, "bf16"), Layout(tp=16)) == 2 * params == 1_037_836_288
+
+
+def test_kv_budget_bytes_sums_the_replicas_gpus_not_the_nodes():
+    """README: kv_budget_bytes is the sum over the replica's GPUs. A TP1 replica on an 8-GPU node summed all 8
+    (937,527,803,904 bytes for Llama-3.1-8B on an H200 node, 8x the one GPU whose KV max_kv_tokens counts)."""
+    one = cf.fit(model="llama-3.1-8b", systems=["h200"], tp=1).results[0]
+    assert one.gpus == 8 and one.kv_budget_bytes == one.kv_budget_bytes_per_gpu
+    four = cf.fit(model="llama-3.1-8b", systems=["h200"], tp=4).results[0]
+    assert four.kv_budget_bytes == 4 * four.kv_budget_bytes_per_gpu

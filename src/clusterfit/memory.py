@@ -444,7 +444,7 @@ class ReplicaMemoryFit:
             "nodes_needed": self.nodes_needed, "device_bytes_per_gpu": self.device_bytes,
             "weight_bytes": self.weight_bytes_total, "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
             "reserve_bytes_per_gpu": self.reserve.as_dict(), "kv_budget_bytes_per_gpu": self.kv_budget_bytes_per_gpu,
-            "kv_budget_bytes": max(0, self.kv_budget_bytes_per_gpu) * self.gpus,
+            "kv_budget_bytes": max(0, self.kv_budget_bytes_per_gpu) * self.layout.gpus,   # the replica's GPUs
             "kv_bytes_per_token": int(round(self.kv_bytes_per_token)),
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
             "kv_bytes_per_sequence_per_gpu": self.kv_bytes_per_sequence_per_gpu,
