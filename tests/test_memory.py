@@ -355,3 +355,16 @@ def test_kv_budget_bytes_sums_the_replicas_gpus_not_the_nodes():
     assert one.gpus == 8 and one.kv_budget_bytes == one.kv_budget_bytes_per_gpu
     four = cf.fit(model="llama-3.1-8b", systems=["h200"], tp=4).results[0]
     assert four.kv_budget_bytes == 4 * four.kv_budget_bytes_per_gpu
+
+
+def test_tp_split_that_cuts_fp8_weight_blocks_is_refused_for_vllm_and_sglang(run_cli):
+    """MiniMax-M2.5's checkpoint is fp8 in 128 x 128 blocks and its experts are 1536 wide: over TP8 without EP each
+    rank would hold 192 columns of an expert, which vLLM's and SGLang's fp8 create_weights refuse ('not divisible
+    by weight quantization block_n = 128'); fit said it fits, 100 sequences. With EP8 each expert is whole on a rank."""
+    code, _, err = run_cli("fit", "MiniMaxAI/MiniMax-M2.5", "--system", "h200", "--tp", "8")
+    assert code == 2 and err.startswith("error: --ep: impossible layout TP8 for MiniMax-M2.5 under vllm: its routed "
+                                        "experts of layer 0 are 1536 wide; split over 8 ranks that is 192 per rank"), err
+    code, _, err = run_cli("fit", "MiniMaxAI/MiniMax-M2.5", "--system", "h200", "--tp", "8", "--engine", "sglang")
+    assert code == 2 and "under sglang" in err
+    assert cf.fit(model="MiniMaxAI/MiniMax-M2.5", systems=["h200"], tp=8, ep=8).results[0].fits
+    assert cf.fit(model="MiniMaxAI/MiniMax-M2.5", systems=["h200"]).results[0].layout.ep == 8   # the default layout

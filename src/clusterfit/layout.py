@@ -19,6 +19,7 @@ from .arch import ModelArch
 from .errors import ClusterfitError, ParameterError
 
 if TYPE_CHECKING:
+    from .precision import Precision
     from .hardware import System
 
 MAX_PARALLEL = 4096
@@ -111,6 +112,37 @@ def validate_layout(model: ModelArch, layout: Layout, system: System | None = No
     problem = layout_problem(model, layout)
     if problem is not None:
         raise ParameterError(problem.parameter, f"impossible layout {layout.label()} for {model.name}: {problem.text}")
+
+
+#: The fp8 weight block of DeepSeek-style checkpoints (quantization_config weight_block_size [128, 128]).
+FP8_WEIGHT_BLOCK = 128
+#: Engines that refuse a TP split cutting an fp8 weight block (vLLM model_executor/layers/quantization/fp8.py: the
+#: linear and fused-MoE create_weights raise "... is not divisible by weight quantization block_n = 128"; SGLang's
+#: fp8.py keeps the same checks).
+BLOCK_SPLIT_ENGINES = ("vllm", "sglang")
+
+
+def block_split_problem(model: ModelArch, precision: Precision, layout: Layout) -> LayoutProblem | None:
+    """Why a TP split cuts the 128-wide fp8 weight blocks of ``precision`` (None when it does not): each rank's share
+    of a dense or shared MLP (intermediate / tp) and of a routed expert (expert intermediate / moe_tp) must be whole
+    blocks. MiniMax-M2.5's 1536-wide experts over TP8 without EP leave 192 per rank."""
+    def cut(component: str) -> bool:
+        return precision.formats[component].name == "fp8_block" if component in precision.formats else False
+
+    for i, layer in enumerate(model.layers):
+        f = layer.ffn
+        for component, width, ranks, name in (
+                ("dense_mlp", f.intermediate if f.kind == "dense" else 0, layout.tp, "--tp"),
+                ("shared_experts", f.shared_intermediate if f.num_shared else 0, layout.tp, "--tp"),
+                ("routed_experts", f.expert_intermediate if f.kind == "moe" else 0, layout.moe_tp, "--ep")):
+            if width and cut(component) and (width % ranks or (width // ranks) % FP8_WEIGHT_BLOCK):
+                fix = ("use a smaller --tp" if name == "--tp" else
+                       "give --ep, so that each expert splits over fewer ranks")
+                return LayoutProblem(name.lstrip("-"), (
+                    f"its {component.replace('_', ' ')} of layer {i} are {width} wide; split over {ranks} ranks that "
+                    f"is {width / ranks:g} per rank, not whole {FP8_WEIGHT_BLOCK}-wide fp8 weight blocks, which the "
+                    f"engine refuses to load ({fix})"))
+    return None
 
 
 def valid_tp_sizes(model: ModelArch, max_tp: int) -> list[int]:

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 from .arch import Layer, ModelArch, layer_component_params, model_memo
 from .attention import INDEXER_BYTES_PER_ELEM, INDEXER_SCALE_BYTES, LINEAR_STATE_BYTES  # noqa: F401 (re-exported)
 from .engines import Engine
-from .errors import ClusterfitError
+from .errors import ClusterfitError, ParameterError
 from .hardware import System
-from .layout import Layout, default_layout, validate_layout
+from .layout import BLOCK_SPLIT_ENGINES, Layout, block_split_problem, default_layout, validate_layout
 from .precision import Precision, naive_bytes_per_param
 from .speculative import HEAD_DRAFTERS
 
@@ -517,6 +517,10 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     eng = engine.for_layout(system.gpu, lay.tp, lay.pp, lay.dp)  # the engine's defaults for this GPU and layout
     include_mtp = eng.loads_mtp_layers   # mtp drafting loads the checkpoint's MTP layers
     validate_layout(model, lay)
+    cut = block_split_problem(model, precision, lay) if eng.name in BLOCK_SPLIT_ENGINES else None
+    if cut is not None:
+        raise ParameterError(cut.parameter, f"impossible layout {lay.label()} for {model.name} under {eng.name}: "
+                             f"{cut.text}")
     if lay.gpus > gpus:
         raise ClusterfitError(f"layout {lay.label()} needs {lay.gpus} GPUs but {nodes} node(s) of {system.id} "
                               f"have {gpus}")
