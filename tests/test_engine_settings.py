@@ -488,3 +488,15 @@ def test_a_decode_batch_above_the_max_num_seqs_given_is_refused(run_cli, run_jso
     assert code == 2 and err.startswith("error: --batch: 4 sequences are more than the engine runs at once "
                                         "(max_num_seqs 2 over this replica)"), err
     assert _perf(run_json, "--batch", "2", "--context", "1100", "--max-num-seqs", "2")["batch"] == 2
+
+
+def test_fit_rows_show_the_batched_tokens_their_budget_used(run_json):
+    """Each fit row's max_num_batched_tokens is the engine's on that GPU and layout, as its budget (and its note)
+    used: SGLang's chunked_prefill_size follows the GPU's memory (16384 on a B200, 8192 on an A100, 4096 on an L40S);
+    the rows showed the 8192 of SGLang before a layout is chosen."""
+    out = run_json("fit", MODEL, "--system", "b200", "--system", "a100", "--system", "l40s", "--tp", "1",
+                   "--engine", "sglang")
+    shown = {r["system"]: r["max_num_batched_tokens"] for r in out["results"]}
+    assert shown == {"dgx_b200": 16384, "dgx_a100": 8192, "l40s_8x": 4096}
+    for r in out["results"]:
+        assert any(f"{r['max_num_batched_tokens']} batched tokens per step" in n for n in r["notes"])

@@ -206,7 +206,9 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
         row = r.as_dict()
         row.update({"nodes_needed": need, "system_name": s.name, "gpu": s.gpu.id, "gpus_per_node": s.gpus_per_node,
                     "naive": naive.as_dict(), "gpu_memory_marketed_bytes": s.gpu.memory_bytes,
-                    "max_num_batched_tokens": eng_s.max_num_batched_tokens})
+                    # the engine's value on this GPU and layout, as the budget used it (SGLang's follows both)
+                    "max_num_batched_tokens": eng_s.for_layout(s.gpu, r.layout.tp, r.layout.pp,
+                                                               r.layout.dp).max_num_batched_tokens})
         if layout is None and r.fits:
             row["most_sessions"] = _most_sessions_layout(model, s, prec, eng_s, req, n, r)
         if req.sessions is not None:
