@@ -28,7 +28,8 @@ RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Target load, r
 ConcurrencyOpt = Annotated[Optional[float], typer.Option("--concurrency", help="Target load, concurrent sessions.")]
 TokensPerSOpt = Annotated[Optional[float], typer.Option(
     "--tokens-per-s", help="Target load, output tokens/s (whole cluster).")]
-TtftMsOpt = Annotated[Optional[float], typer.Option("--ttft-ms", help="TTFT target at --ttft-percentile, ms.")]
+TtftMsOpt = Annotated[Optional[float], typer.Option("--ttft-ms", help=(
+    "TTFT target, ms, at --ttft-percentile where the command takes one (deploy: at p90, as plan's default)."))]
 TpotMsOpt = Annotated[Optional[float], typer.Option("--tpot-ms", help="TPOT target, ms per output token.")]
 SystemsOpt = Annotated[Optional[list[str]], typer.Option(
     "--system", help="System id or GPU name; repeat. Default: all.")]
