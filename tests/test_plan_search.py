@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -263,3 +264,31 @@ def test_why_names_the_batch_its_step_figures_are_at(run_json):
     perf = run_json("perf", "llama-3.1-8b", "--system", "h200", "--tp", "1", "--isl", "1024", "--osl", "256",
                     "--batch", str(int(top)), "--context", str(1024 + 256 // 2))
     assert perf["breakdown"]["step_s"] == pytest.approx(r["step_breakdown_s"]["step_s"], rel=1e-12)
+
+
+def test_a_cost_tie_with_a_disaggregated_plan_names_it(run_json):
+    """examples/chat-lognormal.yaml: dgx_b200's 15 x TP1 ties in cost with a disaggregated plan of 15 GPUs; the why
+    named it '6 x TP1' (its decode pool alone), which at $3.75 per GPU-hour is not a tie."""
+    import re
+
+    out = run_json("plan", "--scenario", "examples/chat-lognormal.yaml")
+    b200 = next(r for r in out["per_system"] if r["system"] == "dgx_b200")
+    m = re.search(r"cost tie with (disaggregated (\d+)P(\d+)D \(prefill TP\d+[^)]*\)|\d+ x TP\d+)", b200["why"])
+    assert m is not None, b200["why"]
+    if b200["mode"] == "aggregated":
+        assert m.group(2) is not None and int(m.group(2)) + int(m.group(3)) == b200["total_gpus"]
+
+
+def test_scenario_percentiles_take_what_the_command_line_takes(tmp_path, run_cli):
+    """A scenario's slo.ttft_percentile took only 50, 90, 95 or 99 while --ttft-percentile takes any 50 <= p < 100
+    (the README says so for both): 97 was refused in the file and accepted on the command line."""
+    text = Path("examples/chat-lognormal.yaml").read_text()
+    assert "ttft_percentile: 99" in text
+    f = tmp_path / "p97.yaml"
+    f.write_text(text.replace("ttft_percentile: 99", "ttft_percentile: 97"))
+    code, out, err = run_cli("plan", "--scenario", str(f), "--json")
+    assert code == 0, err
+    assert json.loads(out)["slo"].startswith("TTFT p97 <= 1500 ms")
+    f.write_text(text.replace("ttft_percentile: 99", "ttft_percentile: 100"))
+    code, _, err = run_cli("plan", "--scenario", str(f))
+    assert code == 2 and "slo.ttft_percentile" in err and "less than 100" in err

@@ -631,6 +631,14 @@ def _best_per_system(req: PlanQuestion, result: SearchResult, need: float) -> li
     return sorted(best.values(), key=_Sized.sort_key)
 
 
+def _plan_words(o: _Sized) -> str:
+    """A sized plan in a few words: '6 x TP1', or 'disaggregated 9P6D (prefill TP8, decode TP1 DP8 EP8)'."""
+    if o.prefill is None:
+        return f"{o.replicas + o.spares} x {o.main.label()}"
+    return (f"disaggregated {o.prefill_replicas + o.prefill_pool_spares}P{o.replicas + o.spares}D (prefill "
+            f"{o.prefill.label()}, decode {o.main.label()})")
+
+
 def _tie_break(s: _Sized, options: list[_Sized]) -> str:
     """Which rule chose ``s`` over the next plan of equal cost (none: "")."""
     key = s.sort_key()
@@ -638,7 +646,7 @@ def _tie_break(s: _Sized, options: list[_Sized]) -> str:
     if not tied or s.cost_per_hour is None:
         return ""
     o = tied[0]
-    other = f"{o.replicas + o.spares} x {o.main.label()}"
+    other = _plan_words(o)
     if o.main.nodes != s.main.nodes:
         return (f"cost tie with {other} ({o.main.nodes} nodes per replica): chose {s.main.nodes} node(s) per replica, "
                 "which survives a node loss with the other replicas serving and keeps each replica off the "

@@ -36,7 +36,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, model_validator
@@ -160,10 +160,10 @@ def _dist(field: str, v: float | LengthStatsSpec | None) -> LengthDist:
 
 class SLOSpec(_StrictFrozen):
     ttft_ms: float | None = Field(default=None, gt=0)
-    ttft_percentile: Literal[50, 90, 95, 99] = 90
+    ttft_percentile: float = Field(default=90, ge=50, lt=100)   # as the command line's --ttft-percentile
     tpot_ms: float | None = Field(default=None, gt=0)
     tokens_per_s_per_user: float | None = Field(default=None, gt=0)
-    tpot_percentile: Literal[50, 90, 95, 99] = 90
+    tpot_percentile: float = Field(default=90, ge=50, lt=100)
     min_goodput: float = Field(default=0.9, ge=0, le=1)
 
     @model_validator(mode="after")
