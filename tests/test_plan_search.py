@@ -147,6 +147,7 @@ def test_plot(tmp_path):
                         "--plot", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert out.stat().st_size > 1000
+    assert f"plot: {out}" in r.stdout   # says where the plot went, as simulate does
 
 
 def test_scenario_cli_agent_sessions_and_overrides(tmp_path):

@@ -265,3 +265,5 @@ def render(result: PlanResult, console: Console) -> None:
                       + (", eager (no CUDA graphs)" if es.enforce_eager else "") + f"; set: {', '.join(es.given)}.[/]")
     console.print(f"[dim]{result.configurations_evaluated:,} configurations evaluated "
                   f"({result.candidates_compiled} replica layouts compiled). TTFT: {result.queueing_model}.[/]")
+    if result.plot is not None:   # as simulate says where its plot went
+        console.print(f"plot: {result.plot}")
