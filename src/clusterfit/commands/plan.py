@@ -266,4 +266,4 @@ def render(result: PlanResult, console: Console) -> None:
     console.print(f"[dim]{result.configurations_evaluated:,} configurations evaluated "
                   f"({result.candidates_compiled} replica layouts compiled). TTFT: {result.queueing_model}.[/]")
     if result.plot is not None:   # as simulate says where its plot went
-        console.print(f"plot: {result.plot}")
+        console.print(f"plot: {result.plot}", soft_wrap=True)
