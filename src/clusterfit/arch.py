@@ -588,6 +588,15 @@ def _unverified_shapes(model_type: str) -> list[str]:
     return []
 
 
+def max_experts(model: ModelArch) -> int:
+    """Routed experts of the model's widest MoE layer (0 for a dense model); once per model."""
+    memo = model_memo(model)
+    key = ("arch.max_experts",)
+    if key not in memo:
+        memo[key] = max((layer.ffn.num_experts for layer in model.layers), default=0)
+    return memo[key]
+
+
 def layer_component_params(model: ModelArch) -> tuple[dict[str, int], ...]:
     """Each decoder layer's parameters by component (its mixer under the attention kind's component, its indexer,
     its FFN's), once per model. Biases that depend on config keys the model no longer carries are left out, so these

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from .arch import ModelArch
+from .arch import ModelArch, max_experts
 from .errors import ClusterfitError, ParameterError
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def layout_problem(model: ModelArch, layout: Layout) -> LayoutProblem | None:
     if layout.gpus_per_stage % layout.ep:
         return LayoutProblem("ep", f"EP={layout.ep} must divide tp*dp={layout.gpus_per_stage} (experts live on the "
                              "GPUs of a stage)")
-    n_exp = max(layer.ffn.num_experts for layer in model.layers)
+    n_exp = max_experts(model)
     if layout.ep > n_exp:
         return LayoutProblem("ep", f"EP={layout.ep} exceeds the {n_exp} experts")
     return None
@@ -174,7 +174,7 @@ def default_layout(model: ModelArch, system: System | None, gpus: int) -> Layout
         if gpus % tp == 0 and gpus // tp <= model.num_layers:
             ep = 1
             if model.is_moe:
-                n_exp = max(layer.ffn.num_experts for layer in model.layers)
+                n_exp = max_experts(model)
                 ep = max(d for d in range(1, tp + 1) if tp % d == 0 and n_exp % d == 0)
             return Layout(tp=tp, pp=gpus // tp, ep=ep)
     raise ClusterfitError(f"no valid layout of {model.name} on {gpus} GPUs")

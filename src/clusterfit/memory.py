@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .arch import Layer, ModelArch, layer_component_params, model_memo
+from .arch import Layer, ModelArch, layer_component_params, max_experts, model_memo
 from .attention import INDEXER_BYTES_PER_ELEM, INDEXER_SCALE_BYTES, LINEAR_STATE_BYTES  # noqa: F401 (re-exported)
 from .engines import Engine
 from .errors import ClusterfitError, ParameterError
@@ -112,7 +112,7 @@ def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
     b += share.get("dense_mlp", 0.0) * precision.bytes_for("dense_mlp", p["dense_mlp"]) / tp
     b += share.get("shared_experts", 0.0) * precision.bytes_for("shared_experts", p["shared_experts"]) / tp
     if p["routed_experts"]:
-        n_exp = _max_experts(model)
+        n_exp = max_experts(model)
         per_rank = math.ceil(n_exp / layout.ep) / n_exp
         b += (share.get("routed_experts", 0.0) * precision.bytes_for("routed_experts", p["routed_experts"]) * per_rank
               / layout.moe_tp)
@@ -126,15 +126,6 @@ def weight_bytes_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
         if include_mtp:
             b += precision.bytes_for("mtp", p["mtp"]) / tp
     return int(math.ceil(b))
-
-
-def _max_experts(model: ModelArch) -> int:
-    """Routed experts of the model's widest MoE layer (once per model)."""
-    memo = model_memo(model)
-    key = ("memory._max_experts",)
-    if key not in memo:
-        memo[key] = max(layer.ffn.num_experts for layer in model.layers)
-    return memo[key]
 
 
 def _replicated_attention_params(model: ModelArch, tp: int) -> float:
@@ -177,25 +168,28 @@ def stage_layers(model: ModelArch, layout: Layout, stage: int) -> Sequence[Layer
     return model.layers[r.start:r.stop]
 
 
-def _by_stage(layout: Layout, stage: int | None, figure: Callable[[int], float]) -> float:
-    """``figure`` of pipeline stage ``stage``; None: the largest over the stages."""
-    return figure(stage) if stage is not None else max(figure(s) for s in range(layout.pp))
+def _stage_sum(model: ModelArch, layout: Layout, stage: int | None, key: tuple[object, ...],
+               per_layer: Callable[[Layer], float]) -> float:
+    """``per_layer`` summed over the layers of pipeline stage ``stage`` (None: the largest such sum over the stages),
+    once per model, ``key`` (what per_layer depends on besides the layer), layout tp / pp and stage."""
+    memo = model_memo(model)
+
+    def one(k: int) -> float:
+        full = (*key, layout.tp, layout.pp, k)
+        if full not in memo:
+            memo[full] = float(sum(per_layer(layer) for layer in stage_layers(model, layout, k)))
+        return memo[full]
+
+    return one(stage) if stage is not None else max(one(k) for k in range(layout.pp))
 
 
 def kv_bytes_per_token_per_gpu(model: ModelArch, precision: Precision, layout: Layout,
                                stage: int | None = None) -> float:
     """KV bytes per token on one GPU of pipeline stage ``stage`` (None: the largest stage's). KV heads split by tp,
     replicated when tp exceeds them; MLA latents replicated on every TP rank. No window cap."""
-    memo = model_memo(model)
-
-    def one(k: int) -> float:
-        key = ("memory.kv_bytes_per_token_per_gpu", precision.kv_bytes_per_elem, layout.tp, layout.pp, k)
-        if key not in memo:
-            memo[key] = float(sum(layer.attention.kv_bytes_per_token(precision.kv_bytes_per_elem, layout.tp)
-                                  for layer in stage_layers(model, layout, k)))
-        return memo[key]
-
-    return _by_stage(layout, stage, one)
+    kvb = precision.kv_bytes_per_elem
+    return _stage_sum(model, layout, stage, ("memory.kv_bytes_per_token_per_gpu", kvb),
+                      lambda layer: layer.attention.kv_bytes_per_token(kvb, layout.tp))
 
 
 def draft_kv_layers(model: ModelArch, method: str | None, head: DraftHead | None = None) -> int:
@@ -250,16 +244,8 @@ def recurrent_state_bytes_per_sequence(model: ModelArch, layout: Layout, stage: 
     """Recurrent-state bytes one sequence holds on one GPU of pipeline stage ``stage`` (None: the largest stage's):
     the linear-attention / Mamba layers' constant state (heads split by tp, in the config's state dtype; the part of
     ``kv_bytes_per_sequence`` that does not grow with the context). 0 for a model without such layers."""
-    memo = model_memo(model)
-
-    def one(k: int) -> float:
-        key = ("memory.recurrent_state_bytes_per_sequence", layout.tp, layout.pp, k)
-        if key not in memo:
-            memo[key] = float(sum(layer.attention.state_bytes_per_sequence(layout.tp)
-                                  for layer in stage_layers(model, layout, k)))
-        return memo[key]
-
-    return _by_stage(layout, stage, one)
+    return _stage_sum(model, layout, stage, ("memory.recurrent_state_bytes_per_sequence",),
+                      lambda layer: layer.attention.state_bytes_per_sequence(layout.tp))
 
 
 def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout, context: int,
@@ -276,18 +262,10 @@ def kv_bytes_per_sequence(model: ModelArch, precision: Precision, layout: Layout
         raise ClusterfitError(f"context must be >= 0 tokens, got {context}")
     if block_size < 1:
         raise ClusterfitError(f"block size must be >= 1 token, got {block_size}")
-    memo = model_memo(model)
-
-    def one(k: int) -> float:
-        key = ("memory.kv_bytes_per_sequence", precision.kv_bytes_per_elem, layout.tp, layout.pp, context,
-               block_size, chunked_full, k)
-        if key not in memo:
-            memo[key] = float(sum(layer.attention.kv_bytes_per_sequence(context, precision.kv_bytes_per_elem,
-                                                                        layout.tp, block_size, chunked_full)
-                                  for layer in stage_layers(model, layout, k)))
-        return memo[key]
-
-    return _by_stage(layout, stage, one)
+    kvb = precision.kv_bytes_per_elem
+    return _stage_sum(model, layout, stage, ("memory.kv_bytes_per_sequence", kvb, context, block_size, chunked_full),
+                      lambda layer: layer.attention.kv_bytes_per_sequence(context, kvb, layout.tp, block_size,
+                                                                          chunked_full))
 
 
 # ================================================================================================
