@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from .arch import ModelArch, max_experts
+from .arch import ModelArch, max_experts, model_memo
 from .errors import ClusterfitError, ParameterError
 
 if TYPE_CHECKING:
@@ -125,17 +125,27 @@ BLOCK_SPLIT_ENGINES = ("vllm", "sglang")
 def block_split_problem(model: ModelArch, precision: Precision, layout: Layout) -> LayoutProblem | None:
     """Why a TP split cuts the 128-wide fp8 weight blocks of ``precision`` (None when it does not): each rank's share
     of a dense or shared MLP (intermediate / tp) and of a routed expert (expert intermediate / moe_tp) must be whole
-    blocks. MiniMax-M2.5's 1536-wide experts over TP8 without EP leave 192 per rank."""
-    def cut(component: str) -> bool:
-        return precision.formats[component].name == "fp8_block" if component in precision.formats else False
+    blocks. MiniMax-M2.5's 1536-wide experts over TP8 without EP leave 192 per rank. Once per model, the three
+    components' formats, tp and moe_tp (the planner asks for every layout it compiles)."""
+    blocked = tuple(c for c in ("dense_mlp", "shared_experts", "routed_experts")
+                    if c in precision.formats and precision.formats[c].name == "fp8_block")
+    if not blocked:
+        return None
+    memo = model_memo(model)
+    key = ("layout.block_split_problem", blocked, layout.tp, layout.moe_tp)
+    if key not in memo:
+        memo[key] = _first_block_split(model, blocked, layout.tp, layout.moe_tp)
+    return memo[key]
 
+
+def _first_block_split(model: ModelArch, blocked: tuple[str, ...], tp: int, moe_tp: int) -> LayoutProblem | None:
     for i, layer in enumerate(model.layers):
         f = layer.ffn
         for component, width, ranks, name in (
-                ("dense_mlp", f.intermediate if f.kind == "dense" else 0, layout.tp, "--tp"),
-                ("shared_experts", f.shared_intermediate if f.num_shared else 0, layout.tp, "--tp"),
-                ("routed_experts", f.expert_intermediate if f.kind == "moe" else 0, layout.moe_tp, "--ep")):
-            if width and cut(component) and (width % ranks or (width // ranks) % FP8_WEIGHT_BLOCK):
+                ("dense_mlp", f.intermediate if f.kind == "dense" else 0, tp, "--tp"),
+                ("shared_experts", f.shared_intermediate if f.num_shared else 0, tp, "--tp"),
+                ("routed_experts", f.expert_intermediate if f.kind == "moe" else 0, moe_tp, "--ep")):
+            if width and component in blocked and (width % ranks or (width // ranks) % FP8_WEIGHT_BLOCK):
                 fix = ("use a smaller --tp" if name == "--tp" else
                        "give --ep, so that each expert splits over fewer ranks")
                 return LayoutProblem(name.lstrip("-"), (
