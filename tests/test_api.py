@@ -329,12 +329,13 @@ def test_perf_batch_and_context_the_engine_cannot_run(run_cli, args, says):
 
 
 def test_perf_says_when_the_gpu_lacks_the_weights_math(run_cli):
-    """NVFP4 weights on an H100 (no fp4 tensor cores, hardware catalog) are modelled with fp8 math and perf says so;
-    on a B200 (fp4 tensor cores) there is nothing to say."""
+    """NVFP4 weights on an H100 (no fp4 tensor cores, hardware catalog) are modelled with bf16 math (the step model's
+    effective_compute_dtype: the engines' W4A16 kernels) and perf says so; on a B200 (fp4 tensor cores) there is
+    nothing to say. The note said fp8 math, which the model does not price."""
     args = ("perf", "llama-3.1-8b", "--isl", "1000", "--osl", "200", "--batch", "4", "--precision", "nvfp4")
     notes = _cli_json(run_cli, *args, "--system", "h100")["notes"]
     assert [n for n in notes if n.startswith("nvfp4 on h100_sxm: the GPU has no fp4 tensor cores; modelled as nvfp4 "
-                                             "weights read from memory with fp8 math")]
+                                             "weights read from memory with bf16 math")]
     assert not [n for n in _cli_json(run_cli, *args, "--system", "b200")["notes"] if "tensor cores" in n]
 
 

@@ -401,10 +401,14 @@ def _perf_intervals(out: dict[str, Any], engine: str, gpu_id: str, model: ModelA
 
 def _math_fallback_notes(precision: Precision, gpu: Gpu) -> list[str]:
     """A note per low-precision weight format whose math the GPU has no tensor cores for (fp4 weights on a Hopper,
-    an A100 or an MI300X): the model runs it with the next wider math the GPU has, which the engine must support."""
+    an A100 or an MI300X): the model runs it with the math the step model prices it with (perfmodel.step
+    effective_compute_dtype: fp4 in bf16 where there are no fp4 tensor cores; else the next wider math the GPU has),
+    which the engine must support."""
+    from .perfmodel.step import effective_compute_dtype
+
     notes = []
     for fmt in sorted(set(precision.formats.values()), key=lambda f: f.name):
-        used = gpu.math_dtype(fmt.compute_dtype)
+        used = gpu.math_dtype(effective_compute_dtype(gpu, fmt.compute_dtype))
         if used != fmt.compute_dtype and fmt.compute_dtype in ("fp4", "fp8", "int8"):
             notes.append(f"{fmt.name} on {gpu.id}: the GPU has no {fmt.compute_dtype} tensor cores; modelled as "
                          f"{fmt.name} weights read from memory with {used} math (check that your engine runs "
