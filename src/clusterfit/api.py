@@ -15,6 +15,7 @@ Keyword arguments mirror the command-line options (same names, defaults and vali
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -595,7 +596,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     own = _checkpoint_formats(model)
     quant = "fp8" if row.precision == "fp8" and own != ["fp8"] else None   # an fp8 checkpoint is served as stored
     longest = result.longest_request   # None in a plan written before it was recorded
-    need = int(-(-(longest.prompt_tokens + longest.output_tokens) // 1)) if longest is not None else 1
+    need = math.ceil(longest.prompt_tokens + longest.output_tokens) if longest is not None else 1
     if req.max_model_len is not None:
         check_context(model, req.max_model_len, req.allow_longer_context, "max_model_len", "max_model_len")
         if longest is not None and req.max_model_len < longest.prompt_tokens + longest.output_tokens:

@@ -120,9 +120,10 @@ def render_simulation(console: Console, report: SimResult) -> None:
 
     from ..report.intervals import basis_note, with_interval
 
+    from ..layout import Layout
+
     lay = report.layout
-    label = " ".join(f"{k}{v}" for k, v in (("TP", lay.tp), ("DP", lay.dp), ("EP", lay.ep), ("PP", lay.pp))
-                     if k == "TP" or v > 1)
+    label = Layout(tp=lay.tp, pp=lay.pp, ep=lay.ep, dp=lay.dp).label()
     t = Table(title=f"{report.model} on {report.replicas} x {report.gpus_per_replica} GPU "
                     f"{report.system} replicas ({label}, {report.engine}, {report.precision}, KV {report.kv_dtype}), "
                     f"policy {report.policy}")

@@ -198,9 +198,9 @@ class Cluster:
         self.up_since.append(now_s)  # GPUs are paid for from the moment they are requested
         return rep
 
-    def _push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
+    def _push(self, t: float, kind: int, a: int = 0) -> None:
         self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, a, b))
+        heapq.heappush(self.heap, (t, self.seq, kind, a, 0))
 
     def _schedule(self, rep: Replica) -> None:
         t = rep.plan()

@@ -71,8 +71,9 @@ class ArrivalSpec(_Strict):
 
     poisson: exponential gaps at ``rate_rps``. gamma: gamma gaps with coefficient of variation ``cv``
     (cv > 1 is bursty). mmpp: a two-state Markov-modulated Poisson process spending ``burst_fraction``
-    of the time at ``burst_factor`` x the base rate, mean dwell ``dwell_s`` in the burst state, with the
-    same long-run mean ``rate_rps``. diurnal: rate_rps x (1 + amplitude x sin(2 pi t / period_s)).
+    of the time at ``burst_factor`` x the mean rate (``rate_rps``; sim.requests._mmpp), mean dwell ``dwell_s`` in
+    the burst state, with the same long-run mean ``rate_rps``. diurnal: rate_rps x (1 + amplitude x sin(2 pi t /
+    period_s)).
     """
 
     process: ArrivalProcess = "poisson"

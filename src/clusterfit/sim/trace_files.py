@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, brief
 from ..inputs import RepeatedKey, unique_keys
 from .requests import Requests
 
@@ -144,7 +144,7 @@ def _rows(path: Path) -> tuple[Callable[[], Iterator[tuple[int, Row]]], list[str
                     try:
                         obj = json.loads(line, object_pairs_hook=unique_keys)
                     except RepeatedKey as dup:
-                        raise ClusterfitError(f"{path}:{i}: key {dup.key!r} is given twice") from None
+                        raise ClusterfitError(f"{path}:{i}: key {brief(dup.key)} is given twice") from None
                     except json.JSONDecodeError as exc:
                         raise ClusterfitError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
                     if not isinstance(obj, dict):

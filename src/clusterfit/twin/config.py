@@ -49,7 +49,7 @@ class TwinRequest(LayoutRequest, EngineSettingsRequest):
     chat_max_tokens: int = Field(CHAT_DEFAULT_MAX_TOKENS, ge=1, le=100_000_000, description=(
         "Output tokens of a chat completion that gives no max_tokens (capped by the context left)"))
     max_outstanding: int = Field(10_000, ge=1, le=1_000_000, description=(
-        "Most simulated requests in flight; beyond it the twin answers 503 (bounds its memory)"))
+        "Most simulated requests in flight across all replicas; beyond it the twin answers 503 (bounds its memory)"))
     history: int = Field(10_000, ge=0, le=1_000_000, description=(
         "Finished requests kept for GET /twin/requests (the oldest are dropped)"))
     exact_steps: bool = Field(False, description="Call the step model every step instead of its tables (slow)")
