@@ -274,10 +274,10 @@ def test_a_cost_tie_with_a_disaggregated_plan_names_it(run_json):
 
     out = run_json("plan", "--scenario", "examples/chat-lognormal.yaml")
     b200 = next(r for r in out["per_system"] if r["system"] == "dgx_b200")
-    m = re.search(r"cost tie with (disaggregated (\d+)P(\d+)D \(prefill TP\d+[^)]*\)|\d+ x TP\d+)", b200["why"])
+    assert b200["mode"] == "aggregated" and b200["total_gpus"] == 15
+    m = re.search(r"cost tie with disaggregated (\d+)P(\d+)D \(prefill TP1, decode TP1\)", b200["why"])
     assert m is not None, b200["why"]
-    if b200["mode"] == "aggregated":
-        assert m.group(2) is not None and int(m.group(2)) + int(m.group(3)) == b200["total_gpus"]
+    assert int(m.group(1)) + int(m.group(2)) == b200["total_gpus"]     # TP1 replicas: one GPU each
 
 
 def test_scenario_percentiles_take_what_the_command_line_takes(tmp_path, run_cli):

@@ -235,8 +235,13 @@ def window_output_tokens(run: SimRun, edges: np.ndarray) -> np.ndarray:
     rep = req["replica"][done]
     out = np.zeros(edges.size - 1)
     t_s = progress.t_s + progress.shift_s
-    for r in np.unique(rep):
-        mine = rep == r
+    # each replica's requests as one slice of a sort by replica (a mask per replica compared every request with
+    # every replica: replicas x requests)
+    if rep.size == 0:
+        return out
+    order = np.argsort(rep, kind="stable")
+    reps, starts = np.unique(rep[order], return_index=True)
+    for r, mine in zip(reps.tolist(), np.split(order, starts[1:]), strict=True):
         curve = progress.tokens[:, r]
 
         def clock(x: np.ndarray, curve: np.ndarray = curve) -> np.ndarray:
