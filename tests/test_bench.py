@@ -445,3 +445,19 @@ def test_a_closed_loop_of_fewer_requests_than_concurrency_is_predicted_at_the_re
     assert any("fewer than --concurrency 3: at most 1 in flight" in n for n in c["notes"]), c["notes"]
     # 3 requests over 2 replicas: at most 2 per replica (not ceil(8 / 2) = 4)
     assert any("closed loop of 2 requests per replica x 2" in n for n in json.loads(two)["comparison"]["notes"])
+
+
+@pytest.mark.parametrize("compared, served, noted", [
+    ("deepseek-ai/DeepSeek-V3", "DeepSeek-V3.2", True),      # a newer version: another architecture
+    ("zai-org/GLM-4.5", "GLM-4.5-Air", True),                 # -Air is another model
+    ("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", False),
+    ("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", False),
+])
+def test_compare_notes_an_endpoint_serving_another_model(compared, served, noted):
+    """A served name matches the compared model when it resolves to the same bundled architecture; the substring
+    test it replaced took DeepSeek-V3.2 for DeepSeek-V3 and GLM-4.5-Air for GLM-4.5 and said nothing."""
+    from types import SimpleNamespace
+
+    from clusterfit.bench.compare import _other_model
+
+    assert bool(_other_model(SimpleNamespace(compare=compared), (served, None))) is noted

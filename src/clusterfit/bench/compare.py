@@ -74,20 +74,19 @@ def _name_key(name: str) -> str:
 
 
 def _other_model(cfg: BenchConfig, served: tuple[str, str | None] | None) -> str | None:
-    """A note when the endpoint's model (its id and root) looks like no name of the compared model (the name given,
-    its HF id, an alias of it): the prediction is then for another model than the one measured. Lenient: a served
-    name that contains the compared model's name (an -Instruct or -FP8 variant) or is one of its aliases matches."""
+    """A note when the endpoint's model (its id and root) is not the compared model: the prediction is then for
+    another model than the one measured. A served name matches when it names the compared model (its last path part,
+    any case) or resolves to the same bundled architecture (arch.resolve_model_id: -Instruct, -FP8, date suffixes and
+    aliases; never -Air or a newer version, which a substring test took for the base model: DeepSeek-V3.2 served
+    against --compare deepseek-ai/DeepSeek-V3 said nothing)."""
     if served is None or cfg.compare is None:
         return None
-    from ..arch import load_model, model_aliases
+    from ..arch import load_model, resolve_model_id
 
     model = load_model(cfg.compare)
     keys = {_name_key(n) for n in (cfg.compare, model.hf_id or "", model.name) if n.strip()}
-    aliases = {a.lower(): h for a, h in model_aliases().items()}
-    names = [n for n in served if n]
-    for name in names:
-        if any(k in _name_key(name) for k in keys) or (model.hf_id and aliases.get(name.strip().lower()) ==
-                                                       model.hf_id):
+    for name in (n for n in served if n):
+        if _name_key(name) in keys or (model.hf_id is not None and resolve_model_id(name) == model.hf_id):
             return None
     said = " ".join(f"{what} {n!r}" for what, n in zip(("id", "root"), served) if n)
     return (f"the endpoint serves {said} (GET /v1/models), which does not look like {cfg.compare}"
