@@ -295,6 +295,19 @@ def test_amd_gpus_get_amd_resources_and_vllms_rocm_image(run_cli, tmp_path):
              "--out", str(tmp_path / "never"), says=("error: --target: kubernetes:", "no sglang image"))
 
 
+def test_amd_shell_files_name_hips_visible_devices_variable(run_cli, tmp_path):
+    """launch.sh on AMD GPUs named HIP_VISIBLE_DEVICES but its README said CUDA_VISIBLE_DEVICES: both name HIP's
+    variable now (ROCm docs, HIP reference env_variables.html, "GPU isolation variables"); NVIDIA keeps CUDA's."""
+    for system, variable, other in (("mi300x_platform", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
+                                    ("h200", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")):
+        out = tmp_path / system
+        code, _, err = run_cli("deploy", *AMD_ASK, "--system", system, "--out", str(out))
+        assert code == 0, err
+        for name in ("launch.sh", "README.md"):
+            text = (out / name).read_text()
+            assert variable in text and other not in text, (system, name, text)
+
+
 @pytest.mark.parametrize("system", ["tpu_v6e_host", "gaudi3_8x"])
 def test_tpus_and_gaudi_get_a_shell_command_only(run_cli, tmp_path, system):
     """TPU and Gaudi systems got `nvidia.com/gpu`, a CUDA image and Slurm `--gpus-per-node`: clusterfit knows no

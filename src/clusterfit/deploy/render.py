@@ -33,6 +33,14 @@ IMAGES = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23
 FLAG_FILES = {"vllm": "vllm-0.33.0-engine-flags.txt", "sglang": "sglang-0.5.23-server-flags.txt",
               "trtllm": "trtllm-1.2-serve-flags.txt"}
 PORT = 8000
+#: the port argument of a launch that reads the port from the shell variable PORT (a single-node launch.sh, each
+#: Slurm array task); _shell_line keeps it for the shell to expand
+PORT_VAR = "${PORT}"
+#: the variable that gives a process its GPUs, per vendor: CUDA's CUDA_VISIBLE_DEVICES; HIP's HIP_VISIBLE_DEVICES on
+#: AMD GPUs (ROCm docs, rocm.docs.amd.com/projects/HIP/en/latest/reference/env_variables.html, "GPU isolation
+#: variables": HIP_VISIBLE_DEVICES, "Device indices exposed to HIP applications"; ROCR_VISIBLE_DEVICES filters
+#: below HIP, for every ROCm runtime)
+VISIBLE_DEVICES = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "HIP_VISIBLE_DEVICES"}
 #: the Kubernetes device-plugin resource per GPU vendor: NVIDIA's k8s-device-plugin `nvidia.com/gpu`, AMD's
 #: ROCm/k8s-device-plugin `amd.com/gpu` (instinct.docs.amd.com/projects/k8s-device-plugin: "Exposes AMD GPUs as
 #: amd.com/gpu resources"); Slurm schedules both as GRES `gpu` (gres.conf AutoDetect=nvml / rsmi)
@@ -175,13 +183,14 @@ def speculative_args(spec: DeploySpec) -> list[str]:
                          "TensorRT-LLM takes it in its LLM API options (speculative_config), not generated here")
 
 
-def engine_command(spec: DeploySpec) -> list[str]:
-    """The engine's argv for one node of a replica. Multi-node replicas use the shell variables ``NODE_RANK`` and
-    ``LEADER_ADDR``; vLLM worker nodes add ``"${HEADLESS[@]}"`` (``--headless`` when NODE_RANK > 0)."""
+def engine_command(spec: DeploySpec, port: str = str(PORT)) -> list[str]:
+    """The engine's argv for one node of a replica, serving on ``port`` (a number, or PORT_VAR for the shell's
+    ``${PORT}``). Multi-node replicas use the shell variables ``NODE_RANK`` and ``LEADER_ADDR``; vLLM worker nodes
+    add ``"${HEADLESS[@]}"`` (``--headless`` when NODE_RANK > 0)."""
     s, multi = spec, spec.nodes_per_replica > 1
     if s.engine == "vllm":
         cmd = ["vllm", "serve", s.model_id, "--served-model-name", s.served_name, "--host", "0.0.0.0",
-               "--port", str(PORT), "--tensor-parallel-size", str(s.tp), "--pipeline-parallel-size", str(s.pp),
+               "--port", port, "--tensor-parallel-size", str(s.tp), "--pipeline-parallel-size", str(s.pp),
                "--data-parallel-size", str(s.dp)]
         if s.ep > 1:
             cmd.append("--enable-expert-parallel")
@@ -218,7 +227,7 @@ def engine_command(spec: DeploySpec) -> list[str]:
         return cmd
     if s.engine == "sglang":
         cmd = ["python3", "-m", "sglang.launch_server", "--model-path", s.model_id, "--served-model-name",
-               s.served_name, "--host", "0.0.0.0", "--port", str(PORT), "--tp-size", str(s.tp * s.dp),
+               s.served_name, "--host", "0.0.0.0", "--port", port, "--tp-size", str(s.tp * s.dp),
                "--pp-size", str(s.pp)]
         if s.dp > 1:
             cmd += ["--dp-size", str(s.dp), "--attn-dp-size", str(s.dp)]
@@ -247,7 +256,7 @@ def engine_command(spec: DeploySpec) -> list[str]:
                 "that clusterfit does not generate; plan and deploy with --engine vllm or sglang (a saved plan: "
                 "plan again with it and deploy that plan), or plan a single-node layout (--system with a larger "
                 "node)")
-        return ["trtllm-serve", s.model_id, "--host", "0.0.0.0", "--port", str(PORT), "--backend", "pytorch",
+        return ["trtllm-serve", s.model_id, "--host", "0.0.0.0", "--port", port, "--backend", "pytorch",
                 "--tp_size", str(s.tp * s.dp), "--pp_size", str(s.pp), "--ep_size", str(s.ep),
                 "--max_batch_size", str(s.max_num_seqs), "--max_num_tokens", str(s.max_num_batched_tokens),
                 "--max_seq_len", str(s.max_model_len), "--free_gpu_memory_fraction", f"{s.memory_fraction:g}",
@@ -312,10 +321,15 @@ def _node_prelude(spec: DeploySpec) -> str:
 
 
 # ------------------------------------------------------------------------------------------ targets
+def _visible(spec: DeploySpec) -> str:
+    return VISIBLE_DEVICES.get(spec.vendor, "the vendor's visible-devices variable")
+
+
 def _shell(spec: DeploySpec) -> list[GeneratedFile]:
-    cmd = engine_command(spec)
-    _check_flags(spec, cmd)
     multi = spec.nodes_per_replica > 1
+    # a single-node launch.sh serves on ${PORT} (default PORT); a multi-node one on PORT itself
+    cmd = engine_command(spec, str(PORT) if multi else PORT_VAR)
+    _check_flags(spec, cmd)
     lines = ["#!/usr/bin/env bash",
              f"# {spec.engine} {ENGINE_VERSIONS[spec.engine]}: one replica of {spec.served_name} "
              f"({spec.gpus_per_replica} GPUs over {spec.nodes_per_replica} node(s)); the plan runs {spec.replicas}.",
@@ -331,16 +345,11 @@ def _shell(spec: DeploySpec) -> list[GeneratedFile]:
             lines.append(_node_prelude(spec).rstrip("\n"))
     else:
         if spec.gpus_per_node // spec.gpus_per_replica > 1:
-            visible = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "HIP_VISIBLE_DEVICES"}.get(
-                spec.vendor, "the vendor's visible-devices variable")
-            lines.append(f"# Several replicas share a node: give each its GPUs ({visible}) and a PORT.")
+            lines.append(f"# Several replicas share a node: give each its GPUs ({_visible(spec)}) and a PORT.")
         else:
             lines.append("# One replica per node (all its GPUs); PORT sets the port.")
         lines.append(f'PORT="${{PORT:-{PORT}}}"')
-    line = _shell_line(cmd)
-    if not multi:
-        line = line.replace(f"--port {PORT}", '--port "${PORT}"')
-    lines.append("exec " + line)
+    lines.append("exec " + _shell_line(cmd))
     files = [GeneratedFile("launch.sh", "engine command (one node of one replica)", "\n".join(lines) + "\n", True)]
     if spec.engine == "trtllm":
         files.append(GeneratedFile(TRTLLM_CONFIG, "engine config (trtllm-serve --config)", _trtllm_yaml(spec)))
@@ -445,13 +454,12 @@ def _kubernetes(spec: DeploySpec) -> list[GeneratedFile]:
 
 
 def _slurm(spec: DeploySpec) -> list[GeneratedFile]:
-    cmd = engine_command(spec)
+    # array tasks of replicas smaller than a node may share one (Slurm packs their GPUs): each task serves on a port
+    # of its own, PORT + its array index, which it prints first in its output file
+    cmd = engine_command(spec, PORT_VAR)
     _check_flags(spec, cmd)
     n = spec.nodes_per_replica
-    # array tasks of replicas smaller than a node may share one (Slurm packs their GPUs): each task serves on a port
-    # of its own, 8000 + its array index, which it prints first in its output file
-    line = _shell_line(cmd).replace(f"--port {PORT}", '--port "${PORT}"')
-    body = _env_prelude(spec) + _node_prelude(spec) + "exec " + line
+    body = _env_prelude(spec) + _node_prelude(spec) + "exec " + _shell_line(cmd)
     lines = ["#!/bin/bash",
              f"#SBATCH --job-name={spec.name}",
              f"#SBATCH --array=0-{spec.replicas - 1}",
@@ -479,12 +487,16 @@ def _slurm(spec: DeploySpec) -> list[GeneratedFile]:
     return files
 
 
-_APPLY = {"shell": "Run `./launch.sh` on each node of each replica (see its header for NODE_RANK / LEADER_ADDR, "
-                   "CUDA_VISIBLE_DEVICES and PORT).",
-          "kubernetes": "`kubectl apply -f .` (a LeaderWorkerSet needs the LWS controller, "
-                        "https://github.com/kubernetes-sigs/lws; an `hf-token` secret with key `token` is optional).",
-          "slurm": "`sbatch replica.sbatch` (one array task per replica, serving on port 8000 + its array index; "
-                   "each task's output file begins with its address: put a load balancer in front of them)."}
+def _apply(spec: DeploySpec, target: str) -> str:
+    """The README's 'Apply:' line for ``target``."""
+    if target == "shell":
+        return (f"Run `./launch.sh` on each node of each replica (see its header for NODE_RANK / LEADER_ADDR, "
+                f"{_visible(spec)} and PORT).")
+    if target == "kubernetes":
+        return ("`kubectl apply -f .` (a LeaderWorkerSet needs the LWS controller, "
+                "https://github.com/kubernetes-sigs/lws; an `hf-token` secret with key `token` is optional).")
+    return (f"`sbatch replica.sbatch` (one array task per replica, serving on port {PORT} + its array index; "
+            "each task's output file begins with its address: put a load balancer in front of them).")
 
 
 def render(spec: DeploySpec, target: str) -> list[GeneratedFile]:
@@ -503,7 +515,7 @@ def render(spec: DeploySpec, target: str) -> list[GeneratedFile]:
               f"{spec.max_num_batched_tokens} batched tokens per step, KV cache {spec.kv_dtype}"
               + (", eager mode" if spec.enforce_eager else "") + ".", "",
               *[f"Environment: `{name}={value}` ({why})." for name, value, why in engine_env(spec)],
-              "Apply: " + _APPLY[target], "", "| file | role |", "|---|---|",
+              "Apply: " + _apply(spec, target), "", "| file | role |", "|---|---|",
               *[f"| `{f.path}` | {f.role} |" for f in files]]
     files.append(GeneratedFile("README.md", "what was planned and how to apply it", "\n".join(readme) + "\n"))
     return files
