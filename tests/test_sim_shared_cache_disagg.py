@@ -102,6 +102,30 @@ def test_sglang_runs_prefill_and_decode_in_separate_steps():
                                           "p99": pytest.approx(0.020 if not mixed else 0.010, rel=0.003)}
 
 
+def test_sglang_decode_pool_runs_a_handoff_with_the_decodes():
+    """A disaggregated decode replica under SGLang: the hand-off arrives with its prompt KV, gets a 'prebuilt' batch
+    with no forward pass and is merged into the running batch, which decodes in the same scheduler iteration
+    (python/sglang/srt/disaggregation/decode.py, get_next_disagg_decode_batch_to_run). 10 ms steps, no transfer
+    time. A (10 + 21 tokens) arrives at 0: prefilled by 0.01 s, then 20 decode-side steps, done at 0.21 s. B (100 + 2)
+    arrives at 0.105 s: prefilled by 0.115 s, joins at A's step boundary 0.12 s and finishes at 0.13 s. Before, the
+    simulator ran B's hand-off as a prefill step of its own that held A back: A done at 0.22 s. The same requests on
+    an aggregated SGLang replica still hold A back for B's prefill step (the test above)."""
+    from types import SimpleNamespace
+
+    from test_sim_helpers import ConstantStep
+
+    from clusterfit.sim.requests import Requests
+
+    model = ConstantStep(0.01, max_num_seqs=8)
+    model.engine = SimpleNamespace(mixed_batches=False)  # type: ignore[attr-defined]
+    reqs = Requests.build([0.0, 0.105], [10, 100], [21, 2])
+    run = run_disaggregated(reqs, model, model, SimulationConfig(exact_steps=True), 1, 1,
+                            lambda tok: 0.0 * np.asarray(tok, float))
+    req = run.requests
+    assert req["first_token_s"].tolist() == pytest.approx([0.01, 0.115])
+    assert req["finish_s"].tolist() == pytest.approx([0.21, 0.13])
+
+
 def test_multi_step_scheduling_admits_new_requests_between_step_groups():
     """vLLM V0 multi-step scheduling (--num-scheduler-steps N, Engine.num_scheduler_steps) calls the scheduler once
     per group of N decode steps, so an arrival waits for its group's end before its prefill (vllm-project/vllm#6854).

@@ -138,11 +138,14 @@ class Cluster:
 
     #: The replica type the cluster builds (sim.online's cluster builds a subclass that reports its progress).
     replica_class: type[Replica] = Replica
+    #: a disaggregated decode pool: every request arrives with its prompt KV built (Replica.kv_handoff)
+    kv_handoff: bool = False
 
     def __init__(self, requests: Requests, step_model: StepCosts, config: SimulationConfig,
-                 gpus_per_node: int | None = None) -> None:
+                 gpus_per_node: int | None = None, kv_handoff: bool = False) -> None:
         if len(requests) == 0:
             raise ClusterfitError("no requests to simulate")
+        self.kv_handoff = kv_handoff
         self._setup(Ledger(requests, kv_rule(step_model)), step_model, config,
                     int(np.max(requests.input_tokens + requests.output_tokens)), gpus_per_node)
         self.too_big = ((requests.input_tokens + requests.output_tokens + config.replica.block_size)
@@ -191,6 +194,7 @@ class Cluster:
         rep = self.replica_class(len(self.replicas), self.timer, self.ledger, self.kv_capacity, self.config.replica,
                                  self.max_num_seqs, self.max_num_batched_tokens)
         rep.alive = ready
+        rep.kv_handoff = self.kv_handoff
         rep.clock = now_s
         self.replicas.append(rep)
         self.g_offset.append(0.0)
@@ -559,8 +563,9 @@ def with_front_end(run: SimRun, front_s: float) -> SimRun:
 
 
 def run_simulation(requests: Requests, step_model: StepCosts, config: SimulationConfig,
-                   gpus_per_node: int | None = None, front_end: bool = True) -> SimRun:
+                   gpus_per_node: int | None = None, front_end: bool = True, kv_handoff: bool = False) -> SimRun:
     """Simulate ``requests`` on ``config.replicas`` replicas whose steps take ``step_model`` times; ``front_end``:
-    add the engine's front-end latency to every request's first token and finish (with_front_end)."""
-    run = Cluster(requests, step_model, config, gpus_per_node).run()
+    add the engine's front-end latency to every request's first token and finish (with_front_end); ``kv_handoff``:
+    the replicas are a disaggregated decode pool (sim.disagg), whose requests arrive with their prompt KV built."""
+    run = Cluster(requests, step_model, config, gpus_per_node, kv_handoff).run()
     return with_front_end(run, front_end_s(step_model)) if front_end else run

@@ -10,7 +10,8 @@ The model, kept simple on purpose (and what the planner assumes, planning/capaci
    contend with each other.
 3. **Decode pool**: ``decode_replicas`` replicas of the decode layout. The request arrives there when its KV has
    landed, with its whole prompt and first token in KV already (``Requests.cached_tokens``: only the first token's
-   own KV entry is computed, one token attending the prompt, in a step alongside the running batch) and
+   own KV entry is computed, one token attending the prompt, in a step alongside the running batch, under SGLang
+   too: its decode server merges a hand-off into the running batch with no prefill step, ``Replica.kv_handoff``) and
    ``output - 1`` tokens still to generate.
 
 TTFT is counted to the end of the KV transfer (as the planner counts it: the first token is handed over with
@@ -70,7 +71,7 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
         dec = Requests(handed[idx], isl + 1, requests.output_tokens[idx] - 1, np.full(idx.size, -1, np.int64),
                        np.zeros(idx.size, np.int64), isl.copy())
         dcfg = config.model_copy(update={"replicas": decode_replicas})
-        run_d = run_simulation(dec, decode_model, dcfg, gpus_per_node, front_end=False)
+        run_d = run_simulation(dec, decode_model, dcfg, gpus_per_node, front_end=False, kv_handoff=True)
         rd = run_d.requests
         status[idx] = rd["status"]
         finish[idx] = rd["finish_s"]

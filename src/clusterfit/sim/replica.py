@@ -1,7 +1,8 @@
 """One serving replica: an engine's scheduler at iteration level.
 
 Continuous batching with chunked prefill under ``max_num_batched_tokens`` per step (prefill chunks riding with the
-decodes, or, for an engine without ``mixed_batches`` such as SGLang, prefill steps that hold the decodes back), paged
+decodes, or, for an engine without ``mixed_batches`` such as SGLang, prefill steps that hold the decodes back, except
+for a disaggregated decode pool's KV hand-offs, ``kv_handoff``), paged
 KV with admission control, preemption by recompute when KV runs out, a per-replica LRU prefix cache and optional
 speculative decoding. Step times come from a :class:`~clusterfit.sim.stepmodel.StepTimer`.
 
@@ -90,6 +91,8 @@ class Replica:
         self.group = max(1, int(getattr(getattr(model, "engine", None), "num_scheduler_steps", 1) or 1))
         self.lookahead = schedules_ahead(model)  # step n+1's requests are chosen while step n runs (_admit)
         self.step_decodes = True  # whether the planned mixed step advances the decoding sequences
+        # a disaggregated decode pool (sim.disagg, set by the Cluster): requests arrive with their prompt KV built
+        self.kv_handoff = False
         rule = kv_rule(model)
         self.kv_rule: Any = rule
         self.ranks, self.rank_budget = 1, math.inf
@@ -332,9 +335,16 @@ class Replica:
         A one-token chunk (a disaggregated handoff whose prompt KV arrived with it, a fully cached prompt, a prompt's
         last token) is costed as a decode token attending its context: the engines batch query-length-1 requests
         with the decodes (vLLM's attention backends split a batch at query length 1; its MLA runs them through the
-        absorbed decode kernel, not the prefill path that up-projects the cached latents)."""
+        absorbed decode kernel, not the prefill path that up-projects the cached latents).
+
+        An engine without mixed batches (SGLang) runs prefill steps that hold the decodes back, except on a
+        disaggregated decode replica (``kv_handoff``) whose arrivals are all hand-offs: SGLang builds them a
+        "prebuilt" batch with no forward pass and merges it into the running batch, which decodes in the same
+        scheduler iteration (python/sglang/srt/disaggregation/decode.py: "Skip the prefill forward but only populate
+        metadata"; get_next_disagg_decode_batch_to_run), so they ride the decode step as vLLM's do."""
         d, k = self.d, self.verify
-        self.step_decodes = self.mixed or not self.prefill
+        self.step_decodes = self.mixed or not self.prefill or (
+            self.kv_handoff and all(entry[1] == 1 for entry in self.prefill))
         if not self.step_decodes:
             d = 0
         left = self.max_num_batched_tokens - d * (1 + k)
