@@ -218,6 +218,37 @@ def test_busy_and_timeout() -> None:
     asyncio.run(scenario())
 
 
+def test_waiting_calls_hold_no_thread_of_the_default_executor() -> None:
+    """A call waiting for a worker blocked a thread of the event loop's default executor (a Semaphore.acquire run
+    there) for up to queue_s: with that executor's threads all waiting, a catalog read (asyncio.to_thread) could
+    not start. Here the executor has one thread and two calls wait: the read must answer at once, the waiting calls
+    get the worker in turn, and a call cancelled while it waits takes no slot."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from clusterfit.web.app import Runner
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        release = threading.Event()
+        runner = Runner(workers=1, timeout_s=10, queue_s=5)
+        first = asyncio.ensure_future(runner.run(lambda: release.wait(5)))
+        await asyncio.sleep(0.05)
+        waiting = [asyncio.ensure_future(runner.run(lambda i=i: i)) for i in (1, 2)]
+        gone = asyncio.ensure_future(runner.run(lambda: "never"))
+        await asyncio.sleep(0.05)
+        assert runner.slots.waiting == 3
+        gone.cancel()
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "read"), 1) == "read"
+        release.set()
+        assert await first is True and [await w for w in waiting] == [1, 2]
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert runner.slots.waiting == 0 and runner.slots.acquire(blocking=False)   # the one slot is free
+        runner.slots.release()
+
+    asyncio.run(scenario())
+
+
 def test_a_simulation_past_the_budget_frees_its_worker() -> None:
     """A simulation answered 422 for running past the per-call budget stops at its next budget check
     (clusterfit.deadline) instead of holding the only worker to its end: a 200,000-request simulation over 4,096

@@ -22,6 +22,7 @@ import json
 import logging
 import threading
 import warnings
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from concurrent.futures import ThreadPoolExecutor
@@ -138,16 +139,93 @@ class BodyLimit:
                 await _error(413, exc.detail)(scope, receive, send)
 
 
+class Slots:
+    """``workers`` worker slots. A call waits for one on its event loop (an asyncio future, first come first
+    served), not in a thread: a blocking ``Semaphore.acquire`` per waiting call held a thread of the loop's default
+    executor for up to ``queue_s``, the executor the catalog reads (``asyncio.to_thread``) run in. A slot is given
+    back from any thread (a worker's done callback): to the first call still waiting, else to the free count."""
+
+    def __init__(self, workers: int) -> None:
+        self.free = workers
+        self._lock = threading.Lock()
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot."""
+        return len(self._waiters)
+
+    def acquire(self, blocking: bool = False) -> bool:
+        """Take a free slot if there is one (never blocks: ``wait`` is the way to wait)."""
+        if blocking:
+            raise ValueError("Slots.acquire never blocks; await Slots.wait(timeout_s)")
+        with self._lock:
+            if self.free > 0 and not self._waiters:
+                self.free -= 1
+                return True
+            return False
+
+    async def wait(self, timeout_s: float, max_waiting: int) -> bool:
+        """Take a slot, waiting up to ``timeout_s`` for one; False when none came in time or ``max_waiting`` calls
+        wait already. A call cancelled while it waits (its client went away) takes no slot."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self.free > 0 and not self._waiters:
+                self.free -= 1
+                return True
+            if len(self._waiters) >= max_waiting or timeout_s <= 0:
+                return False
+            entry = (loop, loop.create_future())
+            self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(entry[1], timeout_s)   # cancels the future on a timeout or a cancellation
+            return True
+        except asyncio.TimeoutError:
+            self._give_up(entry)
+            return False
+        except asyncio.CancelledError:
+            self._give_up(entry)
+            raise
+
+    def _give_up(self, entry: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]) -> None:
+        """A call stops waiting: out of the queue; a slot handed to it as it stopped goes to the next call (a hand-over
+        still to run finds its future cancelled and passes the slot on itself, _hand_over)."""
+        with self._lock:
+            queued = entry in self._waiters
+            if queued:
+                self._waiters.remove(entry)
+        if not queued and entry[1].done() and not entry[1].cancelled():
+            self.release()
+
+    def release(self) -> None:
+        """Give a slot back (from any thread)."""
+        with self._lock:
+            while self._waiters:
+                loop, future = self._waiters.popleft()
+                try:
+                    loop.call_soon_threadsafe(self._hand_over, future)
+                    return
+                except RuntimeError:   # that call's event loop is closed: the next one
+                    continue
+            self.free += 1
+
+    def _hand_over(self, future: asyncio.Future[None]) -> None:
+        """On the waiting call's loop: the slot is its own, unless it stopped waiting meanwhile."""
+        if future.done():
+            self.release()
+        else:
+            future.set_result(None)
+
+
 class Runner:
     """Runs computations in worker threads: at most ``workers`` at once, ``timeout_s`` each. A call that finds every
     worker busy waits up to ``queue_s`` for one (at most ``MAX_WAITING`` calls wait), else Busy."""
 
     def __init__(self, workers: int, timeout_s: float, queue_s: float = QUEUE_S) -> None:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="clusterfit-web")
-        self.slots = threading.BoundedSemaphore(workers)
+        self.slots = Slots(workers)
         self.timeout_s = timeout_s
         self.queue_s = queue_s
-        self.waiting = 0   # only the event loop's thread changes it
 
     def _budgeted(self, fn: Callable[[], T]) -> T:
         """``fn`` in a worker thread under the per-call budget: the simulator stops at its next check once the
@@ -157,20 +235,7 @@ class Runner:
 
     async def _slot(self) -> None:
         """Take a worker slot, waiting up to ``queue_s`` for one; Busy when none frees in time or too many wait."""
-        if self.slots.acquire(blocking=False):
-            return
-        if self.waiting >= MAX_WAITING or self.queue_s <= 0:
-            raise Busy()
-        self.waiting += 1
-        wait = asyncio.get_running_loop().run_in_executor(None, self.slots.acquire, True, self.queue_s)
-        try:
-            got = await asyncio.shield(wait)
-        except asyncio.CancelledError:   # the client went away: give back the slot the wait may still take
-            wait.add_done_callback(lambda f: self.slots.release() if not f.cancelled() and f.result() else None)
-            raise
-        finally:
-            self.waiting -= 1
-        if not got:
+        if not await self.slots.wait(self.queue_s, MAX_WAITING):
             raise Busy()
 
     async def run(self, fn: Callable[[], T]) -> T:
