@@ -333,3 +333,40 @@ def test_a_scenario_ttft_percentile_survives_a_target_option(run_cli, tmp_path):
     assert code == 0 and json.loads(out)["slo"].startswith("TTFT p99 <= 1000 ms, TPOT p90 <= 50 ms"), err
     code, out, err = run_cli("plan", "--scenario", str(f), "--tpot-ms", "50", "--ttft-percentile", "95", "--json")
     assert code == 0 and json.loads(out)["slo"].startswith("TTFT p95 <= 1000 ms"), err
+
+
+@pytest.mark.parametrize("gpus, k, g, fit, spares, serving", [
+    (12, 1, 2, 6, 4, 2),     # 8 + 4 GPUs: TP2 replicas 4 + 2; a node loss takes 4, so 2 serve (the old headroom rule: 0)
+    (12, 1, 1, 12, 8, 4),    # TP1: 8 + 4 replicas; losing the full node leaves the 4
+    (9, 1, 1, 9, 8, 1),      # the smallest GPU budget keeping one TP1 replica serving beside a node of spares
+    (20, 2, 2, 10, 8, 2),    # 4 + 4 + 2 TP2 replicas; N+2 loses the two full nodes
+    (16, 1, 2, 8, 4, 4),     # whole nodes: (nodes - k) x replicas per node, as before
+    (16, 1, 16, 1, 1, 0),    # a 16-GPU replica on two 8-GPU nodes: its spare leaves none serving
+    (12, 2, 1, 12, 16, 0),   # N+2 with two nodes: none serves (not a negative count)
+])
+def test_one_packing_rule_for_budgets_and_headroom(gpus, k, g, fit, spares, serving):
+    """planner.serving_within (the headroom's rule) and budget._serving (capacity mode's) were two implementations
+    that disagreed on budgets that are not whole nodes: 12 GPUs of 8-GPU nodes rented per node, TP2, N+1 gave 0
+    serving replicas in one, 2 in the other. N+k survives the loss of the k fullest nodes, and a part-filled node
+    holds serving replicas too (by hand in the cases). Both now call planner.packed_with_spares."""
+    from clusterfit.planning.planner import packed_with_spares, serving_within
+
+    assert packed_with_spares(gpus, k, g, 8, None) == (fit, spares, serving)
+    assert serving_within(gpus, k, g, 8, None) == serving
+
+
+def test_a_budget_of_part_of_a_node_packs_by_the_one_rule(run_json, run_cli):
+    """Through the CLI, mi300x_platform (8 GPUs a node, rented per node, so a node is the failure unit) with N+1:
+    12 GPUs hold 6 TP2 replicas, 4 of them spares (a full node's worth), 2 serving; the headroom counts the 16 GPUs
+    rented (whole nodes), 8 TP2 replicas of which 4 serve: twice the load the 12-GPU budget carries. 8 GPUs hold no
+    serving replica, and the answer names the smallest budget that does: 9 GPUs (8 TP1 spares on the full node,
+    1 serving beside them)."""
+    load = ("meta-llama/Llama-3.1-8B-Instruct", "--system", "mi300x", "--isl", "1000", "--osl", "200", "--ttft-ms",
+            "1000", "--tpot-ms", "40", "--failover", "1", "--no-disagg")
+    rec = run_json("plan", *load, "--gpus", "12")["recommended"]
+    assert (rec["layout"], rec["replicas"], rec["spare_replicas"], rec["serving_replicas"]) == ("TP2", 6, 4, 2)
+    assert rec["rented_gpus"] == 16
+    assert rec["headroom_requests_per_s"] == pytest.approx(2 * rec["requests_per_s"])
+    code, out, _ = run_cli("plan", *load, "--gpus", "8")
+    assert code == 0 and "the smallest budget that keeps a replica serving is 9 GPU(s) (TP1: 1 serving + 8 spare)" in \
+        " ".join(out.split())

@@ -24,7 +24,8 @@ from ..schema import CapacityAnswer, CapacityLayout, ParetoPoint, PlanOption, Pl
 from .cost import catalog_prices, resolve_price
 from .pareto import pareto_front
 from .planner import (QUEUEING_MODEL, PlanQuestion, longest_request, _bands, _explain, _no_plan, _nodes, _pareto_point,
-                      _row, _Sized, _speculative_block, node_is_failure_unit, spare_replicas)
+                      _row, _Sized, _speculative_block, node_is_failure_unit, packed_with_spares, replicas_that_fit,
+                      spare_replicas)
 from .search import Candidate, SearchResult
 
 if TYPE_CHECKING:
@@ -38,15 +39,6 @@ def budget_gpus(req: PlanQuestion, system: System) -> int:
         return req.budget_nodes * system.gpus_per_node
     assert req.budget_gpus is not None
     return req.budget_gpus
-
-
-def replicas_that_fit(gpus_per_replica: int, node: int, budget: int) -> int:
-    """Replicas of ``gpus_per_replica`` GPUs packed into ``budget`` GPUs on nodes of ``node`` GPUs (a replica
-    never straddles nodes unless it is larger than one, and then takes whole nodes)."""
-    full, rem = divmod(budget, node)
-    if gpus_per_replica <= node:
-        return full * (node // gpus_per_replica) + rem // gpus_per_replica
-    return full // math.ceil(gpus_per_replica / node)
 
 
 def _footprint(n: int, g: int, node: int, by_gpu: bool) -> int:
@@ -66,11 +58,9 @@ def _rented(req: PlanQuestion, system: System, price) -> int:
 
 
 def _serving(c: Candidate, budget: int, failover: int, price) -> tuple[int, int, int]:
-    """(replicas of ``c`` that fit in ``budget`` GPUs, spares N+k sets aside among them, serving replicas left)."""
-    node = c.system.gpus_per_node
-    fit = replicas_that_fit(c.gpus, node, budget)
-    k = spare_replicas(failover, fit, c.gpus, node, price) if fit else 0
-    return fit, k, fit - k
+    """(replicas of ``c`` that fit in ``budget`` GPUs, spares N+k sets aside among them, serving replicas left):
+    planner.packed_with_spares, the rule the planner's headroom uses too."""
+    return packed_with_spares(budget, failover, c.gpus, c.system.gpus_per_node, price)
 
 
 def _aggregated(c: Candidate, req: PlanQuestion, price) -> _Sized | None:

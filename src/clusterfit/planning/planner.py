@@ -104,18 +104,33 @@ def spare_replicas(k: int, replicas: int, gpus_per_replica: int, gpus_per_node: 
     return k * min(gpus_per_node // gpus_per_replica, max(replicas, 1))
 
 
+def replicas_that_fit(gpus_per_replica: int, node: int, budget: int) -> int:
+    """Replicas of ``gpus_per_replica`` GPUs packed into ``budget`` GPUs on nodes of ``node`` GPUs (a replica
+    never straddles nodes unless it is larger than one, and then takes whole nodes)."""
+    full, rem = divmod(budget, node)
+    if gpus_per_replica <= node:
+        return full * (node // gpus_per_replica) + rem // gpus_per_replica
+    return full // math.ceil(gpus_per_replica / node)
+
+
+def packed_with_spares(gpus: int, k: int, gpus_per_replica: int, gpus_per_node: int, price) -> tuple[int, int, int]:
+    """(replicas that fit in ``gpus`` GPUs, spares N+k sets aside among them, serving replicas left, >= 0): the one
+    packing rule of a budget (capacity mode) and of the rented GPUs (headroom).
+
+    The replicas fill the GPUs as replicas_that_fit packs them; N+k must survive the loss of any k failure units, so
+    the serving replicas are those left after the k fullest units go: spare_replicas(k, fit), i.e. k replicas, or,
+    with replicas packed several to a node on whole nodes, k nodes' worth (min(replicas per node, fit) each). A budget
+    that is not whole nodes ends in a part-filled node, which holds serving replicas too: 12 GPUs of 8-GPU nodes
+    hold 6 TP2 replicas (4 + 2); a node loss takes at most 4, so 2 serve."""
+    fit = replicas_that_fit(gpus_per_replica, gpus_per_node, gpus)
+    spares = spare_replicas(k, fit, gpus_per_replica, gpus_per_node, price) if fit else 0
+    return fit, spares, max(fit - spares, 0)
+
+
 def serving_within(gpus: int, k: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
-    """The most serving replicas ``gpus`` GPUs (whole nodes when a node is the failure unit) hold with the N+k spares
-    spare_replicas sets aside for them, placed as pool_nodes places them: replicas packed several to a node on
-    whole nodes need k nodes of spares of their own, so (nodes - k) nodes serve; otherwise k spare replicas."""
-    g, node = gpus_per_replica, gpus_per_node
-    full, rem = divmod(gpus, node)
-    fit = full * (node // g) + rem // g if g <= node else full // math.ceil(g / node)
-    if k <= 0:
-        return fit
-    if g < node and node_is_failure_unit(g, node, price):
-        return max(full - k, 0) * (node // g)
-    return max(fit - k, 0)
+    """The most serving replicas ``gpus`` GPUs hold beside the N+k spares spare_replicas sets aside for them
+    (packed_with_spares)."""
+    return packed_with_spares(gpus, k, gpus_per_replica, gpus_per_node, price)[2]
 
 
 def pool_nodes(replicas: int, spares: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
