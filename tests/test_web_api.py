@@ -392,6 +392,20 @@ def test_errors_name_their_field_over_http(client: httpx.Client) -> None:
     assert r.status_code in (400, 422) and "nested" in r.json()["detail"], r.text
 
 
+def test_an_unreadable_body_says_which_fault_it_has(client: httpx.Client) -> None:
+    """A body FastAPI cannot read was recognised by FastAPI's message text and answered with both faults it might
+    be ('nested too deeply ... or bytes that are not UTF-8'); the reader's exception, which FastAPI raises the 400
+    from, now says which one, and where for bytes."""
+    body = b'{"model": "llama-3.1-8b", "config": {"name": "\xff"}}'
+    r = client.post("/api/fit", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json() == {"parameter": None, "detail": (
+        f"the request body could not be parsed: bytes that are not UTF-8 text (byte {body.index(0xff)})")}, r.text
+    deep = '{"model": "llama-3.1-8b", "config": ' + '{"a": ' * 5000 + "1" + "}" * 5000 + "}"
+    r = client.post("/api/fit", content=deep, headers={"content-type": "application/json"})
+    if r.status_code == 400:   # under a higher recursion limit the body parses and the config's depth check answers
+        assert "nested too deeply" in r.json()["detail"] and "UTF-8" not in r.json()["detail"], r.text
+
+
 def test_a_long_wrong_value_is_not_echoed_whole(client: httpx.Client) -> None:
     """A 3,000-element list where a number belongs: the message names the field and shows the value's start only
     (it echoed all ~9,000 characters)."""

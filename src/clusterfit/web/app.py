@@ -399,9 +399,19 @@ class UniqueKeysRoute(APIRoute):
         return route
 
 
-#: FastAPI's message for a body it could not read as JSON that is not a JSON syntax error (fastapi/routing.py: a
-#: RecursionError on deep nesting, a UnicodeDecodeError on bytes that are not UTF-8).
-_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+def _unreadable_body(exc: StarletteHTTPException) -> str | None:
+    """What was wrong with a body FastAPI could not read as JSON, other than a JSON syntax error: fastapi/routing.py
+    raises ``HTTPException(400, ...) from`` the reader's exception (a RecursionError on deep nesting, a
+    UnicodeDecodeError on bytes that are not UTF-8), so the cause's type says which (None: another error, whose
+    detail stands)."""
+    cause = exc.__cause__
+    if exc.status_code != 400:
+        return None
+    if isinstance(cause, RecursionError):
+        return "the request body could not be parsed: JSON nested too deeply (Python's recursion limit)"
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the request body could not be parsed: bytes that are not UTF-8 text (byte {cause.start:,})"
+    return None
 
 
 def _install_errors(app: FastAPI) -> None:
@@ -415,10 +425,7 @@ def _install_errors(app: FastAPI) -> None:
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        detail = str(exc.detail)
-        if exc.status_code == 400 and detail == _FASTAPI_BODY_ERROR:
-            detail = ("the request body could not be parsed: JSON nested too deeply (Python's recursion limit), or "
-                      "bytes that are not UTF-8 text")
+        detail = _unreadable_body(exc) or str(exc.detail)
         return _error(exc.status_code, detail, getattr(exc, "parameter", None), dict(exc.headers or {}))
 
     async def on_any(request: Request, exc: Exception) -> Response:
