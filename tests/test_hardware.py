@@ -79,6 +79,14 @@ def test_mi300x_bytes_are_the_hip_total_not_nvidia_ratio(cat):
     assert nvl.usable_memory_bytes == 99_861_594_112 and not nvl.visible_memory_derived
 
 
+def test_mi325x_memory_is_256_gib_as_rocm_states(cat):
+    # ROCm docs/reference/gpu-arch-specs.rst lists the MI325X's VRAM as 256 GiB (as it lists the MI300X's 192 GiB,
+    # whose HIP total is 196,592 MiB); '256 GB' on resellers' pages is the rounded marketing figure
+    mi325x = cat.gpu("mi325x")
+    assert mi325x.memory_bytes == 256 * 2**30 == 274_877_906_944
+    assert mi325x.usable_memory_bytes == 274_877_906_944  # no runtime total published: the full capacity
+
+
 def test_bare_h100_is_dgx_h100(cat):
     s = cat.system("h100")
     assert s.id == "dgx_h100"
