@@ -243,6 +243,20 @@ def test_compare_is_the_simulation_of_the_requests_sent(tmp_path, run_cli):
     assert prow["output throughput"]["predicted"] == pytest.approx(2 * p.output_tokens_per_s)
 
 
+def test_a_run_lists_the_models_once(run_cli):
+    """bench without --model and with --compare sent GET /v1/models twice (to find the model, then to see what is
+    served); one listing now serves both, and --model without --compare asks for none."""
+    with running(lambda body: Script()) as server:
+        args = ("bench", server.url, "--rate", "50", "--requests", "2", "--isl", "8", "--osl", "2", "--json")
+        code, out, err = run_cli(*args, "--compare", "meta-llama/Llama-3.1-8B", "--system", "h200")
+        assert code == 0, err
+        listed = sum(1 for s in server.seen if (s.method, s.path) == ("GET", "/v1/models"))
+        code, _, err = run_cli(*args, "--model", MODEL)
+        assert code == 0, err
+        listed_with_model = sum(1 for s in server.seen if (s.method, s.path) == ("GET", "/v1/models")) - listed
+    assert json.loads(out)["model"] == MODEL and (listed, listed_with_model) == (1, 0)
+
+
 def test_sweep_runs_each_load(run_cli):
     with running(lambda body: Script(itl_s=0.002)) as server:
         code, stdout, err = run_cli("bench", server.url, "--concurrency", "1,3", "--requests", "3", "--isl", "8",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
 
@@ -74,8 +75,10 @@ async def bench_async(config: BenchConfig, progress: BenchProgress | None = None
         check_prediction_options(cfg)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=cfg.concurrency or 1024)
     async with httpx.AsyncClient(timeout=httpx.Timeout(cfg.timeout), limits=limits, trust_env=False) as client:
-        model = cfg.model or await discover_model(client, cfg)
-        served = await served_model(client, cfg, model) if cfg.compare is not None else None
+        # one GET /v1/models serves both the model's discovery and --compare's check of what is served
+        listing = await models_listing(client, cfg) if cfg.model is None or cfg.compare is not None else None
+        model = cfg.model or discover_model(cfg, listing)
+        served = served_model(cfg, model, listing) if cfg.compare is not None else None
         await preflight(client, cfg, model)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         records, duration_s = await _drive(client, cfg, model, planned, progress)
@@ -109,45 +112,75 @@ def _cannot_connect(url: str, detail: str) -> str:
     return f"cannot connect to {url}: {detail}; is the server running, and is the URL right?"
 
 
-async def discover_model(client: Any, cfg: BenchConfig) -> str:
-    """The first model id the server lists at GET /v1/models (what vLLM's bench does without --model)."""
-    import httpx
+@dataclass(frozen=True)
+class ModelsListing:
+    """What GET /v1/models answered: the response, or the transport error that stopped it (one of them is set)."""
 
-    from .client import describe_error, headers
-
-    url = base_v1(cfg.url) + "/models"
-    try:
-        response = await client.get(url, headers=headers(), timeout=min(cfg.timeout, MODELS_TIMEOUT_S))
-    except httpx.ConnectError as exc:
-        raise ClusterfitError(_cannot_connect(url, describe_error(exc))) from None
-    except httpx.HTTPError as exc:
-        raise ClusterfitError(f"--model not given, and GET {url} failed: {describe_error(exc)}; is the URL an "
-                              "OpenAI-compatible server? (or give --model)") from None
-    try:
-        model = response.json()["data"][0]["id"] if response.status_code == 200 else None
-    except (ValueError, LookupError, TypeError):
-        model = None
-    if not isinstance(model, str) or not model:
-        raise ClusterfitError(f"--model not given, and GET {url} (HTTP {response.status_code}) lists no model in "
-                              "OpenAI's shape ({\"data\": [{\"id\": ...}]}); give --model")
-    return model
+    url: str
+    response: Any = None     # httpx.Response
+    error: Any = None        # httpx.HTTPError
 
 
-async def served_model(client: Any, cfg: BenchConfig, model: str) -> tuple[str, str | None] | None:
-    """The id and ``root`` (vLLM: the checkpoint served; None when not said) of ``model`` as GET /v1/models lists it
-    (the first entry when none has its id), or None when the server does not say (no listing, not OpenAI's shape).
-    Best effort: --compare uses it to say when the endpoint serves another model than the one predicted."""
+async def models_listing(client: Any, cfg: BenchConfig) -> ModelsListing:
+    """GET /v1/models once, for discover_model and served_model."""
     import httpx
 
     from .client import headers
 
+    url = base_v1(cfg.url) + "/models"
     try:
-        response = await client.get(base_v1(cfg.url) + "/models", headers=headers(),
-                                    timeout=min(cfg.timeout, MODELS_TIMEOUT_S))
-        entries = response.json()["data"] if response.status_code == 200 else []
-    except (httpx.HTTPError, ValueError, LookupError, TypeError):
+        return ModelsListing(url, response=await client.get(url, headers=headers(),
+                                                             timeout=min(cfg.timeout, MODELS_TIMEOUT_S)))
+    except httpx.HTTPError as exc:
+        return ModelsListing(url, error=exc)
+
+
+def _entries(listing: ModelsListing | None) -> list[Any] | None:
+    """The listing's ``data`` in OpenAI's shape ([]: an answer other than HTTP 200; None: no answer, or not that
+    shape)."""
+    response = None if listing is None else listing.response
+    if response is None:
         return None
-    if not isinstance(entries, list):
+    if response.status_code != 200:
+        return []
+    try:
+        entries = response.json()["data"]
+    except (ValueError, LookupError, TypeError):
+        return None
+    return entries if isinstance(entries, list) else None
+
+
+def discover_model(cfg: BenchConfig, listing: ModelsListing | None) -> str:
+    """The first model id the server lists at GET /v1/models (what vLLM's bench does without --model)."""
+    import httpx
+
+    from .client import describe_error
+
+    if listing is None:
+        raise ClusterfitError("--model not given and GET /v1/models not asked; give --model")
+    url = listing.url
+    if isinstance(listing.error, httpx.ConnectError):
+        raise ClusterfitError(_cannot_connect(url, describe_error(listing.error)))
+    if listing.error is not None:
+        raise ClusterfitError(f"--model not given, and GET {url} failed: {describe_error(listing.error)}; is the URL "
+                              "an OpenAI-compatible server? (or give --model)")
+    entries = _entries(listing)
+    try:
+        model = entries[0]["id"] if entries else None
+    except (LookupError, TypeError):
+        model = None
+    if not isinstance(model, str) or not model:
+        raise ClusterfitError(f"--model not given, and GET {url} (HTTP {listing.response.status_code}) lists no model "
+                              "in OpenAI's shape ({\"data\": [{\"id\": ...}]}); give --model")
+    return model
+
+
+def served_model(cfg: BenchConfig, model: str, listing: ModelsListing | None) -> tuple[str, str | None] | None:
+    """The id and ``root`` (vLLM: the checkpoint served; None when not said) of ``model`` as GET /v1/models lists it
+    (the first entry when none has its id), or None when the server does not say (no listing, not OpenAI's shape).
+    Best effort: --compare uses it to say when the endpoint serves another model than the one predicted."""
+    entries = _entries(listing)
+    if entries is None:
         return None
     entries = [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
     entry = next((e for e in entries if e["id"] == model), entries[0] if entries and cfg.model is None else None)
