@@ -467,7 +467,7 @@ def test_a_closed_loop_of_fewer_requests_than_concurrency_is_predicted_at_the_re
     ("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", False),
     ("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", False),
 ])
-def test_compare_notes_an_endpoint_serving_another_model(compared, served, noted):
+def test_a_served_name_matches_the_compared_model_through_the_catalog(compared, served, noted):
     """A served name matches the compared model when it resolves to the same bundled architecture; the substring
     test it replaced took DeepSeek-V3.2 for DeepSeek-V3 and GLM-4.5-Air for GLM-4.5 and said nothing."""
     from types import SimpleNamespace
