@@ -383,3 +383,24 @@ def test_a_file_name_too_long_is_one_error(run_cli, tmp_path, args):
     long = str(tmp_path / ("y" * 300))
     code, out, err = run_cli(*[a.replace("{long}", long) for a in args])
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+
+
+def test_a_profile_for_another_devices_memory_states_both_in_bytes_and_gb(run_cli, tmp_path):
+    """A profile's gpu.memory_bytes far from the GPU's was refused with it in bytes beside the catalog's in GB ('...
+    85,899,345,920 is not h200_sxm's memory (150 GB in the hardware catalog)', while the catalog says 141 GB): both
+    figures are now given in bytes and GB, saying which catalog figure the profile is held to."""
+    import json
+
+    doc = json.loads((Path(__file__).parent / "data" / "profiles" / "h200-shipped.json").read_text())
+    doc["gpu"]["memory_bytes"] = 80 * 2**30   # 85,899,345,920 bytes: an 80 GiB device called h200_sxm
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(doc))
+    code, out, err = run_cli("perf", "llama-3.1-8b", "--system", "h200", "--tp", "1", "--isl", "128", "--osl", "16",
+                             "--batch", "1", "--profile", str(profile))
+    _check(code, out, err)
+    # H200's usable memory: 150,109,880,320 bytes as torch reports it (catalog visible_memory_bytes, tests/
+    # test_hardware.py), 141 GB marketed; 85,899,345,920 / 150,109,880,320 = 0.57, outside 0.75..1.25
+    assert code == 2 and err.strip() == (
+        "error: --profile: gpu.memory_bytes 85,899,345,920 bytes (85.9 GB) is not h200_sxm's memory: the hardware "
+        "catalog has 150,109,880,320 bytes (150.1 GB, as the device reports it; 141 GB marketed), and a profile's "
+        "must be within 25% of it: the profile was measured on another device"), err

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 #: KV token slots the default (smallest) layout must leave when no layout is given.
 DEFAULT_MIN_KV_TOKENS = 32768
+#: How far a profile's device memory (bytes) may be from the catalog GPU's usable memory (bytes), as a fraction.
+PROFILE_MEMORY_TOLERANCE = 0.25
 
 
 @dataclass(frozen=True)
@@ -79,16 +81,21 @@ class Catalog:
 
     def check_profile_gpu(self, systems: list[System]) -> None:
         """A profile must be for the GPU of at least one of ``systems`` (those predicted), and its device must look
-        like that GPU (memory within 25% of the catalog's, the same compute capability): else an error naming both."""
+        like that GPU (memory within PROFILE_MEMORY_TOLERANCE of the catalog's usable memory, both in bytes; the
+        same compute capability): else an error naming both."""
         if self.profile is None:
             return
         pg = self.profile.gpu
         match = next((s.gpu for s in systems if s.gpu.id == pg.id), None)
         if match is not None:
-            if pg.memory_bytes is not None and not 0.75 <= pg.memory_bytes / match.usable_memory_bytes <= 1.25:
-                raise ParameterError("profile", f"gpu.memory_bytes {pg.memory_bytes:,} is not {pg.id}'s memory "
-                                     f"({match.usable_memory_bytes / 1e9:.0f} GB in the hardware catalog): the "
-                                     "profile was measured on another device")
+            tol, usable = PROFILE_MEMORY_TOLERANCE, match.usable_memory_bytes
+            if pg.memory_bytes is not None and not 1 - tol <= pg.memory_bytes / usable <= 1 + tol:
+                which = ("as the device reports it" if match.visible_memory_bytes else "marketed") + (
+                    f"; {match.memory_bytes / 1e9:g} GB marketed" if match.visible_memory_bytes else "")
+                raise ParameterError("profile", f"gpu.memory_bytes {pg.memory_bytes:,} bytes "
+                                     f"({pg.memory_bytes / 1e9:.1f} GB) is not {pg.id}'s memory: the hardware catalog "
+                                     f"has {usable:,} bytes ({usable / 1e9:.1f} GB, {which}), and a profile's must be "
+                                     f"within {tol:.0%} of it: the profile was measured on another device")
             cc = match.compute_capability
             if pg.compute_capability is not None and cc is not None and pg.compute_capability != f"{cc:.1f}":
                 raise ParameterError("profile", f"gpu.compute_capability {pg.compute_capability} is not {pg.id}'s "
