@@ -51,11 +51,13 @@ MaxNumSeqsOpt = Annotated[Optional[int], typer.Option(
 MaxNumBatchedTokensOpt = Annotated[Optional[int], typer.Option(
     "--max-num-batched-tokens", help="Tokens per step, the prefill chunk budget: vLLM max_num_batched_tokens, "
     "SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens [default: 8192; vLLM on A100s and GPUs under "
-    "70 GiB: 2048; SGLang by GPU memory: 4096 under 60 GiB, 16384 over 160 GiB]")]
+    "70 GiB: 2048; SGLang by GPU memory: 2048 under 35 GiB, 4096 under 60 GiB, 16384 over 160 GiB]")]
 GpuMemoryUtilizationOpt = Annotated[Optional[float], typer.Option(
-    "--gpu-memory-utilization", help="vLLM gpu_memory_utilization (0.9) and SGLang mem_fraction_static (by GPU "
-    "memory and layout, e.g. 0.835 on one H100): fraction of the device's memory for weights + KV; TensorRT-LLM "
-    "kv_cache_free_gpu_mem_fraction (0.9): fraction of the memory left free after weights, for KV")]
+    "--gpu-memory-utilization", help="vLLM gpu_memory_utilization (0.9 assumed: vLLM's default up to the "
+    "versions of the published runs, docs v0.6.4; 0.92 in vLLM 0.33, docs.vllm.ai cli/serve) and SGLang "
+    "mem_fraction_static (by GPU memory and layout, e.g. 0.835 on one H100): fraction of the device's memory for "
+    "weights + KV; TensorRT-LLM kv_cache_free_gpu_mem_fraction (0.9): fraction of the memory left free after "
+    "weights, for KV")]
 EnforceEagerOpt = Annotated[bool, typer.Option(
     "--enforce-eager", help="vLLM --enforce-eager: no CUDA graphs; each kernel pays a CPU launch (5 us, assumed)")]
 AsyncSchedulingOpt = Annotated[Optional[bool], typer.Option(
