@@ -183,6 +183,35 @@ def test_async_scheduling_admits_an_arrival_one_step_later_while_busy():
         assert req["first_token_s"][2] == pytest.approx(1.01)
 
 
+def test_async_scheduling_chose_the_next_step_while_the_last_sequences_finished():
+    """Under async scheduling the engine picks step n+1's requests when it launches step n (vLLM's batch queue: a
+    request that arrives while step n runs is seen after it, for step n+2). A replica whose last sequence finishes
+    in step n is therefore not idle at its end if requests were waiting when step n was launched: step n+1 was chosen
+    for them then. 10 ms steps; A (10 + 2) arrives at 0: prefill 0-0.01 s, decode 0.01-0.02 s (done). B (100 + 2) at
+    0.005 s, during A's prefill: the decode step 0.01-0.02 s was chosen at 0 s, so B's prefill runs 0.02-0.03 s, chosen
+    at 0.01 s. C (100 + 2) at 0.015 s, during A's decode step, after that choice: it joins the step after B's
+    prefill, 0.03-0.04 s (first token 0.04 s, with B's last token). The simulator took the replica for idle at
+    0.02 s (no sequence running) and ran C's prefill with B's, first token 0.03 s. Synchronous scheduling (the
+    engine chooses each step at the end of the one before): B prefills with A's decode, 0.01-0.02 s, and C with B's
+    decode, 0.02-0.03 s, as before."""
+    from types import SimpleNamespace
+
+    from test_sim_helpers import ConstantStep
+
+    from clusterfit.sim.requests import Requests
+
+    for asy, b_first, c_first in ((True, 0.03, 0.04), (False, 0.02, 0.03)):
+        model = ConstantStep(0.01, max_num_seqs=8)
+        model.engine = SimpleNamespace(mixed_batches=True, async_scheduling=asy)  # type: ignore[attr-defined]
+        run = run_simulation(Requests.build([0.0, 0.005, 0.015], [10, 100, 100], [2, 2, 2]), model,
+                             SimulationConfig(exact_steps=True))
+        req = run.requests
+        assert req["finish_s"][0] == pytest.approx(0.02)
+        assert req["first_token_s"][1] == pytest.approx(b_first), asy
+        assert req["first_token_s"][2] == pytest.approx(c_first), asy
+        assert req["finish_s"][1] == pytest.approx(b_first + 0.01) and req["finish_s"][2] == pytest.approx(c_first + 0.01)
+
+
 def test_token_gaps_histogram_reads_quantiles_within_half_a_bin():
     """TokenGaps keeps gaps in 0.5%-wide geometric bins: a quantile comes back within 0.25% (+ one bin edge) of the
     exact one, the mean exactly, whether gaps arrive one by one or as a decode segment's array."""

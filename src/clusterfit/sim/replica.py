@@ -270,10 +270,13 @@ class Replica:
         Under async (overlap) scheduling (``lookahead``, engines.schedules_ahead) the engine chose this step's
         requests when it launched the previous one: a request that arrived after that launch, while the replica
         was busy, waits one more step (True is returned: the decode segment planned next is then one step long).
-        An idle replica takes an arrival at once."""
+        An idle replica takes an arrival at once. A replica whose last running sequences finished in the step just
+        ended is not idle if requests were waiting when that step was launched: the engine chose the next step for them
+        then, and a request arriving during the step waits for the one after."""
         led = self.ledger
         waiting = self.waiting
-        cutoff = self.step_start_s if self.lookahead and (self.d or self.prefill) else math.inf
+        busy = self.d or self.prefill or (waiting and led.arrival_s[waiting[0]] <= self.step_start_s)
+        cutoff = self.step_start_s if self.lookahead and busy else math.inf
         deferred = False
         block = self.block
         rule = self.kv_rule
