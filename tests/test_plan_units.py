@@ -336,7 +336,7 @@ def test_a_scenario_ttft_percentile_survives_a_target_option(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("gpus, k, g, fit, spares, serving", [
-    (12, 1, 2, 6, 4, 2),     # 8 + 4 GPUs: TP2 replicas 4 + 2; a node loss takes 4, so 2 serve (the old headroom rule: 0)
+    (12, 1, 2, 6, 4, 2),     # 8 + 4 GPUs: TP2 replicas 4 + 2; a node loss takes 4, so 2 serve (the old rule: 0)
     (12, 1, 1, 12, 8, 4),    # TP1: 8 + 4 replicas; losing the full node leaves the 4
     (9, 1, 1, 9, 8, 1),      # the smallest GPU budget keeping one TP1 replica serving beside a node of spares
     (20, 2, 2, 10, 8, 2),    # 4 + 4 + 2 TP2 replicas; N+2 loses the two full nodes
@@ -370,3 +370,21 @@ def test_a_budget_of_part_of_a_node_packs_by_the_one_rule(run_json, run_cli):
     code, out, _ = run_cli("plan", *load, "--gpus", "8")
     assert code == 0 and "the smallest budget that keeps a replica serving is 9 GPU(s) (TP1: 1 serving + 8 spare)" in \
         " ".join(out.split())
+
+
+def test_tpot_percentile_of_answers_most_of_which_no_prefill_reaches():
+    """2-token answers (n = 1 decode step each): chunk steps landing on a request's decode are Poisson of mean
+    B x 1 / 2. At B = 0.1 a request sees none with probability exp(-0.05) = 0.951 >= 0.9, so TPOT p90 is the plain
+    5 ms decode step (the normal approximation said 5 + 0.1 x 20 / 2 + 1.2816 x sqrt(0.1 x 0.02^2 / 2) = 11.7 ms),
+    and P(TPOT <= 50 ms) >= 0.951. At B = 1, exp(-0.5) = 0.607 < 0.9: mean 15 ms + 1.2816 x sqrt(0.02^2 / 2)."""
+    from clusterfit.planning.capacity import tpot_spread
+
+    wl = Workload.simple(1000, 2, Load("requests_per_s", 5))
+    B = np.array([0.1, 1.0])
+    mean, sd, judged, p_ok = tpot_spread(B, np.full(2, 0.005), np.full(2, 0.02), np.full(2, 0.02**2), wl,
+                                         SLO(tpot_s=0.05))
+    assert mean.tolist() == pytest.approx([0.006, 0.015])
+    assert sd.tolist() == pytest.approx([math.sqrt(0.1 * 0.02**2 / 2), math.sqrt(0.02**2 / 2)])
+    assert judged.tolist() == pytest.approx([0.005, 0.015 + 1.2815515655 * math.sqrt(0.02**2 / 2)])
+    assert p_ok[0] >= math.exp(-0.05) and p_ok[1] == pytest.approx(0.5 * (1 + math.erf((0.05 - 0.015) / sd[1] /
+                                                                                        math.sqrt(2))))

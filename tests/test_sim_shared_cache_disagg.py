@@ -209,7 +209,8 @@ def test_async_scheduling_chose_the_next_step_while_the_last_sequences_finished(
         assert req["finish_s"][0] == pytest.approx(0.02)
         assert req["first_token_s"][1] == pytest.approx(b_first), asy
         assert req["first_token_s"][2] == pytest.approx(c_first), asy
-        assert req["finish_s"][1] == pytest.approx(b_first + 0.01) and req["finish_s"][2] == pytest.approx(c_first + 0.01)
+        assert req["finish_s"][1] == pytest.approx(b_first + 0.01)
+        assert req["finish_s"][2] == pytest.approx(c_first + 0.01)
 
 
 def test_token_gaps_histogram_reads_quantiles_within_half_a_bin():

@@ -248,6 +248,14 @@ def _served_ttft_s(curve: AggregatedCurve, rate_rps: float) -> float:
     return float(curve.underload.ttft_s(min(rate_rps, float(curve.rate_rps[0])))[0])
 
 
+def _served_tpot_s(curve: AggregatedCurve, rate_rps: float) -> tuple[float, float]:
+    """(mean TPOT, TPOT at the judged percentile) of the curve's smallest batch at ``rate_rps`` requests/s per replica
+    (at most its own rate): fewer prefills land on the decodes of a replica run below its full rate."""
+    if curve.underload is None or curve.underload.workload is None:
+        return float(curve.tpot_s[0]), float(curve.tpot_judged_s[0])
+    return curve.underload.tpot_s(rate_rps)
+
+
 def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> _Sized | None:
     """Replicas of ``c`` for the load. With ``--confidence`` the curve is at the pessimistic bound (sizing,
     feasibility); the figures reported are the point curve's at the same operating batch."""
@@ -270,14 +278,16 @@ def _size_aggregated(c: Candidate, wl: Workload, need: float, k: int, price) -> 
     total = n + k
     nodes = pool_nodes(n, k, c.gpus, c.system.gpus_per_node, price)
     ttft_pt, ttft_bound = float(pt.ttft_s[op]), float(a.ttft_s[op])
-    if op == 0:  # the smallest batch carries each replica's share: TTFT at the rate it serves (capacity.Underload)
+    tpot_pt, tpot_judged, tpot_bound = float(pt.tpot_s[op]), float(pt.tpot_judged_s[op]), float(a.tpot_judged_s[op])
+    if op == 0:  # the smallest batch carries each replica's share: TTFT and TPOT at the rate it serves (Underload)
         ttft_pt, ttft_bound = _served_ttft_s(pt, served_rps / n), _served_ttft_s(a, served_rps / n)
-    bound = None if a.point is None else (ttft_bound, float(a.tpot_judged_s[op]), float(a.rate_rps[best]))
+        (tpot_pt, tpot_judged), tpot_bound = _served_tpot_s(pt, served_rps / n), _served_tpot_s(a, served_rps / n)[1]
+    bound = None if a.point is None else (ttft_bound, tpot_bound, float(a.rate_rps[best]))
     point_cap = _point_capacity(_load_capacity(wl, pt.rate_rps, pt.tpot_s, pt.ttft_mean_s), pt.feasible)
     return _Sized("aggregated", c.system, c.precision_name, c.kv_dtype, c, None, float(a.batch[op]),
-                  float(a.batch[best]), float(caps[best]), n, 0, k, float(pt.tpot_s[op]), ttft_pt,
+                  float(a.batch[best]), float(caps[best]), n, 0, k, tpot_pt, ttft_pt,
                   float(served_rps), float(n * pt.rate_rps[best]), nodes, total * c.gpus, price,
-                  tpot_judged_s=float(pt.tpot_judged_s[op]), bound=bound, point_capacity=point_cap,
+                  tpot_judged_s=tpot_judged, bound=bound, point_capacity=point_cap,
                   failover=failover)
 
 
