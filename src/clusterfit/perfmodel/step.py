@@ -445,8 +445,9 @@ class StepModel:
                 parts.add("linear_attention", "memory_s", t_lin)
         return total
 
-    def _moe_s(self, total: Num, tokens: Num, parts: _Parts | None) -> Num:
-        """Add the routed experts: all tokens of the stage spread over the ep ranks, waiting for the busiest."""
+    def _moe_s(self, total: Num, tokens: Num, busy: Num, parts: _Parts | None) -> Num:
+        """Add the routed experts: all tokens of the stage spread over the ep ranks, waiting for the busiest
+        (``busy``: tokens > 0, where the experts run)."""
         c, eng = self.curves, self.engine
         for g in self.moe:
             flops, wbytes, abytes, pairs, active = ops.moe_flops_bytes(g.ffn, g.hidden, g.ep, g.moe_tp, tokens,
@@ -466,7 +467,7 @@ class StepModel:
             eff = np.minimum(eff, g.eff_cap)
             t = g.count * np.maximum((wbytes + abytes) / (self.bw_bytes_per_s * c.moe_mem_eff * eng.memory_scale),
                                      flops / (g.peak_flops * eff))
-            t = np.where(tokens > 0, t, 0.0)
+            t = np.where(busy, t, 0.0)
             total = total + t
             if parts is not None:
                 parts.add("moe_experts", "memory_s", t)
@@ -497,19 +498,20 @@ class StepModel:
         """Time of all layers (tp-sharded) on one GPU for these replica-wide counts (one microbatch)."""
         m = tokens / self.dp                       # tokens on one attention rank
         m_logits = logits_rows / self.dp
+        busy = tokens > 0                          # a step with no token costs nothing on the GPU
         total: Num = self._gemms_s(0.0, m, m_logits, parts)
         total = self._attention_s(total, prefill_tokens, prefill_attended, decode_seqs, decode_attended, m, parts)
-        total = self._moe_s(total, tokens, parts)
+        total = self._moe_s(total, tokens, busy, parts)
         bw_copy = self.bw_bytes_per_s * self.curves.copy_mem_eff * self.engine.memory_scale
         t_elem = self.elementwise_bytes_per_token * m / bw_copy
         t_samp = self.sampling_bytes_per_seq * m_logits / bw_copy
-        t_comm = np.where(tokens > 0, self._comm_s(tokens, m), 0.0)
+        t_comm = np.where(busy, self._comm_s(tokens, m), 0.0)
         # inside a replayed CUDA graph (decode-only steps up to the engine's capture size) a kernel costs its
         # launch gap inside the graph; other steps (prefill / mixed chunks, batches past the capture size) pay
         # the engine's per-kernel cost of piecewise / eager execution (Engine.graph_kernel_overhead_s)
         per_kernel = np.where(self._graph_replayed(prefill_tokens, decode_seqs), self.engine.graph_kernel_s,
                               self.engine.kernel_overhead_s)
-        t_kern = np.where(tokens > 0, self.n_kernels * per_kernel, 0.0)
+        t_kern = np.where(busy, self.n_kernels * per_kernel, 0.0)
         total = total + t_elem
         total = total + t_samp
         total = total + t_comm
@@ -522,7 +524,7 @@ class StepModel:
         if not self.engine.cuda_graphs:
             # eager mode (vLLM --enforce-eager): the CPU launches every kernel of the step one by one; when the
             # kernels are shorter than their launches (decode) the GPU waits, so each launch adds in series
-            t_launch = np.where(tokens > 0, self.n_kernels * self.engine.eager_launch_s, 0.0)
+            t_launch = np.where(busy, self.n_kernels * self.engine.eager_launch_s, 0.0)
             total = total + t_launch
             if parts is not None:
                 parts.add("kernel_launch_eager", "overhead_s", t_launch)
@@ -543,11 +545,16 @@ class StepModel:
         D = np.asarray(decode_seqs, dtype=float)
         Ad = np.asarray(decode_attended, dtype=float)
         mb = self.pp if microbatches is None else max(1, int(microbatches))
-        tokens = (P + D) / mb
-        logits = _running_sequences(P, D) / mb  # sampled rows of one micro-batch
-        t = self._stage(tokens, logits, P / mb, Ap / mb, D / mb, Ad / mb, parts)
+        running = _running_sequences(P, D)
+        tokens, logits = P + D, running   # tokens and sampled rows of one micro-batch
+        if mb == 1:   # the counts as they are (x / 1 is x)
+            t = self._stage(tokens, logits, P, Ap, D, Ad, parts)
+        else:
+            tokens, logits = tokens / mb, logits / mb
+            t = self._stage(tokens, logits, P / mb, Ap / mb, D / mb, Ad / mb, parts)
         factor = max(mb, self.pp) / self.pp
-        t = t * factor
+        if factor != 1.0:
+            t = t * factor
         if self.pp > 1:
             assert self.comm_plan is not None
             send = comm.send_recv_s(tokens * self.hidden * 2.0, self.comm_plan.pp_link)
@@ -562,8 +569,9 @@ class StepModel:
                 parts.add("pipeline_token_return", "overhead_s", t_hop)
         if not host:
             return t
-        host_s = self.host_s(P, D)
-        if self.host_terms[2]:
+        per_step, per_seq, overlapped = self.host_terms
+        host_s = per_step + per_seq * running   # host_s(P, D)
+        if overlapped:
             # the host prepares step n+1 while the GPU runs step n (vLLM async scheduling, SGLang's overlap
             # scheduler, TensorRT-LLM's overlap scheduler): only the host time beyond the GPU's is exposed
             host_s = np.maximum(host_s - t, 0.0)
