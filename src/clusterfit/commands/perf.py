@@ -77,7 +77,9 @@ def render_perf(console: Console, out: PerfResult) -> None:
     lay = out.layout
     label = " ".join(f"{k}{v}" for k, v in (("TP", lay.tp), ("DP", lay.dp), ("EP", lay.ep), ("PP", lay.pp))
                      if k == "TP" or v > 1)
-    t = Table(title=f"{out.model} on {out.gpus} x {out.system} GPUs ({label}, {out.engine}, {out.precision})")
+    # the replica's GPUs of the system (a system id names a node: "1 x hgx_h200 GPUs" read as one 8-GPU node)
+    t = Table(title=f"{out.model} on {out.gpus} GPU{'' if out.gpus == 1 else 's'} of {out.system} ({label}, "
+                    f"{out.engine}, {out.precision})")
     es = out.engine_settings
     if es is not None:
         t.caption = (f"engine settings: max_num_seqs {es.max_num_seqs}, max_num_batched_tokens "
@@ -105,7 +107,7 @@ def render_perf(console: Console, out: PerfResult) -> None:
                                                   f"acceptance {sp.acceptance:.2f} per draft, each draft "
                                                   f"{sp.draft_cost:.1%} of a decode step)")
     t.add_row("prefill (one request alone)", with_interval(out.prefill_s, out.prefill_s_interval, 1e3, 1, "ms"))
-    t.add_row("KV capacity (tokens)", f"{out.kv_capacity_tokens:.0f}")
+    t.add_row("KV capacity per replica (tokens)", f"{out.kv_capacity_tokens:,.0f}")
     console.print(t)
     if out.intervals is not None:
         console.print(f"[dim]{basis_note(out.intervals)}[/]", soft_wrap=True)
@@ -116,7 +118,7 @@ def render_perf(console: Console, out: PerfResult) -> None:
         if v > 0:
             b.add_row(k, f"{v * 1e3:.3f}")
     for k, v in out.breakdown.by_kind_s.items():
-        b.add_row(f"[bold]{k}[/]", f"{v * 1e3:.3f}")
+        b.add_row(f"[bold]{k.removesuffix('_s')}[/]", f"{v * 1e3:.3f}")   # the column is ms; --json keeps the keys
     console.print(b)
     for note in out.notes:
         console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
