@@ -41,3 +41,61 @@ def test_perf_title_counts_gpus_of_the_system_and_kv_capacity_is_per_replica(run
     code, out, _ = run_cli("perf", "llama-3.1-70b", "--system", "h200", "--tp", "2", "--isl", "1000", "--osl", "200",
                            "--concurrency", "8")
     assert code == 0 and "Llama-3.1-70B on 2 GPUs of hgx_h200 (TP2, vllm" in out
+
+
+def _flat(out: str) -> str:
+    """The output with its line wrapping (a table caption wraps at the table's width) undone."""
+    return " ".join(out.split())
+
+
+@pytest.mark.parametrize("engine, seqs, tokens, fraction", [
+    ("vllm", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"),
+    ("sglang", "max_running_requests", "chunked_prefill_size", "mem_fraction_static"),
+    ("trtllm", "max_batch_size", "max_num_tokens", "free_gpu_memory_fraction")])
+def test_perf_and_fit_name_the_engines_own_settings(run_cli, run_json, engine, seqs, tokens, fraction):
+    """'max_num_seqs 4096, max_num_batched_tokens 8192, memory fraction 0.9 (free_fraction)' under TensorRT-LLM
+    named settings it does not have: each engine's own names (vllm/engine/arg_utils.py, sglang server_args.py,
+    the trtllm-serve flags deploy writes), clusterfit's option beside a name that differs."""
+    es = run_json(*PERF, "--engine", engine)["engine_settings"]
+    code, out, _ = run_cli(*PERF, "--engine", engine)
+    assert code == 0
+    flat = _flat(out)
+    if engine == "vllm":
+        assert (f"vLLM max_num_seqs {es['max_num_seqs']:,}, max_num_batched_tokens {es['max_num_batched_tokens']:,}, "
+                f"gpu_memory_utilization {es['fraction']:g} (of device memory)") in flat
+    else:
+        of = "of the memory free after weights" if engine == "trtllm" else "of device memory"
+        assert (f"{seqs} {es['max_num_seqs']:,} (--max-num-seqs), {tokens} {es['max_num_batched_tokens']:,} "
+                f"(--max-num-batched-tokens), {fraction} {es['fraction']:g} (--gpu-memory-utilization; {of})") in flat
+    assert "memory fraction" not in flat and "total_fraction" not in flat
+    fit = run_json("fit", "llama-3.1-8b", "--system", "h200", "--engine", engine)["results"][0]
+    code, out, _ = run_cli("fit", "llama-3.1-8b", "--system", "h200", "--engine", engine)
+    assert code == 0 and "engine memory fraction" not in out
+    label = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}[engine]
+    assert _row(out, f"{fraction} ({label})") == f"{fit['memory_fraction']:g}"
+
+
+def test_sglang_caps_are_the_replicas_under_attention_dp(run_cli, run_json):
+    """SGLang divides max_running_requests and chunked_prefill_size among the attention-DP ranks (deploy writes the
+    per-rank settings x DP): at DP2 the caption gives SGLang's figure, twice the per-rank one it names beside."""
+    args = ("perf", "qwen3-30b-a3b", "--system", "h200", "--gpus", "2", "--tp", "1", "--dp", "2", "--ep", "2",
+            "--isl", "1000", "--osl", "200", "--max-throughput", "--engine", "sglang")
+    es = run_json(*args)["engine_settings"]
+    code, out, _ = run_cli(*args)
+    seqs, tokens = es["max_num_seqs"], es["max_num_batched_tokens"]
+    assert code == 0
+    assert (f"max_running_requests {2 * seqs:,} ({seqs:,} per DP rank; --max-num-seqs), chunked_prefill_size "
+            f"{2 * tokens:,} ({tokens:,} per DP rank; --max-num-batched-tokens)") in _flat(out)
+
+
+def test_plan_names_the_engines_settings(run_cli, run_json):
+    """plan printed 'Engine settings (sglang): max_num_seqs 64, ..., memory fraction 0.906 (total_fraction)'."""
+    args = ("plan", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate", "20",
+            "--engine", "sglang", "--max-num-seqs", "64")
+    plan = run_json(*args)
+    assert plan["recommended"]["dp"] == 1
+    code, out, _ = run_cli(*args)
+    assert code == 0
+    assert (f"Engine settings: SGLang max_running_requests 64 (--max-num-seqs), chunked_prefill_size "
+            f"{plan['engine_settings']['max_num_batched_tokens']:,} (--max-num-batched-tokens), mem_fraction_static "
+            f"{plan['engine_settings']['fraction']:g} (--gpu-memory-utilization; of device memory)") in _flat(out)

@@ -68,6 +68,8 @@ def render_fit(console: Console, result: FitResult) -> None:
     """One column per system, one row per figure (naive first, then realistic)."""
     from rich.table import Table
 
+    from ..report.engine_names import fraction_label
+
     m = result.model
     title = f"{m.name}: {m.total_params / 1e9:,.1f}B parameters"
     if m.layers:
@@ -95,7 +97,7 @@ def render_fit(console: Console, result: FitResult) -> None:
     row("[b]realistic[/]: nodes needed", lambda r: str(r.nodes_needed or ">64"))
     row("nodes, layout shown", lambda r: f"{r.nodes} ({lay(r)})")
     row("device GB/GPU (exposed)", lambda r: f"{r.device_bytes_per_gpu / GB:,.1f}")
-    row("engine memory fraction", lambda r: f"{r.memory_fraction:g}")
+    row(fraction_label(result.engine), lambda r: f"{r.memory_fraction:g}")   # the engine's own setting name
     row("weights GB/GPU", lambda r: f"{r.weight_bytes_per_gpu / GB:,.1f}")
     row("runtime reserve GB/GPU", lambda r: f"{r.reserve_bytes_per_gpu.total / GB:,.2f}")
     row("KV budget GB/GPU", lambda r: f"{r.kv_budget_bytes_per_gpu / GB:,.1f}")

@@ -72,6 +72,7 @@ def perf_command(
 def render_perf(console: Console, out: PerfResult) -> None:
     from rich.table import Table
 
+    from ..report.engine_names import settings_text
     from ..report.intervals import basis_note, with_interval
 
     lay = out.layout
@@ -82,8 +83,7 @@ def render_perf(console: Console, out: PerfResult) -> None:
                     f"{out.engine}, {out.precision})")
     es = out.engine_settings
     if es is not None:
-        t.caption = (f"engine settings: max_num_seqs {es.max_num_seqs}, max_num_batched_tokens "
-                     f"{es.max_num_batched_tokens}, memory fraction {es.fraction:g} ({es.mode})"
+        t.caption = (f"engine settings: {settings_text(out.engine, es, es.max_num_seqs, lay.dp)}"
                      + (", eager (no CUDA graphs)" if es.enforce_eager else "")
                      + (f"; set: {', '.join(es.given)}" if es.given else ""))
     t.add_column("metric")

@@ -260,8 +260,10 @@ def render(result: PlanResult, console: Console) -> None:
             console.print(f"[bold]Not simulated:[/] {v.reason}")
     es = result.engine_settings
     if es is not None and es.given:
-        console.print(f"[dim]Engine settings ({result.engine}): max_num_seqs {es.max_num_seqs}, max_num_batched_tokens "
-                      f"{es.max_num_batched_tokens}, memory fraction {es.fraction:g} ({es.mode})"
+        from ..report.engine_names import settings_text
+
+        dp = result.recommended.dp if result.recommended is not None else 1
+        console.print(f"[dim]Engine settings: {settings_text(result.engine, es, es.max_num_seqs, dp)}"
                       + (", eager (no CUDA graphs)" if es.enforce_eager else "") + f"; set: {', '.join(es.given)}.[/]")
     console.print(f"[dim]{result.configurations_evaluated:,} configurations evaluated "
                   f"({result.candidates_compiled} replica layouts compiled). TTFT: {result.queueing_model}.[/]")
