@@ -320,3 +320,14 @@ def test_attention_sink_prefill_runs_at_the_engines_scale_before_hopper(model_id
 def test_every_gpt_oss_layer_has_sinks_and_llama_none():
     assert all(L.attention.sinks for L in load_model("openai/gpt-oss-20b").layers)
     assert not any(L.attention.sinks for L in load_model("meta-llama/Llama-3.1-8B").layers)
+
+
+def test_gpu_family_constants_apply_once():
+    # catalog/engines.yaml: vLLM's by_gpu_family blackwell moe_fp4_compute_scale 0.38 (the default is another value);
+    # applying the family's constants again (Catalog.engine does, then compile_step) changes nothing and builds no
+    # new engine
+    base = get_engine("vllm")
+    on_b200 = base.for_gpu("b200")
+    assert base.moe_fp4_compute_scale != 0.38 and on_b200.moe_fp4_compute_scale == 0.38
+    assert on_b200.for_gpu("b200") is on_b200
+    assert base.for_gpu("h200") is base   # no constants of its own for Hopper

@@ -548,12 +548,20 @@ class Engine:
         by a substring of the GPU id, the first match wins)."""
         fam = gpu_family(gpu_id)
         if fam in self.by_gpu_family:
-            return replace(self, **self.by_gpu_family[fam])
+            return self._with_constants(self.by_gpu_family[fam])
         gid = gpu_id.lower()
         for key, over in self.by_gpu_family.items():
             if key in gid:
-                return replace(self, **over)
+                return self._with_constants(over)
         return self
+
+    def _with_constants(self, over: dict[str, Any]) -> "Engine":
+        """This engine with the constants ``over``; itself when it holds them already (Catalog.engine applies the
+        family's constants and compile_step applies them again: no new Engine, re-validated, per compiled layout)."""
+        missing = object()
+        if all(type(getattr(self, k, missing)) is type(v) and getattr(self, k) == v for k, v in over.items()):
+            return self
+        return replace(self, **over)
 
     def sink_prefill_scale(self, gpu: "Gpu") -> float:
         """The prefill-attention efficiency multiplier of layers with attention sinks on ``gpu``:
