@@ -78,16 +78,12 @@ def layout_problem(model: ModelArch, layout: Layout) -> LayoutProblem | None:
     _check_sizes(layout)
     if not model.layers:  # back-of-envelope model: weights split evenly, nothing else to check
         return None
-    tp = layout.tp
-    for i, layer in enumerate(model.layers):
-        a = layer.attention
-        if a.num_heads % tp:
-            return LayoutProblem("tp", f"TP={tp} does not divide the {a.num_heads} attention heads of layer {i} "
-                                 f"(valid TP sizes: {', '.join(map(str, valid_tp_sizes(model, 64)))})")
-        kv = a.num_kv_heads
-        if not a.kv_split_ok(tp):  # the kind's TP rule (attention.py): softmax KV heads split or replicated evenly
-            return LayoutProblem("tp", f"TP={tp} does not divide the {kv} KV heads of layer {i}, and the heads "
-                                 f"cannot be replicated evenly (TP must divide {kv} or be a multiple of it)")
+    memo = model_memo(model)   # the walk over the layers depends on tp only (the planner asks for every layout)
+    key = ("layout._tp_problem", layout.tp)
+    if key not in memo:
+        memo[key] = _tp_problem(model, layout.tp)
+    if memo[key] is not None:
+        return memo[key]
     if layout.pp > model.num_layers:
         return LayoutProblem("pp", f"PP={layout.pp} exceeds the {model.num_layers} layers")
     if not model.is_moe:
@@ -103,6 +99,20 @@ def layout_problem(model: ModelArch, layout: Layout) -> LayoutProblem | None:
     n_exp = max_experts(model)
     if layout.ep > n_exp:
         return LayoutProblem("ep", f"EP={layout.ep} exceeds the {n_exp} experts")
+    return None
+
+
+def _tp_problem(model: ModelArch, tp: int) -> LayoutProblem | None:
+    """The first layer whose heads TP=``tp`` cannot split, or None."""
+    for i, layer in enumerate(model.layers):
+        a = layer.attention
+        if a.num_heads % tp:
+            return LayoutProblem("tp", f"TP={tp} does not divide the {a.num_heads} attention heads of layer {i} "
+                                 f"(valid TP sizes: {', '.join(map(str, valid_tp_sizes(model, 64)))})")
+        kv = a.num_kv_heads
+        if not a.kv_split_ok(tp):  # the kind's TP rule (attention.py): softmax KV heads split or replicated evenly
+            return LayoutProblem("tp", f"TP={tp} does not divide the {kv} KV heads of layer {i}, and the heads "
+                                 f"cannot be replicated evenly (TP must divide {kv} or be a multiple of it)")
     return None
 
 
