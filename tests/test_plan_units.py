@@ -388,3 +388,25 @@ def test_tpot_percentile_of_answers_most_of_which_no_prefill_reaches():
     assert judged.tolist() == pytest.approx([0.005, 0.015 + 1.2815515655 * math.sqrt(0.02**2 / 2)])
     assert p_ok[0] >= math.exp(-0.05) and p_ok[1] == pytest.approx(0.5 * (1 + math.erf((0.05 - 0.015) / sd[1] /
                                                                                         math.sqrt(2))))
+
+
+@pytest.mark.parametrize("k, g, node, per_gpu, step, gpus", [
+    (1, 1, 8, False, 1, 9),     # a node of 8 spares (a node is the failure unit) and one serving replica
+    (1, 2, 8, False, 1, 10),    # 4 TP2 spares on a node, one TP2 replica beside it
+    (1, 1, 8, False, 8, 16),    # a budget of nodes: 2
+    (2, 4, 8, False, 1, 20),    # two nodes of TP4 spares, one TP4 replica
+    (1, 1, 8, True, 1, 2),      # rented per GPU: one spare GPU beside the serving one
+    (1, 3, 4, True, 1, 7),      # 3-GPU replicas on 4-GPU nodes: one on a node, the second's 3 GPUs on the next
+    (1, 16, 8, False, 1, 32),   # a 16-GPU replica and its spare: 4 nodes
+    (1, 8, 8, False, 1, 16),
+])
+def test_smallest_budget_keeping_a_replica_serving(k, g, node, per_gpu, step, gpus):
+    """planner.smallest_serving_budget by hand (it replaces budget._no_spare_room's search over budgets one by one,
+    which found the same on 14,742 cases of node size, price, N+k, replica sizes and budget), and the budget it
+    names does keep a replica serving while one GPU (or node) less does not."""
+    from clusterfit.planning.planner import packed_with_spares, smallest_serving_budget
+
+    price = SimpleNamespace(rent_unit="gpu") if per_gpu else None
+    assert smallest_serving_budget(k, g, node, price, step) == gpus
+    assert packed_with_spares(gpus, k, g, node, price)[2] >= 1
+    assert packed_with_spares(gpus - step, k, g, node, price)[2] == 0

@@ -25,7 +25,7 @@ from .cost import catalog_prices, resolve_price
 from .pareto import pareto_front
 from .planner import (QUEUEING_MODEL, PlanQuestion, longest_request, _bands, _explain, _no_plan, _nodes, _pareto_point,
                       _row, _Sized, _speculative_block, node_is_failure_unit, packed_with_spares, replicas_that_fit,
-                      spare_replicas)
+                      smallest_serving_budget, spare_replicas)
 from .search import Candidate, SearchResult
 
 if TYPE_CHECKING:
@@ -152,15 +152,16 @@ def _no_spare_room(cands: list[Candidate], req: PlanQuestion, price, what: str) 
     step = node if by_nodes else 1
     limit = min((k + 1) * -(-x.gpus // node) * node for x in meets)
     smallest = None
-    for gpus in range(budget_gpus(req, system) + step, limit + step, step):
-        fits = [x for x in meets if _serving(x, gpus, k, price)[2] >= 1]
-        if fits:
-            best = min(fits, key=lambda x: (x.gpus, x.nodes))
-            _, spares, serving = _serving(best, gpus, k, price)
-            size = f"{gpus // node} node(s)" if by_nodes else f"{gpus} GPU(s)"
-            smallest = (f"; the smallest budget that keeps a replica serving is {size} ({best.label()}: {serving} "
-                        f"serving + {spares} spare)")
-            break
+    # the smallest larger budget on the budget's grid in which some layout keeps a replica serving, up to limit
+    # (planner.smallest_serving_budget, per layout: the search over budgets one by one it replaces finds the same)
+    gpus = max(min(smallest_serving_budget(k, x.gpus, node, price, step) for x in meets),
+               budget_gpus(req, system) + step)
+    if gpus <= limit:
+        best = min((x for x in meets if _serving(x, gpus, k, price)[2] >= 1), key=lambda x: (x.gpus, x.nodes))
+        _, spares, serving = _serving(best, gpus, k, price)
+        size = f"{gpus // node} node(s)" if by_nodes else f"{gpus} GPU(s)"
+        smallest = (f"; the smallest budget that keeps a replica serving is {size} ({best.label()}: {serving} "
+                    f"serving + {spares} spare)")
     return (f"{system.id}: {c.label()} meets the targets and {what} hold {fit} of its replica(s), but N+{k} spares "
             f"leave none serving: {unit}{smallest or ''}")
 
@@ -253,8 +254,8 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
         rows.append(_row(s, wl, req.hours_per_month, model))
     budgets = {c.system.id: budget_gpus(req, c.system) for c in result.candidates}
     what = f"{req.budget_nodes} node(s)" if req.budget_nodes is not None else f"{req.budget_gpus} GPU(s)"
-    wl_text = wl.describe().rsplit("; load ", 1)[0]
-    out = PlanResult(model=model.name, workload=f"{wl_text}; capacity of {what} per system", slo=slo.describe(),
+    out = PlanResult(model=model.name, workload=f"{wl.describe_lengths()}; capacity of {what} per system",
+                     slo=slo.describe(),
                      failover=req.failover, engine=req.engine, feasible=bool(rows), recommended=None, per_system=rows,
                      pareto={sys_id: _pareto([c for c in result.candidates if c.system.id == sys_id],
                                              per_sys.get(sys_id, []), req, osl, model) for sys_id in budgets},
@@ -285,11 +286,12 @@ def _why_not(out: PlanResult, req: PlanQuestion, result: SearchResult, model: Mo
     """``no_plan`` (each system without a row: spares that leave no replica serving, no layout meeting the targets
     within the budget, else its closest miss) and, without any row, ``explanation``."""
     slo, prices = req.slo, catalog_prices()
-    planned = {r.system for r in rows}
+    explained = {r.system for r in rows}   # systems with a row, or with their line in no_plan
     spare_lines = []
     for (sys_id, _, _), cands in groups.items():   # systems without a row: why (spares, else the closest miss)
-        if sys_id in planned or any(sys_id == line.split(":", 1)[0] for line in out.no_plan):
+        if sys_id in explained:
             continue
+        explained.add(sys_id)
         price = resolve_price(sys_id, cands[0].system.gpu.id, req.prices, prices)
         of_sys = [c for (sid, _, _), cs in groups.items() if sid == sys_id for c in cs]
         line = _no_spare_room(of_sys, req, price, what)

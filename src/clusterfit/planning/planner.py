@@ -127,6 +127,20 @@ def packed_with_spares(gpus: int, k: int, gpus_per_replica: int, gpus_per_node: 
     return fit, spares, max(fit - spares, 0)
 
 
+def smallest_serving_budget(k: int, gpus_per_replica: int, gpus_per_node: int, price, step: int = 1) -> int:
+    """Fewest GPUs, a multiple of ``step`` (1, or a node for a budget of nodes), in which packed_with_spares keeps a
+    replica serving beside the N+k spares: room for k nodes' worth of replicas and one more, with replicas packed
+    several to a node on whole nodes; otherwise for k + 1 replicas (replicas_that_fit's packing: full nodes, then the
+    last replicas' GPUs)."""
+    g, node = gpus_per_replica, gpus_per_node
+    if g > node:
+        return -(-(k + 1) * math.ceil(g / node) * node // step) * step
+    per = node // g
+    m = k * per + 1 if g < node and node_is_failure_unit(g, node, price) else k + 1
+    gpus = (m - 1) // per * node + ((m - 1) % per + 1) * g
+    return -(-gpus // step) * step
+
+
 def serving_within(gpus: int, k: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
     """The most serving replicas ``gpus`` GPUs hold beside the N+k spares spare_replicas sets aside for them
     (packed_with_spares)."""

@@ -330,6 +330,10 @@ class Workload:
         return float(self.isl_tokens.max()), float(self.osl.tokens.max()), fixed
 
     def describe(self) -> str:
+        return f"{self.describe_lengths()}; load {self.load.describe()}"
+
+    def describe_lengths(self) -> str:
+        """describe() without the load: the lengths and the prefix-cache hit rate (capacity mode has no load)."""
         if self.agent:
             a = self.agent
             s = (f"agent sessions: {a.shared_prefix_tokens} shared prefix + {a.turns} turns of "
@@ -338,7 +342,7 @@ class Workload:
             s = f"ISL {self.isl.description}, OSL {self.osl.description}"
         if self.prefix_cache_hit_rate:
             s += f", prefix-cache hit {self.prefix_cache_hit_rate:.0%}"
-        return f"{s}; load {self.load.describe()}"
+        return s
 
 
 @dataclass(frozen=True)
