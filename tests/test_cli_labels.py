@@ -99,3 +99,52 @@ def test_plan_names_the_engines_settings(run_cli, run_json):
     assert (f"Engine settings: SGLang max_running_requests 64 (--max-num-seqs), chunked_prefill_size "
             f"{plan['engine_settings']['max_num_batched_tokens']:,} (--max-num-batched-tokens), mem_fraction_static "
             f"{plan['engine_settings']['fraction']:g} (--gpu-memory-utilization; of device memory)") in _flat(out)
+
+
+def _header(out: str, first: str) -> tuple[str, str]:
+    """The two header lines of the table whose first header line holds ``first``."""
+    lines = out.splitlines()
+    i = next(i for i, line in enumerate(lines) if first in line)
+    return lines[i], lines[i + 1]
+
+
+def test_plan_cost_is_all_replicas_and_a_month_is_730_hours(run_cli, run_json):
+    """'$/h' is the whole plan's (every replica's GPUs); the recommendation's $/month is 730 h of it
+    (planning/cost.py HOURS_PER_MONTH: 365 x 24 / 12 = 730)."""
+    args = ("plan", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate", "20")
+    rec = run_json(*args)["recommended"]
+    assert rec["cost_per_month"] == pytest.approx(rec["cost_per_hour"] * 365 * 24 / 12)
+    code, out, _ = run_cli(*args)
+    assert code == 0
+    top, bottom = _header(out, "$/h, all")
+    assert "replicas" in bottom[top.index("$/h, all"):]
+    assert "$/h: all replicas together (every GPU rented); $/month = $/h x 730 h." in _flat(out)
+
+
+def test_plan_capacity_columns_say_per_replica_and_all_replicas(run_cli, run_json):
+    """Capacity mode: the batch is each (decode) replica's, req/s and out tok/s the budget's serving replicas'."""
+    args = ("plan", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--gpus", "8",
+            "--tpot-ms", "50")
+    best = run_json(*args)["capacity"]["layouts"][0]
+    assert best["output_tokens_per_s"] == pytest.approx(best["requests_per_s"] * 200)   # all serving replicas
+    code, out, _ = run_cli(*args)
+    assert code == 0
+    top, bottom = _header(out, "batch/")
+    assert "out tok/s" in top and re.search(r"replica\s+all replicas\s+all replicas", bottom)
+    row = next(line for line in out.splitlines() if line.split()[:2] == ["hgx_h200", best["layout"]])
+    assert f" {best['batch']:.0f} " in row and f" {best['output_tokens_per_s']:,.0f} " in row
+
+
+def test_simulate_summary_says_all_replicas(run_cli, run_json):
+    """'throughput 19.62 req/s, 3,923 output tok/s' and 'queue mean 0.1 (max 2)' did not say whose: the cluster's
+    completions, and the requests waiting summed over the replicas (sim/cluster.py's samples)."""
+    args = ("simulate", "llama-3.1-8b", "--system", "h200", "--tp", "1", "--replicas", "2", "--isl", "1000", "--osl",
+            "200", "--rate", "20", "--requests", "500")
+    sim = run_json(*args)
+    code, out, _ = run_cli(*args)
+    assert code == 0
+    thr, q = sim["throughput"], sim["queue"]
+    assert (f"throughput (all replicas) {thr['requests_per_s']:,.2f} req/s, {thr['output_tokens_per_s']:,.0f} output "
+            "tok/s") in out
+    assert f"requests waiting (all replicas) mean {q['mean_waiting']:.1f} (max {q['max_waiting']:.0f})" in out
+    assert "KV utilisation (mean of the replicas)" in out and "queue mean" not in out

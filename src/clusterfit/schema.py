@@ -742,15 +742,16 @@ class PerfResult(Schema):
     osl: int
     ttft_s: float
     tpot_s: float
-    output_tokens_per_s: float
+    output_tokens_per_s: float = Field(description=(
+        "Output tokens/s of one replica at ``batch`` (saturated under max_throughput), not of a cluster"))
     output_tokens_per_s_per_gpu: float
     tokens_per_s_per_user: float
-    batch: float
-    kv_limited_batch: float
+    batch: float = Field(description="Running sequences of the replica (all its attention-DP ranks together)")
+    kv_limited_batch: float = Field(description="Sequences the replica's KV cache admits at once")
     decode_step_s: float
     prefill_s: float
     gpus: int
-    kv_capacity_tokens: float
+    kv_capacity_tokens: float = Field(description="KV token slots of one replica (all its attention-DP ranks)")
     weight_bytes_per_gpu: float
     breakdown: StepSeconds
     notes: list[str] = Field(default_factory=list, description="What the tool changed or assumed, in words")
@@ -804,17 +805,23 @@ class SloVerdict(Schema):
 
 
 class SimThroughput(Schema):
+    """Completed requests and tokens per second of the simulated run, all replicas together."""
+
     requests_per_s: float
     output_tokens_per_s: float
     input_tokens_per_s: float
 
 
 class QueueStats(Schema):
+    """Requests waiting (queued, not yet running), summed over the live replicas at each sampling instant."""
+
     mean_waiting: float
     max_waiting: float
 
 
 class KvStats(Schema):
+    """KV cache use as a fraction of capacity, averaged over the live replicas at each sampling instant."""
+
     mean: float
     max: float
 
@@ -985,12 +992,14 @@ class PlanOption(Schema):
     headroom_requests_per_s: float = 0.0
     tie_break: str | None = None
     placement: list[ReplicaPlacement] = Field(default_factory=list)
-    batch: float
+    batch: float = Field(description="Running sequences per (decode) replica at the target load")
     max_batch_within_slo: float
     price_per_gpu_hour: float | None
     price_source: str | None
-    cost_per_hour: float | None
-    cost_per_month: float | None
+    cost_per_hour: float | None = Field(description="$ per hour of the whole plan: all replicas, every rented GPU")
+    cost_per_month: float | None = Field(description=(
+        "cost_per_hour x the hours of a month (planning/cost.py HOURS_PER_MONTH 730, or the scenario's "
+        "cost.hours_per_month)"))
     cost_per_mtok_out: float | None
     cost_per_mtok_in: float | None
     cost_per_mtok_out_full_load: float | None
@@ -998,8 +1007,8 @@ class PlanOption(Schema):
     ttft_s: float
     tpot_s: float | None
     tokens_per_s_per_user: float | None
-    requests_per_s: float
-    output_tokens_per_s: float
+    requests_per_s: float = Field(description="The offered (target) load, the whole cluster")
+    output_tokens_per_s: float = Field(description="Output tokens/s of the whole cluster at the offered load")
     output_tokens_per_s_per_gpu: float
     full_load_requests_per_s: float
     full_load_output_tokens_per_s: float

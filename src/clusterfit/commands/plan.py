@@ -148,8 +148,11 @@ def _render_capacity(result: PlanResult, console: Console) -> None:
 
     cap = result.capacity
     assert cap is not None
+    # batch: per (decode) replica (--max-num-seqs is per attention-DP rank); req/s and out tok/s: the serving
+    # replicas of the budget together
     cols = [("system", "system", True), ("layout", "layout", True), ("replicas", "replicas", False),
-            ("batch", "batch", False), ("rps", "req/s", False), ("tps", "out tok/s", False),
+            ("batch", "batch/\nreplica", False), ("rps", "req/s\nall replicas", False),
+            ("tps", "out tok/s\nall replicas", False),
             ("gpu", "tok/s\nper GPU", False), ("user", "tok/s\nper user", False), ("ttft", "TTFT\nms", False),
             ("tpot", "TPOT\nms", False)]
     rows = [{"system": r.system, "layout": r.layout + (f"; prefill {r.prefill_layout} {r.xPyD}" if r.xPyD else ""),
@@ -188,7 +191,7 @@ def render(result: PlanResult, console: Console) -> None:
         console.print(f"[bold red]No plan meets the targets.[/] {result.explanation}")
     cols = [("system", "system", True), ("precision", "prec", True), ("layout", "layout", True),
             ("nodes", "nodes/\nreplica", False), ("replicas", "replicas", False), ("gpus", "GPUs", False),
-            ("cost", "$/h", False), ("mtok", "$/Mtok\nout", False), ("ttft", "TTFT\nms", False),
+            ("cost", "$/h, all\nreplicas", False), ("mtok", "$/Mtok\nout", False), ("ttft", "TTFT\nms", False),
             ("tpot", "TPOT\nms", False), ("comm", "comm\nms/step", False), ("binds", "binds", True)]
     rows = []
     for r in result.per_system:
@@ -228,6 +231,12 @@ def render(result: PlanResult, console: Console) -> None:
             console.print(f"[dim]{NOTE}; replicas (lo-hi): serving replicas at the ends of the capacity interval"
                           + (f"; sized at the {result.confidence}% pessimistic bound (sized_on in --json)"
                              if result.confidence not in (None, 50) else "") + ".[/]", soft_wrap=True)
+        priced = next((r for r in result.per_system if r.cost_per_hour and r.cost_per_month is not None), None)
+        if priced is not None and priced.cost_per_month is not None and priced.cost_per_hour:
+            # the plan's hours per month (planning/cost.py HOURS_PER_MONTH 730, or the scenario's cost.hours_per_month)
+            hours = priced.cost_per_month / priced.cost_per_hour
+            console.print(f"[dim]$/h: all replicas together (every GPU rented); $/month = $/h x {hours:,.4g} h.[/]",
+                          soft_wrap=True)
         unpriced = [r for r in result.per_system if r.cost_per_hour is None and r.price_source]
         if unpriced:
             console.print("[dim]n/a: no public on-demand price found for "

@@ -157,13 +157,15 @@ def render_simulation(console: Console, report: SimResult) -> None:
         console.print(f"[yellow]{report.rejected_too_long:,} rejected requests need more KV cache than a replica "
                       f"admits ({report.kv_admit_tokens:,.0f} tokens): give each replica more GPUs or memory "
                       "(--gpus, --gpu-memory-utilization) or shorter requests[/]")
-    console.print(f"throughput {thr.requests_per_s:,.2f} req/s, {thr.output_tokens_per_s:,.0f} output tok/s; "
-                  f"goodput {report.goodput:.1%}")
+    console.print(f"throughput (all replicas) {thr.requests_per_s:,.2f} req/s, {thr.output_tokens_per_s:,.0f} output "
+                  f"tok/s; goodput {report.goodput:.1%}")
     if report.verdict is not None:
         console.print(f"SLO: {report.verdict.text}: {'holds' if report.holds_slo else 'misses'}")
-    console.print(f"queue mean {report.queue.mean_waiting:.1f} (max {report.queue.max_waiting:.0f}); "
-                  f"KV utilisation mean {report.kv_utilisation.mean:.1%} (max "
-                  f"{report.kv_utilisation.max:.1%}); simulated in {report.sim_wall_s:.2f} s")
+    # sim/cluster.py samples the requests waiting summed over the live replicas and their KV use averaged over them
+    console.print(f"requests waiting (all replicas) mean {report.queue.mean_waiting:.1f} (max "
+                  f"{report.queue.max_waiting:.0f}); KV utilisation (mean of the replicas) mean "
+                  f"{report.kv_utilisation.mean:.1%} (max {report.kv_utilisation.max:.1%}); simulated in "
+                  f"{report.sim_wall_s:.2f} s")
     for ev in report.events:
         console.print(f"  t={ev.t_s:.1f} s: {ev.event} (replica {ev.replica})"
                       + (f", {ev.in_flight} in flight retried/failed {ev.retried}/{ev.failed}"
