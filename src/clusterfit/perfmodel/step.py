@@ -445,7 +445,7 @@ class StepModel:
                 parts.add("linear_attention", "memory_s", t_lin)
         return total
 
-    def _moe_s(self, total: Num, tokens: Num, busy: Num, parts: _Parts | None) -> Num:
+    def _moe_s(self, total: Num, tokens: Num, busy: npt.NDArray[np.bool_] | bool, parts: _Parts | None) -> Num:
         """Add the routed experts: all tokens of the stage spread over the ep ranks, waiting for the busiest
         (``busy``: tokens > 0, where the experts run)."""
         c, eng = self.curves, self.engine
