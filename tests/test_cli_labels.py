@@ -148,3 +148,18 @@ def test_simulate_summary_says_all_replicas(run_cli, run_json):
             "tok/s") in out
     assert f"requests waiting (all replicas) mean {q['mean_waiting']:.1f} (max {q['max_waiting']:.0f})" in out
     assert "KV utilisation (mean of the replicas)" in out and "queue mean" not in out
+
+
+def test_hardware_memory_column_is_marketed_memory_and_marks_gib_conversions(run_cli):
+    """'HBM GB marketed' named HBM for the L40S's and RTX PRO's GDDR, and TPU7x's 206 reads as a GB figure where
+    Google states 192 GiB (192 x 2^30 / 1e9 = 206.16 GB; MI325X: 256 GiB = 274.88 GB)."""
+    code, out, _ = run_cli("hardware")
+    assert code == 0
+    top, bottom = _header(out, "memory GB")
+    assert "marketed" in bottom and "HBM" not in top + bottom
+    cells = {line.split()[0].rstrip("*"): line.split() for line in out.splitlines() if line.split()}
+    assert cells["tpu7x_vm"][4] == "206\u2020" and cells["mi325x_platform"][4] == "275\u2020"
+    assert cells["hgx_h200"][4] == "141" and cells["l40s_8x"][4] == "48"
+    flat = _flat(out)
+    assert "\u2020 marketed in GiB, converted to GB: mi325x 256 GiB, tpu7x_ironwood 192 GiB." in flat
+    assert "memory: HBM, or GDDR (L40S, RTX PRO)" in flat

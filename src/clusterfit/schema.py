@@ -467,10 +467,12 @@ class SystemRow(Schema):
     gpu_name: str
     gpus_per_node: int
     scale_up_domain_gpus: int
-    hbm_gb_per_gpu: float
+    hbm_gb_per_gpu: float = Field(description=(
+        "Marketed device memory per GPU (HBM; GDDR on L40S and RTX PRO), decimal GB; where the vendor states GiB "
+        "(MI325X 256, TPU7x 192) the GiB figure x 2^30 / 1e9"))
     hbm_gib_visible_per_gpu: float | None
     hbm_visible_derived: bool | None
-    hbm_gb_per_node: float
+    hbm_gb_per_node: float = Field(description="hbm_gb_per_gpu x GPUs per node")
     mem_bw_tbs_per_gpu: float
     bf16_tflops_dense_per_gpu: float | None
     fp8_tflops_dense_per_gpu: float | None

@@ -58,9 +58,10 @@ _COLUMNS: list[tuple[str, str, str]] = [
     ("gpu", "GPU", "s"),
     ("gpus_per_node", "GPUs/\nnode", "d"),
     ("scale_up_domain_gpus", "domain\nGPUs", "d"),
-    ("hbm_gb_per_gpu", "HBM GB\nmarketed", ".0f"),
+    # device memory (HBM; GDDR on L40S and RTX PRO), as the vendor markets it, in decimal GB
+    ("hbm_gb_per_gpu", "memory GB\nmarketed", ".0f"),
     ("hbm_gib_visible_per_gpu", "visible\nGiB", ".1f"),
-    ("hbm_gb_per_node", "HBM/node\nGB", ".0f"),
+    ("hbm_gb_per_node", "memory/node\nGB", ".0f"),
     ("mem_bw_tbs_per_gpu", "mem BW\nTB/s", ".2f"),
     ("bf16_tflops_dense_per_gpu", "BF16\nTFLOP/s", ".0f"),
     ("fp8_tflops_dense_per_gpu", "FP8\nTFLOP/s", ".0f"),
@@ -82,22 +83,38 @@ def render_hardware(console: Console, rows: list[dict[str, Any]]) -> None:
     Numbers are never cut: on a narrow terminal whole columns are left out (and named below the table).
     """
     formatted = []
+    converted = []
     for row in rows:
         cells = {key: _cell(row.get(key), fmt) for key, _, fmt in _COLUMNS}
         if row.get("unverified"):
             cells["id"] += "*"
         if row.get("hbm_visible_derived"):
             cells["hbm_gib_visible_per_gpu"] = "~" + cells["hbm_gib_visible_per_gpu"]
+        gib = gib_marketed(row["hbm_gb_per_gpu"])
+        if gib is not None:
+            cells["hbm_gb_per_gpu"] += "†"
+            converted.append(f"{row['gpu']} {gib:g} GiB")
         formatted.append(cells)
     columns = [(key, header, key in ("id", "gpu")) for key, header, _ in _COLUMNS]
     table, skipped = fitted_table("clusterfit hardware", columns, formatted, _DROP_ORDER, console.width)
     console.print(table)
-    note = ("per GPU unless marked per node; FLOP/s dense (no sparsity); scale-up per direction; "
-            "GB = 1e9 bytes, GiB = 2^30 bytes. * some fields unverified (see catalog/hardware.yaml); "
-            "~ visible memory derived from nvidia-smi MiB by the H200 torch/nvidia-smi ratio.")
+    note = ("per GPU unless marked per node; memory: HBM, or GDDR (L40S, RTX PRO); FLOP/s dense (no sparsity); "
+            "scale-up per direction; GB = 1e9 bytes, GiB = 2^30 bytes. * some fields unverified (see "
+            "catalog/hardware.yaml); ~ visible memory derived from nvidia-smi MiB by the H200 torch/nvidia-smi ratio.")
+    if converted:
+        note += f" † marketed in GiB, converted to GB: {', '.join(converted)}."
     if skipped:
         note += f" Left out for width: {', '.join(skipped)} (see --json)."
     console.print(note, style="dim", highlight=False)
+
+
+def gib_marketed(gb: float) -> float | None:
+    """The GiB figure a marketed capacity was converted from (the catalog's memory_gib x 2^30 bytes: 192 GiB ->
+    206.158 GB), or None when it is a whole number of bytes that is not a whole number of GiB (a GB figure)."""
+    whole = round(gb * GB)
+    if whole % GiB or not whole % GB:   # not whole GiB, or a whole number of GB as well
+        return None
+    return whole / GiB
 
 
 def _cell(value: Any, fmt: str) -> str:
