@@ -163,3 +163,12 @@ def test_hardware_memory_column_is_marketed_memory_and_marks_gib_conversions(run
     flat = _flat(out)
     assert "\u2020 marketed in GiB, converted to GB: mi325x 256 GiB, tpu7x_ironwood 192 GiB." in flat
     assert "memory: HBM, or GDDR (L40S, RTX PRO)" in flat
+
+
+def test_hardware_json_names_the_scale_up_bandwidth_for_every_link(run_json):
+    """nvlink_gbs_per_gpu_per_dir also held PCIe (L40S: 32 GB/s per direction, PCIe Gen4 x16), Infinity Fabric
+    and ICI bandwidth; the table called it scale-up, and so does the key now."""
+    rows = {r["id"]: r for r in run_json("hardware")["systems"]}
+    assert all("nvlink_gbs_per_gpu_per_dir" not in r for r in rows.values())
+    assert rows["l40s_8x"]["scale_up_gbs_per_gpu_per_dir"] == 32 and "PCIe" in rows["l40s_8x"]["scale_up_link"]
+    assert rows["dgx_h100"]["scale_up_gbs_per_gpu_per_dir"] == 450   # NVLink 4: 900 GB/s bidirectional / 2

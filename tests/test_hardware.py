@@ -365,7 +365,7 @@ def test_hardware_table_rows(cat):
     assert set(rows) == set(cat.systems)
     h = rows["dgx_h100"]
     assert h["hbm_gb_per_gpu"] == 80 and h["hbm_gb_per_node"] == 640
-    assert h["nvlink_gbs_per_gpu_per_dir"] == 450 and h["network_gbps_per_node"] == 3200
+    assert h["scale_up_gbs_per_gpu_per_dir"] == 450 and h["network_gbps_per_node"] == 3200
     assert h["bf16_tflops_dense_per_gpu"] == 989 and h["fp4_tflops_dense_per_gpu"] is None
     assert rows["hgx_h200"]["hbm_gib_visible_per_gpu"] == pytest.approx(139.8, abs=0.01)
 

@@ -477,7 +477,9 @@ class SystemRow(Schema):
     bf16_tflops_dense_per_gpu: float | None
     fp8_tflops_dense_per_gpu: float | None
     fp4_tflops_dense_per_gpu: float | None
-    nvlink_gbs_per_gpu_per_dir: float
+    scale_up_gbs_per_gpu_per_dir: float = Field(description=(
+        "Scale-up bandwidth per GPU per direction, GB/s, over the link scale_up_link names (NVLink, PCIe, Infinity "
+        "Fabric, ICI, ...); formerly nvlink_gbs_per_gpu_per_dir"))
     scale_up_link: str | None
     nic_gbps_per_gpu: float
     network_gbps_per_node: float

@@ -2,7 +2,8 @@
 
 Memory: ``hbm_gb_per_gpu`` is the marketed figure in decimal GB (1e9 bytes); ``hbm_gib_visible_per_gpu`` is what
 the framework sees, in GiB (2^30 bytes), where measured or derived (see catalog/hardware.yaml). FLOP/s are dense
-(no 2:4 sparsity). NVLink/scale-up bandwidth is per GPU per direction; NIC rates are line rates in Gb/s.
+(no 2:4 sparsity). Scale-up bandwidth (``scale_up_gbs_per_gpu_per_dir``: NVLink, PCIe, Infinity Fabric or ICI, as
+``scale_up_link`` says) is per GPU per direction; NIC rates are line rates in Gb/s.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def system_row(system: System) -> dict[str, Any]:
         "bf16_tflops_dense_per_gpu": _tflops(gpu.dense_flops.get("bf16")),
         "fp8_tflops_dense_per_gpu": _tflops(gpu.dense_flops.get("fp8")),
         "fp4_tflops_dense_per_gpu": _tflops(gpu.dense_flops.get("fp4")),
-        "nvlink_gbs_per_gpu_per_dir": gpu.scale_up_bw_bytes_per_s / 1e9,
+        "scale_up_gbs_per_gpu_per_dir": gpu.scale_up_bw_bytes_per_s / 1e9,
         "scale_up_link": system.scale_up_link or gpu.scale_up_link,
         "nic_gbps_per_gpu": system.nic_gbps_per_gpu,
         "network_gbps_per_node": system.nic_gbps_per_gpu * system.gpus_per_node,
@@ -66,7 +67,7 @@ _COLUMNS: list[tuple[str, str, str]] = [
     ("bf16_tflops_dense_per_gpu", "BF16\nTFLOP/s", ".0f"),
     ("fp8_tflops_dense_per_gpu", "FP8\nTFLOP/s", ".0f"),
     ("fp4_tflops_dense_per_gpu", "FP4\nTFLOP/s", ".0f"),
-    ("nvlink_gbs_per_gpu_per_dir", "scale-up\nGB/s/dir", ".0f"),
+    ("scale_up_gbs_per_gpu_per_dir", "scale-up\nGB/s/dir", ".0f"),
     ("nic_gbps_per_gpu", "NIC\nGb/s", ".0f"),
     ("network_gbps_per_node", "NIC/node\nGb/s", ".0f"),
 ]
