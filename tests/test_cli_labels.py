@@ -172,3 +172,20 @@ def test_hardware_json_names_the_scale_up_bandwidth_for_every_link(run_json):
     assert all("nvlink_gbs_per_gpu_per_dir" not in r for r in rows.values())
     assert rows["l40s_8x"]["scale_up_gbs_per_gpu_per_dir"] == 32 and "PCIe" in rows["l40s_8x"]["scale_up_link"]
     assert rows["dgx_h100"]["scale_up_gbs_per_gpu_per_dir"] == 450   # NVLink 4: 900 GB/s bidirectional / 2
+
+
+def test_fit_labels_say_tokens_one_node_and_marketed_device_memory(run_cli):
+    """'max sequences @ 32,768' gave no unit; 'naive: GB left for KV' is one node's even where two are needed
+    (Llama-3.1-405B in BF16: 405.9e9 x 2 B = 812 GB against 8 x 80 GB = 640 GB: -172); a GPU with no device-reported
+    total shows its marketed memory as the 'exposed' figure (GH200 144 GB), now marked so."""
+    code, out, _ = run_cli("fit", "llama-3.1-405b", "--system", "h100")
+    assert code == 0
+    assert _row(out, "naive: GB left for KV (one node)") == "-172" and _row(out, "naive: nodes needed") == "2"
+    _row(out, "max sequences @ 32,768 tokens")
+    code, out, _ = run_cli("fit", "llama-3.1-405b", "--system", "h100", "--nodes", "2")
+    assert code == 0 and _row(out, "naive: GB left for KV (2 nodes)") == "468"          # 1,280 - 812
+    code, out, _ = run_cli("fit", "llama-3.1-8b", "--system", "gh200_144gb_1x", "--system", "h200")
+    assert code == 0
+    line = next(line for line in out.splitlines() if "device GB/GPU (exposed)" in line)
+    assert line.split()[-4:-1] == ["144.0\u2020", "│", "150.1"]   # H200: torch total_memory, measured
+    assert "\u2020 marketed (no device-reported total)" in _flat(out)

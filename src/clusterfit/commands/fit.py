@@ -75,8 +75,12 @@ def render_fit(console: Console, result: FitResult) -> None:
     if m.layers:
         title += (f", {m.active_params / 1e9:,.1f}B active, KV {m.kv_bytes_per_token or 0:,} B/token "
                   f"({m.kv_dtype})")
+    # a GPU without a measured or reported device total: usable_memory_bytes falls back to the marketed figure
+    # (hardware.Gpu.usable_memory_bytes)
+    marketed = [r.device_bytes_per_gpu == r.gpu_memory_marketed_bytes for r in result.results]
     t = Table(title=title, caption=f"precision {result.precision}; engine {result.engine}; context "
-              f"{result.context:,} tokens; GB = 1e9 bytes")
+              f"{result.context:,} tokens; GB = 1e9 bytes"
+              + ("; \u2020 marketed (no device-reported total)" if any(marketed) else ""))
     t.add_column("")
     for r in result.results:
         t.add_column(r.system, justify="right")
@@ -93,16 +97,20 @@ def render_fit(console: Console, result: FitResult) -> None:
     row("naive: node GB (marketed)", lambda r: f"{r.naive.node_bytes / GB:,.0f}")
     row("naive: fits one node", lambda r: "yes" if r.naive.fits else "no")
     row("naive: nodes needed", lambda r: str(r.naive.nodes_needed))
-    row("naive: GB left for KV", lambda r: f"{r.naive.left_bytes / GB:,.0f}")
+    # naive.left_bytes is against --nodes nodes (one by default), even where nodes_needed is more
+    naive_nodes = {round((r.naive.left_bytes + r.naive.weight_bytes) / r.naive.node_bytes) for r in result.results}
+    on = "one node" if naive_nodes == {1} else f"{'/'.join(map(str, sorted(naive_nodes)))} nodes"
+    row(f"naive: GB left for KV ({on})", lambda r: f"{r.naive.left_bytes / GB:,.0f}")
     row("[b]realistic[/]: nodes needed", lambda r: str(r.nodes_needed or ">64"))
     row("nodes, layout shown", lambda r: f"{r.nodes} ({lay(r)})")
-    row("device GB/GPU (exposed)", lambda r: f"{r.device_bytes_per_gpu / GB:,.1f}")
+    row("device GB/GPU (exposed)", lambda r: f"{r.device_bytes_per_gpu / GB:,.1f}"
+        + ("\u2020" if r.device_bytes_per_gpu == r.gpu_memory_marketed_bytes else ""))
     row(fraction_label(result.engine), lambda r: f"{r.memory_fraction:g}")   # the engine's own setting name
     row("weights GB/GPU", lambda r: f"{r.weight_bytes_per_gpu / GB:,.1f}")
     row("runtime reserve GB/GPU", lambda r: f"{r.reserve_bytes_per_gpu.total / GB:,.2f}")
     row("KV budget GB/GPU", lambda r: f"{r.kv_budget_bytes_per_gpu / GB:,.1f}")
     row("KV tokens per replica", lambda r: f"{r.max_kv_tokens:,}")
-    row(f"max sequences @ {result.context:,}", lambda r: f"{r.max_sequences:,}")
+    row(f"max sequences @ {result.context:,} tokens", lambda r: f"{r.max_sequences:,}")
     if any(r.sessions_fit for r in result.results):
         row("sessions wanted", lambda r: f"{r.sessions_fit.sessions:,}" if r.sessions_fit else "-")
         row("nodes to hold them", lambda r: (f"{r.sessions_fit.nodes} ({r.sessions_fit.replicas} x "
