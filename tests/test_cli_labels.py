@@ -189,3 +189,23 @@ def test_fit_labels_say_tokens_one_node_and_marketed_device_memory(run_cli):
     line = next(line for line in out.splitlines() if "device GB/GPU (exposed)" in line)
     assert line.split()[-4:-1] == ["144.0\u2020", "│", "150.1"]   # H200: torch total_memory, measured
     assert "\u2020 marketed (no device-reported total)" in _flat(out)
+
+
+@pytest.mark.parametrize("engine, length_flag", [("vllm", "--max-model-len"), ("sglang", "--context-length"),
+                                                 ("trtllm", "--max_seq_len")])
+def test_deploy_readme_names_the_flags_it_wrote(run_cli, tmp_path, engine, length_flag):
+    """The README said 'max model length 131072, memory fraction 0.9, max running sequences 1024 per DP rank, 8192
+    batched tokens per step': it names each setting by the flag the launch script passes, with the same value, and
+    the length in tokens (131,072: Llama-3.1-8B's max_position_embeddings)."""
+    out = tmp_path / "d"
+    code, _, err = run_cli("deploy", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate",
+                           "20", "--engine", engine, "--out", str(out))
+    assert code == 0, err
+    readme = (out / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.startswith("Engine settings the plan assumed"))
+    assert f"`{length_flag} 131072` tokens" in line and "max model length" not in line
+    flags = re.findall(r"`(--[\w-]+) ([\d.]+)`", line)
+    assert len(flags) == 4
+    launch = " ".join((out / "launch.sh").read_text().replace('"', "").split())
+    for flag, value in flags:
+        assert f"{flag} {value}" in launch, (flag, value)

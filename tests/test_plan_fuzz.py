@@ -68,7 +68,7 @@ def _per_step(files: list[dict]) -> int:
     import re
 
     readme = next(f["text"] for f in files if f["path"] == "README.md")
-    return int(re.search(r"(\d+) batched tokens per step", readme).group(1))
+    return int(re.search(r"\((\d+) tokens per step", readme).group(1))
 
 
 def test_sglang_deploy_writes_the_planned_chunk_under_attention_dp(tmp_path, run_json):

@@ -499,6 +499,29 @@ def _apply(spec: DeploySpec, target: str) -> str:
             "each task's output file begins with its address: put a load balancer in front of them).")
 
 
+def _settings_text(spec: DeploySpec) -> str:
+    """The README's engine settings by the flags engine_command writes, with their values there: '`--max-model-len
+    131072` tokens, `--gpu-memory-utilization 0.9`, `--max-num-seqs 1024` running sequences per DP rank, ...'.
+    SGLang's two caps are the replica's (engine_command writes the per-rank value x DP), so the per-rank figure
+    follows them."""
+    s = spec
+    if s.engine == "sglang":
+        rank = f", {s.max_num_seqs} per DP rank" if s.dp > 1 else ""
+        tokens = f"{s.max_num_batched_tokens} tokens per step" + (" per DP rank" if s.dp > 1 else "")
+        return (f"`--context-length {s.max_model_len}` tokens, `--mem-fraction-static {s.memory_fraction:g}`, "
+                f"`--max-running-requests {s.max_num_seqs * s.dp}` running sequences{rank}, "
+                f"`--chunked-prefill-size {s.max_num_batched_tokens * s.dp}` ({tokens})")
+    per_rank = " per DP rank" if s.dp > 1 else ""
+    if s.engine == "trtllm":
+        return (f"`--max_seq_len {s.max_model_len}` tokens, `--free_gpu_memory_fraction {s.memory_fraction:g}` (of "
+                f"the memory free after weights), `--max_batch_size {s.max_num_seqs}` running sequences{per_rank}, "
+                f"`--max_num_tokens {s.max_num_batched_tokens}` ({s.max_num_batched_tokens} tokens per step"
+                f"{per_rank})")
+    return (f"`--max-model-len {s.max_model_len}` tokens, `--gpu-memory-utilization {s.memory_fraction:g}`, "
+            f"`--max-num-seqs {s.max_num_seqs}` running sequences{per_rank}, `--max-num-batched-tokens "
+            f"{s.max_num_batched_tokens}` ({s.max_num_batched_tokens} tokens per step{per_rank})")
+
+
 def render(spec: DeploySpec, target: str) -> list[GeneratedFile]:
     """The files for ``target`` (shell, kubernetes, slurm) plus a README.md."""
     makers = {"shell": _shell, "kubernetes": _kubernetes, "slurm": _slurm}
@@ -510,10 +533,8 @@ def render(spec: DeploySpec, target: str) -> list[GeneratedFile]:
               "Written by `clusterfit deploy`.", "", *[f"- {x}" for x in spec.summary], "",
               f"Layout per replica: TP{spec.tp} PP{spec.pp} DP{spec.dp} EP{spec.ep}, {spec.gpus_per_replica} GPUs over "
               f"{spec.nodes_per_replica} node(s); {spec.replicas} replica(s).",
-              f"Engine settings the plan assumed (all passed explicitly): max model length {spec.max_model_len}, "
-              f"memory fraction {spec.memory_fraction:g}, max running sequences {spec.max_num_seqs} per DP rank, "
-              f"{spec.max_num_batched_tokens} batched tokens per step, KV cache {spec.kv_dtype}"
-              + (", eager mode" if spec.enforce_eager else "") + ".", "",
+              f"Engine settings the plan assumed (all passed explicitly): {_settings_text(spec)}, KV cache "
+              f"{spec.kv_dtype}" + (", eager mode" if spec.enforce_eager else "") + ".", "",
               *[f"Environment: `{name}={value}` ({why})." for name, value, why in engine_env(spec)],
               "Apply: " + _apply(spec, target), "", "| file | role |", "|---|---|",
               *[f"| `{f.path}` | {f.role} |" for f in files]]
