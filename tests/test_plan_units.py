@@ -410,3 +410,18 @@ def test_smallest_budget_keeping_a_replica_serving(k, g, node, per_gpu, step, gp
     assert smallest_serving_budget(k, g, node, price, step) == gpus
     assert packed_with_spares(gpus, k, g, node, price)[2] >= 1
     assert packed_with_spares(gpus - step, k, g, node, price)[2] == 0
+
+
+def test_without_mixed_batches_a_prefill_step_delays_every_decode():
+    """LinearStep's engine without mixed batches (SGLang): a prompt's 1,000 tokens run in a prefill step of its own
+    (0.010 + 0.02 = 0.030 s, no decode in it, its budget all the prompts') during which the B decodes gain nothing,
+    so TPOT(B) = d(B) + B x 0.030 / 100 = 0.010 + 1e-4 B + 3e-4 B = 0.010 + 4e-4 B: 0.0232 s at B = 33 (mixed, as
+    test_hand_computed_optimum: the chunk rides a step with the decodes and only its 0.020 s beyond it counts,
+    0.0199 s). Its TTFT holds the prompt alone, 0.030 s of own prefill."""
+    wl = Workload.simple(1000, 100, Load("requests_per_s", 40))
+    slo = SLO(tpot_s=0.020, tpot_percentile=50, min_goodput=0.0)
+    sm = LinearStep()
+    sm.engine = SimpleNamespace(max_num_batched_tokens=8192, mixed_batches=False)
+    curve = aggregated_curve(sm, wl, slo, np.arange(1, 65, dtype=float))
+    assert curve.tpot_s[32] == pytest.approx(0.010 + 4e-4 * 33)
+    assert curve.underload is not None and curve.underload.own.tolist() == pytest.approx([0.030])

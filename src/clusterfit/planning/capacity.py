@@ -9,6 +9,9 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
   TPOT(B) = d(B) + B * E[chunk steps - n d(B)] / E[output], d(B) = decode_step_s(B, mean context)
   (steps that carry a chunk are slower than the mean: the inter-token spikes users see). The replica
   then completes ``B / (E[output] * TPOT)`` requests/s (Little's law over the decode batch).
+- Without mixed batches (SGLang unless --enable-mixed-chunk, Engine.mixed_batches) a prompt's chunks run in prefill
+  steps of their own with the whole budget, and the decodes wait through them: e_i = own_i, the chunk steps' whole
+  time (perfmodel.serving.cycle_s and the simulator run them so).
 - TPOT percentile (the SLO judges TPOT at ``slo.tpot_percentile``, p90 by default, not the mean): a request
   decoding n = output - 1 tokens rides along the chunk steps of the prefills that arrive meanwhile, a Poisson
   number with mean m = B n / E[output] (the replica's request rate times its decode time), each adding
@@ -138,6 +141,12 @@ def tpot_spread(batch: np.ndarray, decode_s: np.ndarray, extra_s: np.ndarray, ex
     return mean, sd, judged, p_ok
 
 
+def _mixed(sm) -> bool:
+    """Whether the engine's steps carry prefill chunks and decodes together (Engine.mixed_batches; SGLang's do not
+    without --enable-mixed-chunk: a prefill step holds every decode back)."""
+    return bool(getattr(getattr(sm, "engine", None), "mixed_batches", True))
+
+
 @dataclass
 class AggregatedCurve:
     """Arrays over the batch grid (shape (nB,)) for one aggregated replica."""
@@ -238,7 +247,9 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: Ste
     w = wl.weights
     chunk = float(sm.engine.max_num_batched_tokens)
     k = 0 if drafting is None else drafting.draft_tokens
-    budget = np.maximum(chunk - B * (1 + k), 0.0)
+    mixed = _mixed(sm)
+    # a prefill step of an engine without mixed batches (SGLang) carries no decode: its whole budget is the prompts'
+    budget = np.maximum(chunk - B * (1 + k), 0.0) if mixed else np.full(B.shape, chunk)
     Bc, bud = B[:, None], np.maximum(budget, 1.0)[:, None]
     n_chunks = np.ceil(u / bud)
     own_tok = u / n_chunks
@@ -248,9 +259,10 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: Ste
     # their draft tokens)
     P = np.concatenate([(bud * ones).ravel(), (own_tok * ones).ravel(), np.zeros(nB)])
     A = np.concatenate([(bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
-    D = np.concatenate([(Bc * ones).ravel(), (Bc * ones).ravel(), B])
+    Dc = Bc * ones if mixed else 0.0 * ones   # the decodes riding the chunk steps (none without mixed batches)
+    D = np.concatenate([Dc.ravel(), Dc.ravel(), B])
     if k:
-        drafts = np.concatenate([(Bc * k * ones).ravel()] * 2 + [B * k])
+        drafts = np.concatenate([(Dc * k).ravel()] * 2 + [B * k])
         P = P + drafts
         A = A + drafts * ctx
     t = np.asarray(sm.step_s(P, A, D, D * ctx))
@@ -278,7 +290,8 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     # steady state: each request's prefill adds (its chunk steps - the decode steps they replace) to the
     # decode batch's time; spread over the E[output] tokens of the B sequences, each gaining per_step tokens a step:
     #   TPOT = d(B) / per_step + B * E[own_i - n_i d(B)] / E[output]   (mean TPOT; steps with a chunk are slower)
-    e = np.maximum(own - n_chunks * decode_only[:, None], 0.0)
+    # without mixed batches the decodes wait through the chunk steps: all their time is extra (perfmodel cycle_s)
+    e = np.maximum(own - n_chunks * decode_only[:, None], 0.0) if _mixed(sm) else own
     extra, extra_sq = e @ w, (e * e) @ w
     # TPOT spread (module docstring): compound-Poisson chunk steps over a request's n = output - 1 tokens
     tpot, _sd, tpot_q, p_tpot = tpot_spread(B, decode_only / per_step, extra, extra_sq, wl, slo)
