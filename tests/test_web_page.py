@@ -73,8 +73,8 @@ def test_fit_glm_context_and_plan(page, tmp_path: Path) -> None:  # noqa: ANN001
     assert "does not fit" not in h200.inner_text()
     sync_api.expect(pg.locator("#model-facts")).to_contain_text("fp8")
     assert _sessions(pg, "hgx_h200") == 12                      # README: 12 sequences of 32k on 8x H200
-    # the fraction the engine (vLLM by default) budgets with, per system
-    sync_api.expect(pg.locator(".card[data-system=hgx_h200] .legend")).to_contain_text("engine memory fraction 0.9")
+    # the fraction the engine (vLLM by default) budgets with, per system, by the engine's own name
+    sync_api.expect(pg.locator(".card[data-system=hgx_h200] .legend")).to_contain_text("vLLM gpu_memory_utilization 0.9")
 
     pg.get_by_label("Context per session (tokens)").fill("131072")
     sync_api.expect(pg.locator(".card[data-system=hgx_h200] [data-testid=sessions]")).to_have_text("3")
@@ -86,6 +86,8 @@ def test_fit_glm_context_and_plan(page, tmp_path: Path) -> None:  # noqa: ANN001
     recommended = pg.locator("[data-testid=recommended]")
     sync_api.expect(recommended).to_contain_text(re.compile(r"Recommended: (dgx_h100|hgx_h200|dgx_b200)"))
     sync_api.expect(pg.locator("[data-testid=endpoint]")).to_contain_text("Endpoint verdict")
+    # the plan's cost per hour is the whole plan's, every replica's GPUs (PlanOption.cost_per_hour)
+    sync_api.expect(pg.get_by_role("columnheader", name="$/h, all replicas")).to_be_visible()
     sync_api.expect(pg.locator("#pareto-chart svg polyline").first).to_be_visible()
     pg.get_by_label("Deployment target").select_option("kubernetes")
     pg.get_by_role("button", name="Generate").click()

@@ -149,7 +149,12 @@ function verdict(r) {
   return { ok: false, text: `does not fit on one ${name} node: needs ${r.nodes} nodes (${r.gpus} GPUs, ${layoutText(r.layout)})` };
 }
 
-function memoryBar(r) {
+// each engine's own name for its memory fraction (as clusterfit/report/engine_names.py): vLLM engine args,
+// SGLang server args, the trtllm-serve flag deploy writes
+const FRACTION_NAME = { vllm: "vLLM gpu_memory_utilization", sglang: "SGLang mem_fraction_static",
+                        trtllm: "TensorRT-LLM free_gpu_memory_fraction" };
+
+function memoryBar(r, engine) {
   const total = r.device_bytes_per_gpu;
   const reserve = r.reserve_bytes_per_gpu.total;
   const parts = [["weights", "weights", r.weight_bytes_per_gpu], ["reserve", "runtime reserve", reserve],
@@ -167,11 +172,11 @@ function memoryBar(r) {
   const legend = el("div", { class: "legend",
     text: `per GPU of ${fmtGB(total)}: weights ${fmtGB(r.weight_bytes_per_gpu)}, reserve ${fmtGB(reserve)}, ` +
           `KV ${fmtGB(Math.max(0, r.kv_budget_bytes_per_gpu))}, free ${fmtGB(Math.max(0, total - used))}` +
-          ` (engine memory fraction ${r.memory_fraction})` });
+          ` (${FRACTION_NAME[engine] || "engine memory fraction"} ${r.memory_fraction})` });
   return [bar, legend];
 }
 
-function fitCard(r, context) {
+function fitCard(r, context, engine) {
   const v = verdict(r);
   const n = r.naive;
   const naiveText = n.fits ? `fits on one node, ${fmtGB(n.left_bytes)} left for KV`
@@ -187,7 +192,7 @@ function fitCard(r, context) {
   const card = el("article", { class: "card", "data-system": r.system, "aria-label": r.system_name },
     el("h3", {}, shortName(r), el("small", { text: `${r.system} - ${r.system_name}` })),
     el("p", { class: "verdict " + (v.ok ? "ok" : "bad"), text: (v.ok ? "\u2713 " : "\u2717 ") + v.text }),
-    ...memoryBar(r), sessions, table);
+    ...memoryBar(r, engine), sessions, table);
   if (r.sessions_fit && r.fits) card.append(el("p", { class: "hint", text: r.sessions_fit.explanation }));
   for (const note of r.notes || []) card.append(el("p", { class: "hint", text: note }));
   return card;
@@ -198,7 +203,7 @@ function renderFit(res) {
   $("model-facts").textContent = `${m.name}: ${fmtParams(m.total_params)} parameters (${fmtParams(m.active_params)} active), ` +
     `${res.precision}, KV ${m.kv_bytes_per_token !== undefined ? fmtInt(m.kv_bytes_per_token) + " bytes/token" : "n/a"} (${m.kv_dtype || ""}), ` +
     `${Object.entries(m.attention_kinds).map(([k, n]) => `${n} ${k}`).join(", ")} layers`;
-  $("fit-cards").replaceChildren(...res.results.map((r) => fitCard(r, res.context)));
+  $("fit-cards").replaceChildren(...res.results.map((r) => fitCard(r, res.context, res.engine)));
 }
 
 // -------------------------------------------------------------------------------------------- plan
@@ -272,7 +277,7 @@ function renderPlan(res) {
   if (res.endpoint) out.push(el("p", { class: "endpoint", "data-testid": "endpoint" },
     el("b", { text: `Endpoint verdict: ${res.endpoint.verdict}. ` }), res.endpoint.explanation));
   if (res.per_system.length) {
-    const head = el("tr", {}, ...["system", "layout", "replicas", "GPUs", "$/h", "$/Mtok out", "TTFT", "TPOT"]
+    const head = el("tr", {}, ...["system", "layout", "replicas", "GPUs", "$/h, all replicas", "$/Mtok out", "TTFT", "TPOT"]
       .map((h, i) => el("th", { class: i > 1 ? "num" : null, scope: "col", text: h })));
     const rows = res.per_system.map((o) => el("tr", {},
       el("td", { text: o.system }), el("td", { text: o.layout + (o.xPyD ? " " + o.xPyD : "") }),
