@@ -74,7 +74,8 @@ def test_fit_glm_context_and_plan(page, tmp_path: Path) -> None:  # noqa: ANN001
     sync_api.expect(pg.locator("#model-facts")).to_contain_text("fp8")
     assert _sessions(pg, "hgx_h200") == 12                      # README: 12 sequences of 32k on 8x H200
     # the fraction the engine (vLLM by default) budgets with, per system, by the engine's own name
-    sync_api.expect(pg.locator(".card[data-system=hgx_h200] .legend")).to_contain_text("vLLM gpu_memory_utilization 0.9")
+    legend = pg.locator(".card[data-system=hgx_h200] .legend")
+    sync_api.expect(legend).to_contain_text("vLLM gpu_memory_utilization 0.9")
 
     pg.get_by_label("Context per session (tokens)").fill("131072")
     sync_api.expect(pg.locator(".card[data-system=hgx_h200] [data-testid=sessions]")).to_have_text("3")
