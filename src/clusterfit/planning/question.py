@@ -175,12 +175,13 @@ def _with_draft_head(req: PlanRequest, q: PlanQuestion) -> Catalog | None:
 def _speculative(req: PlanRequest, simulation: object) -> tuple[SpeculativeSpec | None, object]:
     """The plan's speculative decoding: the request's options over the scenario's ``simulation.replica.speculative``
     (either alone will do); the simulation section ``--verify`` runs then carries the same spec."""
-    from ..sim.api import parse_simulation
-
     replica = simulation.get("replica") if isinstance(simulation, dict) else None
     raw = replica.get("speculative") if isinstance(replica, dict) else None
-    scenario = (parse_simulation({"replica": {"speculative": raw}}, "scenario file: simulation").replica.speculative
-                if raw is not None else None)
+    scenario = None
+    if raw is not None:
+        from ..sim.api import parse_simulation
+
+        scenario = parse_simulation({"replica": {"speculative": raw}}, "scenario file: simulation").replica.speculative
     spec = req.speculative_spec(scenario)
     if spec is None:
         return None, simulation
