@@ -119,6 +119,8 @@ def test_plan_cost_is_all_replicas_and_a_month_is_730_hours(run_cli, run_json):
     top, bottom = _header(out, "$/h, all")
     assert "replicas" in bottom[top.index("$/h, all"):]
     assert "$/h: all replicas together (every GPU rented); $/month = $/h x 730 h." in _flat(out)
+    # the recommendation's sentence says the month's hours beside its $/month
+    assert f"(${rec['cost_per_month']:,.0f}/month of 730 h)" in _flat(out)
 
 
 def test_plan_capacity_columns_say_per_replica_and_all_replicas(run_cli, run_json):

@@ -825,7 +825,9 @@ def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, 
                 f"{rec.gpus_per_replica} GPUs over {rec.nodes_per_replica} node(s) each): {rec.nodes} "
                 f"node(s), {rec.total_gpus} GPUs")
     if rec.cost_per_hour is not None:
-        text += (f", ${rec.cost_per_hour:,.2f}/h (${rec.cost_per_month or 0.0:,.0f}/month), "
+        month = rec.cost_per_month or 0.0
+        hours = f" of {month / rec.cost_per_hour:,.0f} h" if rec.cost_per_hour > 0 and month > 0 else ""
+        text += (f", ${rec.cost_per_hour:,.2f}/h (${month:,.0f}/month{hours}), "
                  f"${rec.cost_per_mtok_out or 0.0:.2f} per million output tokens at the target load")
     tpot = f"TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and " if rec.tpot_s is not None else ""
     text += (f". At {wl.load.describe()} each {'decode ' if rec.prefill else ''}replica runs batch {rec.batch:.0f} "
