@@ -182,7 +182,7 @@ result is written back to the YAML with the command that produced it:
 
 Memory budgeting (memory.py):
 - memory_mode: 'total_fraction' (vLLM gpu_memory_utilization, SGLang mem_fraction_static: the engine may use
-  gpu_memory_utilization x device memory) or 'free_fraction' (TensorRT-LLM kv_cache_free_gpu_mem_fraction: the
+  gpu_memory_utilization x device memory) or 'free_fraction' (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction: the
   KV cache gets that fraction of the memory still free after weights and runtime).
 - activations_in_fraction: whether activations count inside the fraction (vLLM) or live in the headroom (SGLang).
 - reserves_sampler_logits: whether the engine's memory profiling run samples ``max_num_seqs`` rows of fp32 logits,
@@ -238,7 +238,7 @@ class EngineSettings:
     - max_num_batched_tokens: tokens per step, the prefill chunk budget (vLLM ``max_num_batched_tokens``, SGLang
       ``chunked_prefill_size``, TensorRT-LLM ``max_num_tokens``).
     - gpu_memory_utilization: vLLM ``gpu_memory_utilization`` and SGLang ``mem_fraction_static`` (a fraction of the
-      device's memory for weights + KV), TensorRT-LLM ``kv_cache_free_gpu_mem_fraction`` (a fraction of the memory
+      device's memory for weights + KV), TensorRT-LLM ``free_gpu_memory_fraction`` (a fraction of the memory
       left free after weights and runtime, for KV); ``Engine.memory_mode`` says which.
     - enforce_eager: vLLM ``--enforce-eager`` (no CUDA graphs; ``Engine.cuda_graphs`` False).
     - async_scheduling: vLLM ``--async-scheduling`` / ``--no-async-scheduling`` (SGLang: False is

@@ -209,7 +209,7 @@ class EngineSettingsRequest(RequestSchema):
         "TensorRT-LLM max_num_tokens"))
     gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0, description=(
         "vLLM gpu_memory_utilization / SGLang mem_fraction_static (fraction of device memory for weights + KV); "
-        "TensorRT-LLM kv_cache_free_gpu_mem_fraction (fraction of the memory left free after weights, for KV)"))
+        "TensorRT-LLM free_gpu_memory_fraction (fraction of the memory left free after weights, for KV)"))
     enforce_eager: bool | None = Field(None, description=(
         "vLLM --enforce-eager: no CUDA graphs, every kernel pays a CPU launch (None: the scenario's, else False)"))
     async_scheduling: bool | None = Field(None, description=(
@@ -624,7 +624,7 @@ class SystemFit(Schema):
 class EngineSettings(Schema):
     """How the engine budgets memory: ``fraction`` of device memory (mode total_fraction: vLLM
     gpu_memory_utilization, SGLang mem_fraction_static) or of the memory left free after weights (mode
-    free_fraction: TensorRT-LLM kv_cache_free_gpu_mem_fraction)."""
+    free_fraction: TensorRT-LLM free_gpu_memory_fraction)."""
 
     fraction: float
     mode: str

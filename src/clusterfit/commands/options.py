@@ -56,7 +56,7 @@ GpuMemoryUtilizationOpt = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM gpu_memory_utilization (0.9 assumed: vLLM's default up to the "
     "versions of the published runs, docs v0.6.4; 0.92 in vLLM 0.33, docs.vllm.ai cli/serve) and SGLang "
     "mem_fraction_static (by GPU memory and layout, e.g. 0.835 on one H100): fraction of the device's memory for "
-    "weights + KV; TensorRT-LLM kv_cache_free_gpu_mem_fraction (0.9): fraction of the memory left free after "
+    "weights + KV; TensorRT-LLM free_gpu_memory_fraction (0.9): fraction of the memory left free after "
     "weights, for KV")]
 EnforceEagerOpt = Annotated[bool, typer.Option(
     "--enforce-eager", help="vLLM --enforce-eager: no CUDA graphs; each kernel pays a CPU launch (5 us, assumed)")]

@@ -10,7 +10,7 @@ Example (see ``examples/*.yaml``)::
     engine_settings:                # optional; the engines' own flags (command-line options win over these)
       max_num_seqs: 256             # vLLM max_num_seqs / SGLang max_running_requests / TensorRT-LLM max_batch_size
       max_num_batched_tokens: 8192  # vLLM / SGLang chunked_prefill_size / TensorRT-LLM max_num_tokens
-      gpu_memory_utilization: 0.9   # vLLM / SGLang mem_fraction_static / TensorRT-LLM kv_cache_free_gpu_mem_fraction
+      gpu_memory_utilization: 0.9   # vLLM / SGLang mem_fraction_static / TensorRT-LLM free_gpu_memory_fraction
       enforce_eager: false          # vLLM --enforce-eager: no CUDA graphs
     workload:
       isl: 4000                     # tokens; or {mean: 2000, p50: 1200, p90: 4500} or {tokens: [...], counts: [...]}
