@@ -527,12 +527,19 @@ FAMILY_PARAMS = {"compute_scale": (1.0, 0.2, 1.3, 1.0), "memory_scale": (0.9, 0.
 #: boundary (Engine.pp_hop_overhead_s / pp_hop_seq_overhead_s): one engine-wide pair fitted on the rows with pp > 1
 #: (on any GPU) once the families are fitted, and those families then refitted with it.
 PP_PARAMS = {"pp_hop_overhead_s": (8.0, 0.0, 50.0, 1e-3), "pp_hop_seq_overhead_s": (10.0, 0.0, 200.0, 1e-6)}
-#: GPU families with fp4 tensor cores (Blackwell) also fit how far grouped fp4 MoE GEMMs fall below the bf16
-#: grouped-GEMM curve fitted on the H200 (an efficiency multiplier, at most 1).
-FP4_FAMILY_PARAMS = {"moe_fp4_compute_scale": (1.0, 0.2, 1.0, 1.0)}
+#: GPU families with fp4 tensor cores (Blackwell) also fit the efficiency at which grouped fp4 MoE GEMMs saturate, as
+#: a fraction of the bf16 grouped-GEMM curve's asymptote fitted on the H200 (Engine.moe_fp4_efficiency_cap, at most 1).
+FP4_FAMILY_PARAMS = {"moe_fp4_efficiency_cap": (0.5, 0.05, 1.0, 1.0)}
 
 
-#: Engines that take the TensorRT-LLM fit's moe_fp4_compute_scale, rounded to two decimals (--calibrate writes it
+#: GPU families whose fp4 tensor cores are another family's, which take its fitted moe_fp4_efficiency_cap rather than
+#: fit their own: a GB200 / GB300 superchip's GPU is the B200 / B300 die (catalog/hardware.yaml: the same fp4 dense
+#: peak per GPU class and compute capability 10.x), running the same fp4 MoE kernels; what differs (the Grace host,
+#: clocks at the superchip's power) is left to the family's own FAMILY_PARAMS.
+FP4_CAP_FROM = {"grace_blackwell": "blackwell"}
+
+
+#: Engines that take the TensorRT-LLM fit's moe_fp4_efficiency_cap, rounded to two decimals (--calibrate writes it
 #: into their by_gpu_family): on Blackwell they run the same FlashInfer TensorRT-LLM / CUTLASS fp4 MoE kernels and
 #: have too few fp4 MoE rows of their own to fit it.
 FP4_SHARED_WITH = ("vllm", "sglang")
@@ -632,11 +639,17 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
         def fit_family(fam: str, sub: list[dict]) -> None:
             e["by_gpu_family"][fam] = {}
             fp4 = any(has_fp4_math(r["gpu"]) for r in sub)
+            source = e["by_gpu_family"].get(FP4_CAP_FROM.get(fam, ""), {}).get("moe_fp4_efficiency_cap")
+            if fp4 and source is not None:
+                e["by_gpu_family"][fam]["moe_fp4_efficiency_cap"] = source
+                fp4 = False
             fit(e["by_gpu_family"][fam], {**FAMILY_PARAMS, **(FP4_FAMILY_PARAMS if fp4 else {})}, sub, e)
 
         families = {fam: [r for r in rows if gpu_family(r["gpu"]) == fam]
                     for fam in dict.fromkeys(f for _, f in GPU_FAMILIES)}
-        families = {fam: sub for fam, sub in families.items() if len(sub) >= 10}
+        # a family that takes another's fp4 cap is fitted after it
+        families = {fam: sub for fam, sub in sorted(families.items(), key=lambda kv: kv[0] in FP4_CAP_FROM)
+                    if len(sub) >= 10}
         for fam, sub in families.items():
             fit_family(fam, sub)
         if pp_rows:
@@ -646,10 +659,10 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
                     fit_family(fam, families[fam])
             fit(e, PP_PARAMS, pp_rows, e)
         for fam in families:
-            scale = e["by_gpu_family"][fam].get("moe_fp4_compute_scale")
+            scale = e["by_gpu_family"][fam].get("moe_fp4_efficiency_cap")
             for other in FP4_SHARED_WITH if scale is not None and engine == "trtllm" else ():
                 base["engines"][other].setdefault("by_gpu_family", {}).setdefault(fam, {})[
-                    "moe_fp4_compute_scale"] = round(scale, 2)
+                    "moe_fp4_efficiency_cap"] = round(scale, 2)
         use_engines(None)
     return base
 

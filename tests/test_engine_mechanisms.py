@@ -123,27 +123,33 @@ def test_no_async_scheduling_option_adds_the_host_time_back(run_json):
     assert off["decode_step_s"] - on["decode_step_s"] == pytest.approx(host, rel=1e-9)
 
 
-def test_fp4_expert_gemms_run_at_the_fitted_share_of_the_bf16_curve():
-    """moe_fp4_compute_scale (TensorRT-LLM, fitted per GPU family with fp4 tensor cores) multiplies the efficiency
-    of the MoE expert GEMMs that run in fp4: on a B200, Qwen3-30B-A3B nvfp4, a 65,536-token prefill step's experts
-    are compute-bound even at scale 1 (at 16,384 tokens they stream their weights for longer since the first
-    2026-12-04 refit's lower Blackwell memory scale, at 32,768 since the second's higher compute scale), so their time
-    is the scale-1 time divided by the scale; the H200 (no fp4 math) and bf16 experts are untouched."""
+def test_fp4_expert_gemms_saturate_at_the_fitted_cap_of_the_bf16_curve():
+    """moe_fp4_efficiency_cap (TensorRT-LLM, fitted per GPU family with fp4 tensor cores) caps the efficiency of the
+    MoE expert GEMMs that run in fp4; below the cap they follow the grouped-GEMM curve on the fp4 peak. On a B200,
+    Qwen3-30B-A3B nvfp4: a 65,536-token prefill step's experts are compute-bound at the cap and at half of it, so
+    halving the cap doubles their time exactly; a 1,024-sequence decode step's experts sit below the cap, which leaves
+    them unchanged; the H200 (no fp4 math) has no cap (1)."""
     from clusterfit.compose import build_replica
 
     catalog = Catalog.load()
     sm = build_replica(catalog, "Qwen/Qwen3-30B-A3B", "b200", precision="nvfp4", engine="trtllm", tp=1).step
-    scale = sm.engine.moe_fp4_compute_scale
-    assert 0.2 <= scale < 1.0 and [g.compute_dtype for g in sm.moe] == ["fp4"]
-    one = dataclasses.replace(sm, engine=dataclasses.replace(sm.engine, moe_fp4_compute_scale=1.0))
+    cap = sm.engine.moe_fp4_efficiency_cap
+    assert 0.05 <= cap < 1.0 and [g.compute_dtype for g in sm.moe] == ["fp4"]
+
+    def with_cap(c):
+        return dataclasses.replace(sm, engine=dataclasses.replace(sm.engine, moe_fp4_efficiency_cap=c))
+
+    def experts(m, p, d):
+        return m.breakdown(p, p * p / 2, d, d * 1024)["by_op_s"]["moe_experts"]
+
     p = 65536.0
-
-    def experts(m):
-        return m.breakdown(p, p * p / 2, 0, 0)["by_op_s"]["moe_experts"]
-
-    assert experts(sm) == pytest.approx(experts(one) / scale, rel=1e-9)
+    assert experts(with_cap(cap / 2), p, 0) == pytest.approx(2 * experts(sm, p, 0), rel=1e-9)
+    assert experts(sm, p, 0) > experts(with_cap(1.0), p, 0)
+    # a 1,024-sequence decode step: 1,024 x 8 / 128 = 64 tokens per expert, below the cap (under the former
+    # multiplier on the whole curve these experts took 1.46x their uncapped time)
+    assert experts(sm, 0, 1024) == experts(with_cap(1.0), 0, 1024)
     h200 = build_replica(catalog, "Qwen/Qwen3-30B-A3B", "h200", precision="nvfp4", engine="trtllm", tp=1).step
-    assert h200.engine.moe_fp4_compute_scale == 1.0 and "fp4" not in [g.compute_dtype for g in h200.moe]
+    assert h200.engine.moe_fp4_efficiency_cap == 1.0 and "fp4" not in [g.compute_dtype for g in h200.moe]
 
 
 #: Qwen3.5-9B's recurrent state per sequence at TP 1, by hand from its config.json: 24 of its 32 layers are Gated
@@ -323,11 +329,11 @@ def test_every_gpt_oss_layer_has_sinks_and_llama_none():
 
 
 def test_gpu_family_constants_apply_once():
-    # catalog/engines.yaml: vLLM's by_gpu_family blackwell moe_fp4_compute_scale 0.38 (the default is another value);
-    # applying the family's constants again (Catalog.engine does, then compile_step) changes nothing and builds no
-    # new engine
+    # catalog/engines.yaml: vLLM's by_gpu_family blackwell moe_fp4_efficiency_cap (below 1, the default); applying the
+    # family's constants again (Catalog.engine does, then compile_step) changes nothing and builds no new engine
     base = get_engine("vllm")
+    cap = base.by_gpu_family["blackwell"]["moe_fp4_efficiency_cap"]
     on_b200 = base.for_gpu("b200")
-    assert base.moe_fp4_compute_scale != 0.38 and on_b200.moe_fp4_compute_scale == 0.38
+    assert base.moe_fp4_efficiency_cap == 1.0 and cap < 1.0 and on_b200.moe_fp4_efficiency_cap == cap
     assert on_b200.for_gpu("b200") is on_b200
     assert base.for_gpu("h200") is base   # no constants of its own for Hopper

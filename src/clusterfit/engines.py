@@ -103,16 +103,20 @@ result is written back to the YAML with the command that produced it:
   (sgl-project/sglang docs/basic_usage/qwen3.md, "Mamba Radix Cache"; ``--mamba-radix-cache-strategy
   extra_buffer`` keeps it, at two extra Mamba states per request). ``for_linear_attention`` applies it once the
   model is known (perfmodel/step.py); a user's ``async_scheduling`` wins. True for vLLM and TensorRT-LLM.
-- moe_fp4_compute_scale: a multiplier (at most 1) on the compute efficiency of MoE expert GEMMs that run in fp4
-  (Blackwell's block-scaled fp4 tensor cores). The grouped-GEMM curve (catalog/kernels) was fitted on bf16 grouped
-  GEMMs on an H200 as a share of the bf16 dense peak; an fp4 grouped GEMM reaches a smaller share of the fp4 dense
-  peak, 4x the bf16 one on a B200 (9,000 against 2,250 dense TFLOP/s per GPU, catalog/hardware.yaml). Fitted per
-  GPU family with fp4 tensor cores on the TensorRT-LLM tables (benchmarks/accuracy.py --calibrate,
-  FP4_FAMILY_PARAMS; issue 11 named the mechanism: prefill-heavy fp4 MoE rows on B200 up to +74% too fast while
-  decode-heavy ones were too slow).
-  vLLM and SGLang take the TensorRT-LLM values, rounded (written by the same --calibrate): on Blackwell they run the
-  same FlashInfer TensorRT-LLM / CUTLASS fp4 MoE kernels (catalog/engines.yaml header); 1 on GPUs without fp4 tensor
-  cores.
+- moe_fp4_efficiency_cap: the highest compute efficiency (a fraction, at most 1, of the grouped-GEMM curve's
+  asymptote) that MoE expert GEMMs running in fp4 reach (Blackwell's block-scaled fp4 tensor cores). The curve
+  (catalog/kernels) was fitted on bf16 grouped GEMMs on an H200 as a share of the bf16 dense peak: its ramp with the
+  tokens per expert is the tile fill of the tensor cores' MMA tiles (128 rows on Hopper's wgmma and Blackwell's
+  tcgen05 alike), which fp4 GEMMs share, so below the cap an fp4 expert GEMM follows the curve on the fp4 dense peak
+  (4x the bf16 one on a B200: 9,000 against 2,250 TFLOP/s per GPU, catalog/hardware.yaml); at large token counts
+  the block-scaled kernels reach a smaller share of that peak, the cap. An earlier form multiplied the whole curve
+  by one factor, which charged decode-sized expert GEMMs (tens to hundreds of tokens per expert) the large-M
+  shortfall: fitted on both, B200 decode-heavy rows of DeepSeek-R1, Llama-4-Maverick and Qwen3-235B came out
+  13-24% too slow while prefill-heavy ones were 7-20% too fast (issue 11 names the mechanism: grouped fp4 GEMM
+  efficiency on Blackwell). Fitted per GPU family with fp4 tensor cores on the TensorRT-LLM tables
+  (benchmarks/accuracy.py --calibrate, FP4_FAMILY_PARAMS). vLLM and SGLang take the TensorRT-LLM values, rounded
+  (written by the same --calibrate): on Blackwell they run the same FlashInfer TensorRT-LLM / CUTLASS fp4 MoE kernels
+  (catalog/engines.yaml header); 1 on GPUs without fp4 tensor cores.
 - sink_attention_prefill_scale: a multiplier (at most 1) on the prefill-attention efficiency of layers with attention
   sinks (gpt-oss, MiMo-V2-Flash, DeepSeek-V4; attention.Attention.sinks) on NVIDIA GPUs before Hopper (compute
   capability < 9.0), where the FlashAttention kernels the efficiency curve stands for cannot run them
@@ -305,7 +309,7 @@ class Engine:
     mixed_batches: bool = True
     num_scheduler_steps: int = 1
     async_scheduling_with_linear_attention: bool = True
-    moe_fp4_compute_scale: float = 1.0
+    moe_fp4_efficiency_cap: float = 1.0
     sink_attention_prefill_scale: float = 1.0
     request_latency_s: float = 0.0
     max_num_seqs_per_microbatch: bool = False
@@ -346,7 +350,7 @@ class Engine:
         for fname in ("request_latency_s", "pp_hop_overhead_s", "pp_hop_seq_overhead_s"):
             if not 0.0 <= getattr(self, fname) <= 1.0:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be in 0..1 s, got {getattr(self, fname)!r}")
-        for fname in ("moe_fp4_compute_scale", "sink_attention_prefill_scale"):
+        for fname in ("moe_fp4_efficiency_cap", "sink_attention_prefill_scale"):
             if not 0.0 < getattr(self, fname) <= 1.0:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be in (0, 1], got {getattr(self, fname)!r}")
         if self.mamba_full_memory_ratio is not None and not 0.0 < self.mamba_full_memory_ratio <= 100.0:

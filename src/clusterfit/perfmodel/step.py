@@ -4,7 +4,8 @@
                   + communication (not overlapped with compute; the engines we model serialise TP
                     all-reduces and EP all-to-alls with the layer they belong to)
                   + n_kernels * (graph_kernel_overhead_s if the step replays a CUDA graph else kernel_overhead_s)
-                  + host, host = step_overhead_s + seq_overhead_s * running sequences   (engine constants)
+                  + host, host = step_overhead_s + seq_overhead_s * running sequences / dp   (engine constants;
+                    each attention-DP rank's host schedules its own sequences)
                     (with async scheduling / an overlap scheduler only max(host - the GPU time above, 0) is exposed)
                   + n_kernels * eager_launch_s          (only without CUDA graphs: Engine.cuda_graphs False,
                                                           vLLM --enforce-eager; each kernel's CPU launch, in series)
@@ -463,7 +464,9 @@ class StepModel:
             shape_pen = gc.n0 / max(inter / g.moe_tp, 1.0) + gc.k0 / max(width, 1.0)
             eff = c.moe_eff_max * eng.compute_scale / (1.0 + g.m0 / np.maximum(per_expert, 1e-9) + shape_pen)
             if g.compute_dtype == "fp4":
-                eff = eff * eng.moe_fp4_compute_scale
+                # fp4 grouped GEMMs ramp with the tokens per expert as the curve does (the same 128-row MMA tiles
+                # to fill), on the fp4 peak, but saturate lower: at most the engine's cap times the asymptote
+                eff = np.minimum(eff, c.moe_eff_max * eng.compute_scale * eng.moe_fp4_efficiency_cap)
             eff = np.minimum(eff, g.eff_cap)
             t = g.count * np.maximum((wbytes + abytes) / (self.bw_bytes_per_s * c.moe_mem_eff * eng.memory_scale),
                                      flops / (g.peak_flops * eff))
@@ -602,14 +605,19 @@ class StepModel:
 
     @property
     def host_terms(self) -> tuple[float, float, bool]:
-        """(seconds per step, seconds per running sequence, overlapped with the GPU): the law of ``host_s`` and of
-        how a step combines it with the GPU time, for callers that cost scalar steps themselves (sim.StepTimer)."""
+        """(seconds per step, seconds per running sequence of the replica, overlapped with the GPU): the law of
+        ``host_s`` and of how a step combines it with the GPU time, for callers that cost scalar steps themselves
+        (sim.StepTimer). The engine's per-sequence cost is shared by the attention-DP ranks: each rank's host
+        schedules its own sequences in parallel with the others (vLLM runs an engine core per DP rank, SGLang a
+        scheduler per DP-attention rank, TensorRT-LLM an executor per rank under attention DP; the PP token return
+        above counts the same share), so a replica's running sequences cost seq_overhead_s / dp each."""
         e = self.engine
-        return e.step_overhead_s, e.seq_overhead_s, e.async_scheduling
+        return e.step_overhead_s, e.seq_overhead_s / self.dp, e.async_scheduling
 
     def host_s(self, prefill_tokens: ArrayLike, decode_seqs: ArrayLike) -> Num:
-        """Host seconds the engine spends preparing one step: per step, plus per running sequence (a prefilling
-        request counts once). step_s adds it to the GPU time, or takes the larger under ``Engine.async_scheduling``."""
+        """Host seconds the engine spends preparing one step: per step, plus per running sequence of one attention-DP
+        rank (a prefilling request counts once; host_terms). step_s adds it to the GPU time, or takes the larger
+        under ``Engine.async_scheduling``."""
         per_step, per_seq, _ = self.host_terms
         return per_step + per_seq * _running_sequences(prefill_tokens, decode_seqs)
 
