@@ -223,7 +223,7 @@ def test_a_simulation_section_replacing_the_workload_is_noted(run_json, tmp_path
                  "simulation: {requests: 100, replicas: 1, arrival: {process: poisson, rate_rps: 50}}\n")
     notes = run_json("simulate", "--scenario", str(f))["notes"]
     assert [n for n in notes if n.startswith("the scenario's simulation section sets simulation.arrival.rate_rps "
-                                             "(50/s)")]
+                                             "(50 requests/s)")]
 
 
 _SCALED_RUN = ("model: llama-3.1-8b\nsystems: [h200]\nworkload: {{isl: 1000, osl: 200, load: {{requests_per_s: 40}}}}\n"

@@ -169,11 +169,11 @@ def disagreements(report: dict, predicted: dict, run, question: PlanQuestion) ->
         elif ratio < 1 and abs(offered / plan - 1) <= DISAGREE:
             # every request completed: the steady window of a short run counted fewer (it was blamed on saturation)
             why = (f"every request completed, but the run's steady window counted fewer per second than arrive "
-                   f"({offered:.3g}/s offered) over {report.get('requests', 0):,} requests: a short run's count is "
-                   "noisy; more --verify-requests narrow it")
+                   f"({offered:.3g} requests/s offered) over {report.get('requests', 0):,} requests: a short run's "
+                   "count is noisy; more --verify-requests narrow it")
         else:
-            why = (f"the simulated arrival rate ({offered:.3g}/s) differs from the plan's load (sessions replayed "
-                   "open loop, Poisson noise over a short run)")
+            why = (f"the simulated arrival rate ({offered:.3g} requests/s) differs from the plan's load (sessions "
+                   "replayed open loop, Poisson noise over a short run)")
         if hit and key != "requests_per_s":
             why += f"; the prefix-cache hit rate {hit:g} is simulated as a prefix warm on every replica"
         out.append(Disagreement(metric=name, plan=float(plan), simulated=float(sim), ratio=ratio, why=why))

@@ -56,7 +56,7 @@ def _section_overrides(section: dict[str, Any]) -> list[str]:
     """A note when a scenario's ``simulation:`` section replaces part of its ``workload:`` (documented, but a rate of
     50/s beside a workload of 5/s in one file is easy to miss): plan sizes for the workload, this run for the section."""
     arrival = section.get("arrival")
-    keys = ([f"arrival.rate_rps ({arrival['rate_rps']:g}/s)"] if isinstance(arrival, dict)
+    keys = ([f"arrival.rate_rps ({arrival['rate_rps']:g} requests/s)"] if isinstance(arrival, dict)
             and isinstance(arrival.get("rate_rps"), int | float) else [])
     keys += [k for k in ("input", "output", "sessions", "trace") if section.get(k) is not None]
     if not keys:
