@@ -328,6 +328,9 @@ def test_a_garbage_server_is_an_error(run_cli):
     (["http://127.0.0.1:1", "--concurrency", "2", "--isl", "8", "--osl", "2", "--burstiness", "0.5"],
      "--burstiness: needs --rate"),
     (["http://127.0.0.1:1", "--rate", "1", "--isl", "8", "--osl", "2", "--endpoint", "embeddings"], "endpoint"),
+    # the same words as simulate's and twin's (sim.config.check_policy)
+    (["http://127.0.0.1:1", "--rate", "1", "--isl", "8", "--osl", "2", "--compare", "llama-3.1-8b", "--system",
+      "h200", "--policy", "fastest"], "--policy: unknown policy 'fastest'; choose one of round_robin"),
 ])
 def test_usage_errors(run_cli, args, words):
     code, out, err = run_cli("bench", *args)

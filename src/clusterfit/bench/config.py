@@ -212,7 +212,6 @@ def _check_compare(cfg: BenchConfig) -> None:
     if cfg.system is None:
         raise ParameterError("system", "--compare needs --system (the system the endpoint runs on)")
     if cfg.policy is not None:
-        from ..sim.config import POLICIES
+        from ..sim.config import check_policy
 
-        if cfg.policy not in POLICIES:
-            raise ParameterError("policy", f"must be one of {', '.join(POLICIES)}, got {cfg.policy!r}")
+        check_policy(cfg.policy)

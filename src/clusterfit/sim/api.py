@@ -19,7 +19,7 @@ from ..arch import load_model
 from ..errors import ClusterfitError, no_decode_tpot
 from ..schema import ParameterError, SimulateRequest
 from .cluster import FailureTargetError, SimRun, check_failures, run_simulation
-from .config import ARRIVAL_PROCESSES, POLICIES, SampledLengthSpec, SessionSpec, SimulationConfig
+from .config import ARRIVAL_PROCESSES, SampledLengthSpec, SessionSpec, SimulationConfig, check_policy
 from .metrics import summarize
 from .stepmodel import StepCosts
 from .trace_files import load_trace
@@ -316,8 +316,8 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
         if clash:
             raise ParameterError(clash[0], "a trace gives the arrivals and lengths; drop "
                                  + ", ".join(f"--{c.replace('_', '-')}" for c in clash) + " or the trace")
-    if req.policy is not None and req.policy not in POLICIES:
-        raise ParameterError("policy", f"unknown policy {req.policy!r}; choose one of {', '.join(POLICIES)}")
+    if req.policy is not None:
+        check_policy(req.policy)
     if req.arrival is not None and req.arrival not in ARRIVAL_PROCESSES:
         raise ParameterError("arrival", f"unknown arrival process {req.arrival!r}; choose one of "
                              f"{', '.join(ARRIVAL_PROCESSES)}")

@@ -18,8 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import ClusterfitError
-from .config import POLICIES
+from .config import check_policy
 from .replica import Replica
 
 
@@ -27,8 +26,7 @@ class Balancer:
     """Routes requests to replicas by ``policy`` (one of :data:`~clusterfit.sim.config.POLICIES`)."""
 
     def __init__(self, policy: str, rng: np.random.Generator, virtual_nodes: int = 64) -> None:
-        if policy not in POLICIES:
-            raise ClusterfitError(f"unknown policy '{policy}'; choose one of {', '.join(POLICIES)}")
+        check_policy(policy)
         self.policy = policy
         self.rng = rng
         self._rr = 0

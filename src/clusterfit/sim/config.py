@@ -23,6 +23,16 @@ RENAMED_REPLICA_KEYS = {"max_batch": "max_num_seqs", "token_budget": "max_num_ba
 POLICIES = ("round_robin", "random", "least_outstanding", "least_kv", "power_of_two", "affinity")
 
 
+def check_policy(policy: str) -> str:
+    """``policy`` when it names a load-balancing policy of POLICIES, else a ParameterError naming the field (the one
+    check behind simulate, twin, bench and the balancer)."""
+    if policy not in POLICIES:
+        from ..errors import ParameterError
+
+        raise ParameterError("policy", f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    return policy
+
+
 class _Strict(RefuseBool):
     model_config = ConfigDict(extra="forbid")
 

@@ -74,10 +74,9 @@ class TwinSetup:
 def build_setup(req: TwinRequest) -> TwinSetup:
     """Compile the replica (``clusterfit.compose``) and the simulator config; errors name the parameter."""
     from ..compose import Catalog, build_replica
-    from ..sim.config import POLICIES, SimulationConfig
+    from ..sim.config import SimulationConfig, check_policy
 
-    if req.policy not in POLICIES:
-        raise ParameterError("policy", f"unknown policy {req.policy!r}; choose one of {', '.join(POLICIES)}")
+    check_policy(req.policy)
     settings = req.engine_settings()
     rep = build_replica(Catalog.load(req.catalog, settings=settings if settings.given() else None), req.model,
                         req.system, precision=req.precision, kv_dtype=req.kv_dtype, engine=req.engine, gpus=req.gpus,
