@@ -186,6 +186,8 @@ def test_fit_labels_say_tokens_one_node_and_marketed_device_memory(run_cli):
     _row(out, "max sequences @ 32,768 tokens")
     code, out, _ = run_cli("fit", "llama-3.1-405b", "--system", "h100", "--nodes", "2")
     assert code == 0 and _row(out, "naive: GB left for KV (2 nodes)") == "468"          # 1,280 - 812
+    # the fit row is against the same 2 nodes: 812 GB <= 1,280 GB ('fits one node: yes' before, beside -172 GB)
+    assert _row(out, "naive: fits 2 nodes") == "yes"
     code, out, _ = run_cli("fit", "llama-3.1-8b", "--system", "gh200_144gb_1x", "--system", "h200")
     assert code == 0
     line = next(line for line in out.splitlines() if "device GB/GPU (exposed)" in line)

@@ -370,11 +370,12 @@ class Naive:
     fits: bool
     nodes_needed: int
     left_bytes: int
+    nodes: int = 1   # the nodes ``fits`` and ``left_bytes`` are against
 
     def as_dict(self) -> dict:
         return {"bytes_per_param": self.bytes_per_param, "weight_bytes": self.weight_bytes,
                 "node_bytes": self.node_bytes, "fits": self.fits, "nodes_needed": self.nodes_needed,
-                "left_bytes": self.left_bytes}
+                "left_bytes": self.left_bytes, "nodes": self.nodes}
 
 
 def naive_fit(total_params: float, precision_name: str, system: System, nodes: int = 1) -> Naive:
@@ -383,7 +384,7 @@ def naive_fit(total_params: float, precision_name: str, system: System, nodes: i
     weights = int(round(total_params * bpp))
     node = system.node_memory_bytes
     need = max(1, math.ceil(weights / node))
-    return Naive(bpp, weights, node, weights <= node * nodes, need, node * nodes - weights)
+    return Naive(bpp, weights, node, weights <= node * nodes, need, node * nodes - weights, nodes)
 
 
 @dataclass(frozen=True)

@@ -542,6 +542,7 @@ class NaiveFit(Schema):
     fits: bool
     nodes_needed: int
     left_bytes: int
+    nodes: int = Field(1, description="Nodes that fits and left_bytes are against (--nodes)")
 
 
 class ReserveBytes(Schema):

@@ -95,11 +95,11 @@ def render_fit(console: Console, result: FitResult) -> None:
 
     row("[b]naive[/]: weights GB", lambda r: f"{r.naive.weight_bytes / GB:,.0f}")
     row("naive: node GB (marketed)", lambda r: f"{r.naive.node_bytes / GB:,.0f}")
-    row("naive: fits one node", lambda r: "yes" if r.naive.fits else "no")
+    # naive.fits / left_bytes are against --nodes nodes (one by default), even where nodes_needed is more
+    nodes = result.results[0].naive.nodes if result.results else 1
+    on = "one node" if nodes == 1 else f"{nodes} nodes"
+    row(f"naive: fits {on}", lambda r: "yes" if r.naive.fits else "no")
     row("naive: nodes needed", lambda r: str(r.naive.nodes_needed))
-    # naive.left_bytes is against --nodes nodes (one by default), even where nodes_needed is more
-    naive_nodes = {round((r.naive.left_bytes + r.naive.weight_bytes) / r.naive.node_bytes) for r in result.results}
-    on = "one node" if naive_nodes == {1} else f"{'/'.join(map(str, sorted(naive_nodes)))} nodes"
     row(f"naive: GB left for KV ({on})", lambda r: f"{r.naive.left_bytes / GB:,.0f}")
     row("[b]realistic[/]: nodes needed", lambda r: str(r.nodes_needed or ">64"))
     row("nodes, layout shown", lambda r: f"{r.nodes} ({lay(r)})")
