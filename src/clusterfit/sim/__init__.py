@@ -44,9 +44,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [
-    "POLICIES", "ArrivalSpec", "AutoscaleSpec", "FailureSpec", "SampledLengthSpec", "ReplicaSpec", "Requests",
-    "SessionSpec", "SimRun", "SimulationConfig", "SpeculativeSpec", "StepCosts", "StepTimer", "build_requests",
-    "run_request", "generate", "load_trace", "parse_simulation", "run_simulation", "sample_traces",
-    "simulate", "summarize",
-]
+__all__ = list(_EXPORTS)
