@@ -213,3 +213,19 @@ def test_deploy_readme_names_the_flags_it_wrote(run_cli, tmp_path, engine, lengt
     launch = " ".join((out / "launch.sh").read_text().replace('"', "").split())
     for flag, value in flags:
         assert f"{flag} {value}" in launch, (flag, value)
+
+
+def test_every_command_describes_gpu_memory_utilization_alike():
+    """--gpu-memory-utilization means each engine's own memory setting (vLLM gpu_memory_utilization, SGLang
+    mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction) wherever it is taken: fit, which has --engine too,
+    says the same as perf, plan, deploy and bench (one option, commands/options.GpuMemoryUtilizationOpt)."""
+    import typer
+
+    from clusterfit.cli import app
+
+    group = typer.main.get_command(app)
+    helps = {name: p.help for name, cmd in group.commands.items()  # type: ignore[attr-defined]
+             for p in cmd.params if "--gpu-memory-utilization" in getattr(p, "opts", [])}
+    assert {"fit", "perf", "plan", "deploy", "bench"} <= set(helps)
+    assert len(set(helps.values())) == 1, helps
+    assert "mem_fraction_static" in helps["fit"] and "free_gpu_memory_fraction" in helps["fit"]

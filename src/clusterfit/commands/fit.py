@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from .options import (LongerContextOpt, CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, JsonOpt, KvDtypeOpt, PpOpt,
-                      PrecisionOpt, NumSpeculativeTokensOpt, SpeculativeAcceptanceLengthOpt, SpeculativeAcceptanceOpt,
-                      SpeculativeDraftConfigOpt, SpeculativeMethodOpt, TpOpt, given, speculative_kwargs)
+from .options import (LongerContextOpt, CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, GpuMemoryUtilizationOpt,
+                      JsonOpt, KvDtypeOpt, PpOpt, PrecisionOpt, NumSpeculativeTokensOpt, SpeculativeAcceptanceLengthOpt,
+                      SpeculativeAcceptanceOpt, SpeculativeDraftConfigOpt, SpeculativeMethodOpt, TpOpt, given,
+                      speculative_kwargs)
 from .output import emit
 
 if TYPE_CHECKING:
@@ -35,8 +36,7 @@ def fit_command(
         help="Tokens per sequence (prompt + output) for max sequences [default: 32768, or the model's "
              "max_position_embeddings if smaller]")] = None,
     engine: EngineOpt = "vllm",
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option(
-        help="Engine memory fraction (vLLM gpu_memory_utilization; 0.9 assumed, vLLM 0.33's default is 0.92)")] = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     max_num_batched_tokens: Annotated[Optional[int], typer.Option(help="Tokens per forward pass (activation workspace)")] = None,
     block_size: Annotated[int, typer.Option(help="Paged-KV block size, tokens")] = 16,
     sessions: Annotated[Optional[int], typer.Option(
