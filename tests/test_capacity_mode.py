@@ -83,3 +83,19 @@ def test_cli_capacity_json_and_table():
     assert d["recommended"]["requests_per_s"] == d["capacity"]["layouts"][0]["requests_per_s"]
     table = CliRunner().invoke(app, args)
     assert table.exit_code == 0 and "Load carried within the SLOs by 1 node(s)" in table.output
+
+
+def test_pareto_front_packs_spares_under_the_systems_price(run_json):
+    """The capacity front packed N+k spares as if every system were rented per node (price None) while the layouts
+    used the system's quote: on 8 GPUs of an H200 rented per GPU, N+1 keeps 1 spare TP1 replica and 7 serve (the
+    recommendation), but the front set a whole node of 8 spares aside, left no TP1 replica serving and dropped
+    the recommended point. The recommended layout at its batch is a point of the front, at its output tokens/s
+    over the 8 GPUs of the budget."""
+    d = run_json("plan", "llama-3.1-8b", "--isl", "1000", "--osl", "200", "--ttft-ms", "1000", "--tpot-ms", "40",
+                 "--system", "h200", "--failover", "1", "--gpus", "8")
+    rec = d["recommended"]
+    assert (rec["layout"], rec["serving_replicas"], rec["spare_replicas"]) == ("TP1", 7, 1)
+    on_front = [p for p in d["pareto"]["hgx_h200"]
+                if p["mode"] == "aggregated" and p["layout"] == "TP1" and p["batch"] == rec["batch"]]
+    assert len(on_front) == 1
+    assert on_front[0]["output_tokens_per_s_per_gpu"] == pytest.approx(rec["output_tokens_per_s"] / 8, rel=1e-9)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..intervals import decode_regime
 from ..schema import CapacityAnswer, CapacityLayout, ParetoPoint, PlanOption, PlanResult, ServingEngineSettings
-from .cost import catalog_prices, resolve_price
+from .cost import GpuHourPrice, catalog_prices, resolve_price
 from .pareto import pareto_front
 from .planner import (QUEUEING_MODEL, PlanQuestion, longest_request, _bands, _explain, _no_plan, _nodes, _pareto_point,
                       _row, _Sized, _speculative_block, node_is_failure_unit, packed_with_spares, replicas_that_fit,
@@ -104,10 +104,8 @@ def _disaggregated(cands: list[Candidate], req: PlanQuestion, price) -> list[_Si
             used = _footprint(n_p, p.gpus, node, by_gpu)
             if used >= budget:
                 break
-            fit_d = replicas_that_fit(c.gpus, node, budget - used) if by_gpu or c.gpus > node else \
-                ((budget - used) // node) * (node // c.gpus)
-            k_d = spare_replicas(req.failover, fit_d, c.gpus, node, price) if fit_d else 0
-            serving_p, serving_d = n_p - k_p, fit_d - k_d
+            fit_d, k_d, serving_d = packed_with_spares(budget - used, req.failover, c.gpus, node, price)
+            serving_p = n_p - k_p
             if serving_p >= 1 and serving_d >= 1:
                 rate = min(serving_p * p.prefill.rate_rps, serving_d * float(d.rate_rps[b]))
                 if best is None or rate > best[0] + 1e-12:
@@ -197,18 +195,16 @@ def _layout_row(s: _Sized, osl: float, budget: int, model: ModelArch, one_token:
         tpot_s_interval=None if one_token else bands.time(tpot, regime))
 
 
-def _pareto(cands: list[Candidate], sized: list[_Sized], req: PlanQuestion, osl: float,
-            model: ModelArch) -> list[ParetoPoint]:
+def _pareto(cands: list[Candidate], sized: list[_Sized], req: PlanQuestion, osl: float, model: ModelArch,
+            price) -> list[ParetoPoint]:
     """Output tokens/s per GPU of the budget against tokens/s per user: every aggregated batch within the TTFT
-    target and KV (the planner's front, with the replicas that fit in the budget), plus the disaggregated
-    configurations found."""
+    target and KV (the planner's front, with the replicas serving in the budget beside the N+k spares, packed as
+    _aggregated packs them under the system's ``price``), plus the disaggregated configurations found."""
     xs, ys, meta = [], [], []
     for c in cands:
         a = c.agg
-        node = c.system.gpus_per_node
         budget = budget_gpus(req, c.system)
-        fit = replicas_that_fit(c.gpus, node, budget)
-        n = fit - spare_replicas(req.failover, fit, c.gpus, node, None) if fit else 0
+        n = packed_with_spares(budget, req.failover, c.gpus, c.system.gpus_per_node, price)[2]
         if n < 1:
             continue
         m = a.kv_ok & a.ttft_ok
@@ -238,9 +234,10 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
         groups.setdefault((c.system.id, c.precision_name, c.kv_dtype), []).append(c)
     sized: list[_Sized] = []
     per_sys: dict[str, list[_Sized]] = {}
+    price_of: dict[str, GpuHourPrice | None] = {}
     for (sys_id, _, _), cands in groups.items():
         system = cands[0].system
-        price = resolve_price(sys_id, system.gpu.id, req.prices, prices)
+        price = price_of[sys_id] = resolve_price(sys_id, system.gpu.id, req.prices, prices)
         opts = [s for s in (_aggregated(c, req, price) for c in cands) if s is not None]
         if req.disaggregated:
             opts += _disaggregated(cands, req, price)
@@ -258,7 +255,8 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
                      slo=slo.describe(),
                      failover=req.failover, engine=req.engine, feasible=bool(rows), recommended=None, per_system=rows,
                      pareto={sys_id: _pareto([c for c in result.candidates if c.system.id == sys_id],
-                                             per_sys.get(sys_id, []), req, osl, model) for sys_id in budgets},
+                                             per_sys.get(sys_id, []), req, osl, model, price_of.get(sys_id))
+                             for sys_id in budgets},
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
                      queueing_model=QUEUEING_MODEL, one_output_token=wl.one_output_token or None,
