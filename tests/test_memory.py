@@ -319,6 +319,15 @@ def test_the_stage_with_the_most_full_attention_layers_binds_the_cache():
     assert any("pipeline stage 5 of 8 (layers 17-21) holds the fewest KV tokens" in n for n in shown.notes)
 
 
+def test_pipeline_note_names_sequences_where_the_binding_stage_holds_more_tokens():
+    """The binding stage is the one holding the fewest sequences of the context; where stages mix layer kinds it can
+    hold more KV tokens than another stage (MiMo-V2-Flash TP1 PP8: stage 1's six layers, 25,600 bytes per token), and
+    the note then says sequences, not tokens (it said 'the fewest KV tokens' whatever the stage held)."""
+    shown = cf.fit(model="XiaomiMiMo/MiMo-V2-Flash", systems=["h200"], tp=1, pp=8, context=32768).results[0]
+    note = next(n for n in shown.notes if n.startswith("pipeline stage"))
+    assert note.startswith("pipeline stage 1 of 8 (layers 0-5) holds the fewest sequences of 32,768 tokens")
+
+
 @pytest.mark.parametrize("name,precision,pp", [("deepseek-ai/DeepSeek-V3", "fp8", 2), ("openai/gpt-oss-120b", "mxfp4", 8),
                                                ("meta-llama/Llama-3.1-70B-Instruct", "bf16", 3)])
 def test_pipeline_stages_partition_the_weights(name, precision, pp):

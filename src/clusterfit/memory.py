@@ -13,7 +13,7 @@ Sharding rules (what one GPU of a layout holds):
   embedding, LM head: vocab-parallel 1/tp (first / last pipeline stage);
   router, norms, sparse-attention indexer: replicated;  layers: split over pipeline stages as vLLM and SGLang split
   them (pipeline_stages); each stage's GPUs hold its own layers' weights and KV, and the stage whose GPUs hold the
-  fewest KV tokens binds the replica's cache (the engines give every stage that stage's block count).
+  fewest sequences of the context binds the replica's cache (the engines give every stage one block count).
 """
 
 from __future__ import annotations
@@ -413,7 +413,7 @@ class ReplicaMemoryFit:
     naive: Naive | None = None
     notes: tuple[str, ...] = field(default=())
     memory_fraction: float | None = None  # the engine's fraction on this GPU and layout (Engine.for_layout)
-    kv_stage: int = 0  # the pipeline stage whose GPUs hold the fewest KV tokens (its budget and KV bytes are shown)
+    kv_stage: int = 0  # the pipeline stage that holds the fewest sequences (its budget and KV bytes are shown)
 
     def as_dict(self) -> dict:
         d = {
@@ -537,8 +537,11 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
                      f"+{draft:,.0f} bytes per token per GPU")
     stages = [_stage_cache(model, precision, lay, eng, k, device, reserve, head, draft, context, block_size)
               for k in range(lay.pp)]
-    # every stage gets the block count of the stage whose GPUs hold the fewest (vLLM v1 kv_cache_utils: the
-    # workers' KV cache configs are unified to the smallest num_blocks); the weights shown are the most loaded GPU's
+    # the stage that holds the fewest sequences of the context binds, fewer tokens breaking a tie. Every stage gets
+    # one block count (vLLM v1 kv_cache_utils: the workers' KV cache configs are unified to the smallest num_blocks);
+    # where stages mix layer kinds (sliding windows, compressed KV) the stage with the fewest tokens can hold more
+    # sequences than another, and the fewest sequences is the bound a replica keeps. The weights shown are the most
+    # loaded GPU's
     sc = min(stages, key=lambda c: (c.max_seqs, c.max_tokens))
     w, budget, kv_pool, state_slots, seq_cap = (max(c.weights for c in stages), sc.budget, sc.kv_pool,
                                                 sc.state_slots, sc.seq_cap)
@@ -546,8 +549,10 @@ def fit(model: ModelArch, system: System, precision: Precision, layout: Layout |
     groups = lay.dp
     if lay.pp > 1 and len({(c.weights, c.per_tok_gpu, c.per_seq) for c in stages}) > 1:
         r = pipeline_stages(model.num_layers, lay.pp)[sc.stage]
-        notes.append(f"pipeline stage {sc.stage + 1} of {lay.pp} (layers {r.start}-{r.stop - 1}) holds the fewest KV "
-                     f"tokens: its {sc.weights / 1e9:.1f} GB of weights and {per_tok_gpu:,.0f} bytes per token per "
+        fewest = ("KV tokens" if sc.max_tokens <= min(c.max_tokens for c in stages)
+                  else f"sequences of {context:,} tokens")
+        notes.append(f"pipeline stage {sc.stage + 1} of {lay.pp} (layers {r.start}-{r.stop - 1}) holds the fewest "
+                     f"{fewest}: its {sc.weights / 1e9:.1f} GB of weights and {per_tok_gpu:,.0f} bytes per token per "
                      f"GPU set the KV budget and max sequences shown; weights GB/GPU is the most loaded stage's")
     if state_slots is not None and budget > 0:
         notes.append(f"{eng.name} keeps the recurrent states in a pool of their own (mamba_full_memory_ratio "
