@@ -334,15 +334,17 @@ def _shell(spec: DeploySpec) -> list[GeneratedFile]:
              f"# {spec.engine} {ENGINE_VERSIONS[spec.engine]}: one replica of {spec.served_name} "
              f"({spec.gpus_per_replica} GPUs over {spec.nodes_per_replica} node(s)); the plan runs {spec.replicas}.",
              "set -euo pipefail"]
-    if _env_prelude(spec):
-        lines.append(_env_prelude(spec).rstrip("\n"))
+    env = _env_prelude(spec)
+    if env:
+        lines.append(env.rstrip("\n"))
     if multi:
         lines += ["# Run on every node of the replica: NODE_RANK=0..%d, LEADER_ADDR=the address of node 0."
                   % (spec.nodes_per_replica - 1),
                   ': "${NODE_RANK:?set NODE_RANK (0 on the first node)}"',
                   ': "${LEADER_ADDR:?set LEADER_ADDR (the first node address)}"']
-        if _node_prelude(spec):
-            lines.append(_node_prelude(spec).rstrip("\n"))
+        node = _node_prelude(spec)
+        if node:
+            lines.append(node.rstrip("\n"))
     else:
         if spec.gpus_per_node // spec.gpus_per_replica > 1:
             lines.append(f"# Several replicas share a node: give each its GPUs ({_visible(spec)}) and a PORT.")
@@ -414,12 +416,13 @@ def _kubernetes(spec: DeploySpec) -> list[GeneratedFile]:
     line = _shell_line(cmd)
     if spec.engine == "trtllm":
         line = line.replace(f"--config {TRTLLM_CONFIG}", f"--config /config/{TRTLLM_CONFIG}")
+    prelude = _env_prelude(spec)
     files: list[GeneratedFile] = []
     service: dict = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": spec.name, "labels": labels},
                "spec": {"type": "ClusterIP", "selector": dict(labels),
                         "ports": [{"name": "http", "port": PORT, "targetPort": PORT, "protocol": "TCP"}]}}
     if spec.nodes_per_replica == 1:
-        pod = _pod_spec(spec, _env_prelude(spec) + ("exec " + line if _env_prelude(spec) else line))
+        pod = _pod_spec(spec, prelude + ("exec " + line if prelude else line))
         _probes(pod["containers"][0])
         workload = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": spec.name, "labels": labels},
                     "spec": {"replicas": spec.replicas, "selector": {"matchLabels": dict(labels)},
@@ -429,7 +432,7 @@ def _kubernetes(spec: DeploySpec) -> list[GeneratedFile]:
         env = ('NODE_RANK="${LWS_WORKER_INDEX}"; LEADER_ADDR="${LWS_LEADER_ADDRESS}"\n'
                f'[ "${{LWS_GROUP_SIZE}}" = "{spec.nodes_per_replica}" ] || '
                '{ echo "LWS_GROUP_SIZE=${LWS_GROUP_SIZE}, expected ' f'{spec.nodes_per_replica}" >&2; exit 1; }}\n')
-        text = env + _env_prelude(spec) + _node_prelude(spec) + "exec " + line
+        text = env + prelude + _node_prelude(spec) + "exec " + line
         leader = _pod_spec(spec, text)
         _probes(leader["containers"][0])
         worker = _pod_spec(spec, text)
