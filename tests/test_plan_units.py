@@ -345,14 +345,14 @@ def test_a_scenario_ttft_percentile_survives_a_target_option(run_cli, tmp_path):
     (12, 2, 1, 12, 16, 0),   # N+2 with two nodes: none serves (not a negative count)
 ])
 def test_one_packing_rule_for_budgets_and_headroom(gpus, k, g, fit, spares, serving):
-    """planner.serving_within (the headroom's rule) and budget._serving (capacity mode's) were two implementations
+    """The headroom's rule (planner's serving_within) and capacity mode's (budget._serving) were two implementations
     that disagreed on budgets that are not whole nodes: 12 GPUs of 8-GPU nodes rented per node, TP2, N+1 gave 0
     serving replicas in one, 2 in the other. N+k survives the loss of the k fullest nodes, and a part-filled node
     holds serving replicas too (by hand in the cases). Both now call planner.packed_with_spares."""
-    from clusterfit.planning.planner import packed_with_spares, serving_within
+    from clusterfit.planning.planner import packed_with_spares
 
     assert packed_with_spares(gpus, k, g, 8, None) == (fit, spares, serving)
-    assert serving_within(gpus, k, g, 8, None) == serving
+    assert packed_with_spares(gpus, k, g, 8, None)[2] == serving
 
 
 def test_a_budget_of_part_of_a_node_packs_by_the_one_rule(run_json, run_cli):

@@ -57,19 +57,13 @@ def _rented(req: PlanQuestion, system: System, price) -> int:
     return g
 
 
-def _serving(c: Candidate, budget: int, failover: int, price) -> tuple[int, int, int]:
-    """(replicas of ``c`` that fit in ``budget`` GPUs, spares N+k sets aside among them, serving replicas left):
-    planner.packed_with_spares, the rule the planner's headroom uses too."""
-    return packed_with_spares(budget, failover, c.gpus, c.system.gpus_per_node, price)
-
-
 def _aggregated(c: Candidate, req: PlanQuestion, price) -> _Sized | None:
     a = c.agg
     ok = a.feasible
     if not ok.any():
         return None
     node = c.system.gpus_per_node
-    fit, k, n = _serving(c, budget_gpus(req, c.system), req.failover, price)
+    fit, k, n = packed_with_spares(budget_gpus(req, c.system), req.failover, c.gpus, node, price)
     if fit < 1 or n < 1:
         return None
     caps = np.where(ok, a.rate_rps, -np.inf)
@@ -131,11 +125,11 @@ def _no_spare_room(cands: list[Candidate], req: PlanQuestion, price, what: str) 
     system = cands[0].system
     node = system.gpus_per_node
     meets = [c for c in cands if c.agg.feasible.any()]
-    held = [c for c in meets if _serving(c, budget_gpus(req, system), req.failover, price)[0] >= 1]
+    held = [c for c in meets if packed_with_spares(budget_gpus(req, system), req.failover, c.gpus, node, price)[0] >= 1]
     if not held:
         return None
     c = min(held, key=lambda x: (x.gpus, x.nodes))
-    fit = _serving(c, budget_gpus(req, system), req.failover, price)[0]
+    fit = packed_with_spares(budget_gpus(req, system), req.failover, c.gpus, node, price)[0]
     k = req.failover
     if c.gpus >= node:
         unit = (f"a {c.label()} replica takes {c.nodes} node(s), and N+{k} keeps {k} spare replica(s) beside a "
@@ -155,8 +149,9 @@ def _no_spare_room(cands: list[Candidate], req: PlanQuestion, price, what: str) 
     gpus = max(min(smallest_serving_budget(k, x.gpus, node, price, step) for x in meets),
                budget_gpus(req, system) + step)
     if gpus <= limit:
-        best = min((x for x in meets if _serving(x, gpus, k, price)[2] >= 1), key=lambda x: (x.gpus, x.nodes))
-        _, spares, serving = _serving(best, gpus, k, price)
+        best = min((x for x in meets if packed_with_spares(gpus, k, x.gpus, node, price)[2] >= 1),
+                   key=lambda x: (x.gpus, x.nodes))
+        _, spares, serving = packed_with_spares(gpus, k, best.gpus, node, price)
         size = f"{gpus // node} node(s)" if by_nodes else f"{gpus} GPU(s)"
         smallest = (f"; the smallest budget that keeps a replica serving is {size} ({best.label()}: {serving} "
                     f"serving + {spares} spare)")

@@ -141,12 +141,6 @@ def smallest_serving_budget(k: int, gpus_per_replica: int, gpus_per_node: int, p
     return -(-gpus // step) * step
 
 
-def serving_within(gpus: int, k: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
-    """The most serving replicas ``gpus`` GPUs hold beside the N+k spares spare_replicas sets aside for them
-    (packed_with_spares)."""
-    return packed_with_spares(gpus, k, gpus_per_replica, gpus_per_node, price)[2]
-
-
 def pool_nodes(replicas: int, spares: int, gpus_per_replica: int, gpus_per_node: int, price) -> int:
     """Nodes a pool of ``replicas`` serving replicas and ``spares`` spares occupies: spares of a pool whose
     failure unit is a node sit on nodes of their own (see spare_replicas); otherwise all are packed together."""
@@ -232,8 +226,8 @@ class _Sized:
         if self.mode != "aggregated":
             return self.full_rate_rps
         per_replica = self.full_rate_rps / max(self.replicas, 1)
-        serving = serving_within(self.rented_gpus, self.failover, self.main.gpus, self.system.gpus_per_node,
-                                 self.price)
+        serving = packed_with_spares(self.rented_gpus, self.failover, self.main.gpus, self.system.gpus_per_node,
+                                     self.price)[2]
         return per_replica * max(serving, self.replicas)
 
     def sort_key(self) -> tuple:
