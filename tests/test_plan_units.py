@@ -401,9 +401,8 @@ def test_tpot_percentile_of_answers_most_of_which_no_prefill_reaches():
     (1, 8, 8, False, 1, 16),
 ])
 def test_smallest_budget_keeping_a_replica_serving(k, g, node, per_gpu, step, gpus):
-    """planner.smallest_serving_budget by hand (it replaces budget._no_spare_room's search over budgets one by one,
-    which found the same on 14,742 cases of node size, price, N+k, replica sizes and budget), and the budget it
-    names does keep a replica serving while one GPU (or node) less does not."""
+    """planner.smallest_serving_budget by hand, and the budget it names does keep a replica serving while one GPU
+    (or node) less does not."""
     from clusterfit.planning.planner import packed_with_spares, smallest_serving_budget
 
     price = SimpleNamespace(rent_unit="gpu") if per_gpu else None

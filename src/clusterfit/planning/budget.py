@@ -125,12 +125,11 @@ def _no_spare_room(cands: list[Candidate], req: PlanQuestion, price, what: str) 
     system = cands[0].system
     node = system.gpus_per_node
     meets = [c for c in cands if c.agg.feasible.any()]
-    held = [c for c in meets if packed_with_spares(budget_gpus(req, system), req.failover, c.gpus, node, price)[0] >= 1]
+    budget, k = budget_gpus(req, system), req.failover
+    held = [(x, fit) for x in meets if (fit := packed_with_spares(budget, k, x.gpus, node, price)[0]) >= 1]
     if not held:
         return None
-    c = min(held, key=lambda x: (x.gpus, x.nodes))
-    fit = packed_with_spares(budget_gpus(req, system), req.failover, c.gpus, node, price)[0]
-    k = req.failover
+    c, fit = min(held, key=lambda h: (h[0].gpus, h[0].nodes))
     if c.gpus >= node:
         unit = (f"a {c.label()} replica takes {c.nodes} node(s), and N+{k} keeps {k} spare replica(s) beside a "
                 "serving one")
@@ -141,22 +140,16 @@ def _no_spare_room(cands: list[Candidate], req: PlanQuestion, price, what: str) 
     else:
         unit = f"N+{k} keeps {k} spare replica(s) beside a serving one (rented per GPU: a replica's GPUs fail alone)"
     by_nodes = req.budget_nodes is not None
-    step = node if by_nodes else 1
-    limit = min((k + 1) * -(-x.gpus // node) * node for x in meets)
-    smallest = None
-    # the smallest larger budget on the budget's grid in which some layout keeps a replica serving, up to limit
-    # (planner.smallest_serving_budget, per layout: the search over budgets one by one it replaces finds the same)
-    gpus = max(min(smallest_serving_budget(k, x.gpus, node, price, step) for x in meets),
-               budget_gpus(req, system) + step)
-    if gpus <= limit:
-        best = min((x for x in meets if packed_with_spares(gpus, k, x.gpus, node, price)[2] >= 1),
-                   key=lambda x: (x.gpus, x.nodes))
-        _, spares, serving = packed_with_spares(gpus, k, best.gpus, node, price)
-        size = f"{gpus // node} node(s)" if by_nodes else f"{gpus} GPU(s)"
-        smallest = (f"; the smallest budget that keeps a replica serving is {size} ({best.label()}: {serving} "
-                    f"serving + {spares} spare)")
+    # the smallest budget on the budget's grid in which some layout keeps a replica serving: larger than this one
+    # (no layout serves in it, and packed_with_spares' serving replicas never fall as the budget grows)
+    gpus = min(smallest_serving_budget(k, x.gpus, node, price, node if by_nodes else 1) for x in meets)
+    best = min((x for x in meets if packed_with_spares(gpus, k, x.gpus, node, price)[2] >= 1),
+               key=lambda x: (x.gpus, x.nodes))
+    _, spares, serving = packed_with_spares(gpus, k, best.gpus, node, price)
+    size = f"{gpus // node} node(s)" if by_nodes else f"{gpus} GPU(s)"
     return (f"{system.id}: {c.label()} meets the targets and {what} hold {fit} of its replica(s), but N+{k} spares "
-            f"leave none serving: {unit}{smallest or ''}")
+            f"leave none serving: {unit}; the smallest budget that keeps a replica serving is {size} "
+            f"({best.label()}: {serving} serving + {spares} spare)")
 
 
 def _key(s: _Sized) -> tuple:
