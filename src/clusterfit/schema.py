@@ -201,13 +201,15 @@ class EngineSettingsRequest(RequestSchema):
     """Settings passed to the serving engine, with the engines' own names (None: the scenario's, else the engine's
     default from catalog/engines.yaml). Ranges as ``engines.Engine.with_settings``."""
 
-    max_num_seqs: int | None = Field(None, ge=1, le=MAX_NUM_SEQS_RANGE[1], description=(
+    max_num_seqs: int | None = Field(None, ge=MAX_NUM_SEQS_RANGE[0], le=MAX_NUM_SEQS_RANGE[1], description=(
         "Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, SGLang "
         "max_running_requests, TensorRT-LLM max_batch_size (per pipeline micro-batch: pp x max_batch_size run)"))
-    max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_NUM_BATCHED_TOKENS_RANGE[1], description=(
+    max_num_batched_tokens: int | None = Field(None, ge=MAX_NUM_BATCHED_TOKENS_RANGE[0],
+                                              le=MAX_NUM_BATCHED_TOKENS_RANGE[1], description=(
         "Tokens per step (prefill chunk budget): vLLM max_num_batched_tokens, SGLang chunked_prefill_size, "
         "TensorRT-LLM max_num_tokens"))
-    gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0, description=(
+    gpu_memory_utilization: float | None = Field(None, ge=GPU_MEMORY_UTILIZATION_RANGE[0],
+                                                  le=GPU_MEMORY_UTILIZATION_RANGE[1], description=(
         "vLLM gpu_memory_utilization / SGLang mem_fraction_static (fraction of device memory for weights + KV); "
         "TensorRT-LLM free_gpu_memory_fraction (fraction of the memory left free after weights, for KV)"))
     enforce_eager: bool | None = Field(None, description=(
@@ -300,8 +302,10 @@ class FitRequest(LayoutRequest, SpeculativeRequest):
     context: int = Field(32768, ge=1, le=MAX_TOKENS, description="Tokens per sequence (prompt + output); when not "
                          "given, 32,768 or the model's max_position_embeddings if that is smaller")
     engine: EngineName = "vllm"
-    gpu_memory_utilization: float | None = Field(None, ge=0.05, le=1.0)
-    max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_NUM_BATCHED_TOKENS_RANGE[1])
+    gpu_memory_utilization: float | None = Field(None, ge=GPU_MEMORY_UTILIZATION_RANGE[0],
+                                                  le=GPU_MEMORY_UTILIZATION_RANGE[1])
+    max_num_batched_tokens: int | None = Field(None, ge=MAX_NUM_BATCHED_TOKENS_RANGE[0],
+                                              le=MAX_NUM_BATCHED_TOKENS_RANGE[1])
     block_size: int = Field(16, ge=1, le=4096, description="Paged-KV block size, tokens")
     allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
@@ -642,8 +646,8 @@ class ServingEngineSettings(EngineSettings):
     #: bounded as a plan's settings run (deploy passes them to the engine): the engines' ranges for the token and
     #: sequence caps; the fraction may be an engine's own default below the 0.05 a user may give, so only > 0
     fraction: float = Field(gt=0.0, le=GPU_MEMORY_UTILIZATION_RANGE[1])
-    max_num_batched_tokens: int = Field(ge=1, le=MAX_NUM_BATCHED_TOKENS_RANGE[1])
-    max_num_seqs: int = Field(ge=1, le=MAX_NUM_SEQS_RANGE[1])
+    max_num_batched_tokens: int = Field(ge=MAX_NUM_BATCHED_TOKENS_RANGE[0], le=MAX_NUM_BATCHED_TOKENS_RANGE[1])
+    max_num_seqs: int = Field(ge=MAX_NUM_SEQS_RANGE[0], le=MAX_NUM_SEQS_RANGE[1])
     enforce_eager: bool
     async_scheduling: bool
     given: list[str]
