@@ -196,9 +196,11 @@ class Underload:
     ahead_s: float          # the decode step an arrival also waits under async scheduling (0 without)
     step_s: float           # the mean engine step
     front_s: float          # the engine's front-end latency
-    tpot_terms: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (decode step per token, E[e], E[e^2]) at b0
-    workload: Workload | None = None  # what tpot_s judges (the curve's)
-    slo: SLO | None = None
+    # tpot_spread's terms at b0: (plain decode step per output token in s, E[e] in s, E[e^2] in s^2), e the time a
+    # prefill's chunk steps take beyond the decode steps they replace
+    tpot_terms: tuple[float, float, float]
+    workload: Workload      # what tpot_s judges (the curve's)
+    slo: SLO
 
     def state(self, lam: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
         """(probability an arrival finds the replica busy, (n, K) own time to first token) at ``lam`` requests/s."""
@@ -217,7 +219,6 @@ class Underload:
         """(mean TPOT, TPOT at the SLO's percentile) at ``lam`` requests/s: the chunk steps landing on a request's
         decode come at the rate served, as from b0 x lam / rate0 running sequences (tpot_spread)."""
         wl, slo = self.workload, self.slo
-        assert wl is not None and slo is not None
         d, extra, extra_sq = self.tpot_terms
         b = np.array([self.b0 * min(lam, self.rate0) / self.rate0])
         mean, _sd, judged, _p = tpot_spread(b, np.array([d]), np.array([extra]), np.array([extra_sq]), wl, slo)

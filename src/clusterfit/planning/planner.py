@@ -259,7 +259,7 @@ def _served_ttft_s(curve: AggregatedCurve, rate_rps: float) -> float:
 def _served_tpot_s(curve: AggregatedCurve, rate_rps: float) -> tuple[float, float]:
     """(mean TPOT, TPOT at the judged percentile) of the curve's smallest batch at ``rate_rps`` requests/s per replica
     (at most its own rate): fewer prefills land on the decodes of a replica run below its full rate."""
-    if curve.underload is None or curve.underload.workload is None:
+    if curve.underload is None:
         return float(curve.tpot_s[0]), float(curve.tpot_judged_s[0])
     return curve.underload.tpot_s(rate_rps)
 
