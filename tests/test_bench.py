@@ -478,3 +478,11 @@ def test_a_served_name_matches_the_compared_model_through_the_catalog(compared, 
     from clusterfit.bench.compare import _other_model
 
     assert bool(_other_model(SimpleNamespace(compare=compared), (served, None))) is noted
+
+
+def test_an_empty_model_name_is_refused_before_the_server_is_contacted(run_cli):
+    """--model '' is given (not None), so no GET /v1/models was asked: the error said '--model not given'. It says
+    the name is empty, before any request (nothing listens on port 1)."""
+    err = _one_error(*run_cli("bench", "http://127.0.0.1:1", "--model", "", "--rate", "1", "--requests", "1",
+                              "--isl", "8", "--osl", "2")[::2])
+    assert err.startswith("error: --model is empty"), err

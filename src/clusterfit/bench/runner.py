@@ -67,6 +67,9 @@ async def bench_async(config: BenchConfig, progress: BenchProgress | None = None
     import httpx
 
     cfg = parse_config(config)
+    if cfg.model == "":    # BenchConfig takes any name of at most 512 characters; an empty one names no model
+        raise ClusterfitError("--model is empty: give the served model name, or leave --model out to take the first "
+                              "model GET /v1/models lists")
     # what can be checked here is checked before the endpoint is contacted: the trace, the prediction's options
     planned = plan(cfg)
     if cfg.compare is not None:
@@ -76,8 +79,13 @@ async def bench_async(config: BenchConfig, progress: BenchProgress | None = None
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=cfg.concurrency or 1024)
     async with httpx.AsyncClient(timeout=httpx.Timeout(cfg.timeout), limits=limits, trust_env=False) as client:
         # one GET /v1/models serves both the model's discovery and --compare's check of what is served
-        listing = await models_listing(client, cfg) if cfg.model is None or cfg.compare is not None else None
-        model = cfg.model or discover_model(cfg, listing)
+        listing: ModelsListing | None
+        if cfg.model is None:
+            listing = await models_listing(client, cfg)
+            model = discover_model(listing)
+        else:
+            listing = await models_listing(client, cfg) if cfg.compare is not None else None
+            model = cfg.model
         served = served_model(cfg, model, listing) if cfg.compare is not None else None
         await preflight(client, cfg, model)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -150,14 +158,12 @@ def _entries(listing: ModelsListing | None) -> list[Any] | None:
     return entries if isinstance(entries, list) else None
 
 
-def discover_model(cfg: BenchConfig, listing: ModelsListing | None) -> str:
+def discover_model(listing: ModelsListing) -> str:
     """The first model id the server lists at GET /v1/models (what vLLM's bench does without --model)."""
     import httpx
 
     from .client import describe_error
 
-    if listing is None:
-        raise ClusterfitError("--model not given and GET /v1/models not asked; give --model")
     url = listing.url
     if isinstance(listing.error, httpx.ConnectError):
         raise ClusterfitError(_cannot_connect(url, describe_error(listing.error)))
