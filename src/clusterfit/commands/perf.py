@@ -83,7 +83,7 @@ def render_perf(console: Console, out: PerfResult) -> None:
                     f"{out.engine}, {out.precision})")
     es = out.engine_settings
     if es is not None:
-        t.caption = (f"engine settings: {settings_text(out.engine, es, es.max_num_seqs, lay.dp)}"
+        t.caption = (f"engine settings: {settings_text(out.engine, es, lay.dp)}"
                      + (", eager (no CUDA graphs)" if es.enforce_eager else "")
                      + (f"; set: {', '.join(es.given)}" if es.given else ""))
     t.add_column("metric")

@@ -272,7 +272,7 @@ def render(result: PlanResult, console: Console) -> None:
         from ..report.engine_names import settings_text
 
         dp = result.recommended.dp if result.recommended is not None else 1
-        console.print(f"[dim]Engine settings: {settings_text(result.engine, es, es.max_num_seqs, dp)}"
+        console.print(f"[dim]Engine settings: {settings_text(result.engine, es, dp)}"
                       + (", eager (no CUDA graphs)" if es.enforce_eager else "") + f"; set: {', '.join(es.given)}.[/]")
     console.print(f"[dim]{result.configurations_evaluated:,} configurations evaluated "
                   f"({result.candidates_compiled} replica layouts compiled). TTFT: {result.queueing_model}.[/]")

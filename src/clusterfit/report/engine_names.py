@@ -32,6 +32,7 @@ ENGINE_NAMES: dict[str, EngineNames] = {
 class _Settings(Protocol):
     fraction: float
     mode: str
+    max_num_seqs: int
     max_num_batched_tokens: int
 
 
@@ -46,10 +47,10 @@ def fraction_label(engine: str) -> str:
     return f"{n.fraction} ({n.label})"
 
 
-def settings_text(engine: str, es: _Settings, max_num_seqs: int, dp: int = 1) -> str:
+def settings_text(engine: str, es: _Settings, dp: int = 1) -> str:
     """The engine settings in the engine's names, clusterfit's option beside a name that differs:
     'SGLang max_running_requests 3,574 (--max-num-seqs), chunked_prefill_size 8,192 (--max-num-batched-tokens),
-    mem_fraction_static 0.906 (--gpu-memory-utilization; of device memory)'. ``max_num_seqs`` and the settings'
+    mem_fraction_static 0.906 (--gpu-memory-utilization; of device memory)'. The settings' sequences and
     tokens are per attention-DP rank: with ``dp`` > 1 they are said so, and SGLang's replica-wide caps are given
     as the engine takes them (x ``dp``) with the per-rank figure beside."""
     n = engine_names(engine)
@@ -63,5 +64,5 @@ def settings_text(engine: str, es: _Settings, max_num_seqs: int, dp: int = 1) ->
 
     fraction = f"{n.fraction} {es.fraction:g} (" + ("" if n.fraction == "gpu_memory_utilization" else
                                                    "--gpu-memory-utilization; ") + f"{of})"
-    return (f"{n.label} {named(n.max_num_seqs, max_num_seqs, 'max_num_seqs')}, "
+    return (f"{n.label} {named(n.max_num_seqs, es.max_num_seqs, 'max_num_seqs')}, "
             f"{named(n.tokens, es.max_num_batched_tokens, 'max_num_batched_tokens')}, {fraction}")
