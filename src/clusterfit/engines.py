@@ -620,6 +620,14 @@ def schedules_ahead(step_model: Any) -> bool:
     return bool(getattr(eng, "async_scheduling", False)) and int(getattr(eng, "num_scheduler_steps", 1) or 1) == 1
 
 
+def mixed_batches(step_model: Any) -> bool:
+    """Whether the engine a step model runs carries prefill chunks and the running decodes in one step
+    (Engine.mixed_batches: SGLang's steps do not without --enable-mixed-chunk, a prefill step then holds every decode
+    back), True for step models without an engine (the simulator's and planner's test doubles). The simulator
+    (sim/replica.py) and the planner (planning/capacity.py aggregated_curve) both read it here."""
+    return bool(getattr(getattr(step_model, "engine", None), "mixed_batches", True))
+
+
 #: GPU families that get their own fitted constants (everything else, i.e. Hopper, uses the global ones). A family
 #: is a GPU and the system it comes in, since the constants cover both the GPU's kernels and the host that runs
 #: the engine's per-sequence and per-kernel work:

@@ -64,7 +64,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..engines import front_end_s, schedules_ahead
+from ..engines import front_end_s, mixed_batches, schedules_ahead
 from ..intervals import StepMargins
 from ..speculative import Drafting
 from .queueing import mean_wait_s, ttft_cdf, ttft_quantile_s
@@ -140,12 +140,6 @@ def tpot_spread(batch: np.ndarray, decode_s: np.ndarray, extra_s: np.ndarray, ex
         p_ok = _normal_cdf((slo.tpot_s - mean) / sd)
     p_ok = np.maximum(p_ok, np.where(decode_s <= slo.tpot_s, p_clean, 0.0))
     return mean, sd, judged, p_ok
-
-
-def _mixed(sm) -> bool:
-    """Whether the engine's steps carry prefill chunks and decodes together (Engine.mixed_batches; SGLang's do not
-    without --enable-mixed-chunk: a prefill step holds every decode back)."""
-    return bool(getattr(getattr(sm, "engine", None), "mixed_batches", True))
 
 
 @dataclass
@@ -249,7 +243,7 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: Ste
     w = wl.weights
     chunk = float(sm.engine.max_num_batched_tokens)
     k = 0 if drafting is None else drafting.draft_tokens
-    mixed = _mixed(sm)
+    mixed = mixed_batches(sm)
     # a prefill step of an engine without mixed batches (SGLang) carries no decode: its whole budget is the prompts'
     budget = np.maximum(chunk - B * (1 + k), 0.0) if mixed else np.full(B.shape, chunk)
     Bc, bud = B[:, None], np.maximum(budget, 1.0)[:, None]
@@ -273,17 +267,19 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: Ste
         t = t * drafting.step_factor
         per_step = drafting.tokens_per_step
     if margins is None:
-        return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, per_step)
-    bound = _aggregated_from_steps(t * margins.step(P, D), B, wl, slo, sm, budget, n_chunks, u, w, osl, per_step)
-    bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, per_step)
+        return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, per_step)
+    bound = _aggregated_from_steps(t * margins.step(P, D), B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed,
+                                   per_step)
+    bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, per_step)
     return bound
 
 
 def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray,
-                           n_chunks: np.ndarray, u: np.ndarray, w: np.ndarray, osl: float,
+                           n_chunks: np.ndarray, u: np.ndarray, w: np.ndarray, osl: float, mixed: bool,
                            per_step: float = 1.0) -> AggregatedCurve:
     """aggregated_curve from its step times ``t``: [full-budget prefill steps | own-chunk steps | pure decode steps]
-    (each (nB, K), (nB, K), (nB,) flattened); ``per_step``: tokens each decoding sequence gains per step."""
+    (each (nB, K), (nB, K), (nB,) flattened); ``mixed``: the engine's steps carry chunks and decodes together
+    (engines.mixed_batches); ``per_step``: tokens each decoding sequence gains per step."""
     nB, K = B.size, u.size
     bud = np.maximum(budget, 1.0)[:, None]
     step_full = t[:nB * K].reshape(nB, K)
@@ -293,7 +289,7 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     # decode batch's time; spread over the E[output] tokens of the B sequences, each gaining per_step tokens a step:
     #   TPOT = d(B) / per_step + B * E[own_i - n_i d(B)] / E[output]   (mean TPOT; steps with a chunk are slower)
     # without mixed batches the decodes wait through the chunk steps: all their time is extra (perfmodel cycle_s)
-    e = np.maximum(own - n_chunks * decode_only[:, None], 0.0) if _mixed(sm) else own
+    e = np.maximum(own - n_chunks * decode_only[:, None], 0.0) if mixed else own
     extra, extra_sq = e @ w, (e * e) @ w
     # TPOT spread (module docstring): compound-Poisson chunk steps over a request's n = output - 1 tokens
     tpot, _sd, tpot_q, p_tpot = tpot_spread(B, decode_only / per_step, extra, extra_sq, wl, slo)

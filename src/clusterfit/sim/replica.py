@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engines import schedules_ahead
+from ..engines import mixed_batches, schedules_ahead
 from .config import ReplicaSpec
 from .gaps import TokenGaps
 from .ledger import COMPLETED, Ledger
@@ -86,7 +86,7 @@ class Replica:
         self.alive = True
         self.accepting = True
         model = getattr(timer, "model", None)
-        self.mixed = bool(getattr(getattr(model, "engine", None), "mixed_batches", True))
+        self.mixed = mixed_batches(model)
         # decode steps per scheduler call (vLLM V0 multi-step, engines.Engine.num_scheduler_steps)
         self.group = max(1, int(getattr(getattr(model, "engine", None), "num_scheduler_steps", 1) or 1))
         self.lookahead = schedules_ahead(model)  # step n+1's requests are chosen while step n runs (_admit)
