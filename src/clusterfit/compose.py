@@ -90,8 +90,8 @@ class Catalog:
         if match is not None:
             tol, usable = PROFILE_MEMORY_TOLERANCE, match.usable_memory_bytes
             if pg.memory_bytes is not None and not 1 - tol <= pg.memory_bytes / usable <= 1 + tol:
-                which = ("as the device reports it" if match.visible_memory_bytes else "marketed") + (
-                    f"; {match.memory_bytes / 1e9:g} GB marketed" if match.visible_memory_bytes else "")
+                which = (f"as the device reports it; {match.memory_bytes / 1e9:g} GB marketed"
+                         if match.visible_memory_bytes else "marketed")
                 raise ParameterError("profile", f"gpu.memory_bytes {pg.memory_bytes:,} bytes "
                                      f"({pg.memory_bytes / 1e9:.1f} GB) is not {pg.id}'s memory: the hardware catalog "
                                      f"has {usable:,} bytes ({usable / 1e9:.1f} GB, {which}), and a profile's must be "

@@ -6,8 +6,10 @@ family); they are fitted on the development CSV by ``python benchmarks/accuracy.
 result is written back to the YAML with the command that produced it:
 
 - step_overhead_s: host-side time per engine iteration (scheduling, input preparation, sampling launch).
-- seq_overhead_s: host-side time per running sequence per iteration (its scheduling, stop checks,
-  detokenisation and response bookkeeping), which grows the step at the large batches of small models.
+- seq_overhead_s: host-side time per running sequence of one attention-DP rank per iteration (its scheduling, stop
+  checks, detokenisation and response bookkeeping), which grows the step at the large batches of small models; each
+  rank's host handles its own sequences, so a replica pays seq_overhead_s x its running sequences / dp
+  (StepModel.host_terms).
 - kernel_overhead_s: time per kernel beyond its roofline inside a CUDA-graph step (launch gap, tail wave,
   the small kernels' minimum duration).
 - compute_scale / memory_scale: multiply the H200-fitted compute / bandwidth efficiencies (the engine's

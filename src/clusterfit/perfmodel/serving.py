@@ -80,8 +80,8 @@ def running_batch(sm: StepModel, isl: ArrayLike, osl: ArrayLike, tokens_per_step
 
 def engine_cap_words(sm: StepModel, seq_len: float) -> str:
     """StepModel.running_cap in words: TensorRT-LLM's max_batch_size by trtllm-bench's rule, or max_num_seqs."""
-    per = float(sm.bench_max_batch(seq_len))
-    if sm.bench is not None and sm.bench.gib_per_token and per < sm.max_num_seqs:
+    per = float(sm.bench_max_batch(seq_len))   # per attention-DP rank and micro-batch; max_num_seqs is the replica's
+    if float(sm.running_cap(seq_len)) < sm.max_num_seqs:
         where = "attention-DP rank" if sm.dp > 1 else "replica"
         return (f"TensorRT-LLM's max_batch_size by trtllm-bench's rule, {per:,.0f} per {where}"
                 f"{' and pipeline micro-batch' if sm.pp > 1 else ''} (--max-num-seqs sets it)")

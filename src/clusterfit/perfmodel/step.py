@@ -572,9 +572,8 @@ class StepModel:
                 parts.add("pipeline_token_return", "overhead_s", t_hop)
         if not host:
             return t
-        per_step, per_seq, overlapped = self.host_terms
-        host_s = per_step + per_seq * running   # host_s(P, D)
-        if overlapped:
+        host_s = self._host_of(running)
+        if self.engine.async_scheduling:
             # the host prepares step n+1 while the GPU runs step n (vLLM async scheduling, SGLang's overlap
             # scheduler, TensorRT-LLM's overlap scheduler): only the host time beyond the GPU's is exposed
             host_s = np.maximum(host_s - t, 0.0)
@@ -618,8 +617,12 @@ class StepModel:
         """Host seconds the engine spends preparing one step: per step, plus per running sequence of one attention-DP
         rank (a prefilling request counts once; host_terms). step_s adds it to the GPU time, or takes the larger
         under ``Engine.async_scheduling``."""
+        return self._host_of(_running_sequences(prefill_tokens, decode_seqs))
+
+    def _host_of(self, running: Num) -> Num:
+        """host_terms' law for ``running`` sequences of the replica."""
         per_step, per_seq, _ = self.host_terms
-        return per_step + per_seq * _running_sequences(prefill_tokens, decode_seqs)
+        return per_step + per_seq * running
 
     def decode_step_s(self, batch: ArrayLike, context: ArrayLike) -> Num:
         """One decode iteration of ``batch`` sequences each with ``context`` cached tokens."""
