@@ -770,7 +770,8 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
     priced = [r for r in rows if r.cost_per_hour is not None]
     if rows:
         top = priced[0] if priced else rows[0]
-        rec = top.model_copy(update={"explanation": _recommendation_text(top, priced or rows, wl, slo, bool(priced))})
+        rec = top.model_copy(update={"explanation": _recommendation_text(top, priced or rows, wl, slo, bool(priced),
+                                                                         req.hours_per_month)})
         out.recommended = rec
         # the settings the recommended replica was compiled with (its GPU's, layout's and KV pool's defaults under
         # the user's settings)
@@ -806,7 +807,9 @@ def speed_calibrated(system: System) -> bool:
     return getattr(system.gpu, "vendor", "nvidia") == "nvidia"
 
 
-def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, slo: SLO, priced: bool) -> str:
+def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, slo: SLO, priced: bool,
+                         hours_per_month: float) -> str:
+    """The recommendation's text; ``hours_per_month``: the hours cost_per_month is billed for (PlanQuestion's)."""
     spare = f" including {rec.spare_replicas} spare" if rec.spare_replicas else ""
     if rec.prefill is not None:
         p = rec.prefill
@@ -820,7 +823,7 @@ def _recommendation_text(rec: PlanOption, rows: list[PlanOption], wl: Workload, 
                 f"node(s), {rec.total_gpus} GPUs")
     if rec.cost_per_hour is not None:
         month = rec.cost_per_month or 0.0
-        hours = f" of {month / rec.cost_per_hour:,.0f} h" if rec.cost_per_hour > 0 and month > 0 else ""
+        hours = f" of {hours_per_month:,.0f} h" if month > 0 else ""
         text += (f", ${rec.cost_per_hour:,.2f}/h (${month:,.0f}/month{hours}), "
                  f"${rec.cost_per_mtok_out or 0.0:.2f} per million output tokens at the target load")
     tpot = f"TPOT p{slo.tpot_percentile:g} {rec.tpot_s * 1e3:.1f} ms and " if rec.tpot_s is not None else ""
