@@ -644,6 +644,13 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
                 e["by_gpu_family"][fam]["moe_fp4_efficiency_cap"] = source
                 fp4 = False
             fit(e["by_gpu_family"][fam], {**FAMILY_PARAMS, **(FP4_FAMILY_PARAMS if fp4 else {})}, sub, e)
+            cap = e["by_gpu_family"][fam].get("moe_fp4_efficiency_cap") if fp4 else None
+            if cap is not None:
+                # a cap no row's expert GEMMs reach is the fit's starting value, not a fitted one: no cap (1)
+                fitted = resid_for(sub)
+                e["by_gpu_family"][fam]["moe_fp4_efficiency_cap"] = 1.0
+                if not np.array_equal(resid_for(sub), fitted):
+                    e["by_gpu_family"][fam]["moe_fp4_efficiency_cap"] = cap
 
         families = {fam: [r for r in rows if gpu_family(r["gpu"]) == fam]
                     for fam in dict.fromkeys(f for _, f in GPU_FAMILIES)}
@@ -654,8 +661,9 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
             fit_family(fam, sub)
         if pp_rows:
             fit(e, PP_PARAMS, pp_rows, e)
-            for fam in dict.fromkeys(gpu_family(r["gpu"]) for r in pp_rows):
-                if fam in families:
+            pp_families = {gpu_family(r["gpu"]) for r in pp_rows}
+            for fam in families:   # in the order above: a family taking another's fp4 cap after it
+                if fam in pp_families:
                     fit_family(fam, families[fam])
             fit(e, PP_PARAMS, pp_rows, e)
         for fam in families:
