@@ -230,6 +230,18 @@ def test_cli_start_up_loads_no_physics():
     assert out.strip() == "[]"
 
 
+def test_plan_loads_only_what_it_uses():
+    """A plan without a scenario file, speculative options or --verify loads neither the scenario module nor the
+    simulator's config (their pydantic models cost start-up time), nor numpy.ma (which numpy 2's np.unique imports
+    on first use)."""
+    unused = ("clusterfit.planning.scenario", "clusterfit.sim.config", "numpy.ma")
+    code = ("import sys, clusterfit as cf; cf.plan(model='llama-3.1-8b', isl=1000, osl=200, rate=2, ttft_ms=2000, "
+            f"tpot_ms=50, systems=['h200']); print([m for m in {unused!r} if m in sys.modules])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 def test_no_long_functions_in_the_physics():
     """No function over 80 lines in perfmodel/, planning/, sim/ unless its docstring says why ("long because")."""
     long = []

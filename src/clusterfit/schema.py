@@ -285,10 +285,12 @@ class SpeculativeRequest(RequestSchema):
     def speculative_spec(self, base: SpeculativeSpec | None = None) -> SpeculativeSpec | None:
         """``speculative_fields`` over ``base`` (a sim.config.SpeculativeSpec, e.g. a scenario's) as a
         SpeculativeSpec: the base itself when no option is given, None when neither gives speculative decoding."""
+        fields = self.speculative_fields(base.model_dump() if base is not None else None)
+        if fields is None:   # no option given: sim.config (and its pydantic models) stays unloaded
+            return base
         from .sim.config import SpeculativeSpec
 
-        fields = self.speculative_fields(base.model_dump() if base is not None else None)
-        return base if fields is None else SpeculativeSpec.model_validate(fields)
+        return SpeculativeSpec.model_validate(fields)
 
 
 class FitRequest(LayoutRequest, SpeculativeRequest):

@@ -14,9 +14,23 @@ throughput and latency over a batch grid), queueing (percentile TTFT), search, c
 verify (simulate the recommendation), plot.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .planner import PlanQuestion, plan_cluster
-from .scenario import Scenario, load_scenario
 from .workload import SLO, AgentSessions, LengthDist, Load, Workload
+
+if TYPE_CHECKING:
+    from .scenario import Scenario, load_scenario
+
+
+def __getattr__(name: str) -> Any:
+    """The scenario module's names, loaded on first use (PEP 562): a plan without a scenario file does not build
+    its pydantic models."""
+    if name in ("Scenario", "load_scenario"):
+        from . import scenario
+
+        return getattr(scenario, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["PlanQuestion", "plan_cluster", "Scenario", "load_scenario", "SLO", "AgentSessions", "LengthDist", "Load",
            "Workload"]

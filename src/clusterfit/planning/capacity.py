@@ -67,6 +67,7 @@ import numpy as np
 from ..engines import front_end_s, mixed_batches, schedules_ahead
 from ..intervals import StepMargins
 from ..speculative import Drafting
+from .layout_candidates import sorted_unique
 from .queueing import mean_wait_s, ttft_cdf, ttft_quantile_s
 from .workload import SLO, Workload
 
@@ -83,14 +84,14 @@ def batch_grid(max_batch: int, points: int = BATCH_POINTS, kv_bound: float | Non
     40-point grid to 1,024 up to 1 - 1024^(-1/39) = 16%)."""
     grid = _batch_grid(max(1, max_batch), points).copy()
     if kv_bound is not None and 1 <= math.floor(kv_bound) < grid[-1]:
-        grid = np.union1d(grid, [float(math.floor(kv_bound))])
+        grid = sorted_unique(np.append(grid, float(math.floor(kv_bound))))   # np.union1d(grid, [that])
     return grid
 
 
 @lru_cache(maxsize=256)
 def _batch_grid(top: float, points: int) -> np.ndarray:
     """batch_grid's array, once per (cap, points): a search asks for the same few caps hundreds of times."""
-    return np.unique(np.round(np.geomspace(1, top, points)))
+    return sorted_unique(np.round(np.geomspace(1, top, points)))
 
 
 @lru_cache(maxsize=8)

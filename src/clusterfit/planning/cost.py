@@ -20,6 +20,7 @@ import yaml
 
 from ..errors import ClusterfitError, ParameterError, brief
 from ..hardware import MAX_USD_PER_GPU_HOUR, load_prices
+from .layout_candidates import sorted_unique
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
 
@@ -218,7 +219,7 @@ def break_even_rps(pools: list[Pool], endpoint_usd_per_request: float) -> float 
     fixed = sum((p.spares + 1) * p.usd_per_hour for p in pools)
     lam_max = 2 * (fixed / (e - marginal) + max(p.capacity_rps for p in pools))
     bps = [np.arange(0, math.ceil(lam_max / p.capacity_rps) + 2) * p.capacity_rps for p in pools]
-    edges = np.unique(np.concatenate(bps))
+    edges = sorted_unique(np.concatenate(bps))
     if edges.size > 2_000_000:
         raise ClusterfitError("break-even search too large; check the endpoint price")
     lo, hi = edges[:-1], edges[1:]

@@ -21,6 +21,22 @@ from ..hardware import System
 from ..layout import Layout, layout_problem
 
 
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique(a) of a 1-D array without NaN (its sorted distinct values), without np.unique: numpy 2's
+    np.unique imports numpy.ma on its first call (~10 ms of a plan's start-up)."""
+    a = np.sort(a)
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if a.size else a
+
+
+def _unique_rows(rows: np.ndarray) -> np.ndarray:
+    """np.unique(rows, axis=0) of an integer 2-D array (its distinct rows in lexicographic order), without np.unique
+    (sorted_unique)."""
+    if not len(rows):
+        return rows
+    rows = rows[np.lexsort(rows.T[::-1])]
+    return rows[np.concatenate(([True], (rows[1:] != rows[:-1]).any(axis=1)))]
+
+
 def _pow2_upto(n: int) -> np.ndarray:
     return 2 ** np.arange(int(np.floor(np.log2(max(n, 1)))) + 1)
 
@@ -43,8 +59,8 @@ def candidate_layouts(model: ModelArch, system: System, max_gpus: int, min_gpus:
     moe = model.is_moe
     n_experts = max((L.ffn.num_experts for L in model.layers), default=0)
     valid_tp = _valid_tp(model, min(domain, max_gpus))
-    stage = np.unique(np.concatenate([_pow2_upto(min(domain, max_gpus)),
-                                      node * _pow2_upto(max(1, max_gpus // node))]))
+    stage = sorted_unique(np.concatenate([_pow2_upto(min(domain, max_gpus)),
+                                          node * _pow2_upto(max(1, max_gpus // node))]))
     pp = _pow2_upto(max(1, max_gpus))
     S, P = (a.ravel() for a in np.meshgrid(stage, pp, indexing="ij"))
     rows = []
@@ -65,6 +81,6 @@ def candidate_layouts(model: ModelArch, system: System, max_gpus: int, min_gpus:
     if moe:
         ok &= ep <= n_experts
         ok &= ~((tp * dp == 1) & (ep > 1))
-    cand = np.unique(cand[ok], axis=0)
+    cand = _unique_rows(cand[ok])
     # DP=1 and EP=1 duplicate TP-only rows when S=1
     return cand

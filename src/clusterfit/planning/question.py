@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..arch import load_model
 from ..compose import Catalog
 from ..errors import ClusterfitError, no_decode_tpot
 from ..schema import ParameterError, PlanRequest
 from .cost import EndpointPrice, parse_price_overrides
-from ..sim.config import SpeculativeSpec
 from .planner import PlanQuestion
-from .scenario import Scenario
-from .workload import SLO, LengthDist, Load, LoadKind, Workload
+from .workload import SLO, LengthDist, Load, LoadKind, Workload, unjudged_slo_term
+
+if TYPE_CHECKING:  # loaded where used: a plan without a scenario file or speculative options needs neither
+    from ..sim.config import SpeculativeSpec
+    from .scenario import Scenario
 
 
 def _load(req: PlanRequest) -> Load | None:
@@ -150,8 +153,6 @@ def _check_judged(req: PlanRequest, q: PlanQuestion) -> None:
     no request decodes (one output token each: it is sampled at the end of the prefill)."""
     if q.slo.tpot_s is not None and q.workload.one_output_token:
         raise no_decode_tpot("tpot_ms" if req.tpot_ms is not None else "osl")
-    from .scenario import unjudged_slo_term
-
     given = [n for n in ("tpot_percentile", "min_goodput") if getattr(req, n) is not None]
     given += ["ttft_percentile"] if "ttft_percentile" in req.model_fields_set else []
     term = unjudged_slo_term(q.slo.ttft_s is not None, q.slo.tpot_s is not None, given)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -46,7 +45,7 @@ from ..schema import EngineName
 from ..errors import ClusterfitError, ParameterError
 from ..inputs import RefuseBool
 from ..hardware import MAX_USD_PER_GPU_HOUR
-from .workload import SLO, AgentSessions, LengthDist, Load, Workload
+from .workload import SLO, SLO_QUALIFIERS, AgentSessions, LengthDist, Load, Workload, unjudged_slo_term
 
 
 class _StrictFrozen(RefuseBool):
@@ -191,10 +190,6 @@ class SLOSpec(_StrictFrozen):
                                   f"remove {name}")
 
 
-#: The SLO terms that qualify a latency target, in the order they are checked.
-SLO_QUALIFIERS = ("tpot_percentile", "ttft_percentile", "min_goodput")
-
-
 def check_agent_lengths(sc: Scenario, path: object, isl: float | None, osl: float | None) -> None:
     """--isl / --osl over a scenario with an agent section would replace its turns, which define the lengths (the
     scenario itself refuses isl and osl beside one): a ParameterError naming the option. ``plan`` and ``simulate``
@@ -204,20 +199,6 @@ def check_agent_lengths(sc: Scenario, path: object, isl: float | None, osl: floa
         raise ParameterError(given[0], f"scenario file {path} has an agent section (workload.agent), whose turns "
                              "define the lengths; drop " + " and ".join(f"--{n}" for n in given)
                              + ", or run without the scenario")
-
-
-def unjudged_slo_term(ttft: bool, tpot: bool, given: Iterable[str]) -> tuple[str, str] | None:
-    """The first SLO qualifier among ``given`` (tpot_percentile, ttft_percentile, min_goodput) whose target is
-    absent, as (name, what it judges); None when each has one. ``ttft`` / ``tpot``: whether a TTFT / TPOT target is
-    set. The one rule behind ``plan``'s options (question._check_judged) and a scenario's ``slo:`` section."""
-    judges = {"tpot_percentile": ("the TPOT target", tpot), "ttft_percentile": ("the TTFT target", ttft),
-              "min_goodput": ("the latency targets", ttft or tpot)}
-    given = set(given)
-    for name in SLO_QUALIFIERS:
-        judged, present = judges[name]
-        if name in given and not present:
-            return name, judged
-    return None
 
 
 class EndpointSpec(_StrictFrozen):
