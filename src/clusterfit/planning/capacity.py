@@ -229,15 +229,18 @@ class Underload:
 
 
 def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMargins | None = None,
-                     drafting: Drafting | None = None) -> AggregatedCurve:
+                     drafting: Drafting | None = None, kv_bound: float | None = None) -> AggregatedCurve:
     """Throughput and latency of one aggregated replica at each batch size (vectorised); with ``margins``, at the
     pessimistic bound (module docstring), the point curve in ``point``.
 
     ``drafting``: speculative decoding (clusterfit.speculative.Drafting), as the simulator runs it (sim.replica):
     every step that carries the decode batch also verifies its k draft tokens per sequence (extra tokens attending
     each context, taking k x B of the step's token budget) and costs 1 + k x the drafter's cost; each sequence then
-    gains tokens_per_step tokens a step, so a pure decode step d(B) gives TPOT d(B) / tokens_per_step."""
+    gains tokens_per_step tokens a step, so a pure decode step d(B) gives TPOT d(B) / tokens_per_step.
+
+    ``kv_bound``: ``kv_batch_bound(sm, wl)`` when the caller has it already (the search computes it for the grid)."""
     B = np.asarray(batch, dtype=float)
+    kv = kv_batch_bound(sm, wl) if kv_bound is None else kv_bound
     osl = wl.osl_mean_tokens
     ctx = wl.decode_context_mean_tokens
     u, a = _class_prefill(wl)
@@ -268,19 +271,20 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: Ste
         t = t * drafting.step_factor
         per_step = drafting.tokens_per_step
     if margins is None:
-        return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, per_step)
-    bound = _aggregated_from_steps(t * margins.step(P, D), B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed,
+        return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step)
+    bound = _aggregated_from_steps(t * margins.step(P, D), B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv,
                                    per_step)
-    bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, per_step)
+    bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step)
     return bound
 
 
 def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray,
                            n_chunks: np.ndarray, u: np.ndarray, w: np.ndarray, osl: float, mixed: bool,
-                           per_step: float = 1.0) -> AggregatedCurve:
+                           kv_bound: float, per_step: float = 1.0) -> AggregatedCurve:
     """aggregated_curve from its step times ``t``: [full-budget prefill steps | own-chunk steps | pure decode steps]
     (each (nB, K), (nB, K), (nB,) flattened); ``mixed``: the engine's steps carry chunks and decodes together
-    (engines.mixed_batches); ``per_step``: tokens each decoding sequence gains per step."""
+    (engines.mixed_batches); ``kv_bound``: kv_batch_bound(sm, wl); ``per_step``: tokens each decoding sequence gains
+    per step."""
     nB, K = B.size, u.size
     bud = np.maximum(budget, 1.0)[:, None]
     step_full = t[:nB * K].reshape(nB, K)
@@ -320,7 +324,7 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
             (busy[0],), (own[0],) = under.state(lam0)
             rate[0], ttft[0] = lam0, float(under.ttft_s(lam0)[0])
     ttft_mean = own @ w + busy * step / 2.0 + mean_wait_s(rate, occupancy, w) + front
-    kv_ok = B <= kv_batch_bound(sm, wl)
+    kv_ok = B <= kv_bound
     tpot_ok = tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
     ttft_ok = np.isfinite(ttft) & (ttft <= limit)
     p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s - front, rate, occupancy, w, own, step, busy), 0.0)
@@ -421,13 +425,14 @@ class DecodeCurve:
 
 
 def decode_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, decode_tpot_s: np.ndarray | None = None,
-                 margins: StepMargins | None = None, drafting: Drafting | None = None) -> DecodeCurve:
+                 margins: StepMargins | None = None, drafting: Drafting | None = None,
+                 kv_bound: float | None = None) -> DecodeCurve:
     """A disaggregated decode replica: TPOT and requests/s at each batch size.
 
     ``decode_tpot_s``: the TPOT of pure decode steps at the point prediction, computed already (the point
     aggregated curve's ``decode_only_s``); else ``sm.decode_step_s(batch, context)``, or with ``drafting`` the
     speculative step (perfmodel.serving.speculative_step_s) over its tokens per step. ``margins``: at the
-    pessimistic bound, the point curve in ``point``.
+    pessimistic bound, the point curve in ``point``. ``kv_bound``: ``kv_batch_bound(sm, wl)`` when the caller has it.
     """
     B = np.asarray(batch, dtype=float)
     ctx = wl.decode_context_mean_tokens
@@ -439,11 +444,12 @@ def decode_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, decode_tpot_s: n
         from ..perfmodel.serving import speculative_step_s
 
         tpot = np.asarray(speculative_step_s(sm, B, ctx, drafting)) / drafting.tokens_per_step
+    kv = kv_batch_bound(sm, wl) if kv_bound is None else kv_bound
     if margins is not None:
-        bound = decode_curve(sm, wl, slo, B, tpot * margins.decode_step(B))
-        bound.point = decode_curve(sm, wl, slo, B, tpot)
+        bound = decode_curve(sm, wl, slo, B, tpot * margins.decode_step(B), kv_bound=kv)
+        bound.point = decode_curve(sm, wl, slo, B, tpot, kv_bound=kv)
         return bound
     rate = B / (wl.osl_mean_tokens * tpot)
-    kv_ok = B <= kv_batch_bound(sm, wl)
+    kv_ok = B <= kv
     tpot_ok = tpot <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
     return DecodeCurve(B, tpot, rate, kv_ok, tpot_ok)

@@ -95,12 +95,15 @@ def _one_class_wait(tail: float, d: np.ndarray, r: np.ndarray, mean_w: np.ndarra
         di, ri, mi, si, bi = d[inside], r[inside], mean_w[inside], s[inside], b[inside]
         lo, hi = np.zeros_like(si), si.copy()
         xi = 0.5 * si
+        # the loop's invariants, each the same floating-point product the expressions below spell out
+        neg_d, wait_e, slope_e = -di, (1.0 - bi) * ri, -(1.0 - bi) * ri * di
         for _ in range(_NEWTON_STEPS):
-            e = np.exp(-di * xi)
-            f = (1.0 - bi) * ri * e + bi * (si - xi + mi * (1.0 - e)) / si - tail
-            lo = np.where(f > 0, xi, lo)
-            hi = np.where(f > 0, hi, xi)
-            step = xi - f / (-(1.0 - bi) * ri * di * e - bi * (1.0 - ri * e) / si)
+            e = np.exp(neg_d * xi)                                            # exp(-d x)
+            f = wait_e * e + bi * (si - xi + mi * (1.0 - e)) / si - tail      # (1 - b) r e + b (s - x + m (1 - e)) / s
+            above = f > 0
+            lo = np.where(above, xi, lo)
+            hi = np.where(above, hi, xi)
+            step = xi - f / (slope_e * e - bi * (1.0 - ri * e) / si)        # f' = -(1 - b) r d e - b (1 - r e) / s
             xi = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
         x = x.copy()
         x[inside] = xi

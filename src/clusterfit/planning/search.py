@@ -155,13 +155,15 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     if sm.kv_capacity_tokens <= 0:
                         continue
                     cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
-                    grid = batch_grid(cap, kv_bound=kv_batch_bound(sm, workload))
+                    kv_bound = kv_batch_bound(sm, workload)   # once per layout: the grid and both curves use it
+                    grid = batch_grid(cap, kv_bound=kv_bound)
                     c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm,
-                                  aggregated_curve(sm, workload, slo, grid, margins, drafting), drafting=drafting)
+                                  aggregated_curve(sm, workload, slo, grid, margins, drafting, kv_bound),
+                                  drafting=drafting)
                     evaluated += grid.size
                     if space.disaggregated:
                         c.decode = decode_curve(sm, workload, slo, grid, (c.agg.point or c.agg).decode_only_s,
-                                                margins)
+                                                margins, kv_bound=kv_bound)
                         c.prefill = prefill_capacity(sm, workload, slo, kv_link, margins)
                         evaluated += grid.size + c.prefill.points
                     candidates.append(c)

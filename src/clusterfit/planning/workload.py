@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -58,6 +59,13 @@ def _normal_ppf(q: np.ndarray) -> np.ndarray:
         out[mask] = sign * ((((((c[0] * t + c[1]) * t + c[2]) * t + c[3]) * t + c[4]) * t + c[5])
                             / ((((d[0] * t + d[1]) * t + d[2]) * t + d[3]) * t + 1))
     return out
+
+
+@lru_cache(maxsize=64)
+def _standard_normal_quantile(percentile: float) -> float:
+    """_normal_ppf at ``percentile`` / 100, once per percentile (SLO.tpot_z is read for every layout a plan
+    evaluates)."""
+    return float(_normal_ppf(np.array([percentile / 100.0]))[0])
 
 
 @dataclass(frozen=True)
@@ -377,7 +385,7 @@ class SLO:
     @property
     def tpot_z(self) -> float:
         """Standard-normal quantile of ``tpot_percentile`` (the planner's TPOT spread, capacity.py)."""
-        return float(_normal_ppf(np.array([self.tpot_percentile / 100.0]))[0])
+        return _standard_normal_quantile(self.tpot_percentile)
 
     def describe(self) -> str:
         parts = []
