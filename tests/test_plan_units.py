@@ -424,3 +424,34 @@ def test_without_mixed_batches_a_prefill_step_delays_every_decode():
     curve = aggregated_curve(sm, wl, slo, np.arange(1, 65, dtype=float))
     assert curve.tpot_s[32] == pytest.approx(0.010 + 4e-4 * 33)
     assert curve.underload is not None and curve.underload.own.tolist() == pytest.approx([0.030])
+
+
+
+@pytest.mark.parametrize("layout", [dict(tp=8), dict(tp=4, pp=2)])
+def test_aggregated_and_prefill_times_the_same_steps_as_each_alone(layout):
+    """The search's aggregated_and_prefill (one step_s call for both curves where PP is 1) gives bit for bit the
+    aggregated curve and the prefill capacity that aggregated_curve and prefill_capacity give alone, under vLLM's
+    mixed batches and SGLang's separate prefill steps, with --confidence 80 margins and two request classes."""
+    from clusterfit.arch import load_model
+    from clusterfit.compose import Catalog, build_replica
+    from clusterfit.intervals import bands_for, step_margins
+    from clusterfit.perfmodel.comm import links_for
+    from clusterfit.planning.capacity import aggregated_and_prefill, batch_grid, prefill_capacity
+
+    wl = Workload(LengthDist(np.array([500.0, 3000.0]), np.array([0.7, 0.3])), LengthDist.fixed(400),
+                  Load("requests_per_s", 5))
+    slo = SLO(ttft_s=1.0, tpot_s=0.03)
+    catalog, model = Catalog.load(), load_model("llama-3.1-70b")
+    kv_link = links_for(catalog.hardware.system("h200"))[0]
+    for engine in ("vllm", "sglang"):
+        sm = build_replica(catalog, model, "h200", precision="fp8", engine=engine, **layout).step
+        grid = batch_grid(sm.max_num_seqs)
+        for margins in (None, step_margins(bands_for(engine, "h200", model), 80)):
+            agg, pre = aggregated_and_prefill(sm, wl, slo, grid, kv_link, margins)
+            alone = (aggregated_curve(sm, wl, slo, grid, margins), prefill_capacity(sm, wl, slo, kv_link, margins))
+            pairs = [(agg, alone[0]), (pre, alone[1])]
+            pairs += [(agg.point, alone[0].point), (pre.point, alone[1].point)] if margins is not None else []
+            for a, b in pairs:
+                for name, value in vars(b).items():
+                    if isinstance(value, (np.ndarray, float)):
+                        assert np.array_equal(getattr(a, name), value), name

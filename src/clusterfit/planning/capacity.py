@@ -239,43 +239,67 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: Ste
     gains tokens_per_step tokens a step, so a pure decode step d(B) gives TPOT d(B) / tokens_per_step.
 
     ``kv_bound``: ``kv_batch_bound(sm, wl)`` when the caller has it already (the search computes it for the grid)."""
-    B = np.asarray(batch, dtype=float)
-    kv = kv_batch_bound(sm, wl) if kv_bound is None else kv_bound
-    osl = wl.osl_mean_tokens
-    ctx = wl.decode_context_mean_tokens
-    u, a = _class_prefill(wl)
-    w = wl.weights
-    chunk = float(sm.engine.max_num_batched_tokens)
-    k = 0 if drafting is None else drafting.draft_tokens
-    mixed = mixed_batches(sm)
-    # a prefill step of an engine without mixed batches (SGLang) carries no decode: its whole budget is the prompts'
-    budget = np.maximum(chunk - B * (1 + k), 0.0) if mixed else np.full(B.shape, chunk)
-    Bc, bud = B[:, None], np.maximum(budget, 1.0)[:, None]
-    n_chunks = np.ceil(u / bud)
-    own_tok = u / n_chunks
-    nB, K = B.size, u.size
-    ones = np.ones((nB, K))
-    # one vectorised call: [full-budget prefill step | own-chunk step | pure decode step], all with B decodes (and
-    # their draft tokens)
-    P = np.concatenate([(bud * ones).ravel(), (own_tok * ones).ravel(), np.zeros(nB)])
-    A = np.concatenate([(bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
-    Dc = Bc * ones if mixed else 0.0 * ones   # the decodes riding the chunk steps (none without mixed batches)
-    D = np.concatenate([Dc.ravel(), Dc.ravel(), B])
-    if k:
-        drafts = np.concatenate([(Dc * k).ravel()] * 2 + [B * k])
-        P = P + drafts
-        A = A + drafts * ctx
-    t = np.asarray(sm.step_s(P, A, D, D * ctx))
-    per_step = 1.0
-    if drafting is not None:
-        t = t * drafting.step_factor
-        per_step = drafting.tokens_per_step
-    if margins is None:
-        return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step)
-    bound = _aggregated_from_steps(t * margins.step(P, D), B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv,
-                                   per_step)
-    bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step)
-    return bound
+    steps = _AggregatedSteps.of(sm, wl, batch, drafting)
+    t = np.asarray(sm.step_s(steps.P, steps.A, steps.D, steps.D * wl.decode_context_mean_tokens))
+    return steps.curve(t, sm, wl, slo, margins, drafting, kv_bound)
+
+
+@dataclass
+class _AggregatedSteps:
+    """The steps aggregated_curve times, in one vectorised call: [full-budget prefill step | own-chunk step | pure
+    decode step] (each (nB, K), (nB, K), (nB,) flattened), all with B decodes and their draft tokens."""
+
+    B: np.ndarray
+    P: np.ndarray          # prefill tokens of each step (with the draft tokens verified)
+    A: np.ndarray          # keys those tokens attend
+    D: np.ndarray          # decoding sequences of each step
+    budget: np.ndarray     # (nB,) prompt tokens a step with the decode batch has room for
+    n_chunks: np.ndarray   # (nB, K) chunk steps of each request class's prompt
+    u: np.ndarray          # (K,) uncached prompt tokens of each class
+    mixed: bool            # engines.mixed_batches
+
+    @classmethod
+    def of(cls, sm, wl: Workload, batch: np.ndarray, drafting: Drafting | None) -> _AggregatedSteps:
+        B = np.asarray(batch, dtype=float)
+        ctx = wl.decode_context_mean_tokens
+        u, a = _class_prefill(wl)
+        chunk = float(sm.engine.max_num_batched_tokens)
+        k = 0 if drafting is None else drafting.draft_tokens
+        mixed = mixed_batches(sm)
+        # a prefill step of an engine without mixed batches (SGLang) carries no decode: its whole budget is the
+        # prompts'
+        budget = np.maximum(chunk - B * (1 + k), 0.0) if mixed else np.full(B.shape, chunk)
+        Bc, bud = B[:, None], np.maximum(budget, 1.0)[:, None]
+        n_chunks = np.ceil(u / bud)
+        own_tok = u / n_chunks
+        nB, K = B.size, u.size
+        ones = np.ones((nB, K))
+        P = np.concatenate([(bud * ones).ravel(), (own_tok * ones).ravel(), np.zeros(nB)])
+        A = np.concatenate([(bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
+        Dc = Bc * ones if mixed else 0.0 * ones   # the decodes riding the chunk steps (none without mixed batches)
+        D = np.concatenate([Dc.ravel(), Dc.ravel(), B])
+        if k:
+            drafts = np.concatenate([(Dc * k).ravel()] * 2 + [B * k])
+            P = P + drafts
+            A = A + drafts * ctx
+        return cls(B, P, A, D, budget, n_chunks, u, mixed)
+
+    def curve(self, t: np.ndarray, sm, wl: Workload, slo: SLO, margins: StepMargins | None,
+              drafting: Drafting | None, kv_bound: float | None) -> AggregatedCurve:
+        """aggregated_curve from the step times ``t`` of these steps."""
+        kv = kv_batch_bound(sm, wl) if kv_bound is None else kv_bound
+        B, budget, n_chunks, u, w, osl, mixed = (self.B, self.budget, self.n_chunks, self.u, wl.weights,
+                                                 wl.osl_mean_tokens, self.mixed)
+        per_step = 1.0
+        if drafting is not None:
+            t = t * drafting.step_factor
+            per_step = drafting.tokens_per_step
+        if margins is None:
+            return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step)
+        bound = _aggregated_from_steps(t * margins.step(self.P, self.D), B, wl, slo, sm, budget, n_chunks, u, w, osl,
+                                       mixed, kv, per_step)
+        bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step)
+        return bound
 
 
 def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray,
@@ -368,20 +392,53 @@ class PrefillCapacity:
 def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link, margins: StepMargins | None = None) -> PrefillCapacity:
     """Largest arrival rate at which a prefill-only replica keeps TTFT (+ KV transfer) within the SLO (with
     ``margins``: with every prefill step at its upper bound, the point answer in ``point``)."""
+    P, A, u, n_chunks, chunk = _prefill_steps(sm, wl)
+    t = np.asarray(sm.step_s(P, A, 0.0, 0.0, microbatches=1))
+    return _prefill_capacity_of(t, sm, wl, slo, kv_link, margins, u, n_chunks, chunk)
+
+
+def _prefill_steps(sm, wl: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """(prefill tokens, keys attended, u, n_chunks, chunk) of prefill_capacity's steps: [full-chunk step | own-chunk
+    step], one per request class, with no decode; the same chunking as StepModel.prefill_s."""
     u, a = _class_prefill(wl)
     chunk = float(sm.engine.max_num_batched_tokens)
-    # same chunking as StepModel.prefill_s, in one vectorised call with the full-budget steps
     n_chunks = np.maximum(np.ceil(u / chunk), 1.0)
     per = u / n_chunks
     cached = wl.isl_tokens - u
     attended = u * cached + per * per * n_chunks * (n_chunks - 1) / 2.0 + n_chunks * per * (per + 1) / 2.0
-    t = np.asarray(sm.step_s(np.concatenate([np.full(u.size, chunk), per]),
-                             np.concatenate([chunk * a, attended / n_chunks]), 0.0, 0.0, microbatches=1))
+    return (np.concatenate([np.full(u.size, chunk), per]), np.concatenate([chunk * a, attended / n_chunks]), u,
+            n_chunks, chunk)
+
+
+def _prefill_capacity_of(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, margins: StepMargins | None,
+                         u: np.ndarray, n_chunks: np.ndarray, chunk: float) -> PrefillCapacity:
+    """prefill_capacity from its step times ``t`` (point prediction), with ``margins`` at the bound."""
     if margins is None:
         return _prefill_from_steps(t, sm, wl, slo, kv_link, u, n_chunks, chunk)
     bound = _prefill_from_steps(t * margins.prefill, sm, wl, slo, kv_link, u, n_chunks, chunk)
     bound.point = _prefill_from_steps(t, sm, wl, slo, kv_link, u, n_chunks, chunk)
     return bound
+
+
+def aggregated_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, margins: StepMargins | None = None,
+                           drafting: Drafting | None = None,
+                           kv_bound: float | None = None) -> tuple[AggregatedCurve, PrefillCapacity]:
+    """``aggregated_curve(sm, wl, slo, batch, margins, drafting, kv_bound)`` and ``prefill_capacity(sm, wl, slo,
+    kv_link, margins)`` of one compiled replica (a disaggregated search asks for both). Without pipeline parallelism
+    both time their steps in one StepModel.step_s call (step_s works element by element, and a prefill step's
+    microbatches=1 is then the default): the same step times, one call's overhead instead of two."""
+    if sm.pp != 1:
+        return (aggregated_curve(sm, wl, slo, batch, margins, drafting, kv_bound),
+                prefill_capacity(sm, wl, slo, kv_link, margins))
+    steps = _AggregatedSteps.of(sm, wl, batch, drafting)
+    P, A, u, n_chunks, chunk = _prefill_steps(sm, wl)
+    n = steps.P.size
+    zeros = np.zeros(P.size)
+    t = np.asarray(sm.step_s(np.concatenate([steps.P, P]), np.concatenate([steps.A, A]),
+                             np.concatenate([steps.D, zeros]),
+                             np.concatenate([steps.D * wl.decode_context_mean_tokens, zeros])))
+    return (steps.curve(t[:n], sm, wl, slo, margins, drafting, kv_bound),
+            _prefill_capacity_of(t[n:], sm, wl, slo, kv_link, margins, u, n_chunks, chunk))
 
 
 def _prefill_from_steps(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, u: np.ndarray, n_chunks: np.ndarray,

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 
 from ..errors import ClusterfitError
-from .capacity import (AggregatedCurve, DecodeCurve, PrefillCapacity, aggregated_curve, batch_grid, kv_batch_bound,
-                       decode_curve, prefill_capacity)
+from .capacity import (AggregatedCurve, DecodeCurve, PrefillCapacity, aggregated_and_prefill, aggregated_curve,
+                       batch_grid, decode_curve, kv_batch_bound)
 from .layout_candidates import candidate_layouts
 from .workload import SLO, Workload
 
@@ -157,14 +157,18 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
                     kv_bound = kv_batch_bound(sm, workload)   # once per layout: the grid and both curves use it
                     grid = batch_grid(cap, kv_bound=kv_bound)
-                    c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm,
-                                  aggregated_curve(sm, workload, slo, grid, margins, drafting, kv_bound),
+                    if space.disaggregated:   # both curves' steps timed together (aggregated_and_prefill)
+                        agg, prefill = aggregated_and_prefill(sm, workload, slo, grid, kv_link, margins, drafting,
+                                                              kv_bound)
+                    else:
+                        agg, prefill = aggregated_curve(sm, workload, slo, grid, margins, drafting, kv_bound), None
+                    c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm, agg,
                                   drafting=drafting)
                     evaluated += grid.size
-                    if space.disaggregated:
+                    if prefill is not None:
                         c.decode = decode_curve(sm, workload, slo, grid, (c.agg.point or c.agg).decode_only_s,
                                                 margins, kv_bound=kv_bound)
-                        c.prefill = prefill_capacity(sm, workload, slo, kv_link, margins)
+                        c.prefill = prefill
                         evaluated += grid.size + c.prefill.points
                     candidates.append(c)
                     found += 1
