@@ -8,7 +8,9 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes (GB = 1e9, GiB 
 ``*_per_gpu`` per GPU, ``*_per_s`` per second for the whole replica or cluster unless ``_per_user``/``_per_gpu``.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: pydantic would compile and evaluate every field's annotation
+# string when a model class is created (~12 ms of every command's start-up for these models); annotations of types
+# imported for type checking only are quoted.
 
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
@@ -243,7 +245,7 @@ class SpeculativeRequest(RequestSchema):
         "The content of the EAGLE / EAGLE-3 draft head's config.json: its weights and KV cache are then counted "
         "(clusterfit.speculative.draft_head); without it they are not"))
 
-    def draft_head(self, model: ModelArch, method: str | None) -> DraftHead | None:
+    def draft_head(self, model: "ModelArch", method: str | None) -> "DraftHead | None":
         """The draft head ``speculative_draft_config`` describes for ``method`` (the spec's drafter, after a
         scenario's), None without one; the config needs an EAGLE drafter (ParameterError)."""
         if self.speculative_draft_config is None:
@@ -282,7 +284,7 @@ class SpeculativeRequest(RequestSchema):
                                                                   f"{k} draft tokens + 1 a step can emit")
         return out
 
-    def speculative_spec(self, base: SpeculativeSpec | None = None) -> SpeculativeSpec | None:
+    def speculative_spec(self, base: "SpeculativeSpec | None" = None) -> "SpeculativeSpec | None":
         """``speculative_fields`` over ``base`` (a sim.config.SpeculativeSpec, e.g. a scenario's) as a
         SpeculativeSpec: the base itself when no option is given, None when neither gives speculative decoding."""
         fields = self.speculative_fields(base.model_dump() if base is not None else None)
@@ -655,7 +657,7 @@ class ServingEngineSettings(EngineSettings):
     given: list[str]
 
     @classmethod
-    def of(cls, engine: Any, given: list[str]) -> ServingEngineSettings:
+    def of(cls, engine: Any, given: list[str]) -> "ServingEngineSettings":
         """The settings an ``engines.Engine`` runs with; ``given``: the names the user set."""
         return cls(fraction=engine.gpu_memory_utilization, mode=engine.memory_mode,
                    max_num_batched_tokens=engine.max_num_batched_tokens, source=engine.memory_source,
