@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
 import numpy as np
@@ -163,9 +163,10 @@ class LengthDist:
                                   "positive total")
         return cls(t, c / c.sum(), f"histogram of {t.size} bins")
 
-    @property
+    @cached_property
     def mean(self) -> float:
-        """Mean length, tokens."""
+        """Mean length, tokens (once per distribution: the search reads it for every layout, through
+        Workload.isl_mean_tokens and osl_mean_tokens)."""
         return float(np.dot(self.tokens, self.weights))
 
     def quantile(self, q: float) -> float:
