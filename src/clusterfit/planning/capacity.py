@@ -239,9 +239,7 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: Ste
     gains tokens_per_step tokens a step, so a pure decode step d(B) gives TPOT d(B) / tokens_per_step.
 
     ``kv_bound``: ``kv_batch_bound(sm, wl)`` when the caller has it already (the search computes it for the grid)."""
-    steps = _AggregatedSteps.of(sm, wl, batch, drafting)
-    t = np.asarray(sm.step_s(steps.P, steps.A, steps.D, steps.D * wl.decode_context_mean_tokens))
-    return steps.curve(t, sm, wl, slo, margins, drafting, kv_bound)
+    return finish_curves([pending_curve(sm, wl, slo, batch, margins, drafting, kv_bound)])[0]
 
 
 @dataclass
@@ -284,9 +282,9 @@ class _AggregatedSteps:
             A = A + drafts * ctx
         return cls(B, P, A, D, budget, n_chunks, u, mixed)
 
-    def curve(self, t: np.ndarray, sm, wl: Workload, slo: SLO, margins: StepMargins | None,
-              drafting: Drafting | None, kv_bound: float | None) -> AggregatedCurve:
-        """aggregated_curve from the step times ``t`` of these steps."""
+    def pending(self, t: np.ndarray, sm, wl: Workload, slo: SLO, margins: StepMargins | None,
+                drafting: Drafting | None, kv_bound: float | None) -> PendingCurve:
+        """aggregated_curve from the step times ``t`` of these steps, up to the TTFT quantiles (finish_curves)."""
         kv = kv_batch_bound(sm, wl) if kv_bound is None else kv_bound
         B, budget, n_chunks, u, w, osl, mixed = (self.B, self.budget, self.n_chunks, self.u, wl.weights,
                                                  wl.osl_mean_tokens, self.mixed)
@@ -295,20 +293,117 @@ class _AggregatedSteps:
             t = t * drafting.step_factor
             per_step = drafting.tokens_per_step
         if margins is None:
-            return _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step)
-        bound = _aggregated_from_steps(t * margins.step(self.P, self.D), B, wl, slo, sm, budget, n_chunks, u, w, osl,
-                                       mixed, kv, per_step)
-        bound.point = _aggregated_from_steps(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step)
-        return bound
+            return PendingCurve(_curve_terms(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step))
+        return PendingCurve(_curve_terms(t * margins.step(self.P, self.D), B, wl, slo, sm, budget, n_chunks, u, w,
+                                         osl, mixed, kv, per_step),
+                            _curve_terms(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step))
 
 
-def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray,
-                           n_chunks: np.ndarray, u: np.ndarray, w: np.ndarray, osl: float, mixed: bool,
-                           kv_bound: float, per_step: float = 1.0) -> AggregatedCurve:
+@dataclass
+class _CurveTerms:
+    """One aggregated curve (_curve_terms) up to its TTFT quantile, with that quantile's arguments: ttft_quantile_s(q,
+    rate, occupancy, w, own, step, busy). finish_curves computes the quantiles of many layouts together, then
+    ``curve`` the rest."""
+
+    B: np.ndarray
+    budget: np.ndarray
+    wl: Workload
+    slo: SLO
+    kv_bound: float
+    front: float
+    under: Underload
+    tpot: np.ndarray
+    tpot_q: np.ndarray
+    p_tpot: np.ndarray
+    decode_only_s: np.ndarray     # decode steps per output token
+    q: float
+    rate: np.ndarray
+    occupancy: np.ndarray
+    w: np.ndarray
+    own: np.ndarray
+    step: np.ndarray
+    busy: np.ndarray
+
+    def curve(self, ttft_q: np.ndarray) -> AggregatedCurve:
+        """The curve, given ttft_quantile_s's answer for these terms."""
+        B, budget, wl, slo, front, under, w = self.B, self.budget, self.wl, self.slo, self.front, self.under, self.w
+        rate, occupancy, own, step, busy, nB = self.rate, self.occupancy, self.own, self.step, self.busy, B.size
+        ttft = ttft_q + front
+        ttft = np.where(budget > 0, ttft, np.inf)
+        limit = slo.ttft_s if slo.ttft_s is not None else np.inf
+        if (budget[0] > 0 and not (np.isfinite(ttft[0]) and ttft[0] <= limit)
+                and float(np.min(under.own)) + front < limit):
+            lam0 = under.capacity(limit)
+            if lam0 > 0:  # the smallest batch, run below its full rate, serves lam0 within the SLO (Underload)
+                rate, busy, own = rate.copy(), busy.copy(), own.copy()
+                (busy[0],), (own[0],) = under.state(lam0)
+                rate[0], ttft[0] = lam0, float(under.ttft_s(lam0)[0])
+        ttft_mean = own @ w + busy * step / 2.0 + mean_wait_s(rate, occupancy, w) + front
+        kv_ok = B <= self.kv_bound
+        tpot_ok = self.tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
+        ttft_ok = np.isfinite(ttft) & (ttft <= limit)
+        p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s - front, rate, occupancy, w, own, step, busy), 0.0)
+                  if slo.ttft_s is not None else np.ones(nB))
+        goodput = p_ttft * self.p_tpot
+        goodput_ok = (goodput >= slo.min_goodput - 1e-12 if (slo.ttft_s is not None or slo.tpot_s is not None)
+                      else np.ones(nB, bool))
+        return AggregatedCurve(B, self.tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, self.decode_only_s,
+                               self.tpot_q, goodput, goodput_ok, underload=under)
+
+
+@dataclass
+class PendingCurve:
+    """An aggregated curve waiting for its TTFT quantiles (finish_curves): the terms at the point prediction, or with
+    margins at the pessimistic bound (``terms``) and at the point (``point``)."""
+
+    terms: _CurveTerms
+    point: _CurveTerms | None = None
+
+    @property
+    def decode_only_s(self) -> np.ndarray:
+        """The point curve's decode_only_s (what a disaggregated decode replica runs)."""
+        return (self.point or self.terms).decode_only_s
+
+
+def finish_curves(pending: list[PendingCurve]) -> list[AggregatedCurve]:
+    """The aggregated curves of ``pending``. The TTFT quantiles of every curve with one request class (the same q)
+    come from one ttft_quantile_s call over their batches laid end to end: with one class it works element by
+    element (its matrix products have one column), so each curve's quantiles are those of a call of its own, at a
+    fraction of the per-call overhead a search over hundreds of layouts paid. Curves with several classes (whose
+    bisection sums over them) are computed one by one."""
+    terms = [x for p in pending for x in ((p.terms,) if p.point is None else (p.terms, p.point))]
+    ttft: list[np.ndarray | None] = [None] * len(terms)
+    groups: dict[tuple[float, float], list[int]] = {}
+    for i, c in enumerate(terms):
+        if c.w.size == 1:
+            groups.setdefault((c.q, float(c.w[0])), []).append(i)
+        else:
+            ttft[i] = ttft_quantile_s(c.q, c.rate, c.occupancy, c.w, c.own, c.step, c.busy)
+    for (q, _), idx in groups.items():
+        cs = [terms[i] for i in idx]
+        joined = ttft_quantile_s(q, np.concatenate([c.rate for c in cs]), np.concatenate([c.occupancy for c in cs]),
+                                 cs[0].w, np.concatenate([c.own for c in cs]), np.concatenate([c.step for c in cs]),
+                                 np.concatenate([c.busy for c in cs]))
+        ends = np.cumsum([c.B.size for c in cs])
+        for i, part in zip(idx, np.split(joined, ends[:-1])):
+            ttft[i] = part
+    curves = iter([c.curve(t) for c, t in zip(terms, ttft) if t is not None])
+    out = []
+    for p in pending:
+        curve = next(curves)
+        if p.point is not None:
+            curve.point = next(curves)
+        out.append(curve)
+    return out
+
+
+def _curve_terms(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray, n_chunks: np.ndarray,
+                 u: np.ndarray, w: np.ndarray, osl: float, mixed: bool, kv_bound: float,
+                 per_step: float = 1.0) -> _CurveTerms:
     """aggregated_curve from its step times ``t``: [full-budget prefill steps | own-chunk steps | pure decode steps]
-    (each (nB, K), (nB, K), (nB,) flattened); ``mixed``: the engine's steps carry chunks and decodes together
-    (engines.mixed_batches); ``kv_bound``: kv_batch_bound(sm, wl); ``per_step``: tokens each decoding sequence gains
-    per step."""
+    (each (nB, K), (nB, K), (nB,) flattened), up to its TTFT quantile; ``mixed``: the engine's steps carry chunks and
+    decodes together (engines.mixed_batches); ``kv_bound``: kv_batch_bound(sm, wl); ``per_step``: tokens each
+    decoding sequence gains per step."""
     nB, K = B.size, u.size
     bud = np.maximum(budget, 1.0)[:, None]
     step_full = t[:nB * K].reshape(nB, K)
@@ -338,26 +433,8 @@ def _aggregated_from_steps(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO,
     if ahead:
         # async scheduling: the arrival also waits for the step already chosen (engines.schedules_ahead)
         own = own + (busy * decode_only)[:, None]
-    ttft = ttft_quantile_s(q, rate, occupancy, w, own, step, busy) + front
-    ttft = np.where(budget > 0, ttft, np.inf)
-    limit = slo.ttft_s if slo.ttft_s is not None else np.inf
-    if budget[0] > 0 and not (np.isfinite(ttft[0]) and ttft[0] <= limit) and float(np.min(under.own)) + front < limit:
-        lam0 = under.capacity(limit)
-        if lam0 > 0:  # the smallest batch, run below its full rate, serves lam0 within the SLO (Underload)
-            rate, busy, own = rate.copy(), busy.copy(), own.copy()
-            (busy[0],), (own[0],) = under.state(lam0)
-            rate[0], ttft[0] = lam0, float(under.ttft_s(lam0)[0])
-    ttft_mean = own @ w + busy * step / 2.0 + mean_wait_s(rate, occupancy, w) + front
-    kv_ok = B <= kv_bound
-    tpot_ok = tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
-    ttft_ok = np.isfinite(ttft) & (ttft <= limit)
-    p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s - front, rate, occupancy, w, own, step, busy), 0.0)
-              if slo.ttft_s is not None else np.ones(nB))
-    goodput = p_ttft * p_tpot
-    goodput_ok = (goodput >= slo.min_goodput - 1e-12 if (slo.ttft_s is not None or slo.tpot_s is not None)
-                  else np.ones(nB, bool))
-    return AggregatedCurve(B, tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, decode_only / per_step, tpot_q,
-                           goodput, goodput_ok, underload=under)
+    return _CurveTerms(B, budget, wl, slo, kv_bound, front, under, tpot, tpot_q, p_tpot, decode_only / per_step, q,
+                       rate, occupancy, w, own, step, busy)
 
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -427,8 +504,24 @@ def aggregated_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_lin
     kv_link, margins)`` of one compiled replica (a disaggregated search asks for both). Without pipeline parallelism
     both time their steps in one StepModel.step_s call (step_s works element by element, and a prefill step's
     microbatches=1 is then the default): the same step times, one call's overhead instead of two."""
+    pending, prefill = pending_and_prefill(sm, wl, slo, batch, kv_link, margins, drafting, kv_bound)
+    return finish_curves([pending])[0], prefill
+
+
+def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMargins | None = None,
+                  drafting: Drafting | None = None, kv_bound: float | None = None) -> PendingCurve:
+    """aggregated_curve up to its TTFT quantiles: finish_curves finishes many together."""
+    steps = _AggregatedSteps.of(sm, wl, batch, drafting)
+    t = np.asarray(sm.step_s(steps.P, steps.A, steps.D, steps.D * wl.decode_context_mean_tokens))
+    return steps.pending(t, sm, wl, slo, margins, drafting, kv_bound)
+
+
+def pending_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, margins: StepMargins | None = None,
+                        drafting: Drafting | None = None,
+                        kv_bound: float | None = None) -> tuple[PendingCurve, PrefillCapacity]:
+    """aggregated_and_prefill with the aggregated curve pending (finish_curves)."""
     if sm.pp != 1:
-        return (aggregated_curve(sm, wl, slo, batch, margins, drafting, kv_bound),
+        return (pending_curve(sm, wl, slo, batch, margins, drafting, kv_bound),
                 prefill_capacity(sm, wl, slo, kv_link, margins))
     steps = _AggregatedSteps.of(sm, wl, batch, drafting)
     P, A, u, n_chunks, chunk = _prefill_steps(sm, wl)
@@ -437,7 +530,7 @@ def aggregated_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_lin
     t = np.asarray(sm.step_s(np.concatenate([steps.P, P]), np.concatenate([steps.A, A]),
                              np.concatenate([steps.D, zeros]),
                              np.concatenate([steps.D * wl.decode_context_mean_tokens, zeros])))
-    return (steps.curve(t[:n], sm, wl, slo, margins, drafting, kv_bound),
+    return (steps.pending(t[:n], sm, wl, slo, margins, drafting, kv_bound),
             _prefill_capacity_of(t[n:], sm, wl, slo, kv_link, margins, u, n_chunks, chunk))
 
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 
 from ..errors import ClusterfitError
-from .capacity import (AggregatedCurve, DecodeCurve, PrefillCapacity, aggregated_and_prefill, aggregated_curve,
-                       batch_grid, decode_curve, kv_batch_bound)
+from .capacity import (AggregatedCurve, DecodeCurve, PendingCurve, PrefillCapacity, batch_grid, decode_curve,
+                       finish_curves, kv_batch_bound, pending_and_prefill, pending_curve)
 from .layout_candidates import candidate_layouts
 from .workload import SLO, Workload
 
@@ -121,6 +121,9 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     head = space.catalog.draft_head if space.catalog is not None else None
     drafting = space.speculative.for_model(model, head).drafting() if space.speculative is not None else None
     candidates: list[Candidate] = []
+    # each layout's candidate fields with its aggregated curve, pending until every layout's is (finish_curves)
+    pending: list[tuple[tuple[System, Precision, tuple[int, int, int, int], StepModel, DecodeCurve | None,
+                              PrefillCapacity | None], PendingCurve]] = []
     evaluated = 0
     skipped: list[str] = []
     for system in space.systems:
@@ -158,23 +161,25 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     kv_bound = kv_batch_bound(sm, workload)   # once per layout: the grid and both curves use it
                     grid = batch_grid(cap, kv_bound=kv_bound)
                     if space.disaggregated:   # both curves' steps timed together (aggregated_and_prefill)
-                        agg, prefill = aggregated_and_prefill(sm, workload, slo, grid, kv_link, margins, drafting,
-                                                              kv_bound)
+                        agg, prefill = pending_and_prefill(sm, workload, slo, grid, kv_link, margins, drafting,
+                                                           kv_bound)
                     else:
-                        agg, prefill = aggregated_curve(sm, workload, slo, grid, margins, drafting, kv_bound), None
-                    c = Candidate(system, prec, prec.name, prec.kv_dtype, (tp, pp, ep, dp), sm, agg,
-                                  drafting=drafting)
+                        agg, prefill = pending_curve(sm, workload, slo, grid, margins, drafting, kv_bound), None
                     evaluated += grid.size
+                    decode = None
                     if prefill is not None:
-                        c.decode = decode_curve(sm, workload, slo, grid, (c.agg.point or c.agg).decode_only_s,
-                                                margins, kv_bound=kv_bound)
-                        c.prefill = prefill
-                        evaluated += grid.size + c.prefill.points
-                    candidates.append(c)
+                        decode = decode_curve(sm, workload, slo, grid, agg.decode_only_s, margins, kv_bound=kv_bound)
+                        evaluated += grid.size + prefill.points
+                    pending.append(((system, prec, (tp, pp, ep, dp), sm, decode, prefill), agg))
                     found += 1
                 if not found:
                     skipped.append(f"{system.id} {prec.name}: no layout up to {max_gpus} GPUs fits "
                                    f"(weights alone need >= {min_gpus} GPUs)")
+    # every layout's aggregated curve finished together (capacity.finish_curves: one TTFT-quantile call for all)
+    for ((sys_, prec_, layout, sm_, decode_, prefill_), _), curve in zip(pending,
+                                                                        finish_curves([p for _, p in pending])):
+        candidates.append(Candidate(sys_, prec_, prec_.name, prec_.kv_dtype, layout, sm_, curve, decode_, prefill_,
+                                    drafting=drafting))
     return SearchResult(candidates, evaluated, skipped)
 
 
