@@ -527,6 +527,13 @@ FAMILY_PARAMS = {"compute_scale": (1.0, 0.2, 1.3, 1.0), "memory_scale": (0.9, 0.
 #: boundary (Engine.pp_hop_overhead_s / pp_hop_seq_overhead_s): one engine-wide pair fitted on the rows with pp > 1
 #: (on any GPU) once the families are fitted, and those families then refitted with it.
 PP_PARAMS = {"pp_hop_overhead_s": (8.0, 0.0, 50.0, 1e-3), "pp_hop_seq_overhead_s": (10.0, 0.0, 200.0, 1e-6)}
+#: The global (Hopper) fit, and each GPU family with at least ADP_MIN_ROWS rows run under attention DP, also fit the
+#: host's replica-wide cost per running sequence there (Engine.attention_dp_seq_overhead_s: TensorRT-LLM gathers every
+#: rank's responses to rank 0 each step); a family with fewer such rows takes the global value. Grouped CV of the
+#: TensorRT-LLM throughput rows by model x GPU family, a family fitting it from 1 such row: 8.63% / -1.49% / 25.80%;
+#: from 10 (Grace-Blackwell's 7 then take the global value): 8.51% / -1.88% / 25.65%.
+ADP_PARAMS = {"attention_dp_seq_overhead_s": (1.0, 0.0, 60.0, 1e-6)}
+ADP_MIN_ROWS = 10
 #: GPU families with fp4 tensor cores (Blackwell) also fit the efficiency at which grouped fp4 MoE GEMMs saturate, as
 #: a fraction of the bf16 grouped-GEMM curve's asymptote fitted on the H200 (Engine.moe_fp4_efficiency_cap, at most 1).
 FP4_FAMILY_PARAMS = {"moe_fp4_efficiency_cap": (0.5, 0.05, 1.0, 1.0)}
@@ -634,7 +641,11 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
         pp_rows = [r for r in rows if pipeline_stages(r) > 1] if "pp_hop_overhead_s" in e else []
         if pp_rows:
             e.update({n: v[0] * v[3] for n, v in PP_PARAMS.items()})
-        fit(e, GLOBAL_PARAMS, [r for r in rows if gpu_family(r["gpu"]) is None], {})
+        def adp_params(sub: list[dict], least: int) -> dict:
+            return ADP_PARAMS if engine == "trtllm" and sum(runs_attention_dp(r, engine) for r in sub) >= least else {}
+
+        hopper = [r for r in rows if gpu_family(r["gpu"]) is None]
+        fit(e, {**GLOBAL_PARAMS, **adp_params(hopper, 1)}, hopper, {})
 
         def fit_family(fam: str, sub: list[dict]) -> None:
             e["by_gpu_family"][fam] = {}
@@ -643,7 +654,8 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
             if fp4 and source is not None:
                 e["by_gpu_family"][fam]["moe_fp4_efficiency_cap"] = source
                 fp4 = False
-            fit(e["by_gpu_family"][fam], {**FAMILY_PARAMS, **(FP4_FAMILY_PARAMS if fp4 else {})}, sub, e)
+            fit(e["by_gpu_family"][fam],
+                {**FAMILY_PARAMS, **adp_params(sub, ADP_MIN_ROWS), **(FP4_FAMILY_PARAMS if fp4 else {})}, sub, e)
             cap = e["by_gpu_family"][fam].get("moe_fp4_efficiency_cap") if fp4 else None
             if cap is not None:
                 # a cap no row's expert GEMMs reach is the fit's starting value, not a fitted one: no cap (1)
@@ -936,6 +948,14 @@ def grouped_cv(path: str, groupings: tuple[str, ...] = ("table", "family"), engi
         if keep_rows:
             out[name]["held_out_rows"] = {i: [e, fold_of.get(i)] for i, e in errs.items()}
     return out
+
+
+def runs_attention_dp(row, engine: str) -> bool:
+    """Whether the harness runs ``row`` with attention data parallelism (dp > 1 in layout_for)."""
+    try:
+        return layout_for(row, row["model"], engine, row_settings(with_command(row, engine)))[0][3] > 1
+    except (Skip, ClusterfitError):
+        return False
 
 
 def adp_ranks(row, st: RowSettings, engine: str, ranks: int) -> int:

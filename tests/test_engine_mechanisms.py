@@ -231,10 +231,28 @@ def test_the_memory_fit_reports_the_state_pool_split():
     ("sglang", "mamba_full_memory_ratio", 0.0), ("sglang", "mamba_full_memory_ratio", -1.0),
     ("sglang", "mamba_states_per_running_request", 0), ("sglang", "mamba_states_per_running_request", 2.5),
     ("trtllm", "pp_hop_overhead_s", -1e-3), ("trtllm", "pp_hop_seq_overhead_s", -1e-3),
+    ("trtllm", "attention_dp_seq_overhead_s", -1e-6), ("trtllm", "attention_dp_seq_overhead_s", 2.0),
     ("vllm", "sink_attention_prefill_scale", 0.0), ("vllm", "sink_attention_prefill_scale", 1.5)])
 def test_engine_settings_out_of_range_are_refused(engine, field, value):
     with pytest.raises(ClusterfitError, match=field):
         dataclasses.replace(get_engine(engine), **{field: value})
+
+
+@pytest.mark.parametrize("tp, dp, ep, host_per_seq_s", [
+    (1, 4, 4, 8e-6 / 4 + 3e-6),   # each of 4 ranks schedules its own sequences; rank 0 files all responses
+    (4, 1, 4, 8e-6),              # no attention DP: one host, no gather
+    (1, 2, 2, 8e-6 / 2 + 3e-6)])
+def test_attention_dp_host_cost_has_a_per_rank_and_a_replica_wide_part(tp, dp, ep, host_per_seq_s):
+    """StepModel.host_terms: seq_overhead_s / dp per running sequence of the replica, plus
+    attention_dp_seq_overhead_s under attention DP (TensorRT-LLM's _enqueue_responses gathers every rank's responses
+    to rank 0). 256 decoding sequences of Qwen3-30B-A3B, host time added to the GPU's (no overlap)."""
+    eng = dataclasses.replace(get_engine("trtllm"), step_overhead_s=0.0, seq_overhead_s=8e-6,
+                              attention_dp_seq_overhead_s=3e-6, async_scheduling=False)
+    free = dataclasses.replace(eng, seq_overhead_s=0.0, attention_dp_seq_overhead_s=0.0)
+    layout = Layout(tp=tp, dp=dp, ep=ep)
+    with_host, without = (_step(e, layout=layout, model_id="Qwen/Qwen3-30B-A3B") for e in (eng, free))
+    d = float(with_host.decode_step_s(256, 1024) - without.decode_step_s(256, 1024))
+    assert d == pytest.approx(256 * host_per_seq_s, rel=1e-9)
 
 
 def _pp_step(engine, pp: int):

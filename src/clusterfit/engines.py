@@ -10,6 +10,13 @@ result is written back to the YAML with the command that produced it:
   checks, detokenisation and response bookkeeping), which grows the step at the large batches of small models; each
   rank's host handles its own sequences, so a replica pays seq_overhead_s x its running sequences / dp
   (StepModel.host_terms).
+- attention_dp_seq_overhead_s: host-side time per running sequence of the whole replica per iteration under attention
+  DP (dp > 1), on top of seq_overhead_s's per-rank share: TensorRT-LLM gathers every rank's responses to rank 0 each
+  iteration (tensorrt_llm/_torch/pyexecutor/py_executor.py, PyExecutor._enqueue_responses: ``dist.tp_gather``
+  when ``enable_attention_dp``), and rank 0 files them one by one while the other ranks wait for it at the next
+  collective. Fitted on the development rows run under attention DP, globally and for each GPU family with 10 or
+  more of them (benchmarks/accuracy.py --calibrate, ADP_PARAMS); 0 for vLLM and SGLang, whose DP ranks are separate
+  engine cores / schedulers that return their own responses.
 - kernel_overhead_s: time per kernel beyond its roofline inside a CUDA-graph step (launch gap, tail wave,
   the small kernels' minimum duration).
 - compute_scale / memory_scale: multiply the H200-fitted compute / bandwidth efficiencies (the engine's
@@ -293,6 +300,7 @@ class Engine:
     kv_reservation: str = "average"
     expert_load_cv: float = 0.0
     seq_overhead_s: float = 0.0
+    attention_dp_seq_overhead_s: float = 0.0
     attention_scale: float = 1.0
     chunked_attention_context_only: bool = False
     memory_mode: str = "total_fraction"
@@ -349,7 +357,8 @@ class Engine:
             value = getattr(self, fname)
             if value not in allowed:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be one of {', '.join(allowed)}, got {value!r}")
-        for fname in ("request_latency_s", "pp_hop_overhead_s", "pp_hop_seq_overhead_s"):
+        for fname in ("request_latency_s", "pp_hop_overhead_s", "pp_hop_seq_overhead_s",
+                      "attention_dp_seq_overhead_s"):
             if not 0.0 <= getattr(self, fname) <= 1.0:
                 raise ClusterfitError(f"engine {self.name}: {fname} must be in 0..1 s, got {getattr(self, fname)!r}")
         for fname in ("moe_fp4_efficiency_cap", "sink_attention_prefill_scale"):

@@ -6,6 +6,7 @@
                   + n_kernels * (graph_kernel_overhead_s if the step replays a CUDA graph else kernel_overhead_s)
                   + host, host = step_overhead_s + seq_overhead_s * running sequences / dp   (engine constants;
                     each attention-DP rank's host schedules its own sequences)
+                    + attention_dp_seq_overhead_s * running sequences if dp > 1 (the replica-wide part)
                     (with async scheduling / an overlap scheduler only max(host - the GPU time above, 0) is exposed)
                   + n_kernels * eager_launch_s          (only without CUDA graphs: Engine.cuda_graphs False,
                                                           vLLM --enforce-eager; each kernel's CPU launch, in series)
@@ -609,9 +610,12 @@ class StepModel:
         (sim.StepTimer). The engine's per-sequence cost is shared by the attention-DP ranks: each rank's host
         schedules its own sequences in parallel with the others (vLLM runs an engine core per DP rank, SGLang a
         scheduler per DP-attention rank, TensorRT-LLM an executor per rank under attention DP; the PP token return
-        above counts the same share), so a replica's running sequences cost seq_overhead_s / dp each."""
+        above counts the same share), so a replica's running sequences cost seq_overhead_s / dp each; under
+        attention DP each also costs attention_dp_seq_overhead_s, the replica-wide part (TensorRT-LLM gathers every
+        rank's responses to rank 0 each step, Engine.attention_dp_seq_overhead_s)."""
         e = self.engine
-        return e.step_overhead_s, e.seq_overhead_s / self.dp, e.async_scheduling
+        adp = e.attention_dp_seq_overhead_s if self.dp > 1 else 0.0
+        return e.step_overhead_s, e.seq_overhead_s / self.dp + adp, e.async_scheduling
 
     def host_s(self, prefill_tokens: ArrayLike, decode_seqs: ArrayLike) -> Num:
         """Host seconds the engine spends preparing one step: per step, plus per running sequence of one attention-DP
