@@ -458,29 +458,37 @@ def test_aggregated_and_prefill_times_the_same_steps_as_each_alone(layout):
 
 
 def test_curves_finished_together_are_the_curves_finished_alone():
-    """finish_curves computes the TTFT quantiles of every one-class curve of a search in one ttft_quantile_s call:
-    each curve (and its point curve under --confidence 80) is bit for bit the curve aggregated_curve gives alone,
-    for DeepSeek-V3 layouts on H200 under vLLM and SGLang and a two-class workload finished beside them."""
+    """finish_curves and finish_prefills compute the TTFT quantiles of every one-class curve and prefill capacity of a
+    search in one ttft_quantile_s call: each (and its point answer under --confidence 80) is bit for bit what
+    aggregated_curve and prefill_capacity give alone, for DeepSeek-V3 layouts on H200 under vLLM and SGLang (one with
+    PP) and a two-class workload finished beside them."""
     from clusterfit.arch import load_model
     from clusterfit.compose import Catalog, build_replica
     from clusterfit.intervals import bands_for, step_margins
-    from clusterfit.planning.capacity import batch_grid, finish_curves, pending_curve
+    from clusterfit.perfmodel.comm import links_for
+    from clusterfit.planning.capacity import (batch_grid, finish_curves, finish_prefills, pending_and_prefill,
+                                              prefill_capacity)
 
     one = Workload.simple(4096, 1024, Load("requests_per_s", 5))
     two = Workload(LengthDist(np.array([500.0, 3000.0]), np.array([0.7, 0.3])), LengthDist.fixed(400),
                    Load("requests_per_s", 5))
     slo = SLO(ttft_s=2.0, tpot_s=0.05)
     catalog, model = Catalog.load(), load_model("deepseek-ai/DeepSeek-V3")
+    kv_link = links_for(catalog.hardware.system("h200"))[0]
     jobs = []
-    for engine, layout in (("vllm", dict(tp=8)), ("vllm", dict(tp=1, dp=8, ep=8)), ("sglang", dict(tp=8, ep=8))):
+    for engine, layout in (("vllm", dict(tp=8)), ("vllm", dict(tp=1, dp=8, ep=8)), ("sglang", dict(tp=8, ep=8)),
+                           ("vllm", dict(tp=8, pp=2))):
         sm = build_replica(catalog, model, "h200", engine=engine, **layout).step
         for wl in (one, two):
             for margins in (None, step_margins(bands_for(engine, "h200", model), 80)):
                 jobs.append((sm, wl, batch_grid(sm.max_num_seqs), margins))
-    together = finish_curves([pending_curve(sm, wl, slo, grid, margins) for sm, wl, grid, margins in jobs])
-    for curve, (sm, wl, grid, margins) in zip(together, jobs):
-        alone = aggregated_curve(sm, wl, slo, grid, margins)
-        for a, b in [(curve, alone)] + ([(curve.point, alone.point)] if margins is not None else []):
+    pending = [pending_and_prefill(sm, wl, slo, grid, kv_link, margins) for sm, wl, grid, margins in jobs]
+    curves, prefills = finish_curves([c for c, _ in pending]), finish_prefills([p for _, p in pending])
+    for curve, prefill, (sm, wl, grid, margins) in zip(curves, prefills, jobs):
+        alone = aggregated_curve(sm, wl, slo, grid, margins), prefill_capacity(sm, wl, slo, kv_link, margins)
+        pairs = [(curve, alone[0]), (prefill, alone[1])]
+        pairs += [(curve.point, alone[0].point), (prefill.point, alone[1].point)] if margins is not None else []
+        for a, b in pairs:
             for name, value in vars(b).items():
                 if isinstance(value, (np.ndarray, float)):
                     assert np.array_equal(getattr(a, name), value), name

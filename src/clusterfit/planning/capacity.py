@@ -372,22 +372,8 @@ def finish_curves(pending: list[PendingCurve]) -> list[AggregatedCurve]:
     fraction of the per-call overhead a search over hundreds of layouts paid. Curves with several classes (whose
     bisection sums over them) are computed one by one."""
     terms = [x for p in pending for x in ((p.terms,) if p.point is None else (p.terms, p.point))]
-    ttft: list[np.ndarray | None] = [None] * len(terms)
-    groups: dict[tuple[float, float], list[int]] = {}
-    for i, c in enumerate(terms):
-        if c.w.size == 1:
-            groups.setdefault((c.q, float(c.w[0])), []).append(i)
-        else:
-            ttft[i] = ttft_quantile_s(c.q, c.rate, c.occupancy, c.w, c.own, c.step, c.busy)
-    for (q, _), idx in groups.items():
-        cs = [terms[i] for i in idx]
-        joined = ttft_quantile_s(q, np.concatenate([c.rate for c in cs]), np.concatenate([c.occupancy for c in cs]),
-                                 cs[0].w, np.concatenate([c.own for c in cs]), np.concatenate([c.step for c in cs]),
-                                 np.concatenate([c.busy for c in cs]))
-        ends = np.cumsum([c.B.size for c in cs])
-        for i, part in zip(idx, np.split(joined, ends[:-1])):
-            ttft[i] = part
-    curves = iter([c.curve(t) for c, t in zip(terms, ttft) if t is not None])
+    ttft = _ttft_quantiles([(c.q, c.rate, c.occupancy, c.w, c.own, c.step, c.busy) for c in terms])
+    curves = iter([c.curve(t) for c, t in zip(terms, ttft)])
     out = []
     for p in pending:
         curve = next(curves)
@@ -395,6 +381,36 @@ def finish_curves(pending: list[PendingCurve]) -> list[AggregatedCurve]:
             curve.point = next(curves)
         out.append(curve)
     return out
+
+
+_QuantileArgs = tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
+
+
+def _ttft_quantiles(args: list[_QuantileArgs]) -> list[np.ndarray]:
+    """ttft_quantile_s(*a) for each ``a`` of ``args`` (q, arrivals (n,), service (n, K), weights (K,), own (n, K), step
+    and busy (n,) or both None). Those with one request class, the same q and the same step-boundary use are computed
+    in one call over their arrays laid end to end: with one class ttft_quantile_s works element by element (its
+    matrix products have one column; _one_class_wait's Newton step is per element), so each answer is that of a call
+    of its own, without the per-call overhead a search over hundreds of layouts paid. The others (whose bisection sums
+    over the classes) are computed one by one."""
+    out: list[np.ndarray | None] = [None] * len(args)
+    groups: dict[tuple[float, float, bool], list[int]] = {}
+    for i, (q, lam, occ, w, own, step, busy) in enumerate(args):
+        if w.size == 1:
+            groups.setdefault((q, float(w[0]), step is None or busy is None), []).append(i)
+        else:
+            out[i] = ttft_quantile_s(q, lam, occ, w, own, step, busy)
+    for (q, _, no_step), idx in groups.items():
+        a = [args[i] for i in idx]
+        step = busy = None
+        if not no_step:
+            step = np.concatenate([x[5] for x in a if x[5] is not None])
+            busy = np.concatenate([x[6] for x in a if x[6] is not None])
+        joined = ttft_quantile_s(q, np.concatenate([x[1] for x in a]), np.concatenate([x[2] for x in a]), a[0][3],
+                                 np.concatenate([x[4] for x in a]), step, busy)
+        for i, part in zip(idx, np.split(joined, np.cumsum([x[1].size for x in a])[:-1])):
+            out[i] = part
+    return [x for x in out if x is not None]
 
 
 def _curve_terms(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray, n_chunks: np.ndarray,
@@ -471,7 +487,7 @@ def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link, margins: StepMargins |
     ``margins``: with every prefill step at its upper bound, the point answer in ``point``)."""
     P, A, u, n_chunks, chunk = _prefill_steps(sm, wl)
     t = np.asarray(sm.step_s(P, A, 0.0, 0.0, microbatches=1))
-    return _prefill_capacity_of(t, sm, wl, slo, kv_link, margins, u, n_chunks, chunk)
+    return finish_prefills([_pending_prefill(t, sm, wl, slo, kv_link, margins, u, n_chunks, chunk)])[0]
 
 
 def _prefill_steps(sm, wl: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
@@ -487,14 +503,70 @@ def _prefill_steps(sm, wl: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarray
             n_chunks, chunk)
 
 
-def _prefill_capacity_of(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, margins: StepMargins | None,
-                         u: np.ndarray, n_chunks: np.ndarray, chunk: float) -> PrefillCapacity:
-    """prefill_capacity from its step times ``t`` (point prediction), with ``margins`` at the bound."""
+def _pending_prefill(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, margins: StepMargins | None,
+                     u: np.ndarray, n_chunks: np.ndarray, chunk: float) -> PendingPrefill:
+    """prefill_capacity from its step times ``t`` (point prediction), with ``margins`` at the bound, up to its TTFT
+    quantiles (finish_prefills)."""
     if margins is None:
-        return _prefill_from_steps(t, sm, wl, slo, kv_link, u, n_chunks, chunk)
-    bound = _prefill_from_steps(t * margins.prefill, sm, wl, slo, kv_link, u, n_chunks, chunk)
-    bound.point = _prefill_from_steps(t, sm, wl, slo, kv_link, u, n_chunks, chunk)
-    return bound
+        return PendingPrefill(_prefill_terms(t, sm, wl, slo, kv_link, u, n_chunks, chunk))
+    return PendingPrefill(_prefill_terms(t * margins.prefill, sm, wl, slo, kv_link, u, n_chunks, chunk),
+                          _prefill_terms(t, sm, wl, slo, kv_link, u, n_chunks, chunk))
+
+
+@dataclass
+class _PrefillTerms:
+    """A prefill replica (_prefill_terms) up to its TTFT quantiles over the load grid ``lam``, with their arguments:
+    ttft_quantile_s(q, lam, occupancy, w, own)."""
+
+    q: float
+    lam: np.ndarray
+    occupancy: np.ndarray   # (lam.size, K)
+    w: np.ndarray
+    own: np.ndarray         # (lam.size, K) own prefill + KV transfer
+    front: float            # the engine's front-end latency
+    limit: float            # the TTFT target (inf without one)
+    holds: bool             # the replica holds the longest prompt's KV
+    transfer_s: float       # mean KV transfer
+
+    def capacity(self, ttft_q: np.ndarray) -> PrefillCapacity:
+        """The replica's capacity, given ttft_quantile_s's answer for these terms."""
+        lam, ttft = self.lam, ttft_q + self.front
+        ok = ttft <= self.limit
+        if not self.holds:
+            ok[:] = False
+        if not ok.any():
+            return PrefillCapacity(0.0, float(ttft[0]), self.transfer_s, lam.size)
+        i = int(np.flatnonzero(ok)[-1])
+        return PrefillCapacity(float(lam[i]), float(ttft[i]), self.transfer_s, lam.size, load_rps=lam[:i + 1],
+                               load_ttft_s=ttft[:i + 1])
+
+
+@dataclass
+class PendingPrefill:
+    """A prefill capacity waiting for its TTFT quantiles (finish_prefills): at the point prediction, or with margins
+    at the bound (``terms``) and at the point (``point``)."""
+
+    terms: _PrefillTerms
+    point: _PrefillTerms | None = None
+
+    @property
+    def points(self) -> int:
+        """Arrival rates tried (PrefillCapacity.points)."""
+        return self.terms.lam.size
+
+
+def finish_prefills(pending: list[PendingPrefill]) -> list[PrefillCapacity]:
+    """The prefill capacities of ``pending``, their TTFT quantiles computed together (_ttft_quantiles)."""
+    terms = [x for p in pending for x in ((p.terms,) if p.point is None else (p.terms, p.point))]
+    ttft = _ttft_quantiles([(c.q, c.lam, c.occupancy, c.w, c.own, None, None) for c in terms])
+    caps = iter([c.capacity(t) for c, t in zip(terms, ttft)])
+    out = []
+    for p in pending:
+        cap = next(caps)
+        if p.point is not None:
+            cap.point = next(caps)
+        out.append(cap)
+    return out
 
 
 def aggregated_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, margins: StepMargins | None = None,
@@ -505,7 +577,7 @@ def aggregated_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_lin
     both time their steps in one StepModel.step_s call (step_s works element by element, and a prefill step's
     microbatches=1 is then the default): the same step times, one call's overhead instead of two."""
     pending, prefill = pending_and_prefill(sm, wl, slo, batch, kv_link, margins, drafting, kv_bound)
-    return finish_curves([pending])[0], prefill
+    return finish_curves([pending])[0], finish_prefills([prefill])[0]
 
 
 def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMargins | None = None,
@@ -518,25 +590,27 @@ def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMa
 
 def pending_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, margins: StepMargins | None = None,
                         drafting: Drafting | None = None,
-                        kv_bound: float | None = None) -> tuple[PendingCurve, PrefillCapacity]:
-    """aggregated_and_prefill with the aggregated curve pending (finish_curves)."""
-    if sm.pp != 1:
-        return (pending_curve(sm, wl, slo, batch, margins, drafting, kv_bound),
-                prefill_capacity(sm, wl, slo, kv_link, margins))
-    steps = _AggregatedSteps.of(sm, wl, batch, drafting)
+                        kv_bound: float | None = None) -> tuple[PendingCurve, PendingPrefill]:
+    """aggregated_and_prefill with both answers pending (finish_curves, finish_prefills)."""
     P, A, u, n_chunks, chunk = _prefill_steps(sm, wl)
+    if sm.pp != 1:
+        t = np.asarray(sm.step_s(P, A, 0.0, 0.0, microbatches=1))
+        return (pending_curve(sm, wl, slo, batch, margins, drafting, kv_bound),
+                _pending_prefill(t, sm, wl, slo, kv_link, margins, u, n_chunks, chunk))
+    steps = _AggregatedSteps.of(sm, wl, batch, drafting)
     n = steps.P.size
     zeros = np.zeros(P.size)
     t = np.asarray(sm.step_s(np.concatenate([steps.P, P]), np.concatenate([steps.A, A]),
                              np.concatenate([steps.D, zeros]),
                              np.concatenate([steps.D * wl.decode_context_mean_tokens, zeros])))
     return (steps.pending(t[:n], sm, wl, slo, margins, drafting, kv_bound),
-            _prefill_capacity_of(t[n:], sm, wl, slo, kv_link, margins, u, n_chunks, chunk))
+            _pending_prefill(t[n:], sm, wl, slo, kv_link, margins, u, n_chunks, chunk))
 
 
-def _prefill_from_steps(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, u: np.ndarray, n_chunks: np.ndarray,
-                        chunk: float) -> PrefillCapacity:
-    """prefill_capacity from its step times ``t``: [full-chunk steps | own-chunk steps], one per request class."""
+def _prefill_terms(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, u: np.ndarray, n_chunks: np.ndarray,
+                   chunk: float) -> _PrefillTerms:
+    """prefill_capacity from its step times ``t``: [full-chunk steps | own-chunk steps], one per request class, up to
+    its TTFT quantiles."""
     w = wl.weights
     step_full, own = t[:u.size], n_chunks * t[u.size:]
     occupancy = u / chunk * step_full
@@ -546,18 +620,12 @@ def _prefill_from_steps(t: np.ndarray, sm, wl: Workload, slo: SLO, kv_link, u: n
     sat = 1.0 / float(occupancy @ w)
     lam = sat * _load_fractions(PREFILL_LOAD_POINTS)
     q = max(slo.ttft_percentile / 100.0, min(slo.min_goodput, 0.999))
-    ttft = ttft_quantile_s(q, lam, np.broadcast_to(occupancy, (lam.size, occupancy.size)), w,
-                           np.broadcast_to(total_own, (lam.size, total_own.size))) + front_end_s(sm)
     limit = slo.ttft_s if slo.ttft_s is not None else np.inf
-    ok = ttft <= limit
     # the replica must hold the longest prompt's KV (with the engine's 1% watermark and a block to spare)
-    if float(sm.kv_capacity_tokens) * 0.99 < float(np.max(wl.isl_tokens)) + 17:
-        ok[:] = False
-    if not ok.any():
-        return PrefillCapacity(0.0, float(ttft[0]), float(transfer @ w), lam.size)
-    i = int(np.flatnonzero(ok)[-1])
-    return PrefillCapacity(float(lam[i]), float(ttft[i]), float(transfer @ w), lam.size, load_rps=lam[:i + 1],
-                           load_ttft_s=ttft[:i + 1])
+    holds = not float(sm.kv_capacity_tokens) * 0.99 < float(np.max(wl.isl_tokens)) + 17
+    return _PrefillTerms(q, lam, np.broadcast_to(occupancy, (lam.size, occupancy.size)), w,
+                         np.broadcast_to(total_own, (lam.size, total_own.size)), front_end_s(sm), limit, holds,
+                         float(transfer @ w))
 
 
 @dataclass

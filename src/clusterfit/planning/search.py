@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 
 from ..errors import ClusterfitError
-from .capacity import (AggregatedCurve, DecodeCurve, PendingCurve, PrefillCapacity, batch_grid, decode_curve,
-                       finish_curves, kv_batch_bound, pending_and_prefill, pending_curve)
+from .capacity import (AggregatedCurve, DecodeCurve, PendingCurve, PendingPrefill, PrefillCapacity, batch_grid,
+                       decode_curve, finish_curves, finish_prefills, kv_batch_bound, pending_and_prefill, pending_curve)
 from .layout_candidates import candidate_layouts
 from .workload import SLO, Workload
 
@@ -123,7 +123,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     candidates: list[Candidate] = []
     # each layout's candidate fields with its aggregated curve, pending until every layout's is (finish_curves)
     pending: list[tuple[tuple[System, Precision, tuple[int, int, int, int], StepModel, DecodeCurve | None,
-                              PrefillCapacity | None], PendingCurve]] = []
+                              PendingPrefill | None], PendingCurve]] = []
     evaluated = 0
     skipped: list[str] = []
     for system in space.systems:
@@ -175,11 +175,13 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                 if not found:
                     skipped.append(f"{system.id} {prec.name}: no layout up to {max_gpus} GPUs fits "
                                    f"(weights alone need >= {min_gpus} GPUs)")
-    # every layout's aggregated curve finished together (capacity.finish_curves: one TTFT-quantile call for all)
-    for ((sys_, prec_, layout, sm_, decode_, prefill_), _), curve in zip(pending,
-                                                                        finish_curves([p for _, p in pending])):
-        candidates.append(Candidate(sys_, prec_, prec_.name, prec_.kv_dtype, layout, sm_, curve, decode_, prefill_,
-                                    drafting=drafting))
+    # every layout's aggregated curve and prefill capacity finished together (capacity.finish_curves and
+    # finish_prefills: one TTFT-quantile call for all the one-class ones)
+    finished = finish_curves([p for _, p in pending])
+    prefills = iter(finish_prefills([f[5] for f, _ in pending if f[5] is not None]))
+    for (sys_, prec_, layout, sm_, decode_, prefill_), curve in zip((f for f, _ in pending), finished):
+        candidates.append(Candidate(sys_, prec_, prec_.name, prec_.kv_dtype, layout, sm_, curve, decode_,
+                                    next(prefills) if prefill_ is not None else None, drafting=drafting))
     return SearchResult(candidates, evaluated, skipped)
 
 
