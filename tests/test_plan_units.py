@@ -427,39 +427,10 @@ def test_without_mixed_batches_a_prefill_step_delays_every_decode():
 
 
 
-@pytest.mark.parametrize("layout", [dict(tp=8), dict(tp=4, pp=2)])
-def test_aggregated_and_prefill_times_the_same_steps_as_each_alone(layout):
-    """The search's aggregated_and_prefill (one step_s call for both curves where PP is 1) gives bit for bit the
-    aggregated curve and the prefill capacity that aggregated_curve and prefill_capacity give alone, under vLLM's
-    mixed batches and SGLang's separate prefill steps, with --confidence 80 margins and two request classes."""
-    from clusterfit.arch import load_model
-    from clusterfit.compose import Catalog, build_replica
-    from clusterfit.intervals import bands_for, step_margins
-    from clusterfit.perfmodel.comm import links_for
-    from clusterfit.planning.capacity import aggregated_and_prefill, batch_grid, prefill_capacity
-
-    wl = Workload(LengthDist(np.array([500.0, 3000.0]), np.array([0.7, 0.3])), LengthDist.fixed(400),
-                  Load("requests_per_s", 5))
-    slo = SLO(ttft_s=1.0, tpot_s=0.03)
-    catalog, model = Catalog.load(), load_model("llama-3.1-70b")
-    kv_link = links_for(catalog.hardware.system("h200"))[0]
-    for engine in ("vllm", "sglang"):
-        sm = build_replica(catalog, model, "h200", precision="fp8", engine=engine, **layout).step
-        grid = batch_grid(sm.max_num_seqs)
-        for margins in (None, step_margins(bands_for(engine, "h200", model), 80)):
-            agg, pre = aggregated_and_prefill(sm, wl, slo, grid, kv_link, margins)
-            alone = (aggregated_curve(sm, wl, slo, grid, margins), prefill_capacity(sm, wl, slo, kv_link, margins))
-            pairs = [(agg, alone[0]), (pre, alone[1])]
-            pairs += [(agg.point, alone[0].point), (pre.point, alone[1].point)] if margins is not None else []
-            for a, b in pairs:
-                for name, value in vars(b).items():
-                    if isinstance(value, (np.ndarray, float)):
-                        assert np.array_equal(getattr(a, name), value), name
-
-
 def test_curves_finished_together_are_the_curves_finished_alone():
-    """finish_curves and finish_prefills compute the TTFT quantiles of every one-class curve and prefill capacity of a
-    search in one ttft_quantile_s call: each (and its point answer under --confidence 80) is bit for bit what
+    """The search's pending_and_prefill (one step_s call for a layout's aggregated and prefill steps where PP is 1),
+    then finish_curves and finish_prefills (the TTFT quantiles of every one-class curve and prefill capacity in one
+    ttft_quantile_s call): each answer (and its point answer under --confidence 80) is bit for bit what
     aggregated_curve and prefill_capacity give alone, for DeepSeek-V3 layouts on H200 under vLLM and SGLang (one with
     PP) and a two-class workload finished beside them."""
     from clusterfit.arch import load_model

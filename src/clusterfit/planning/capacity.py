@@ -569,17 +569,6 @@ def finish_prefills(pending: list[PendingPrefill]) -> list[PrefillCapacity]:
     return out
 
 
-def aggregated_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, margins: StepMargins | None = None,
-                           drafting: Drafting | None = None,
-                           kv_bound: float | None = None) -> tuple[AggregatedCurve, PrefillCapacity]:
-    """``aggregated_curve(sm, wl, slo, batch, margins, drafting, kv_bound)`` and ``prefill_capacity(sm, wl, slo,
-    kv_link, margins)`` of one compiled replica (a disaggregated search asks for both). Without pipeline parallelism
-    both time their steps in one StepModel.step_s call (step_s works element by element, and a prefill step's
-    microbatches=1 is then the default): the same step times, one call's overhead instead of two."""
-    pending, prefill = pending_and_prefill(sm, wl, slo, batch, kv_link, margins, drafting, kv_bound)
-    return finish_curves([pending])[0], finish_prefills([prefill])[0]
-
-
 def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMargins | None = None,
                   drafting: Drafting | None = None, kv_bound: float | None = None) -> PendingCurve:
     """aggregated_curve up to its TTFT quantiles: finish_curves finishes many together."""
@@ -591,7 +580,11 @@ def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMa
 def pending_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, margins: StepMargins | None = None,
                         drafting: Drafting | None = None,
                         kv_bound: float | None = None) -> tuple[PendingCurve, PendingPrefill]:
-    """aggregated_and_prefill with both answers pending (finish_curves, finish_prefills)."""
+    """``aggregated_curve(sm, wl, slo, batch, margins, drafting, kv_bound)`` and ``prefill_capacity(sm, wl, slo,
+    kv_link, margins)`` of one compiled replica (a disaggregated search asks for both), pending (finish_curves,
+    finish_prefills). Without pipeline parallelism both time their steps in one StepModel.step_s call (step_s works
+    element by element, and a prefill step's microbatches=1 is then the default): the same step times, one call's
+    overhead instead of two."""
     P, A, u, n_chunks, chunk = _prefill_steps(sm, wl)
     if sm.pp != 1:
         t = np.asarray(sm.step_s(P, A, 0.0, 0.0, microbatches=1))

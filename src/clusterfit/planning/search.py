@@ -160,7 +160,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
                     kv_bound = kv_batch_bound(sm, workload)   # once per layout: the grid and both curves use it
                     grid = batch_grid(cap, kv_bound=kv_bound)
-                    if space.disaggregated:   # both curves' steps timed together (aggregated_and_prefill)
+                    if space.disaggregated:   # both curves' steps timed together (pending_and_prefill)
                         agg, prefill = pending_and_prefill(sm, workload, slo, grid, kv_link, margins, drafting,
                                                            kv_bound)
                     else:
