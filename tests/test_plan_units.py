@@ -429,10 +429,10 @@ def test_without_mixed_batches_a_prefill_step_delays_every_decode():
 
 def test_curves_finished_together_are_the_curves_finished_alone():
     """The search's pending_and_prefill (one step_s call for a layout's aggregated and prefill steps where PP is 1),
-    then finish_curves and finish_prefills (the TTFT quantiles of every one-class curve and prefill capacity in one
-    ttft_quantile_s call): each answer (and its point answer under --confidence 80) is bit for bit what
-    aggregated_curve and prefill_capacity give alone, for DeepSeek-V3 layouts on H200 under vLLM and SGLang (one with
-    PP) and a two-class workload finished beside them."""
+    then finish_curves and finish_prefills (the TTFT quantiles, mean waits and P(TTFT <= target) of every one-class
+    curve and prefill capacity computed together, one queueing call each): each answer (and its point answer under
+    --confidence 80) is bit for bit what aggregated_curve and prefill_capacity give alone, for DeepSeek-V3 layouts on
+    H200 under vLLM and SGLang (one with PP) and a two-class workload finished beside them."""
     from clusterfit.arch import load_model
     from clusterfit.compose import Catalog, build_replica
     from clusterfit.intervals import bands_for, step_margins

@@ -324,10 +324,11 @@ class _CurveTerms:
     step: np.ndarray
     busy: np.ndarray
 
-    def curve(self, ttft_q: np.ndarray) -> AggregatedCurve:
-        """The curve, given ttft_quantile_s's answer for these terms."""
-        B, budget, wl, slo, front, under, w = self.B, self.budget, self.wl, self.slo, self.front, self.under, self.w
-        rate, occupancy, own, step, busy, nB = self.rate, self.occupancy, self.own, self.step, self.busy, B.size
+    def served(self, ttft_q: np.ndarray) -> _Served:
+        """TTFT at the SLO's percentile, given ttft_quantile_s's answer for these terms, with the rate, the
+        probability of finding the replica busy and the own times at the rate each batch serves (Underload)."""
+        budget, slo, front, under = self.budget, self.slo, self.front, self.under
+        rate, own, busy = self.rate, self.own, self.busy
         ttft = ttft_q + front
         ttft = np.where(budget > 0, ttft, np.inf)
         limit = slo.ttft_s if slo.ttft_s is not None else np.inf
@@ -338,17 +339,34 @@ class _CurveTerms:
                 rate, busy, own = rate.copy(), busy.copy(), own.copy()
                 (busy[0],), (own[0],) = under.state(lam0)
                 rate[0], ttft[0] = lam0, float(under.ttft_s(lam0)[0])
-        ttft_mean = own @ w + busy * step / 2.0 + mean_wait_s(rate, occupancy, w) + front
+        return _Served(ttft, rate, busy, own)
+
+    def curve(self, served: _Served, wait_s: np.ndarray, p_ttft_raw: np.ndarray | None) -> AggregatedCurve:
+        """The curve, given ``served`` and, at its rates, queueing.mean_wait_s (``wait_s``) and queueing.ttft_cdf at
+        the TTFT target less the front end (``p_ttft_raw``; None without a TTFT target)."""
+        B, budget, slo, front, w, step, nB = self.B, self.budget, self.slo, self.front, self.w, self.step, self.B.size
+        ttft, rate, busy, own = served.ttft, served.rate, served.busy, served.own
+        limit = slo.ttft_s if slo.ttft_s is not None else np.inf
+        ttft_mean = own @ w + busy * step / 2.0 + wait_s + front
         kv_ok = B <= self.kv_bound
         tpot_ok = self.tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
         ttft_ok = np.isfinite(ttft) & (ttft <= limit)
-        p_ttft = (np.where(budget > 0, ttft_cdf(slo.ttft_s - front, rate, occupancy, w, own, step, busy), 0.0)
-                  if slo.ttft_s is not None else np.ones(nB))
+        p_ttft = np.where(budget > 0, p_ttft_raw, 0.0) if p_ttft_raw is not None else np.ones(nB)
         goodput = p_ttft * self.p_tpot
         goodput_ok = (goodput >= slo.min_goodput - 1e-12 if (slo.ttft_s is not None or slo.tpot_s is not None)
                       else np.ones(nB, bool))
         return AggregatedCurve(B, self.tpot, rate, ttft, ttft_mean, kv_ok, tpot_ok, ttft_ok, self.decode_only_s,
-                               self.tpot_q, goodput, goodput_ok, underload=under)
+                               self.tpot_q, goodput, goodput_ok, underload=self.under)
+
+
+@dataclass
+class _Served:
+    """A curve's TTFT at the SLO's percentile and the queue's state at the rate each batch serves (_CurveTerms)."""
+
+    ttft: np.ndarray
+    rate: np.ndarray
+    busy: np.ndarray
+    own: np.ndarray
 
 
 @dataclass
@@ -373,7 +391,9 @@ def finish_curves(pending: list[PendingCurve]) -> list[AggregatedCurve]:
     bisection sums over them) are computed one by one."""
     terms = [x for p in pending for x in ((p.terms,) if p.point is None else (p.terms, p.point))]
     ttft = _ttft_quantiles([(c.q, c.rate, c.occupancy, c.w, c.own, c.step, c.busy) for c in terms])
-    curves = iter([c.curve(t) for c, t in zip(terms, ttft)])
+    served = [c.served(t) for c, t in zip(terms, ttft)]
+    waits, cdfs = _waits_and_cdfs(terms, served)
+    curves = iter([c.curve(s, wait, cdf) for c, s, wait, cdf in zip(terms, served, waits, cdfs)])
     out = []
     for p in pending:
         curve = next(curves)
@@ -381,6 +401,42 @@ def finish_curves(pending: list[PendingCurve]) -> list[AggregatedCurve]:
             curve.point = next(curves)
         out.append(curve)
     return out
+
+
+def _waits_and_cdfs(terms: list[_CurveTerms],
+                    served: list[_Served]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+    """queueing.mean_wait_s and queueing.ttft_cdf (at each curve's TTFT target less its front end; None without a
+    target) at the rates the curves serve. One-class curves are computed together, as in _ttft_quantiles (both
+    work element by element with one class: the target becomes an array of each batch's own); the others one by
+    one."""
+    waits: list[np.ndarray | None] = [None] * len(terms)
+    cdfs: list[np.ndarray | None] = [None] * len(terms)
+    groups: dict[tuple[float, bool], list[int]] = {}
+    for i, (c, s) in enumerate(zip(terms, served)):
+        if c.w.size == 1:
+            groups.setdefault((float(c.w[0]), c.slo.ttft_s is None), []).append(i)
+            continue
+        waits[i] = mean_wait_s(s.rate, c.occupancy, c.w)
+        if c.slo.ttft_s is not None:
+            cdfs[i] = ttft_cdf(c.slo.ttft_s - c.front, s.rate, c.occupancy, c.w, s.own, c.step, s.busy)
+    for (_, no_target), idx in groups.items():
+        cs, ss = [terms[i] for i in idx], [served[i] for i in idx]
+        w, rate, occupancy = cs[0].w, np.concatenate([s.rate for s in ss]), np.concatenate([c.occupancy for c in cs])
+        ends = np.cumsum([c.B.size for c in cs])[:-1]
+        for i, part in zip(idx, np.split(mean_wait_s(rate, occupancy, w), ends)):
+            waits[i] = part
+        if no_target:
+            continue
+        targets = []
+        for c in cs:
+            assert c.slo.ttft_s is not None   # the group's key
+            targets.append(np.full((c.B.size, 1), c.slo.ttft_s - c.front))   # each batch's own, as an array
+        x = np.concatenate(targets)
+        cdf = ttft_cdf(x, rate, occupancy, w, np.concatenate([s.own for s in ss]), np.concatenate([c.step for c in cs]),
+                       np.concatenate([s.busy for s in ss]))
+        for i, part in zip(idx, np.split(cdf, ends)):
+            cdfs[i] = part
+    return [x for x in waits if x is not None], cdfs
 
 
 _QuantileArgs = tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]

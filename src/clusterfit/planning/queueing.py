@@ -160,11 +160,12 @@ def ttft_quantile_s(q: float, arrival_per_s: np.ndarray, service_s: np.ndarray,
     return np.where(saturated, np.inf, hi)
 
 
-def ttft_cdf(x_s: float, arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.ndarray,
+def ttft_cdf(x_s: float | np.ndarray, arrival_per_s: np.ndarray, service_s: np.ndarray, weights: np.ndarray,
              own_s: np.ndarray | None = None, step_s: np.ndarray | None = None,
              busy: np.ndarray | None = None) -> np.ndarray:
     """P(TTFT <= x_s) under the same model as :func:`ttft_quantile_s` (0 where the server is saturated):
-    sum over classes of w_i (1 - P(W + R > x_s - own_i)), P(W > y) = 1 for y < 0 and rho exp(-rho y / W) after."""
+    sum over classes of w_i (1 - P(W + R > x_s - own_i)), P(W > y) = 1 for y < 0 and rho exp(-rho y / W) after.
+    ``x_s``: one time, or one per arrival rate (shape (..., 1), broadcast against ``own_s``)."""
     w, own, rho, wbar, saturated = _load_terms(arrival_per_s, service_s, weights, own_s)
     ok_w = ~saturated & (rho > 0) & (wbar > 0)
     decay = np.where(ok_w, np.where(rho > 0, rho, 1.0) / np.where(wbar > 0, wbar, 1.0), np.inf)
