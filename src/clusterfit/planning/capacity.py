@@ -61,6 +61,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -389,17 +390,30 @@ def finish_curves(pending: list[PendingCurve]) -> list[AggregatedCurve]:
     element (its matrix products have one column), so each curve's quantiles are those of a call of its own, at a
     fraction of the per-call overhead a search over hundreds of layouts paid. Curves with several classes (whose
     bisection sums over them) are computed one by one."""
-    terms = [x for p in pending for x in ((p.terms,) if p.point is None else (p.terms, p.point))]
+    terms: list[_CurveTerms] = _flat_terms(pending)
     ttft = _ttft_quantiles([(c.q, c.rate, c.occupancy, c.w, c.own, c.step, c.busy) for c in terms])
     served = [c.served(t) for c, t in zip(terms, ttft)]
     waits, cdfs = _waits_and_cdfs(terms, served)
-    curves = iter([c.curve(s, wait, cdf) for c, s, wait, cdf in zip(terms, served, waits, cdfs)])
+    return _regrouped(pending, [c.curve(s, wait, cdf) for c, s, wait, cdf in zip(terms, served, waits, cdfs)])
+
+
+_Done = TypeVar("_Done", "AggregatedCurve", "PrefillCapacity")
+
+
+def _flat_terms(pending: list[Any]) -> list[Any]:
+    """The terms of ``pending`` (PendingCurve / PendingPrefill) in one list, each one's point terms after its own."""
+    return [x for p in pending for x in ((p.terms,) if p.point is None else (p.terms, p.point))]
+
+
+def _regrouped(pending: list[Any], done: list[_Done]) -> list[_Done]:
+    """``done`` (one result per term of _flat_terms(pending)) grouped back: one per pending item, with its point."""
+    it = iter(done)
     out = []
     for p in pending:
-        curve = next(curves)
+        first = next(it)
         if p.point is not None:
-            curve.point = next(curves)
-        out.append(curve)
+            first.point = next(it)
+        out.append(first)
     return out
 
 
@@ -613,16 +627,9 @@ class PendingPrefill:
 
 def finish_prefills(pending: list[PendingPrefill]) -> list[PrefillCapacity]:
     """The prefill capacities of ``pending``, their TTFT quantiles computed together (_ttft_quantiles)."""
-    terms = [x for p in pending for x in ((p.terms,) if p.point is None else (p.terms, p.point))]
+    terms: list[_PrefillTerms] = _flat_terms(pending)
     ttft = _ttft_quantiles([(c.q, c.lam, c.occupancy, c.w, c.own, None, None) for c in terms])
-    caps = iter([c.capacity(t) for c, t in zip(terms, ttft)])
-    out = []
-    for p in pending:
-        cap = next(caps)
-        if p.point is not None:
-            cap.point = next(caps)
-        out.append(cap)
-    return out
+    return _regrouped(pending, [c.capacity(t) for c, t in zip(terms, ttft)])
 
 
 def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMargins | None = None,
