@@ -642,9 +642,12 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
         if pp_rows:
             e.update({n: v[0] * v[3] for n, v in PP_PARAMS.items()})
         def adp_params(sub: list[dict], least: int) -> dict:
-            return ADP_PARAMS if engine == "trtllm" and sum(runs_attention_dp(r, engine) for r in sub) >= least else {}
+            return (ADP_PARAMS if "attention_dp_seq_overhead_s" in e
+                    and sum(runs_attention_dp(r, engine) for r in sub) >= least else {})
 
         hopper = [r for r in rows if gpu_family(r["gpu"]) is None]
+        if "attention_dp_seq_overhead_s" in e and not adp_params(hopper, 1):
+            e["attention_dp_seq_overhead_s"] = 0.0   # no global fit of it: a held-out fold's value is not kept
         fit(e, {**GLOBAL_PARAMS, **adp_params(hopper, 1)}, hopper, {})
 
         def fit_family(fam: str, sub: list[dict]) -> None:
@@ -950,10 +953,19 @@ def grouped_cv(path: str, groupings: tuple[str, ...] = ("table", "family"), engi
     return out
 
 
+def row_layout(row, engine: str):
+    """(row with its serving command read, its RowSettings, (tp, pp, ep, dp), replicas): the layout the harness runs
+    ``row`` on (predict_row, runs_attention_dp)."""
+    row = with_command(row, engine)
+    st = row_settings(row)
+    layout, replicas = layout_for(row, row["model"], engine, st)
+    return row, st, layout, replicas
+
+
 def runs_attention_dp(row, engine: str) -> bool:
     """Whether the harness runs ``row`` with attention data parallelism (dp > 1 in layout_for)."""
     try:
-        return layout_for(row, row["model"], engine, row_settings(with_command(row, engine)))[0][3] > 1
+        return row_layout(row, engine)[2][3] > 1
     except (Skip, ClusterfitError):
         return False
 
@@ -1098,11 +1110,9 @@ def predict_row(row) -> float:
             osl = 1   # a prefill-only run states no output length; its prefill throughput needs none
         if not isl or not osl:
             raise Skip("no isl/osl")
-    row = with_command(row, engine)
     model_name = row["model"]
     model_for(model_name)
-    st = row_settings(row)
-    (tp, pp, ep, dp), replicas = layout_for(row, model_name, engine, st)
+    row, st, (tp, pp, ep, dp), replicas = row_layout(row, engine)
     weights, kv = precision_strings(row)
     sm = step_for(model_name, row["gpu"], weights, kv, engine, tp, pp, ep, dp, st.engine_settings(),
                   draft.method if draft is not None else None)

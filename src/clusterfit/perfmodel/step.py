@@ -618,9 +618,9 @@ class StepModel:
         return e.step_overhead_s, e.seq_overhead_s / self.dp + adp, e.async_scheduling
 
     def host_s(self, prefill_tokens: ArrayLike, decode_seqs: ArrayLike) -> Num:
-        """Host seconds the engine spends preparing one step: per step, plus per running sequence of one attention-DP
-        rank (a prefilling request counts once; host_terms). step_s adds it to the GPU time, or takes the larger
-        under ``Engine.async_scheduling``."""
+        """Host seconds the engine spends preparing one step: per step, plus host_terms' cost per running sequence of
+        the replica (seq_overhead_s / dp, and attention_dp_seq_overhead_s under attention DP; a prefilling request
+        counts once). step_s adds it to the GPU time, or takes the larger under ``Engine.async_scheduling``."""
         return self._host_of(_running_sequences(prefill_tokens, decode_seqs))
 
     def _host_of(self, running: Num) -> Num:
