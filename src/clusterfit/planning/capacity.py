@@ -59,9 +59,10 @@ steps. Such a curve keeps the point-prediction curve of the same batch grid in `
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -420,37 +421,66 @@ def _regrouped(pending: list[Any], done: list[_Done]) -> list[_Done]:
 def _waits_and_cdfs(terms: list[_CurveTerms],
                     served: list[_Served]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
     """queueing.mean_wait_s and queueing.ttft_cdf (at each curve's TTFT target less its front end; None without a
-    target) at the rates the curves serve. One-class curves are computed together, as in _ttft_quantiles (both
-    work element by element with one class: the target becomes an array of each batch's own); the others one by
-    one."""
-    waits: list[np.ndarray | None] = [None] * len(terms)
-    cdfs: list[np.ndarray | None] = [None] * len(terms)
-    groups: dict[tuple[float, bool], list[int]] = {}
-    for i, (c, s) in enumerate(zip(terms, served)):
-        if c.w.size == 1:
-            groups.setdefault((float(c.w[0]), c.slo.ttft_s is None), []).append(i)
-            continue
-        waits[i] = mean_wait_s(s.rate, c.occupancy, c.w)
-        if c.slo.ttft_s is not None:
-            cdfs[i] = ttft_cdf(c.slo.ttft_s - c.front, s.rate, c.occupancy, c.w, s.own, c.step, s.busy)
-    for (_, no_target), idx in groups.items():
-        cs, ss = [terms[i] for i in idx], [served[i] for i in idx]
-        w, rate, occupancy = cs[0].w, np.concatenate([s.rate for s in ss]), np.concatenate([c.occupancy for c in cs])
-        ends = np.cumsum([c.B.size for c in cs])[:-1]
-        for i, part in zip(idx, np.split(mean_wait_s(rate, occupancy, w), ends)):
-            waits[i] = part
-        if no_target:
-            continue
+    target) at the rates the curves serve. One-class curves are computed together (_joined), as in _ttft_quantiles
+    (both work element by element with one class: the target becomes an array of each batch's own); the others one
+    by one."""
+    pairs = list(zip(terms, served))
+
+    def one_class(c: _CurveTerms) -> float | None:
+        return float(c.w[0]) if c.w.size == 1 else None
+
+    def wait_key(x: tuple[_CurveTerms, _Served]) -> tuple[float, bool] | None:
+        w0 = one_class(x[0])
+        return None if w0 is None else (w0, x[0].slo.ttft_s is None)
+
+    def cdf_key(x: tuple[_CurveTerms, _Served]) -> float | None:
+        return one_class(x[0]) if x[0].slo.ttft_s is not None else None
+
+    def cdf_alone(x: tuple[_CurveTerms, _Served]) -> np.ndarray | None:
+        c, s = x
+        if c.slo.ttft_s is None:
+            return None
+        return ttft_cdf(c.slo.ttft_s - c.front, s.rate, c.occupancy, c.w, s.own, c.step, s.busy)
+
+    def cdf_together(_: object, group: list[tuple[_CurveTerms, _Served]]) -> np.ndarray:
+        cs, ss = [c for c, _ in group], [s for _, s in group]
         targets = []
         for c in cs:
             assert c.slo.ttft_s is not None   # the group's key
             targets.append(np.full((c.B.size, 1), c.slo.ttft_s - c.front))   # each batch's own, as an array
-        x = np.concatenate(targets)
-        cdf = ttft_cdf(x, rate, occupancy, w, np.concatenate([s.own for s in ss]), np.concatenate([c.step for c in cs]),
-                       np.concatenate([s.busy for s in ss]))
-        for i, part in zip(idx, np.split(cdf, ends)):
-            cdfs[i] = part
-    return [x for x in waits if x is not None], cdfs
+        return ttft_cdf(np.concatenate(targets), np.concatenate([s.rate for s in ss]),
+                        np.concatenate([c.occupancy for c in cs]), cs[0].w, np.concatenate([s.own for s in ss]),
+                        np.concatenate([c.step for c in cs]), np.concatenate([s.busy for s in ss]))
+
+    waits = _joined(pairs, wait_key, lambda x: x[0].B.size,
+                    lambda x: mean_wait_s(x[1].rate, x[0].occupancy, x[0].w),
+                    lambda _, g: mean_wait_s(np.concatenate([s.rate for _, s in g]),
+                                             np.concatenate([c.occupancy for c, _ in g]), g[0][0].w))
+    return waits, _joined(pairs, cdf_key, lambda x: x[0].B.size, cdf_alone, cdf_together)
+
+
+_Item = TypeVar("_Item")
+_Alone = TypeVar("_Alone")
+
+
+def _joined(items: list[_Item], key: Callable[[_Item], Hashable | None], size: Callable[[_Item], int],
+            alone: Callable[[_Item], _Alone], together: Callable[[Any, list[_Item]], np.ndarray]) -> list[_Alone]:
+    """One answer per item of ``items``, in order: ``alone(item)`` where ``key(item)`` is None; else the items sharing
+    a key are computed in one ``together(key, group)`` call over their arrays laid end to end (in the items' order),
+    whose answer is cut back into each item's part of ``size(item)`` elements."""
+    out: dict[int, Any] = {}
+    groups: dict[Hashable, list[int]] = {}
+    for i, x in enumerate(items):
+        k = key(x)
+        if k is None:
+            out[i] = alone(x)
+        else:
+            groups.setdefault(k, []).append(i)
+    for k, idx in groups.items():
+        joined = together(k, [items[i] for i in idx])
+        for i, part in zip(idx, np.split(joined, np.cumsum([size(items[i]) for i in idx])[:-1])):
+            out[i] = part
+    return [out[i] for i in range(len(items))]   # every item answered: a KeyError, never a silent misalignment
 
 
 _QuantileArgs = tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
@@ -459,28 +489,23 @@ _QuantileArgs = tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.
 def _ttft_quantiles(args: list[_QuantileArgs]) -> list[np.ndarray]:
     """ttft_quantile_s(*a) for each ``a`` of ``args`` (q, arrivals (n,), service (n, K), weights (K,), own (n, K), step
     and busy (n,) or both None). Those with one request class, the same q and the same step-boundary use are computed
-    in one call over their arrays laid end to end: with one class ttft_quantile_s works element by element (its
-    matrix products have one column; _one_class_wait's Newton step is per element), so each answer is that of a call
-    of its own, without the per-call overhead a search over hundreds of layouts paid. The others (whose bisection sums
-    over the classes) are computed one by one."""
-    out: list[np.ndarray | None] = [None] * len(args)
-    groups: dict[tuple[float, float, bool], list[int]] = {}
-    for i, (q, lam, occ, w, own, step, busy) in enumerate(args):
-        if w.size == 1:
-            groups.setdefault((q, float(w[0]), step is None or busy is None), []).append(i)
-        else:
-            out[i] = ttft_quantile_s(q, lam, occ, w, own, step, busy)
-    for (q, _, no_step), idx in groups.items():
-        a = [args[i] for i in idx]
+    in one call over their arrays laid end to end (_joined): with one class ttft_quantile_s works element by element
+    (its matrix products have one column; _one_class_wait's Newton step is per element), so each answer is that of a
+    call of its own, without the per-call overhead a search over hundreds of layouts paid. The others (whose
+    bisection sums over the classes) are computed one by one."""
+    def key(a: _QuantileArgs) -> tuple[float, float, bool] | None:
+        q, _lam, _occ, w, _own, step, busy = a
+        return (q, float(w[0]), step is None or busy is None) if w.size == 1 else None
+
+    def together(k: tuple[float, float, bool], a: list[_QuantileArgs]) -> np.ndarray:
         step = busy = None
-        if not no_step:
-            step = np.concatenate([x[5] for x in a if x[5] is not None])
-            busy = np.concatenate([x[6] for x in a if x[6] is not None])
-        joined = ttft_quantile_s(q, np.concatenate([x[1] for x in a]), np.concatenate([x[2] for x in a]), a[0][3],
-                                 np.concatenate([x[4] for x in a]), step, busy)
-        for i, part in zip(idx, np.split(joined, np.cumsum([x[1].size for x in a])[:-1])):
-            out[i] = part
-    return [x for x in out if x is not None]
+        if not k[2]:   # the key: every item of the group has its step and busy arrays
+            step = np.concatenate([cast(np.ndarray, x[5]) for x in a])
+            busy = np.concatenate([cast(np.ndarray, x[6]) for x in a])
+        return ttft_quantile_s(k[0], np.concatenate([x[1] for x in a]), np.concatenate([x[2] for x in a]), a[0][3],
+                               np.concatenate([x[4] for x in a]), step, busy)
+
+    return _joined(args, key, lambda a: a[1].size, lambda a: ttft_quantile_s(*a), together)
 
 
 def _curve_terms(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray, n_chunks: np.ndarray,
