@@ -309,7 +309,6 @@ class _CurveTerms:
 
     B: np.ndarray
     budget: np.ndarray
-    wl: Workload
     slo: SLO
     kv_bound: float
     front: float
@@ -544,7 +543,7 @@ def _curve_terms(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budge
     if ahead:
         # async scheduling: the arrival also waits for the step already chosen (engines.schedules_ahead)
         own = own + (busy * decode_only)[:, None]
-    return _CurveTerms(B, budget, wl, slo, kv_bound, front, under, tpot, tpot_q, p_tpot, decode_only / per_step, q,
+    return _CurveTerms(B, budget, slo, kv_bound, front, under, tpot, tpot_q, p_tpot, decode_only / per_step, q,
                        rate, occupancy, w, own, step, busy)
 
 
