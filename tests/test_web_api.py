@@ -243,7 +243,7 @@ def test_waiting_calls_hold_no_thread_of_the_default_executor() -> None:
         assert await first is True and [await w for w in waiting] == [1, 2]
         with pytest.raises(asyncio.CancelledError):
             await gone
-        assert runner.slots.waiting == 0 and runner.slots.acquire()   # the one slot is free
+        assert runner.slots.waiting == 0 and await runner.slots.wait(0, 0)   # the one slot is free
         runner.slots.release()
 
     asyncio.run(scenario())
@@ -266,7 +266,7 @@ def test_a_simulation_past_the_budget_frees_its_worker() -> None:
         with pytest.raises(TooLong):
             await runner.run(heavy)
         t0 = time.monotonic()
-        while not runner.slots.acquire():   # the slot comes back once the simulation stops
+        while not await runner.slots.wait(0, 0):   # the slot comes back once the simulation stops
             assert time.monotonic() - t0 < 10, "the simulation kept its worker after the 422"
             await asyncio.sleep(0.05)
         runner.slots.release()
@@ -342,7 +342,7 @@ def test_a_plan_past_the_budget_frees_its_worker() -> None:
         with pytest.raises(TooLong):
             await runner.run(heavy)
         t0 = time.monotonic()
-        while not runner.slots.acquire():
+        while not await runner.slots.wait(0, 0):
             assert time.monotonic() - t0 < 2, "the plan kept its worker after the 422"
             await asyncio.sleep(0.02)
         runner.slots.release()

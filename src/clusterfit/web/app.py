@@ -155,24 +155,13 @@ class Slots:
         """Calls waiting for a slot."""
         return len(self._waiters)
 
-    def _take_free(self) -> bool:
-        """Take a free slot if there is one and no call waits for it (first come first served). Under the lock."""
-        if self.free > 0 and not self._waiters:
-            self.free -= 1
-            return True
-        return False
-
-    def acquire(self) -> bool:
-        """Take a free slot if there is one (never blocks: ``wait`` is the way to wait)."""
-        with self._lock:
-            return self._take_free()
-
     async def wait(self, timeout_s: float, max_waiting: int) -> bool:
         """Take a slot, waiting up to ``timeout_s`` for one; False when none came in time or ``max_waiting`` calls
         wait already. A call cancelled while it waits (its client went away) takes no slot."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            if self._take_free():
+            if self.free > 0 and not self._waiters:   # a free slot no earlier call waits for: first come first served
+                self.free -= 1
                 return True
             if len(self._waiters) >= max_waiting or timeout_s <= 0:
                 return False
