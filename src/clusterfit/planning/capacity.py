@@ -288,24 +288,60 @@ class _AggregatedSteps:
                 drafting: Drafting | None, kv_bound: float | None) -> PendingCurve:
         """aggregated_curve from the step times ``t`` of these steps, up to the TTFT quantiles (finish_curves)."""
         kv = kv_batch_bound(sm, wl) if kv_bound is None else kv_bound
-        B, budget, n_chunks, u, w, osl, mixed = (self.B, self.budget, self.n_chunks, self.u, wl.weights,
-                                                 wl.osl_mean_tokens, self.mixed)
         per_step = 1.0
         if drafting is not None:
             t = t * drafting.step_factor
             per_step = drafting.tokens_per_step
         if margins is None:
-            return PendingCurve(_curve_terms(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step))
-        return PendingCurve(_curve_terms(t * margins.step(self.P, self.D), B, wl, slo, sm, budget, n_chunks, u, w,
-                                         osl, mixed, kv, per_step),
-                            _curve_terms(t, B, wl, slo, sm, budget, n_chunks, u, w, osl, mixed, kv, per_step))
+            return PendingCurve(self.terms(t, sm, wl, slo, kv, per_step))
+        return PendingCurve(self.terms(t * margins.step(self.P, self.D), sm, wl, slo, kv, per_step),
+                            self.terms(t, sm, wl, slo, kv, per_step))
+
+    def terms(self, t: np.ndarray, sm, wl: Workload, slo: SLO, kv_bound: float, per_step: float = 1.0) -> _CurveTerms:
+        """aggregated_curve from the step times ``t`` of these steps ([full-budget prefill steps | own-chunk steps |
+        pure decode steps], as P, A, D), up to its TTFT quantile; ``kv_bound``: kv_batch_bound(sm, wl);
+        ``per_step``: tokens each decoding sequence gains per step."""
+        B, budget, n_chunks, u, mixed = self.B, self.budget, self.n_chunks, self.u, self.mixed
+        w, osl = wl.weights, wl.osl_mean_tokens
+        nB, K = B.size, u.size
+        bud = np.maximum(budget, 1.0)[:, None]
+        step_full = t[:nB * K].reshape(nB, K)
+        own = n_chunks * t[nB * K:2 * nB * K].reshape(nB, K)
+        decode_only = t[2 * nB * K:]
+        # steady state: each request's prefill adds (its chunk steps - the decode steps they replace) to the
+        # decode batch's time; spread over the E[output] tokens of the B sequences, each gaining per_step tokens a
+        # step:
+        #   TPOT = d(B) / per_step + B * E[own_i - n_i d(B)] / E[output]   (mean TPOT; steps with a chunk are slower)
+        # without mixed batches the decodes wait through the chunk steps: all their time is extra (perfmodel cycle_s)
+        e = np.maximum(own - n_chunks * decode_only[:, None], 0.0) if mixed else own
+        extra, extra_sq = e @ w, (e * e) @ w
+        # TPOT spread (module docstring): compound-Poisson chunk steps over a request's n = output - 1 tokens
+        tpot, _sd, tpot_q, p_tpot = tpot_spread(B, decode_only / per_step, extra, extra_sq, wl, slo)
+        rate = B / (osl * tpot)
+        occupancy = u / bud * step_full
+        q = slo.ttft_percentile / 100.0
+        front = front_end_s(sm)
+        # continuous batching below its cap is M/G/inf, so the sequences an arrival finds are Poisson of mean B and
+        # the replica is busy with probability 1 - exp(-B); a busy replica admits the arrival at the end of the step
+        # running then (queueing.py, step boundary; the mean step is tpot x per_step)
+        busy = -np.expm1(-B)
+        step = tpot * per_step
+        ahead = schedules_ahead(sm)
+        under = Underload(q, float(B[0]), float(rate[0]), occupancy[0], w, own[0].copy(),
+                          float(decode_only[0]) if ahead else 0.0, float(step[0]), front,
+                          (float(decode_only[0] / per_step), float(extra[0]), float(extra_sq[0])), wl, slo)
+        if ahead:
+            # async scheduling: the arrival also waits for the step already chosen (engines.schedules_ahead)
+            own = own + (busy * decode_only)[:, None]
+        return _CurveTerms(B, budget, slo, kv_bound, front, under, tpot, tpot_q, p_tpot, decode_only / per_step, q,
+                           rate, occupancy, w, own, step, busy)
 
 
 @dataclass
 class _CurveTerms:
-    """One aggregated curve (_curve_terms) up to its TTFT quantile, with that quantile's arguments: ttft_quantile_s(q,
-    rate, occupancy, w, own, step, busy). finish_curves computes the quantiles of many layouts together, then
-    ``curve`` the rest."""
+    """One aggregated curve (_AggregatedSteps.terms) up to its TTFT quantile, with that quantile's arguments:
+    ttft_quantile_s(q, rate, occupancy, w, own, step, busy). finish_curves computes the quantiles of many layouts
+    together, then ``curve`` the rest."""
 
     B: np.ndarray
     budget: np.ndarray
@@ -505,46 +541,6 @@ def _ttft_quantiles(args: list[_QuantileArgs]) -> list[np.ndarray]:
                                np.concatenate([x[4] for x in a]), step, busy)
 
     return _joined(args, key, lambda a: a[1].size, lambda a: ttft_quantile_s(*a), together)
-
-
-def _curve_terms(t: np.ndarray, B: np.ndarray, wl: Workload, slo: SLO, sm, budget: np.ndarray, n_chunks: np.ndarray,
-                 u: np.ndarray, w: np.ndarray, osl: float, mixed: bool, kv_bound: float,
-                 per_step: float = 1.0) -> _CurveTerms:
-    """aggregated_curve from its step times ``t``: [full-budget prefill steps | own-chunk steps | pure decode steps]
-    (each (nB, K), (nB, K), (nB,) flattened), up to its TTFT quantile; ``mixed``: the engine's steps carry chunks and
-    decodes together (engines.mixed_batches); ``kv_bound``: kv_batch_bound(sm, wl); ``per_step``: tokens each
-    decoding sequence gains per step."""
-    nB, K = B.size, u.size
-    bud = np.maximum(budget, 1.0)[:, None]
-    step_full = t[:nB * K].reshape(nB, K)
-    own = n_chunks * t[nB * K:2 * nB * K].reshape(nB, K)
-    decode_only = t[2 * nB * K:]
-    # steady state: each request's prefill adds (its chunk steps - the decode steps they replace) to the
-    # decode batch's time; spread over the E[output] tokens of the B sequences, each gaining per_step tokens a step:
-    #   TPOT = d(B) / per_step + B * E[own_i - n_i d(B)] / E[output]   (mean TPOT; steps with a chunk are slower)
-    # without mixed batches the decodes wait through the chunk steps: all their time is extra (perfmodel cycle_s)
-    e = np.maximum(own - n_chunks * decode_only[:, None], 0.0) if mixed else own
-    extra, extra_sq = e @ w, (e * e) @ w
-    # TPOT spread (module docstring): compound-Poisson chunk steps over a request's n = output - 1 tokens
-    tpot, _sd, tpot_q, p_tpot = tpot_spread(B, decode_only / per_step, extra, extra_sq, wl, slo)
-    rate = B / (osl * tpot)
-    occupancy = u / bud * step_full
-    q = slo.ttft_percentile / 100.0
-    front = front_end_s(sm)
-    # continuous batching below its cap is M/G/inf, so the sequences an arrival finds are Poisson of mean B and the
-    # replica is busy with probability 1 - exp(-B); a busy replica admits the arrival at the end of the step running
-    # then (queueing.py, step boundary; the mean step is tpot x per_step)
-    busy = -np.expm1(-B)
-    step = tpot * per_step
-    ahead = schedules_ahead(sm)
-    under = Underload(q, float(B[0]), float(rate[0]), occupancy[0], w, own[0].copy(),
-                      float(decode_only[0]) if ahead else 0.0, float(step[0]), front,
-                      (float(decode_only[0] / per_step), float(extra[0]), float(extra_sq[0])), wl, slo)
-    if ahead:
-        # async scheduling: the arrival also waits for the step already chosen (engines.schedules_ahead)
-        own = own + (busy * decode_only)[:, None]
-    return _CurveTerms(B, budget, slo, kv_bound, front, under, tpot, tpot_q, p_tpot, decode_only / per_step, q,
-                       rate, occupancy, w, own, step, busy)
 
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
