@@ -253,6 +253,7 @@ class _AggregatedSteps:
     P: np.ndarray          # prefill tokens of each step (with the draft tokens verified)
     A: np.ndarray          # keys those tokens attend
     D: np.ndarray          # decoding sequences of each step
+    keys: np.ndarray       # keys those decodes attend (D x the workload's mean decode context)
     budget: np.ndarray     # (nB,) prompt tokens a step with the decode batch has room for
     n_chunks: np.ndarray   # (nB, K) chunk steps of each request class's prompt
     u: np.ndarray          # (K,) uncached prompt tokens of each class
@@ -282,7 +283,7 @@ class _AggregatedSteps:
             drafts = np.concatenate([(Dc * k).ravel()] * 2 + [B * k])
             P = P + drafts
             A = A + drafts * ctx
-        return cls(B, P, A, D, budget, n_chunks, u, mixed)
+        return cls(B, P, A, D, D * ctx, budget, n_chunks, u, mixed)
 
     def pending(self, t: np.ndarray, sm, wl: Workload, slo: SLO, margins: StepMargins | None,
                 drafting: Drafting | None, kv_bound: float | None) -> PendingCurve:
@@ -575,9 +576,14 @@ class PrefillCapacity:
 def prefill_capacity(sm, wl: Workload, slo: SLO, kv_link, margins: StepMargins | None = None) -> PrefillCapacity:
     """Largest arrival rate at which a prefill-only replica keeps TTFT (+ KV transfer) within the SLO (with
     ``margins``: with every prefill step at its upper bound, the point answer in ``point``)."""
+    return finish_prefills([pending_prefill(sm, wl, slo, kv_link, margins)])[0]
+
+
+def pending_prefill(sm, wl: Workload, slo: SLO, kv_link, margins: StepMargins | None = None) -> PendingPrefill:
+    """prefill_capacity up to its TTFT quantiles: finish_prefills finishes many together."""
     P, A, u, n_chunks, chunk = _prefill_steps(sm, wl)
     t = np.asarray(sm.step_s(P, A, 0.0, 0.0, microbatches=1))
-    return finish_prefills([_pending_prefill(t, sm, wl, slo, kv_link, margins, u, n_chunks, chunk)])[0]
+    return _pending_prefill(t, sm, wl, slo, kv_link, margins, u, n_chunks, chunk)
 
 
 def _prefill_steps(sm, wl: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
@@ -656,7 +662,7 @@ def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMa
                   drafting: Drafting | None = None, kv_bound: float | None = None) -> PendingCurve:
     """aggregated_curve up to its TTFT quantiles: finish_curves finishes many together."""
     steps = _AggregatedSteps.of(sm, wl, batch, drafting)
-    t = np.asarray(sm.step_s(steps.P, steps.A, steps.D, steps.D * wl.decode_context_mean_tokens))
+    t = np.asarray(sm.step_s(steps.P, steps.A, steps.D, steps.keys))
     return steps.pending(t, sm, wl, slo, margins, drafting, kv_bound)
 
 
@@ -668,17 +674,16 @@ def pending_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, 
     finish_prefills). Without pipeline parallelism both time their steps in one StepModel.step_s call (step_s works
     element by element, and a prefill step's microbatches=1 is then the default): the same step times, one call's
     overhead instead of two."""
-    P, A, u, n_chunks, chunk = _prefill_steps(sm, wl)
     if sm.pp != 1:
-        t = np.asarray(sm.step_s(P, A, 0.0, 0.0, microbatches=1))
         return (pending_curve(sm, wl, slo, batch, margins, drafting, kv_bound),
-                _pending_prefill(t, sm, wl, slo, kv_link, margins, u, n_chunks, chunk))
+                pending_prefill(sm, wl, slo, kv_link, margins))
+    P, A, u, n_chunks, chunk = _prefill_steps(sm, wl)
     steps = _AggregatedSteps.of(sm, wl, batch, drafting)
     n = steps.P.size
     zeros = np.zeros(P.size)
     t = np.asarray(sm.step_s(np.concatenate([steps.P, P]), np.concatenate([steps.A, A]),
                              np.concatenate([steps.D, zeros]),
-                             np.concatenate([steps.D * wl.decode_context_mean_tokens, zeros])))
+                             np.concatenate([steps.keys, zeros])))
     return (steps.pending(t[:n], sm, wl, slo, margins, drafting, kv_bound),
             _pending_prefill(t[n:], sm, wl, slo, kv_link, margins, u, n_chunks, chunk))
 
