@@ -231,17 +231,15 @@ class Underload:
 
 
 def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMargins | None = None,
-                     drafting: Drafting | None = None, kv_bound: float | None = None) -> AggregatedCurve:
+                     drafting: Drafting | None = None) -> AggregatedCurve:
     """Throughput and latency of one aggregated replica at each batch size (vectorised); with ``margins``, at the
     pessimistic bound (module docstring), the point curve in ``point``.
 
     ``drafting``: speculative decoding (clusterfit.speculative.Drafting), as the simulator runs it (sim.replica):
     every step that carries the decode batch also verifies its k draft tokens per sequence (extra tokens attending
     each context, taking k x B of the step's token budget) and costs 1 + k x the drafter's cost; each sequence then
-    gains tokens_per_step tokens a step, so a pure decode step d(B) gives TPOT d(B) / tokens_per_step.
-
-    ``kv_bound``: ``kv_batch_bound(sm, wl)`` when the caller has it already (the search computes it for the grid)."""
-    return finish_curves([pending_curve(sm, wl, slo, batch, margins, drafting, kv_bound)])[0]
+    gains tokens_per_step tokens a step, so a pure decode step d(B) gives TPOT d(B) / tokens_per_step."""
+    return finish_curves([pending_curve(sm, wl, slo, batch, margins, drafting)])[0]
 
 
 @dataclass
@@ -660,7 +658,8 @@ def finish_prefills(pending: list[PendingPrefill]) -> list[PrefillCapacity]:
 
 def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMargins | None = None,
                   drafting: Drafting | None = None, kv_bound: float | None = None) -> PendingCurve:
-    """aggregated_curve up to its TTFT quantiles: finish_curves finishes many together."""
+    """aggregated_curve up to its TTFT quantiles: finish_curves finishes many together. ``kv_bound``:
+    ``kv_batch_bound(sm, wl)`` when the caller has it already (the search computes it for the grid)."""
     steps = _AggregatedSteps.of(sm, wl, batch, drafting)
     t = np.asarray(sm.step_s(steps.P, steps.A, steps.D, steps.keys))
     return steps.pending(t, sm, wl, slo, margins, drafting, kv_bound)
@@ -669,7 +668,7 @@ def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMa
 def pending_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, margins: StepMargins | None = None,
                         drafting: Drafting | None = None,
                         kv_bound: float | None = None) -> tuple[PendingCurve, PendingPrefill]:
-    """``aggregated_curve(sm, wl, slo, batch, margins, drafting, kv_bound)`` and ``prefill_capacity(sm, wl, slo,
+    """``aggregated_curve(sm, wl, slo, batch, margins, drafting)`` and ``prefill_capacity(sm, wl, slo,
     kv_link, margins)`` of one compiled replica (a disaggregated search asks for both), pending (finish_curves,
     finish_prefills). Without pipeline parallelism both time their steps in one StepModel.step_s call (step_s works
     element by element, and a prefill step's microbatches=1 is then the default): the same step times, one call's
