@@ -199,6 +199,20 @@ class LayoutRequest(RequestSchema):
     dp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Attention data-parallel ranks (DEP, MoE)")
 
 
+#: The engine settings' bounds (``engines.Engine.with_settings``' ranges) and meaning, shared by the requests and the
+#: settings a plan runs with. The optional forms carry the bounds and description on the whole ``X | None`` so the
+#: JSON schema keeps the description on the property (inside the union it would move onto the number's branch).
+_BATCHED_TOKENS = Field(ge=MAX_NUM_BATCHED_TOKENS_RANGE[0], le=MAX_NUM_BATCHED_TOKENS_RANGE[1], description=(
+    "Tokens per step (prefill chunk budget): vLLM max_num_batched_tokens, SGLang chunked_prefill_size, "
+    "TensorRT-LLM max_num_tokens"))
+MaxNumBatchedTokens = Annotated[int, _BATCHED_TOKENS]
+MaxNumBatchedTokensOrNone = Annotated[int | None, _BATCHED_TOKENS]
+GpuMemoryUtilizationOrNone = Annotated[float | None, Field(
+    ge=GPU_MEMORY_UTILIZATION_RANGE[0], le=GPU_MEMORY_UTILIZATION_RANGE[1], description=(
+        "vLLM gpu_memory_utilization / SGLang mem_fraction_static (fraction of device memory for weights + KV); "
+        "TensorRT-LLM free_gpu_memory_fraction (fraction of the memory left free after weights, for KV)"))]
+
+
 class EngineSettingsRequest(RequestSchema):
     """Settings passed to the serving engine, with the engines' own names (None: the scenario's, else the engine's
     default from catalog/engines.yaml). Ranges as ``engines.Engine.with_settings``."""
@@ -206,14 +220,8 @@ class EngineSettingsRequest(RequestSchema):
     max_num_seqs: int | None = Field(None, ge=MAX_NUM_SEQS_RANGE[0], le=MAX_NUM_SEQS_RANGE[1], description=(
         "Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, SGLang "
         "max_running_requests, TensorRT-LLM max_batch_size (per pipeline micro-batch: pp x max_batch_size run)"))
-    max_num_batched_tokens: int | None = Field(None, ge=MAX_NUM_BATCHED_TOKENS_RANGE[0],
-                                              le=MAX_NUM_BATCHED_TOKENS_RANGE[1], description=(
-        "Tokens per step (prefill chunk budget): vLLM max_num_batched_tokens, SGLang chunked_prefill_size, "
-        "TensorRT-LLM max_num_tokens"))
-    gpu_memory_utilization: float | None = Field(None, ge=GPU_MEMORY_UTILIZATION_RANGE[0],
-                                                  le=GPU_MEMORY_UTILIZATION_RANGE[1], description=(
-        "vLLM gpu_memory_utilization / SGLang mem_fraction_static (fraction of device memory for weights + KV); "
-        "TensorRT-LLM free_gpu_memory_fraction (fraction of the memory left free after weights, for KV)"))
+    max_num_batched_tokens: MaxNumBatchedTokensOrNone = None
+    gpu_memory_utilization: GpuMemoryUtilizationOrNone = None
     enforce_eager: bool | None = Field(None, description=(
         "vLLM --enforce-eager: no CUDA graphs, every kernel pays a CPU launch (None: the scenario's, else False)"))
     async_scheduling: bool | None = Field(None, description=(
@@ -306,10 +314,8 @@ class FitRequest(LayoutRequest, SpeculativeRequest):
     context: int = Field(32768, ge=1, le=MAX_TOKENS, description="Tokens per sequence (prompt + output); when not "
                          "given, 32,768 or the model's max_position_embeddings if that is smaller")
     engine: EngineName = "vllm"
-    gpu_memory_utilization: float | None = Field(None, ge=GPU_MEMORY_UTILIZATION_RANGE[0],
-                                                  le=GPU_MEMORY_UTILIZATION_RANGE[1])
-    max_num_batched_tokens: int | None = Field(None, ge=MAX_NUM_BATCHED_TOKENS_RANGE[0],
-                                              le=MAX_NUM_BATCHED_TOKENS_RANGE[1])
+    gpu_memory_utilization: GpuMemoryUtilizationOrNone = None
+    max_num_batched_tokens: MaxNumBatchedTokensOrNone = None
     block_size: int = Field(16, ge=1, le=4096, description="Paged-KV block size, tokens")
     allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
@@ -650,7 +656,7 @@ class ServingEngineSettings(EngineSettings):
     #: bounded as a plan's settings run (deploy passes them to the engine): the engines' ranges for the token and
     #: sequence caps; the fraction may be an engine's own default below the 0.05 a user may give, so only > 0
     fraction: float = Field(gt=0.0, le=GPU_MEMORY_UTILIZATION_RANGE[1])
-    max_num_batched_tokens: int = Field(ge=MAX_NUM_BATCHED_TOKENS_RANGE[0], le=MAX_NUM_BATCHED_TOKENS_RANGE[1])
+    max_num_batched_tokens: MaxNumBatchedTokens
     max_num_seqs: int = Field(ge=MAX_NUM_SEQS_RANGE[0], le=MAX_NUM_SEQS_RANGE[1])
     enforce_eager: bool
     async_scheduling: bool
