@@ -346,12 +346,12 @@ class _CurveTerms:
     budget: np.ndarray
     slo: SLO
     kv_bound: float
-    front: float
+    front_s: float                # s: the engine's front-end latency (engines.front_end_s)
     under: Underload
     tpot: np.ndarray
     tpot_q: np.ndarray
     p_tpot: np.ndarray
-    decode_only_s: np.ndarray     # decode steps per output token
+    decode_only_s: np.ndarray     # s of pure decode step per output token
     q: float
     rate: np.ndarray
     occupancy: np.ndarray
@@ -363,7 +363,7 @@ class _CurveTerms:
     def served(self, ttft_q: np.ndarray) -> _Served:
         """TTFT at the SLO's percentile, given ttft_quantile_s's answer for these terms, with the rate, the
         probability of finding the replica busy and the own times at the rate each batch serves (Underload)."""
-        budget, slo, front, under = self.budget, self.slo, self.front, self.under
+        budget, slo, front, under = self.budget, self.slo, self.front_s, self.under
         rate, own, busy = self.rate, self.own, self.busy
         ttft = ttft_q + front
         ttft = np.where(budget > 0, ttft, np.inf)
@@ -380,7 +380,7 @@ class _CurveTerms:
     def curve(self, served: _Served, wait_s: np.ndarray, p_ttft_raw: np.ndarray | None) -> AggregatedCurve:
         """The curve, given ``served`` and, at its rates, queueing.mean_wait_s (``wait_s``) and queueing.ttft_cdf at
         the TTFT target less the front end (``p_ttft_raw``; None without a TTFT target)."""
-        B, budget, slo, front, w, step, nB = self.B, self.budget, self.slo, self.front, self.w, self.step, self.B.size
+        B, budget, slo, front, w, step, nB = self.B, self.budget, self.slo, self.front_s, self.w, self.step, self.B.size
         ttft, rate, busy, own = served.ttft, served.rate, served.busy, served.own
         limit = slo.ttft_s if slo.ttft_s is not None else np.inf
         ttft_mean = own @ w + busy * step / 2.0 + wait_s + front
@@ -474,14 +474,14 @@ def _waits_and_cdfs(terms: list[_CurveTerms],
         c, s = x
         if c.slo.ttft_s is None:
             return None
-        return ttft_cdf(c.slo.ttft_s - c.front, s.rate, c.occupancy, c.w, s.own, c.step, s.busy)
+        return ttft_cdf(c.slo.ttft_s - c.front_s, s.rate, c.occupancy, c.w, s.own, c.step, s.busy)
 
     def cdf_together(_: object, group: list[tuple[_CurveTerms, _Served]]) -> np.ndarray:
         cs, ss = [c for c, _ in group], [s for _, s in group]
         targets = []
         for c in cs:
             assert c.slo.ttft_s is not None   # the group's key
-            targets.append(np.full((c.B.size, 1), c.slo.ttft_s - c.front))   # each batch's own, as an array
+            targets.append(np.full((c.B.size, 1), c.slo.ttft_s - c.front_s))   # each batch's own, as an array
         return ttft_cdf(np.concatenate(targets), np.concatenate([s.rate for s in ss]),
                         np.concatenate([c.occupancy for c in cs]), cs[0].w, np.concatenate([s.own for s in ss]),
                         np.concatenate([c.step for c in cs]), np.concatenate([s.busy for s in ss]))
@@ -616,16 +616,16 @@ class _PrefillTerms:
     lam: np.ndarray
     occupancy: np.ndarray   # (lam.size, K)
     w: np.ndarray
-    own: np.ndarray         # (lam.size, K) own prefill + KV transfer
-    front: float            # the engine's front-end latency
-    limit: float            # the TTFT target (inf without one)
+    own: np.ndarray         # (lam.size, K) s: own prefill + KV transfer
+    front_s: float          # s: the engine's front-end latency (engines.front_end_s)
+    limit_s: float          # s: the TTFT target (inf without one)
     holds: bool             # the replica holds the longest prompt's KV
     transfer_s: float       # mean KV transfer
 
     def capacity(self, ttft_q: np.ndarray) -> PrefillCapacity:
         """The replica's capacity, given ttft_quantile_s's answer for these terms."""
-        lam, ttft = self.lam, ttft_q + self.front
-        ok = ttft <= self.limit
+        lam, ttft = self.lam, ttft_q + self.front_s
+        ok = ttft <= self.limit_s
         if not self.holds:
             ok[:] = False
         if not ok.any():
