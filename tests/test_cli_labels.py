@@ -229,3 +229,19 @@ def test_every_command_describes_gpu_memory_utilization_alike():
     assert {"fit", "perf", "plan", "deploy", "bench"} <= set(helps)
     assert len(set(helps.values())) == 1, helps
     assert "mem_fraction_static" in helps["fit"] and "free_gpu_memory_fraction" in helps["fit"]
+
+
+def test_every_command_describes_max_num_batched_tokens_alike():
+    """--max-num-batched-tokens is the engines' per-step token budget (vLLM max_num_batched_tokens, SGLang
+    chunked_prefill_size, TensorRT-LLM max_num_tokens) wherever it is taken: fit's own option said only "Tokens per
+    forward pass (activation workspace)"; it is now the one option, commands/options.MaxNumBatchedTokensOpt."""
+    import typer
+
+    from clusterfit.cli import app
+
+    group = typer.main.get_command(app)
+    helps = {name: p.help for name, cmd in group.commands.items()  # type: ignore[attr-defined]
+             for p in cmd.params if "--max-num-batched-tokens" in getattr(p, "opts", [])}
+    assert {"fit", "perf", "plan"} <= set(helps)
+    assert len(set(helps.values())) == 1, helps
+    assert "chunked_prefill_size" in helps["fit"] and "max_num_tokens" in helps["fit"]

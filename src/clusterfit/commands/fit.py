@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from .options import (LongerContextOpt, CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, GpuMemoryUtilizationOpt,
-                      JsonOpt, KvDtypeOpt, PpOpt, PrecisionOpt, NumSpeculativeTokensOpt, SpeculativeAcceptanceLengthOpt,
-                      SpeculativeAcceptanceOpt, SpeculativeDraftConfigOpt, SpeculativeMethodOpt, TpOpt, given,
-                      speculative_kwargs)
+from .options import (CatalogOpt, DpOpt, EngineOpt, EpOpt, ExpertsPrecisionOpt, GpuMemoryUtilizationOpt, JsonOpt,
+                      KvDtypeOpt, LongerContextOpt, MaxNumBatchedTokensOpt, NumSpeculativeTokensOpt, PpOpt,
+                      PrecisionOpt, SpeculativeAcceptanceLengthOpt, SpeculativeAcceptanceOpt, SpeculativeDraftConfigOpt,
+                      SpeculativeMethodOpt, TpOpt, given, speculative_kwargs)
 from .output import emit
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def fit_command(
              "max_position_embeddings if smaller]")] = None,
     engine: EngineOpt = "vllm",
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option(help="Tokens per forward pass (activation workspace)")] = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     block_size: Annotated[int, typer.Option(help="Paged-KV block size, tokens")] = 16,
     sessions: Annotated[Optional[int], typer.Option(
         help="Concurrent sessions of --context tokens to hold: says whether they fit and how many nodes they need")] = None,
