@@ -143,9 +143,8 @@ def _no_spare_room(cands: list[Candidate], req: PlanQuestion, price, what: str) 
     # the smallest budget on the budget's grid in which some layout keeps a replica serving: larger than this one
     # (no layout serves in it, and packed_with_spares' serving replicas never fall as the budget grows)
     gpus = min(smallest_serving_budget(k, x.gpus, node, price, node if by_nodes else 1) for x in meets)
-    best = min((x for x in meets if packed_with_spares(gpus, k, x.gpus, node, price)[2] >= 1),
-               key=lambda x: (x.gpus, x.nodes))
-    _, spares, serving = packed_with_spares(gpus, k, best.gpus, node, price)
+    packed = [(x, packing) for x in meets if (packing := packed_with_spares(gpus, k, x.gpus, node, price))[2] >= 1]
+    best, (_, spares, serving) = min(packed, key=lambda h: (h[0].gpus, h[0].nodes))
     size = f"{gpus // node} node(s)" if by_nodes else f"{gpus} GPU(s)"
     return (f"{system.id}: {c.label()} meets the targets and {what} hold {fit} of its replica(s), but N+{k} spares "
             f"leave none serving: {unit}; the smallest budget that keeps a replica serving is {size} "
