@@ -665,7 +665,6 @@ def _row_memory(catalog: Catalog, engine: str, model: ModelArch, row: Any, specu
                 plan_file: Path | None) -> Callable[[int], ReplicaMemoryFit]:
     """The row's replica memory as plan sized it (memory.fit under the plan's engine settings), as a function of
     the context: ``fit_at(tokens).fits`` when each DP rank's KV cache holds one sequence of ``tokens``."""
-    from .layout import Layout
     from .memory import fit as memory_fit
 
     system = catalog.system(row.system)
@@ -674,7 +673,7 @@ def _row_memory(catalog: Catalog, engine: str, model: ModelArch, row: Any, specu
     if speculative is not None:
         eng = eng.for_speculative(row.dp, speculative)
     what = f"{model.name} at {precision.name} on {row.gpus_per_replica} x {system.gpu.id} ({row.layout})"
-    layout = Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp)
+    layout = row.as_layout()
 
     def fit_at(tokens: int) -> ReplicaMemoryFit:
         try:
@@ -718,9 +717,7 @@ def _check_row_layout(row: Any, system: System, plan_file: Path | None) -> None:
     """The row's layout is one replica: tp x pp x dp GPUs (attention DP ranks of tp GPUs, in pp stages) are its
     gpus_per_replica, on exactly the nodes of ``system`` that hold them (whole nodes when it spans several), and its
     ``layout`` label is the one tp / pp / ep / dp make (layout.Layout.label)."""
-    from .layout import Layout
-
-    lay = Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp)
+    lay = row.as_layout()
     gpn = system.gpus_per_node
     need = -(-lay.gpus // gpn)
     if lay.gpus != row.gpus_per_replica:
@@ -798,11 +795,10 @@ def _row_engine(catalog: Catalog, engine: str, model: ModelArch, row: Any, specu
     settings (the user's), which win; ``speculative``: the drafter's method under speculative decoding
     (Engine.for_speculative)."""
     from .compose import compile_replica
-    from .layout import Layout
 
     system = catalog.system(row.system)
     precision = resolve_precision(model, None if row.precision == "checkpoint" else row.precision, None, row.kv_dtype)
-    layout = Layout(tp=row.tp, pp=row.pp, ep=row.ep, dp=row.dp)
+    layout = row.as_layout()
     # the row's GPU's kernel curves, as the planner used them (a profile measured on another GPU does not apply)
     eng = catalog.engine(engine, system)
     return compile_replica(model, system, precision, layout,

@@ -13,7 +13,7 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes (GB = 1e9, GiB 
 # imported for type checking only are quoted.
 
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol, get_args
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
                       ValidationError, field_validator, model_serializer)
@@ -27,6 +27,7 @@ from .speculative import HEAD_DRAFTERS, MAX_DRAFT_TOKENS, SpeculativeMethod
 
 if TYPE_CHECKING:  # the simulator's spec, imported where it is built (schemas load no simulator code)
     from .arch import ModelArch
+    from .layout import Layout
     from .sim.config import SpeculativeSpec
     from .speculative import DraftHead
 
@@ -540,7 +541,24 @@ class ModelSummary(Schema):
     kv_bytes_per_token: int | None = None
 
 
-class LayoutOut(Schema):
+class _LayoutSizes(Protocol):
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+
+
+class AsLayout:
+    """``as_layout``: the ``layout.Layout`` of a result's tp / pp / ep / dp fields (LayoutOut, PlanOption). It
+    declares no fields (a pydantic model would take annotations here as its first fields)."""
+
+    def as_layout(self: _LayoutSizes) -> "Layout":
+        from .layout import Layout
+
+        return Layout(tp=self.tp, pp=self.pp, ep=self.ep, dp=self.dp)
+
+
+class LayoutOut(Schema, AsLayout):
     tp: int
     pp: int
     ep: int
@@ -976,7 +994,7 @@ class ReplicaPlacement(Schema):
     gpus: list[int]
 
 
-class PlanOption(Schema):
+class PlanOption(Schema, AsLayout):
     """The best plan of one system, sized for the target load (money in $, per hour unless named).
     ``rent_unit``: "gpu" when the price quote rents single GPUs (cost = GPUs used), else "node" (whole nodes;
     ``idle_gpus`` of them unused). ``headroom_requests_per_s``: what the rented GPUs carry within the SLOs with

@@ -72,12 +72,11 @@ def perf_command(
 def render_perf(console: Console, out: PerfResult) -> None:
     from rich.table import Table
 
-    from ..layout import Layout
     from ..report.engine_names import settings_text
     from ..report.intervals import basis_note, with_interval
 
     lay = out.layout
-    label = Layout(tp=lay.tp, pp=lay.pp, ep=lay.ep, dp=lay.dp).label()
+    label = lay.as_layout().label()
     # the replica's GPUs of the system (a system id names a node: "1 x hgx_h200 GPUs" read as one 8-GPU node)
     t = Table(title=f"{out.model} on {out.gpus} GPU{'' if out.gpus == 1 else 's'} of {out.system} ({label}, "
                     f"{out.engine}, {out.precision})")

@@ -120,10 +120,7 @@ def render_simulation(console: Console, report: SimResult) -> None:
 
     from ..report.intervals import basis_note, with_interval
 
-    from ..layout import Layout
-
-    lay = report.layout
-    label = Layout(tp=lay.tp, pp=lay.pp, ep=lay.ep, dp=lay.dp).label()
+    label = report.layout.as_layout().label()
     t = Table(title=f"{report.model} on {report.replicas} x {report.gpus_per_replica} GPU "
                     f"{report.system} replicas ({label}, {report.engine}, {report.precision}, KV {report.kv_dtype}), "
                     f"policy {report.policy}")
