@@ -9,8 +9,9 @@ Units are in the field names: ``*_s`` seconds, ``*_bytes`` bytes (GB = 1e9, GiB 
 """
 
 # No ``from __future__ import annotations`` here: pydantic would compile and evaluate every field's annotation
-# string when a model class is created (~12 ms of every command's start-up for these models); annotations of types
-# imported for type checking only are quoted.
+# string when a model class is created (~12 ms of every command's start-up for these models). The few quoted
+# annotations are in method signatures: types of modules a schema import does not load (below), and
+# ServingEngineSettings.of's return, which names the class being defined.
 
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol, get_args
@@ -23,13 +24,12 @@ from .engines import GPU_MEMORY_UTILIZATION_RANGE, MAX_NUM_BATCHED_TOKENS_RANGE,
 from .errors import ClusterfitError, ParameterError, brief  # ParameterError: re-exported (schema.ParameterError)
 from .inputs import RefuseBool
 from .profile import Profile
-from .speculative import HEAD_DRAFTERS, MAX_DRAFT_TOKENS, SpeculativeMethod
+from .speculative import HEAD_DRAFTERS, MAX_DRAFT_TOKENS, DraftHead, SpeculativeMethod, draft_head
 
-if TYPE_CHECKING:  # the simulator's spec, imported where it is built (schemas load no simulator code)
+if TYPE_CHECKING:  # imported where they are used: a schema import loads no simulator, architecture or layout code
     from .arch import ModelArch
     from .layout import Layout
     from .sim.config import SpeculativeSpec
-    from .speculative import DraftHead
 
 #: Upper bounds on sizes a request may ask for (the work they cause grows with them).
 MAX_GPUS = 4096
@@ -254,7 +254,7 @@ class SpeculativeRequest(RequestSchema):
         "The content of the EAGLE / EAGLE-3 draft head's config.json: its weights and KV cache are then counted "
         "(clusterfit.speculative.draft_head); without it they are not"))
 
-    def draft_head(self, model: "ModelArch", method: str | None) -> "DraftHead | None":
+    def draft_head(self, model: "ModelArch", method: str | None) -> DraftHead | None:
         """The draft head ``speculative_draft_config`` describes for ``method`` (the spec's drafter, after a
         scenario's), None without one; the config needs an EAGLE drafter (ParameterError)."""
         if self.speculative_draft_config is None:
@@ -262,8 +262,6 @@ class SpeculativeRequest(RequestSchema):
         if method not in HEAD_DRAFTERS:
             raise ParameterError("speculative_draft_config", "a draft head is loaded by --speculative-method eagle or "
                                  f"eagle3 only, not with {method or 'speculative decoding off'}")
-        from .speculative import draft_head
-
         return draft_head(self.speculative_draft_config, model, method, "the draft head's config.json")
 
     def speculative_fields(self, base: dict[str, Any] | None = None) -> dict[str, Any] | None:
