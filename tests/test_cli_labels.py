@@ -123,6 +123,22 @@ def test_plan_cost_is_all_replicas_and_a_month_is_730_hours(run_cli, run_json):
     assert f"(${rec['cost_per_month']:,.0f}/month of 730 h)" in _flat(out)
 
 
+def test_plan_reports_the_scenarios_hours_per_month(run_cli, run_json, tmp_path):
+    """A scenario's cost.hours_per_month (512.5 here) is the plan's: --json carries it (hours_per_month), the
+    recommendation's $/month is $/h x 512.5, and the footnote prints it (it was worked back out of a priced row's
+    cost_per_month / cost_per_hour)."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("model: llama-3.1-8b\nsystems: [h200]\nworkload:\n  isl: 1000\n  osl: 200\n"
+                        "  load: {requests_per_s: 20}\ncost: {hours_per_month: 512.5}\n")
+    plan = run_json("plan", "--scenario", str(scenario))
+    assert plan["hours_per_month"] == 512.5
+    rec = plan["recommended"]
+    assert rec["cost_per_month"] == pytest.approx(rec["cost_per_hour"] * 512.5)
+    code, out, _ = run_cli("plan", "--scenario", str(scenario))
+    assert code == 0
+    assert "$/h: all replicas together (every GPU rented); $/month = $/h x 512.5 h." in _flat(out)
+
+
 def test_plan_capacity_columns_say_per_replica_and_all_replicas(run_cli, run_json):
     """Capacity mode: the batch is each (decode) replica's, req/s and out tok/s the budget's serving replicas'."""
     args = ("plan", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--gpus", "8",

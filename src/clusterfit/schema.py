@@ -1266,6 +1266,9 @@ class PlanResult(Schema):
     no_plan: list[str] = Field(default_factory=list)
     #: the longest request of the workload (None in plans written before it was recorded)
     longest_request: LongestRequest | None = None
+    #: the hours of a month cost_per_month bills (planning/cost.py HOURS_PER_MONTH 730, or the scenario's
+    #: cost.hours_per_month); None in plans written before it was recorded
+    hours_per_month: float | None = None
     endpoint: EndpointComparison | None = None
     closest: ClosestMiss | None = None
     explanation: str | None = None

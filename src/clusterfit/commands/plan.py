@@ -231,10 +231,8 @@ def render(result: PlanResult, console: Console) -> None:
             console.print(f"[dim]{NOTE}; replicas (lo-hi): serving replicas at the ends of the capacity interval"
                           + (f"; sized at the {result.confidence}% pessimistic bound (sized_on in --json)"
                              if result.confidence not in (None, 50) else "") + ".[/]", soft_wrap=True)
-        priced = next((r for r in result.per_system if r.cost_per_hour and r.cost_per_month is not None), None)
-        if priced is not None and priced.cost_per_month is not None and priced.cost_per_hour:
-            # the plan's hours per month (planning/cost.py HOURS_PER_MONTH 730, or the scenario's cost.hours_per_month)
-            hours = priced.cost_per_month / priced.cost_per_hour
+        hours = result.hours_per_month
+        if hours is not None and any(r.cost_per_hour and r.cost_per_month is not None for r in result.per_system):
             console.print(f"[dim]$/h: all replicas together (every GPU rented); $/month = $/h x {hours:,.4g} h.[/]",
                           soft_wrap=True)
         unpriced = [r for r in result.per_system if r.cost_per_hour is None and r.price_source]

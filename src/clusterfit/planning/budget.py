@@ -247,6 +247,7 @@ def plan_capacity(req: PlanQuestion, model: ModelArch, result: SearchResult) -> 
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
                      queueing_model=QUEUEING_MODEL, one_output_token=wl.one_output_token or None,
+                     hours_per_month=req.hours_per_month,
                      speculative=_speculative_block(req.speculative, model, req.catalog.draft_head
                                                     if req.catalog is not None else None),
                      capacity=CapacityAnswer(nodes=req.budget_nodes, gpus=req.budget_gpus, budget_gpus=budgets,

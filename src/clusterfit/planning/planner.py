@@ -761,7 +761,7 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
                      engine=req.engine, feasible=bool(rows), recommended=None, per_system=rows, pareto=pareto,
                      configurations_evaluated=result.configurations_evaluated,
                      candidates_compiled=len(result.candidates), not_fitting=result.skipped,
-                     queueing_model=QUEUEING_MODEL, confidence=req.confidence,
+                     queueing_model=QUEUEING_MODEL, confidence=req.confidence, hours_per_month=req.hours_per_month,
                      one_output_token=wl.one_output_token or None,
                      speculative=_speculative_block(req.speculative, model,
                                                     req.catalog.draft_head if req.catalog is not None else None))
