@@ -4,8 +4,6 @@ Every file a user names (scenario, hardware catalog, config.json) is read throug
 ``parse_document``; errors are ClusterfitError with one line naming the file, the position and the problem.
 """
 
-from __future__ import annotations
-
 import functools
 import json
 import math

@@ -29,8 +29,6 @@ Over HTTP a profile travels inline (the request's ``profile`` field is this docu
 reads no file a request names.
 """
 
-from __future__ import annotations
-
 import datetime as _dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -325,7 +323,7 @@ class Profile(_Doc):
         return data
 
     @model_validator(mode="after")
-    def _consistent(self) -> Profile:
+    def _consistent(self) -> "Profile":
         try:
             day = _dt.date.fromisoformat(self.created[:10])
         except ValueError:
@@ -403,7 +401,7 @@ def read_profile(path: str | Path) -> Profile:
 
 
 # ======================================================================================= the catalog
-def check_profile(profile: Profile, hardware: HardwareCatalog) -> Profile:
+def check_profile(profile: Profile, hardware: "HardwareCatalog") -> Profile:
     """``profile`` checked against the hardware catalog in force (module docstring); returned with ``gpu.id`` the
     catalog id (an alias is resolved). A problem is a ParameterError on ``profile`` naming the field."""
     from .errors import ClusterfitError
@@ -430,7 +428,7 @@ def check_profile(profile: Profile, hardware: HardwareCatalog) -> Profile:
     return profile
 
 
-def _check_datasheet(ds: Datasheet, gpu: Gpu, bad: Any) -> None:
+def _check_datasheet(ds: Datasheet, gpu: "Gpu", bad: Any) -> None:
     """The efficiencies are fractions of the datasheet the fit used: it must be the catalog's for this GPU."""
     pairs = [("mem_bw_bytes_per_s", ds.mem_bw_bytes_per_s, gpu.mem_bw_bytes_per_s, 1e12, "TB/s")]
     pairs += [(f"peak_flops.{d}", v, gpu.peak_flops(d), 1e12, "TFLOP/s") for d, v in ds.peak_flops.items()]
@@ -441,7 +439,7 @@ def _check_datasheet(ds: Datasheet, gpu: Gpu, bad: Any) -> None:
                       "the same catalog")
 
 
-def _check_rates(profile: Profile, gpu: Gpu, bad: Any) -> None:
+def _check_rates(profile: Profile, gpu: "Gpu", bad: Any) -> None:
     """No raw timing may beat the datasheet: FLOP/s of compute kernels against the dense peak of their dtype, bytes/s
     of the large copy / read streams against the bandwidth (1% slack for the datasheet's rounding)."""
     t = profile.timings
@@ -481,7 +479,7 @@ def fit_params(profile: Profile) -> dict[str, Any]:
             "copy": f.copy_.model_dump(), "allreduce": f.allreduce.model_dump() if f.allreduce is not None else None}
 
 
-def profile_curves(profile: Profile) -> KernelCurves:
+def profile_curves(profile: Profile) -> "KernelCurves":
     """The performance model's curves for the profile's GPU (``fit_params`` through kernels.curves_from_params)."""
     from .perfmodel.kernels import curves_from_params
 
