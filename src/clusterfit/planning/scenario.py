@@ -45,7 +45,7 @@ from ..schema import EngineName
 from ..errors import ClusterfitError, ParameterError
 from ..inputs import RefuseBool
 from ..hardware import MAX_USD_PER_GPU_HOUR
-from .workload import SLO, SLO_QUALIFIERS, AgentSessions, LengthDist, Load, Workload, unjudged_slo_term
+from .workload import SLO, AgentSessions, LengthDist, Load, Workload, unjudged_slo_term
 
 
 class _StrictFrozen(RefuseBool):
