@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 
 from ..errors import ClusterfitError
@@ -108,6 +108,19 @@ def max_replica_gpus(system: System, max_nodes: int) -> int:
     return max(max_nodes * system.gpus_per_node, min(system.scale_up_domain_gpus, max_nodes * 8))
 
 
+class _Found(NamedTuple):
+    """A layout the search compiled, with its aggregated curve (and, disaggregated, its prefill capacity) pending until
+    every layout's is (capacity.finish_curves, finish_prefills)."""
+
+    system: System
+    precision: Precision
+    layout: tuple[int, int, int, int]
+    sm: StepModel
+    decode: DecodeCurve | None
+    prefill: PendingPrefill | None   # not None exactly when the search is disaggregated
+    agg: PendingCurve
+
+
 def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -> SearchResult:
     """Compile and evaluate every candidate; returns them with their capacity curves."""
     from ..compose import compile_replica
@@ -121,9 +134,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     head = space.catalog.draft_head if space.catalog is not None else None
     drafting = space.speculative.for_model(model, head).drafting() if space.speculative is not None else None
     candidates: list[Candidate] = []
-    # each layout's candidate fields with its aggregated curve, pending until every layout's is (finish_curves)
-    pending: list[tuple[tuple[System, Precision, tuple[int, int, int, int], StepModel, DecodeCurve | None,
-                              PendingPrefill | None], PendingCurve]] = []
+    pending: list[_Found] = []
     evaluated = 0
     skipped: list[str] = []
     for system in space.systems:
@@ -170,18 +181,20 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     if prefill is not None:
                         decode = decode_curve(sm, workload, slo, grid, agg.decode_only_s, margins, kv_bound=kv_bound)
                         evaluated += grid.size + prefill.points
-                    pending.append(((system, prec, (tp, pp, ep, dp), sm, decode, prefill), agg))
+                    pending.append(_Found(system, prec, (tp, pp, ep, dp), sm, decode, prefill, agg))
                     found += 1
                 if not found:
                     skipped.append(f"{system.id} {prec.name}: no layout up to {max_gpus} GPUs fits "
                                    f"(weights alone need >= {min_gpus} GPUs)")
     # every layout's aggregated curve and prefill capacity finished together (capacity.finish_curves and
     # finish_prefills: one TTFT-quantile call for all the one-class ones)
-    finished = finish_curves([p for _, p in pending])
-    prefills = iter(finish_prefills([f[5] for f, _ in pending if f[5] is not None]))
-    for (sys_, prec_, layout, sm_, decode_, prefill_), curve in zip((f for f, _ in pending), finished):
-        candidates.append(Candidate(sys_, prec_, prec_.name, prec_.kv_dtype, layout, sm_, curve, decode_,
-                                    next(prefills) if prefill_ is not None else None, drafting=drafting))
+    finished = finish_curves([f.agg for f in pending])
+    prefills: list[PrefillCapacity | None] = (
+        list(finish_prefills([cast(PendingPrefill, f.prefill) for f in pending])) if space.disaggregated
+        else [None] * len(pending))
+    for f, curve, prefill_capacity in zip(pending, finished, prefills):
+        candidates.append(Candidate(f.system, f.precision, f.precision.name, f.precision.kv_dtype, f.layout, f.sm,
+                                    curve, f.decode, prefill_capacity, drafting=drafting))
     return SearchResult(candidates, evaluated, skipped)
 
 
