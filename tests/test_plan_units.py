@@ -348,7 +348,7 @@ def test_one_packing_rule_for_budgets_and_headroom(gpus, k, g, fit, spares, serv
     """The headroom's rule (planner's serving_within) and capacity mode's (budget._serving) were two implementations
     that disagreed on budgets that are not whole nodes: 12 GPUs of 8-GPU nodes rented per node, TP2, N+1 gave 0
     serving replicas in one, 2 in the other. N+k survives the loss of the k fullest nodes, and a part-filled node
-    holds serving replicas too (by hand in the cases). Both now call planner.packed_with_spares."""
+    holds serving replicas too (by hand in the cases). Both were replaced by planner.packed_with_spares."""
     from clusterfit.planning.planner import packed_with_spares
 
     assert packed_with_spares(gpus, k, g, 8, None) == (fit, spares, serving)
