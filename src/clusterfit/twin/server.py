@@ -32,7 +32,11 @@ def _uvicorn() -> Any:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (port 0: a free one); a clear error if it is taken."""
+    """A listening socket on host:port (port 0: a free one); a clear error if it is taken. An empty host is refused:
+    the socket layer reads it as every interface (0.0.0.0), which only an explicit 0.0.0.0 may ask for."""
+    if not host.strip():
+        raise ParameterError("host", f"{host!r} is empty; give an address to listen on (127.0.0.1: this machine "
+                             "only; 0.0.0.0: every interface)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
