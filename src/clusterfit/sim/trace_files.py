@@ -14,19 +14,21 @@ request gets from its prefill. A prompt of 0 tokens is not a request: an error. 
 true/false values (never read as 1 / 0), missing columns, a column named twice in a CSV header or a key
 given twice in a JSONL object, and times that go backwards are errors naming the file and line. Turns of one
 session share the previous turn's context (prompt + answer) as a prefix when the new prompt is at least that
-long.
+long. Columns not listed are not read (a column of prompt text is fine); a line may hold up to 16 MiB characters
+(MAX_TRACE_LINE_CHARS).
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -132,13 +134,31 @@ def _tokens(value: Any, what: str, where: str, least: int = 0) -> int:
 #: A trace row: column name -> value (str from CSV; any JSON value from JSONL).
 Row = dict[str, Any]
 
+#: Longest line a trace may hold, in characters. A trace may carry its prompts' text in a column clusterfit does not
+#: read (a 128k-token prompt is about half a million characters of English); a file without line breaks is refused
+#: at this length instead of being read whole. Also the CSV reader's field limit (the csv module's default,
+#: 131,072 characters, refused such a prompt column with a traceback).
+MAX_TRACE_LINE_CHARS = 16 * 1024 * 1024
+
+
+def _lines(fh: IO[str], path: Path) -> Iterator[str]:
+    """The lines of ``fh``, each read at most MAX_TRACE_LINE_CHARS (+ its line break) at a time: a longer one is an
+    error naming the file and line."""
+    for number in itertools.count(1):
+        line = fh.readline(MAX_TRACE_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) > MAX_TRACE_LINE_CHARS and not line.endswith(("\n", "\r")):
+            raise ClusterfitError(f"{path}:{number}: the line is longer than {MAX_TRACE_LINE_CHARS:,} characters")
+        yield line
+
 
 def _rows(path: Path) -> tuple[Callable[[], Iterator[tuple[int, Row]]], list[str] | None]:
     """A generator function of (line number, row) pairs, and the header (None for JSONL)."""
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         def jsonl_rows() -> Iterator[tuple[int, Row]]:
             with open(path, encoding="utf-8") as fh:
-                for i, line in enumerate(fh, 1):
+                for i, line in enumerate(_lines(fh, path), 1):
                     if not line.strip():
                         continue
                     try:
@@ -151,22 +171,40 @@ def _rows(path: Path) -> tuple[Callable[[], Iterator[tuple[int, Row]]], list[str
                         raise ClusterfitError(f"{path}:{i}: each line must be a JSON object")
                     yield i, obj
         return jsonl_rows, None
+    # the limit is the csv module's, for the whole process: raised, never lowered
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_TRACE_LINE_CHARS))
     fh = open(path, newline="", encoding="utf-8-sig")
-    reader = csv.reader(fh)
-    header = next(reader, None)
+    reader = csv.reader(_lines(fh, path))
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        fh.close()
+        raise _csv_error(path, reader.line_num, exc) from None
+    except BaseException:
+        fh.close()
+        raise
     if header is None:
         fh.close()
         raise ClusterfitError(f"{path}: the trace is empty")
 
     def csv_rows() -> Iterator[tuple[int, Row]]:
         with fh:
-            for row in reader:
-                if not row or all(not c.strip() for c in row):
-                    continue
-                if len(row) != len(header):
-                    raise ClusterfitError(f"{path}:{reader.line_num}: {len(row)} fields, the header has {len(header)}")
-                yield reader.line_num, dict(zip(header, row))
+            try:
+                for row in reader:
+                    if not row or all(not c.strip() for c in row):
+                        continue
+                    if len(row) != len(header):
+                        raise ClusterfitError(f"{path}:{reader.line_num}: {len(row)} fields, the header has "
+                                              f"{len(header)}")
+                    yield reader.line_num, dict(zip(header, row))
+            except csv.Error as exc:
+                raise _csv_error(path, reader.line_num, exc) from None
     return csv_rows, header
+
+
+def _csv_error(path: Path, line: int, exc: csv.Error) -> ClusterfitError:
+    """What the csv module refused (a quoted field running on past MAX_TRACE_LINE_CHARS, ...), at its line."""
+    return ClusterfitError(f"{path}:{line}: not valid CSV ({exc})")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,48 @@
+"""Input files at the edges of what the readers take: long fields, deep nesting, files that are not regular files,
+values too long to echo (each found by an adversarial pass: a traceback, a hang or a multi-megabyte error line)."""
+
+from __future__ import annotations
+
+import pytest
+
+#: A trace-driven simulate run of one replica; the trace file is added by each test.
+TRACE_RUN = ("simulate", "llama-3.1-8b", "--system", "h200", "--replicas", "1")
+
+
+def _one_error(code: int, err: str) -> str:
+    """The one error line of a run that must exit 2."""
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err[:2000]
+    return lines[0]
+
+
+def test_a_csv_trace_with_a_long_prompt_column_runs(run_json, tmp_path):
+    """A prompt-text column of 150,000 characters (the csv module's field limit is 131,072) was a traceback,
+    `_csv.Error: field larger than field limit`; the column is not read, so the trace runs."""
+    f = tmp_path / "prompts.csv"
+    f.write_text("arrival_s,isl,osl,prompt\n0,100,50,hi\n0.5,200,20," + "word " * 30_000 + "\n")
+    rep = run_json(*TRACE_RUN, "--trace", str(f))
+    assert rep["requests"] == rep["completed"] == 2
+
+
+def test_a_csv_field_past_the_line_limit_is_one_error_line(run_cli, tmp_path):
+    """A quoted field running over 17 lines of 1 MiB each: more than the reader's field limit (16 MiB,
+    sim.trace_files.MAX_TRACE_LINE_CHARS), reported at the line where the csv module gave up (the 17th)."""
+    from clusterfit.sim.trace_files import MAX_TRACE_LINE_CHARS
+
+    assert MAX_TRACE_LINE_CHARS == 16 * 1024 * 1024
+    f = tmp_path / "q.csv"
+    f.write_text('arrival_s,isl,osl,prompt\n0,100,50,"' + ("w" * 1024 * 1024 + "\n") * 17 + '"\n')
+    msg = _one_error(*run_cli(*TRACE_RUN, "--trace", str(f))[::2])
+    assert msg == f"error: {f}:17: not valid CSV (field larger than field limit (16777216))"
+
+
+@pytest.mark.parametrize("name", ["long.csv", "long.jsonl"])
+def test_a_trace_line_past_the_limit_is_refused_before_it_is_read_whole(run_cli, tmp_path, name):
+    """A line of 16 MiB + 1 character (no line break: a file that is not a trace would be read whole)."""
+    f = tmp_path / name
+    head = "arrival_s,isl,osl\n" if name.endswith(".csv") else '{"arrival_s": 0, "isl": 1, "osl": 1}\n'
+    f.write_text(head + "x" * (16 * 1024 * 1024 + 1))
+    msg = _one_error(*run_cli(*TRACE_RUN, "--trace", str(f))[::2])
+    assert msg == f"error: {f}:2: the line is longer than 16,777,216 characters"
