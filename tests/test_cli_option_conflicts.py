@@ -4,9 +4,25 @@ parameter. Error messages of unknown names start with the option they came from.
 
 from __future__ import annotations
 
+import json
 import socket
+from collections.abc import Iterator
 
 import pytest
+
+PLAN = ("plan", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate", "2", "--tpot-ms", "50")
+PLAN_BODY = {"model": "llama-3.1-8b", "systems": ["h200"], "isl": 1000, "osl": 200, "rate": 2, "tpot_ms": 50}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[object]:
+    """An HTTP client of `clusterfit serve`'s app, on a loopback port (the web extra; skipped without it)."""
+    pytest.importorskip("fastapi", reason="the web extra is not installed (pip install -e '.[web]')")
+    httpx = pytest.importorskip("httpx")
+    from _webserver import running_server
+
+    with running_server() as url, httpx.Client(base_url=url, timeout=60) as c:
+        yield c
 
 
 class _LoopbackOnly(socket.socket):
@@ -27,3 +43,29 @@ def test_an_empty_host_is_refused_not_read_as_every_interface(run_cli, monkeypat
     assert code == 2
     assert err.startswith("error: --host: ") and "empty" in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("prices, system", [
+    (["h200=3", "h200=4"], "h200"),            # the same name twice: the last one won
+    (["h200=3", "H200-SXM=4"], "h200_sxm"),    # two spellings of the GPU: the last one won
+    (["hgx_h200=4", "h200=3"], "hgx_h200"),    # the system and its GPU: the system's price won, in either order
+    (["h200=3", "hgx_h200=4"], "hgx_h200"),
+])
+def test_a_system_priced_twice_is_refused(run_cli, client, prices, system):
+    """hgx_h200's GPU is h200_sxm ('h200' is its alias); which of two prices a plan used depended on the spelling."""
+    args = [a for p in prices for a in ("--price", p)]
+    code, out, err = run_cli(*PLAN, *args, "--json")
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: --price: {system} is priced twice (") and "Traceback" not in err, err
+    assert all(p in err for p in prices), err
+    r = client.post("/api/plan", json={**PLAN_BODY, "prices": prices})
+    assert r.status_code == 422 and r.json()["parameter"] == "prices", r.text
+    assert r.json()["detail"].startswith(f"prices: {system} is priced twice")
+
+
+def test_one_price_per_system_still_applies(run_cli):
+    """Two prices for two systems are no conflict: the plan bills h200 at the price given ($3/GPU-hour)."""
+    code, out, err = run_cli(*PLAN, "--price", "h200=3", "--price", "dgx_h100=2", "--json")
+    assert code == 0, err
+    best = json.loads(out)["recommended"]
+    assert best["system"] == "hgx_h200" and best["price_per_gpu_hour"] == 3.0

@@ -99,8 +99,11 @@ class EndpointPrice:
 
 
 def parse_price_overrides(items: list[str] | None) -> dict[str, float]:
-    """Parse ``--price system=$/h`` options into {system: $/GPU-hour}."""
+    """Parse ``--price system=$/h`` options into {system: $/GPU-hour}. A name priced twice (any case) is refused: the
+    last price won. Two names of one system (aliases, a system and its GPU) are refused where names are resolved
+    (planning.question)."""
     out: dict[str, float] = {}
+    given: dict[str, str] = {}
     for item in items or []:
         key, sep, val = item.partition("=")
         try:
@@ -110,7 +113,11 @@ def parse_price_overrides(items: list[str] | None) -> dict[str, float]:
         if not sep or not key.strip() or not 0 < price <= MAX_USD_PER_GPU_HOUR:
             raise ParameterError("prices", f"expects SYSTEM=$/GPU-hour with a price in (0, "
                                  f"{MAX_USD_PER_GPU_HOUR:,.0f}] (e.g. hgx_h200=3.5), got {item!r}")
-        out[key.strip()] = price
+        name = key.strip()
+        if name.lower() in given:
+            raise ParameterError("prices", f"{name} is priced twice ({given[name.lower()]} and {item})")
+        given[name.lower()] = item
+        out[name] = price
     return out
 
 

@@ -203,22 +203,32 @@ def _confidence(req: PlanRequest, capacity: bool) -> int | None:
 
 def _canonical_prices(prices: dict[str, float], catalog: Catalog,
                       error: Callable[[str, str], Exception]) -> dict[str, float]:
-    """``prices`` keyed by the catalog's ids: a price must name a system or a GPU of the catalog (a typo would be
-    silently ignored); a name ``--system`` takes (an alias, any case: 'h200', 'H200-SXM') is read as the id it
-    stands for. An unknown name raises ``error(name, problem)`` (the option, or the scenario's field)."""
+    """``prices`` ($/GPU-hour by name) keyed by the catalog's ids: a price must name a system or a GPU of the
+    catalog (a typo would be silently ignored); a name ``--system`` takes (an alias, any case: 'h200', 'H200-SXM')
+    is read as the id it stands for. An unknown name, or a system priced twice (its name twice, two aliases of it,
+    or it and its GPU: which price won depended on the spelling), raises ``error(name, problem)`` (the option, or the
+    scenario's field)."""
     from ..errors import unknown
     from ..hardware import normalize_name
 
     hw = catalog.hardware
     known = set(hw.systems) | {s.gpu.id for s in hw.systems.values()}
-    canonical = {}
+    canonical: dict[str, float] = {}
+    given: dict[str, str] = {}   # catalog id -> the price as given
     for key, price in prices.items():
         alias = normalize_name(key)
         name = key if key in known else hw.system_aliases.get(alias) or hw.gpu_aliases.get(alias)
         if name not in known:
             err = unknown("system", key, sorted(known))
             raise error(key, f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
+        if name in given:
+            raise error(key, f"{name} is priced twice ({given[name]} and {key}={price:g})")
         canonical[name] = price
+        given[name] = f"{key}={price:g}"
+    for system in hw.systems.values():
+        if system.id in given and system.gpu.id in given:
+            raise error(system.id, f"{system.id} is priced twice ({given[system.id]}, and {given[system.gpu.id]} "
+                        f"for its GPU, {system.gpu.id})")
     return canonical
 
 
