@@ -46,3 +46,22 @@ def test_a_trace_line_past_the_limit_is_refused_before_it_is_read_whole(run_cli,
     f.write_text(head + "x" * (16 * 1024 * 1024 + 1))
     msg = _one_error(*run_cli(*TRACE_RUN, "--trace", str(f))[::2])
     assert msg == f"error: {f}:2: the line is longer than 16,777,216 characters"
+
+
+def test_a_deeply_nested_jsonl_trace_line_is_one_error_line(run_cli, tmp_path):
+    """A line of 100,000 '[' was a RecursionError traceback; it is refused as the catalog, plan and HTTP readers
+    refuse one (inputs.nested_too_deep, MAX_DEPTH = 64)."""
+    f = tmp_path / "deep.jsonl"
+    f.write_text('{"arrival_s": 0, "isl": 100, "osl": 50}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    msg = _one_error(*run_cli(*TRACE_RUN, "--trace", str(f))[::2])
+    assert msg == f"error: {f}:2: nested more than 64 levels deep"
+    code, _, err = run_cli("bench", "http://127.0.0.1:9", "--trace", str(f))   # read before any connection
+    assert _one_error(code, err) == f"error: {f}:2: nested more than 64 levels deep"
+
+
+def test_a_deeply_nested_config_says_what_every_reader_says(run_cli, tmp_path):
+    """config.json's reader said 'nested too deeply' where the other readers say how deep is too deep."""
+    f = tmp_path / "config.json"
+    f.write_text('{"a": ' * 5000 + "1" + "}" * 5000)
+    msg = _one_error(*run_cli("model", str(f))[::2])
+    assert msg == f"error: model config {f}: nested more than 64 levels deep"

@@ -1082,12 +1082,12 @@ def parse_config_text(text: str, origin: str) -> dict[str, Any]:
     real configs carry it in fields clusterfit does not read (nemotron_h ``time_step_limit: [0.0, Infinity]``)."""
     import json
 
-    from .inputs import check_depth, unique_keys
+    from .inputs import check_depth, nested_too_deep, unique_keys
 
     try:
         data = json.loads(text, parse_constant=lambda _c: None, object_pairs_hook=unique_keys)
     except RecursionError:
-        raise ClusterfitError(f"{origin}: nested too deeply") from None
+        raise nested_too_deep(origin) from None
     except json.JSONDecodeError as exc:
         raise ClusterfitError(f"{origin}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
                               ) from None

@@ -82,6 +82,12 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def nested_too_deep(origin: str) -> ClusterfitError:
+    """The error for a document at ``origin`` nested deeper than MAX_DEPTH levels, or deeper than a parser's own
+    recursion goes (its RecursionError: ``json.loads`` of 100,000 '[')."""
+    return ClusterfitError(f"{origin}: nested more than {MAX_DEPTH} levels deep")
+
+
 def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]) -> Any:
     """Parse YAML, TOML or JSON text; errors are one line with the position; NaN/Infinity (JSON) and nesting
     deeper than MAX_DEPTH are refused."""
@@ -97,7 +103,7 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
 
             data = yaml.load(text, Loader=_yaml_loader())
     except RecursionError:
-        raise ClusterfitError(f"{origin}: nested more than {MAX_DEPTH} levels deep") from None
+        raise nested_too_deep(origin) from None
     except json.JSONDecodeError as exc:
         raise ClusterfitError(f"{origin}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
                               ) from None

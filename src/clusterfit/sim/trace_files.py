@@ -33,7 +33,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..errors import ClusterfitError, brief
-from ..inputs import RepeatedKey, unique_keys
+from ..inputs import RepeatedKey, nested_too_deep, unique_keys
 from .requests import Requests
 
 ARRIVAL = ("timestamp", "arrival_s", "arrival_time", "time_s", "time")
@@ -163,6 +163,8 @@ def _rows(path: Path) -> tuple[Callable[[], Iterator[tuple[int, Row]]], list[str
                         continue
                     try:
                         obj = json.loads(line, object_pairs_hook=unique_keys)
+                    except RecursionError:
+                        raise nested_too_deep(f"{path}:{i}") from None
                     except RepeatedKey as dup:
                         raise ClusterfitError(f"{path}:{i}: key {brief(dup.key)} is given twice") from None
                     except json.JSONDecodeError as exc:
