@@ -69,3 +69,30 @@ def test_one_price_per_system_still_applies(run_cli):
     assert code == 0, err
     best = json.loads(out)["recommended"]
     assert best["system"] == "hgx_h200" and best["price_per_gpu_hour"] == 3.0
+
+
+@pytest.mark.parametrize("command", [("fit", "llama-3.1-8b"), PLAN[:2] + PLAN[4:]])
+@pytest.mark.parametrize("names", [("h200", "hgx_h200"), ("hgx_h200", "H200-SXM")])
+def test_one_system_named_twice_is_refused(run_cli, client, command, names):
+    """'h200' (a GPU name: its standard node) and 'H200-SXM' (the GPU's id, any case) are hgx_h200, as 'hgx_h200'
+    is: fit showed its column twice and /api/fit returned it twice, as `--system h200 --system h200` is refused."""
+    args = [a for n in names for a in ("--system", n)]
+    code, out, err = run_cli(*command, *args)
+    assert code == 2 and out == ""
+    assert err.strip() == f"error: --system: hgx_h200 is given twice (as {names[0]!r} and {names[1]!r})", err
+    path, body = (("/api/fit", {"model": "llama-3.1-8b"}) if command[0] == "fit" else ("/api/plan", PLAN_BODY))
+    r = client.post(path, json={**body, "systems": list(names)})
+    assert r.status_code == 422 and r.json()["parameter"] == "systems", r.text
+    assert "hgx_h200 is given twice" in r.json()["detail"]
+
+
+def test_deploy_refuses_one_system_named_twice_for_a_plan_file(run_cli, tmp_path):
+    """deploy --plan FILE --system picks the plan's row of a system: two names of one system are refused too."""
+    code, out, err = run_cli(*PLAN, "--json")
+    assert code == 0, err
+    plan = tmp_path / "plan.json"
+    plan.write_text(out)
+    code, out, err = run_cli("deploy", "--plan", str(plan), "--system", "h200", "--system", "hgx_h200",
+                             "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert err.strip() == "error: --system: hgx_h200 is given twice (as 'h200' and 'hgx_h200')", err

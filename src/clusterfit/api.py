@@ -191,8 +191,7 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
     eng = catalog.engine(req.engine).with_settings(req.gpu_memory_utilization, req.max_num_batched_tokens)
     naive_prec = req.precision or _dominant_format(model, prec)
     results = []
-    for name in req.systems:
-        s = catalog.system(name)
+    for s in catalog.distinct_systems(req.systems):
         # the engine's defaults on this GPU (vLLM's max_num_seqs / max_num_batched_tokens by device memory), as
         # perf and plan take them, then the user's settings
         eng_s = catalog.engine(req.engine, s).with_settings(req.gpu_memory_utilization, req.max_num_batched_tokens)
@@ -463,6 +462,8 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
 
     req = _request(PlanRequest, request, kwargs)
     question = build_question(req)
+    if question.catalog is not None and question.systems:
+        question.catalog.distinct_systems(question.systems)
     if question.catalog is not None and question.catalog.profile is not None:
         from .planning.planner import resolve_systems
 
@@ -542,7 +543,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     row = result.recommended
     catalog = Catalog.load(req.catalog)
     if req.plan_file is not None and req.systems:
-        wanted = {catalog.system(n).id for n in req.systems}
+        wanted = {s.id for s in catalog.distinct_systems(req.systems)}
         rows = [r for r in result.per_system if r.system in wanted]
         if not rows:
             raise ParameterError("systems", f"the plan has no row for {', '.join(sorted(wanted))}")

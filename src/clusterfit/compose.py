@@ -109,6 +109,20 @@ class Catalog:
     def system(self, name: str) -> System:
         return self.hardware.system(name)
 
+    def distinct_systems(self, names: list[str], parameter: str = "systems") -> list[System]:
+        """The systems ``names`` name, in order. Two names of one system (an alias, a GPU name and its system:
+        'h200' and 'hgx_h200') are refused as the same name twice is (schema.DistinctNames, before names are
+        resolved): the system would be searched and shown twice. The error names ``parameter``."""
+        out: list[System] = []
+        first: dict[str, str] = {}   # system id -> the name that gave it
+        for name in names:
+            system = self.system(name)
+            if system.id in first:
+                raise ParameterError(parameter, f"{system.id} is given twice (as {first[system.id]!r} and {name!r})")
+            first[system.id] = name
+            out.append(system)
+        return out
+
     def engine(self, name: str, system: System | None = None) -> Engine:
         """Engine ``name`` with the constants of ``system``'s GPU family applied (when a system is given), then the
         user's settings (``settings``; by_gpu_family holds fitted constants only, never these settings)."""
