@@ -96,3 +96,47 @@ def test_deploy_refuses_one_system_named_twice_for_a_plan_file(run_cli, tmp_path
                              "--out", str(tmp_path / "out"))
     assert code == 2
     assert err.strip() == "error: --system: hgx_h200 is given twice (as 'h200' and 'hgx_h200')", err
+
+
+@pytest.mark.parametrize("args, start", [
+    (("perf", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--batch", "1", "--precision", "int3"),
+     "error: --precision: unknown precision 'int3'."),
+    (("perf", "llama-3.1-8b", "--system", "nosys", "--isl", "100", "--osl", "10", "--batch", "1"),
+     "error: --system: unknown system 'nosys'."),
+    (("perf", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--batch", "1", "--kv-dtype", "x"),
+     "error: --kv-dtype: unknown KV-cache dtype 'x'."),
+    (("perf", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--batch", "1", "--engine", "vllmx"),
+     "error: --engine: unknown engine 'vllmx'."),
+    ((*PLAN, "--precision", "int3"), "error: --precision: unknown precision 'int3'."),
+    (("fit", "llama-3.1-8b", "--system", "h200", "--system", "nosys"), "error: --system: unknown system 'nosys'."),
+    (("fit", "llama-3.1-8b", "-s", "nosys"), "error: --system: unknown system 'nosys'."),   # fit's short flag
+    (("fit", "nomodel"), "error: unknown model 'nomodel'."),   # the MODEL argument: no option to name
+])
+def test_an_unknown_name_says_which_option_gave_it(run_cli, args, start):
+    code, out, err = run_cli(*args)
+    assert code == 2 and out == ""
+    assert err.startswith(start) and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_name_from_a_scenario_is_not_blamed_on_an_option(run_cli, tmp_path):
+    """An unknown system in a scenario file is no --system option's: the message is not put on a flag not given."""
+    f = tmp_path / "s.yaml"
+    f.write_text("model: llama-3.1-8b\nsystems: [nosys]\nworkload:\n  isl: 1000\n  osl: 200\n"
+                 "  load: {requests_per_s: 2}\n")
+    code, out, err = run_cli("plan", "--scenario", str(f))
+    assert code == 2 and err.startswith("error: unknown system 'nosys'."), err
+
+
+def test_deploy_names_the_plan_file_an_unknown_model_came_from(run_cli, tmp_path):
+    """deploy --plan FILE without MODEL serves the plan's model: when it is unknown, the error says it came from
+    --plan (it said "unknown model ..." as if MODEL had been given)."""
+    code, out, err = run_cli(*PLAN, "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    plan["model"] = "nomodel"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    code, out, err = run_cli("deploy", "--plan", str(path), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert err.startswith(f"error: --plan: {path}: model: unknown model 'nomodel'"), err
+    assert err.rstrip().endswith("give the model as MODEL (a Hugging Face id or a config.json)"), err

@@ -566,7 +566,14 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         raise ClusterfitError("the plan has no engine_settings (made by an older clusterfit): plan again")
     # the model as the user named it (a saved plan holds its display name only)
     source = req.model if req.model is not None else result.model
-    model = load_model(source)
+    try:
+        model = load_model(source)
+    except ClusterfitError as exc:
+        if req.model is not None:
+            raise
+        # the plan's model, not an argument given: the error names the file it came from
+        raise ParameterError("plan_file", f"{req.plan_file}: model: {str(exc).rstrip('.')}; give the model as MODEL (a Hugging Face "
+                             "id or a config.json)") from None
     if model.name != result.model:   # another name for the planned model (a local copy of a bundled one) is fine
         try:
             planned = load_model(result.model)

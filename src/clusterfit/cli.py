@@ -73,6 +73,26 @@ def _usage_error_type() -> type[Exception]:
     return typer.BadParameter
 
 
+def _option_flags(group: Any, name: str, args: list[str]) -> set[str]:
+    """The options of command ``name`` (of ``group``) that ``args`` give, each by its first long flag (``-s`` and
+    ``--system=x`` are ``--system``): an error about a parameter names its flag when the user gave it."""
+    command = getattr(group, "commands", {}).get(name, group)
+    long_flag: dict[str, str] = {}
+    for param in command.params:
+        if param.param_type_name == "option":
+            flags = [*param.opts, *param.secondary_opts]
+            main = next((f for f in flags if f.startswith("--")), flags[0])
+            long_flag.update(dict.fromkeys(flags, main))
+    out = set()
+    for token in args:
+        if token == "--":
+            break
+        flag = long_flag.get(token.split("=", 1)[0] if token.startswith("--") else token)
+        if flag is not None:
+            out.add(flag)
+    return out
+
+
 def _repeated_option(group: Any, name: str, args: list[str]) -> str | None:
     """The first option of command ``name`` (of ``group``, the click command typer builds) that takes one value (or
     is one flag) but appears more than once in ``args``, as a message; None when there is none. The parser would
@@ -117,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         command(args=args, standalone_mode=False)
     except ClusterfitError as exc:
-        fail(parameter_flag(exc))
+        fail(parameter_flag(exc, _option_flags(command, args[0], args[1:]) if args and args[0] in COMMANDS else ()))
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -43,14 +43,18 @@ _FLAG_OF = {"systems": "system", "precisions": "precision", "kv_dtypes": "kv_dty
             "plan_file": "plan"}
 
 
-def parameter_flag(exc: ClusterfitError) -> str:
-    """The message of ``exc``, naming the command-line flag where it names an API parameter (``tp`` -> ``--tp``)."""
-    if isinstance(exc, ParameterError) and exc.parameter == "model":  # the MODEL argument, not an option
-        return exc.detail
-    if isinstance(exc, ParameterError) and exc.parameter.isidentifier():
-        flag = _FLAG_OF.get(exc.parameter, exc.parameter)
-        return f"--{flag.replace('_', '-')}: {exc.detail}"
-    return str(exc)
+def parameter_flag(exc: ClusterfitError, given: Collection[str] = ()) -> str:
+    """The message of ``exc``, starting with the command-line flag where it names an API parameter (``tp`` ->
+    ``--tp: ...``): a ParameterError's, and a ClusterfitError's that carries one (an unknown name, ``errors.unknown``:
+    ``--precision: unknown precision 'int3' ...``) where that flag is among ``given`` (the long flags on the command
+    line; a value read from a scenario file is no option's). The MODEL argument is no option: its errors are bare."""
+    detail = exc.detail if isinstance(exc, ParameterError) else str(exc)
+    if exc.parameter is None or exc.parameter == "model" or not exc.parameter.isidentifier():
+        return detail if exc.parameter == "model" else str(exc)
+    flag = "--" + _FLAG_OF.get(exc.parameter, exc.parameter).replace("_", "-")
+    if not isinstance(exc, ParameterError) and flag not in given:
+        return detail
+    return detail if detail.startswith(f"{flag}:") or detail.startswith(f"{flag} ") else f"{flag}: {detail}"
 
 
 def check_outputs(outputs: list[tuple[str, Path]], inputs: list[tuple[str, Path]]) -> None:
