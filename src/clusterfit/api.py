@@ -572,8 +572,8 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
         if req.model is not None:
             raise
         # the plan's model, not an argument given: the error names the file it came from
-        raise ParameterError("plan_file", f"{req.plan_file}: model: {str(exc).rstrip('.')}; give the model as MODEL (a Hugging Face "
-                             "id or a config.json)") from None
+        raise ParameterError("plan_file", f"{req.plan_file}: model: {str(exc).rstrip('.')}; give the model as MODEL "
+                             "(a Hugging Face id or a config.json)") from None
     if model.name != result.model:   # another name for the planned model (a local copy of a bundled one) is fine
         try:
             planned = load_model(result.model)
