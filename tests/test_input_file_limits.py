@@ -65,3 +65,65 @@ def test_a_deeply_nested_config_says_what_every_reader_says(run_cli, tmp_path):
     f.write_text('{"a": ' * 5000 + "1" + "}" * 5000)
     msg = _one_error(*run_cli("model", str(f))[::2])
     assert msg == f"error: model config {f}: nested more than 64 levels deep"
+
+
+def _cli_process(args: list[str], **kw):
+    """`clusterfit ARGS...` in a process of its own, stopped after 60 s and at 2 GiB of memory: before the fix these
+    inputs blocked forever (a FIFO) or read until memory ran out (/dev/zero), which must not take the test run
+    with them."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    return subprocess.run([sys.executable, "-c", "from clusterfit.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=60, preexec_fn=limit_memory, **kw)
+
+
+NOT_A_FILE = "is not a regular file (a pipe, a device or a socket); give a file"
+
+
+def test_a_fifo_given_as_a_scenario_is_refused_not_waited_on(tmp_path):
+    """`mkfifo ff.yaml; clusterfit plan --scenario ff.yaml` waited forever for a writer (read_text stat()ed a size
+    of 0, then read to the end); it is opened without blocking and refused."""
+    import os
+
+    fifo = tmp_path / "ff.yaml"
+    os.mkfifo(fifo)
+    proc = _cli_process(["plan", "--scenario", str(fifo)])
+    assert _one_error(proc.returncode, proc.stderr) == f"error: scenario file {fifo} {NOT_A_FILE}"
+
+
+def test_a_fifo_given_as_a_model_config_is_named_for_what_it_is(tmp_path):
+    """A FIFO named cfg.json was 'config file not found' (it is there; it is not a file)."""
+    import os
+
+    fifo = tmp_path / "cfg.json"
+    os.mkfifo(fifo)
+    proc = _cli_process(["model", str(fifo)])
+    assert _one_error(proc.returncode, proc.stderr) == f"error: model config {fifo} {NOT_A_FILE}"
+
+
+@pytest.mark.parametrize("args, what", [
+    (["fit", "llama-3.1-8b", "--system", "h200", "--catalog"], "hardware catalog"),
+    (["perf", "llama-3.1-8b", "--system", "h200", "--isl", "10", "--osl", "1", "--batch", "1", "--profile"],
+     "--profile: profile"),
+    (["deploy", "--out", "o", "--plan"], "--plan: plan file"),
+])
+def test_a_device_given_as_an_input_file_is_refused(tmp_path, args, what):
+    """`--catalog /dev/zero` read zeros until the process was killed (stat() says 0 bytes)."""
+    proc = _cli_process([*args, "/dev/zero"], cwd=tmp_path)
+    assert _one_error(proc.returncode, proc.stderr) == f"error: {what} /dev/zero {NOT_A_FILE}"
+
+
+def test_a_pipe_given_as_a_scenario_is_refused():
+    """A pipe (`--scenario <(...)`, here /dev/stdin) of 60 MB was read whole past the 4 MiB limit."""
+    proc = _cli_process(["plan", "--scenario", "/dev/stdin"], input="#" * 60_000_000)
+    assert _one_error(proc.returncode, proc.stderr) == f"error: scenario file /dev/stdin {NOT_A_FILE}"
+
+
+def test_a_trace_that_is_not_a_file_says_so_as_every_input_does(run_cli):
+    msg = _one_error(*run_cli(*TRACE_RUN, "--trace", "/dev/zero")[::2])
+    assert msg.startswith("error: trace file /dev/zero: not a regular file (a pipe, a device or a socket) (shipped")

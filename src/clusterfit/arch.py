@@ -1136,6 +1136,14 @@ def _is_local(p: Path) -> bool:
         return False
 
 
+def _exists(p: Path) -> bool:
+    """Whether anything is at ``p`` (a file, a folder, a FIFO, a device); a name the file system cannot hold is not."""
+    try:
+        return p.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def load_variant(key: str, ref: ModelRef) -> ModelArch:
     """The bundled model ``key`` resolves to (``resolve_model_ref``): its base's architecture, in the precision its
     suffix states, named and served (``checkpoint_id``) as the variant. Reads package data only (the HTTP API
@@ -1175,7 +1183,7 @@ def load_model(name: str) -> ModelArch:
     if key.endswith(".json") or _is_local(p):
         if _is_local(p) and not p.is_file():
             p = p / "config.json"
-        if not _is_local(p):
+        if not _is_local(p) and not _exists(p):   # a FIFO or a device: read_config_file says what it is
             raise ClusterfitError(f"config file not found: {p}")
         model = checked_parse(read_config_file(p), name=p.parent.name if p.name == "config.json" else p.stem)
         _CACHE[key] = model

@@ -7,6 +7,8 @@ Every file a user names (scenario, hardware catalog, config.json) is read throug
 import functools
 import json
 import math
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -24,21 +26,56 @@ MAX_DEPTH = 64
 MAX_VALUES = 1_000_000
 
 
+def not_a_file(mode: int) -> str | None:
+    """What keeps a path whose ``st_mode`` is ``mode`` from being read as an input file, as words after "is"
+    ("a directory"; "not a regular file ..." for a pipe, a device such as /dev/zero, a socket: reading one may never
+    end, or end only after more bytes than any limit); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file (a pipe, a device or a socket)"
+
+
+def _read_at_most(fd: int, most: int) -> bytes:
+    """The bytes of the open file ``fd`` from its start, ``most`` at the most."""
+    chunks: list[bytes] = []
+    left = most
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def read_text(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
-    """The text of ``path`` (a ``what``: "scenario file", ...), refused when missing, a folder, larger than
-    ``max_bytes`` or not UTF-8."""
+    """The text of ``path`` (a ``what``: "scenario file", ...), refused when missing, not a regular file
+    (``not_a_file``), larger than ``max_bytes`` or not UTF-8. At most ``max_bytes`` + 1 bytes are read, and the file
+    is opened without blocking (a FIFO with no writer is refused, not waited on)."""
     p = Path(path)
     try:
-        if p.is_dir():
-            raise ClusterfitError(f"{what} {p} is a directory; give a file")
-        size = p.stat().st_size
-        if size > max_bytes:
-            raise ClusterfitError(f"{what} {p} is {size:,} bytes; the limit is {max_bytes:,} bytes")
-        data = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            st = os.fstat(fd)
+            problem = not_a_file(st.st_mode)
+            if problem is not None:
+                raise ClusterfitError(f"{what} {p} is {problem}; give a file")
+            data = _read_at_most(fd, max_bytes + 1)   # + 1: a file that grew since fstat still stops there
+        finally:
+            os.close(fd)
+        if max(st.st_size, len(data)) > max_bytes:
+            raise ClusterfitError(f"{what} {p} is {max(st.st_size, len(data)):,} bytes; the limit is {max_bytes:,} "
+                                  "bytes")
+    except ClusterfitError:
+        raise
     except FileNotFoundError:
         raise ClusterfitError(f"{what} not found: {p}") from None
     except OSError as exc:
         raise ClusterfitError(f"{what} {p}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError as exc:   # a path holding a NUL character
+        raise ClusterfitError(f"{what} {brief(str(p))}: cannot read it ({exc})") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

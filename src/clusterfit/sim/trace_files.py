@@ -33,7 +33,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..errors import ClusterfitError, brief
-from ..inputs import RepeatedKey, nested_too_deep, unique_keys
+from ..inputs import RepeatedKey, nested_too_deep, not_a_file, unique_keys
 from .requests import Requests
 
 ARRIVAL = ("timestamp", "arrival_s", "arrival_time", "time_s", "time")
@@ -58,8 +58,8 @@ def resolve_trace_path(name: str | Path) -> Path:
     if q.is_file():
         return q
     known = ", ".join(s.name for s in sample_traces())
-    if p.exists():
-        what = "a directory" if p.is_dir() else "not a regular file"
+    if p.exists():   # the rule every input file has (inputs.not_a_file): a FIFO or /dev/zero may never end
+        what = not_a_file(p.stat().st_mode) or "not a regular file"
         raise ClusterfitError(f"trace file {name}: {what} (shipped samples: {known})")
     raise ClusterfitError(f"trace file not found: {name} (shipped samples: {known})")
 
