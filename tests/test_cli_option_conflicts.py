@@ -140,3 +140,34 @@ def test_deploy_names_the_plan_file_an_unknown_model_came_from(run_cli, tmp_path
     assert code == 2
     assert err.startswith(f"error: --plan: {path}: model: unknown model 'nomodel'"), err
     assert err.rstrip().endswith("give the model as MODEL (a Hugging Face id or a config.json)"), err
+
+
+@pytest.mark.parametrize("load, says", [
+    (("--concurrency", "0.5"), "error: --concurrency: must be a whole number of concurrent sessions, at least 1, "
+                               "got 0.5"),
+    (("--concurrency", "2.5"), "error: --concurrency: must be a whole number of concurrent sessions, at least 1, "
+                               "got 2.5"),
+    (("--rate", "1e-300"), "error: --rate: must be at least 1e-06 requests/s (one request every ~12 days) to plan "
+                           "for, got 1e-300"),
+    (("--rate", "5e-7"), "error: --rate: must be at least 1e-06 requests/s (one request every ~12 days) to plan "
+                         "for, got 5e-07"),
+])
+def test_a_load_too_small_to_plan_for_is_refused(run_cli, client, load, says):
+    """A plan for half a concurrent client, or for 1e-300 requests/s (reported as such), was accepted. 1e-6
+    requests/s is schema.MIN_LOAD, the floor of simulate's --rate and plan's --tokens-per-s (1 / 1e-6 s = 11.6
+    days between requests)."""
+    base = [a for a in PLAN if a not in ("--rate", "2")]
+    code, out, err = run_cli(*base, *load)
+    assert code == 2 and out == "" and err.strip() == says, err
+    body = {k: v for k, v in PLAN_BODY.items() if k != "rate"}
+    r = client.post("/api/plan", json={**body, load[0].lstrip("-"): float(load[1])})
+    assert r.status_code == 422 and r.json()["parameter"] == load[0].lstrip("-"), r.text
+
+
+def test_a_whole_concurrency_and_the_least_rate_are_planned(run_cli):
+    """The bounds are inclusive: concurrency 1 and 1e-6 requests/s are planned (one replica carries either)."""
+    base = [a for a in PLAN if a not in ("--rate", "2")]
+    for load in (("--concurrency", "1"), ("--rate", "1e-6")):
+        code, out, err = run_cli(*base, *load, "--json")
+        assert code == 0, err
+        assert json.loads(out)["recommended"]["replicas"] == 1
