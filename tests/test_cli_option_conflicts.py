@@ -171,3 +171,16 @@ def test_a_whole_concurrency_and_the_least_rate_are_planned(run_cli):
         code, out, err = run_cli(*base, *load, "--json")
         assert code == 0, err
         assert json.loads(out)["recommended"]["replicas"] == 1
+
+
+@pytest.mark.parametrize("systems", ["[h200, hgx_h200]", "[h200, h200]"])
+def test_a_scenario_naming_one_system_twice_is_refused_naming_the_file(run_cli, tmp_path, systems):
+    """A scenario's systems go through the same rule as --system (the second spelling was silently dropped); the
+    error names the scenario file, not --system, which was not given."""
+    f = tmp_path / "s.yaml"
+    f.write_text(f"model: llama-3.1-8b\nsystems: {systems}\nworkload:\n  isl: 1000\n  osl: 200\n"
+                 "  load: {requests_per_s: 2}\n")
+    second = systems.strip("[]").split(", ")[1]
+    code, out, err = run_cli("plan", "--scenario", str(f))
+    assert code == 2 and err.strip() == (f"error: --scenario: scenario file {f}: systems: hgx_h200 is given twice "
+                                         f"(as 'h200' and {second!r})"), err
