@@ -127,3 +127,37 @@ def test_a_pipe_given_as_a_scenario_is_refused():
 def test_a_trace_that_is_not_a_file_says_so_as_every_input_does(run_cli):
     msg = _one_error(*run_cli(*TRACE_RUN, "--trace", "/dev/zero")[::2])
     assert msg.startswith("error: trace file /dev/zero: not a regular file (a pipe, a device or a socket) (shipped")
+
+
+#: How errors show a value of any length (errors.brief, as scenario and HTTP errors do): its repr cut to 60
+#: characters, the last three '...'.
+SHOWN = "'" + "x" * 56 + "..."
+
+
+def test_a_catalog_value_is_not_echoed_whole(run_cli, tmp_path):
+    """A 4,000,000-character value in a catalog was echoed whole: a 4 MB error line."""
+    f = tmp_path / "big.yaml"
+    f.write_text("a: " + "x" * 4_000_000 + "\n")
+    msg = _one_error(*run_cli("fit", "llama-3.1-8b", "--system", "h200", "--catalog", str(f))[::2])
+    assert msg == f"error: invalid hardware catalog: {f}: a: Extra inputs are not permitted (got {SHOWN})"
+
+
+@pytest.mark.parametrize("name, text", [
+    ("t.jsonl", '{"arrival_s": 0, "isl": "' + "x" * 3_000_000 + '", "osl": 5}\n'),
+    ("t.csv", "arrival_s,isl,osl\n0," + "x" * 100_000 + ",5\n"),
+], ids=["jsonl-3MB", "csv-100kB"])
+def test_a_trace_value_is_not_echoed_whole(run_cli, tmp_path, name, text):
+    """A 3 MB isl string (JSONL) and a 100 kB one (CSV) were echoed whole in the error line."""
+    f = tmp_path / name
+    f.write_text(text)
+    msg = _one_error(*run_cli(*TRACE_RUN, "--trace", str(f))[::2])
+    line = 1 if name.endswith(".jsonl") else 2
+    assert msg == f"error: {f}:{line}: input tokens {SHOWN} is not a number"
+
+
+def test_a_trace_header_without_the_columns_lists_twenty_of_them_at_most(run_cli, tmp_path):
+    """A header of 100,000 columns and none of the recognised ones was listed whole after 'found:'."""
+    f = tmp_path / "wide.csv"
+    f.write_text(",".join(f"c{i}" for i in range(100_000)) + "\n" + ",".join("1" * 100_000) + "\n")
+    msg = _one_error(*run_cli(*TRACE_RUN, "--trace", str(f))[::2])
+    assert msg.endswith("; found: " + ", ".join(f"'c{i}'" for i in range(20)) + ", ...")

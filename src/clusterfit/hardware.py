@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
-from .errors import ClusterfitError, close_matches, unknown
+from .errors import ClusterfitError, brief, close_matches, unknown
 from .inputs import RefuseBool
 
 GB = 10**9
@@ -399,7 +399,7 @@ def _catalog_errors_message(exc: ValidationError, origin: str) -> str:
         loc = ".".join(str(p) for p in err["loc"]).replace(".[key]", " (id)")
         msg = err["msg"].removeprefix("Value error, ")
         got = err.get("input")
-        shown = "" if isinstance(got, dict | list) or err["type"] == "missing" else f" (got {got!r})"
+        shown = "" if isinstance(got, dict | list) or err["type"] == "missing" else f" (got {brief(got)})"
         parts.append(f"{loc or '(top level)'}: {msg}{shown}")
     return f"invalid hardware catalog: {origin}: " + "; ".join(parts)
 

@@ -85,7 +85,7 @@ def _time(value: object, where: str) -> float:
         except ValueError:
             x = _datetime_s(text, where)
     if not math.isfinite(x) or x < 0:
-        raise ClusterfitError(f"{where}: arrival time {value!r} must be a finite time >= 0")
+        raise ClusterfitError(f"{where}: arrival time {brief(value)} must be a finite time >= 0")
     return x
 
 
@@ -101,7 +101,7 @@ def _datetime_s(text: str, where: str) -> float:
     try:
         dt = datetime.fromisoformat(head + (("." + frac) if frac else "") + tz)
     except ValueError:
-        raise ClusterfitError(f"{where}: cannot read arrival time {text!r} (seconds or an ISO date-time)") from None
+        raise ClusterfitError(f"{where}: cannot read arrival time {brief(text)} (seconds or an ISO date-time)") from None
     extra = float("0." + digits[6:]) * 1e-6 if dot and len(digits) > 6 else 0.0
     return dt.timestamp() + extra
 
@@ -119,15 +119,15 @@ def _tokens(value: Any, what: str, where: str, least: int = 0) -> int:
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise ClusterfitError(f"{where}: {what} {value!r} is not a number") from None
+        raise ClusterfitError(f"{where}: {what} {brief(value)} is not a number") from None
     if not math.isfinite(x) or x < 0:
-        raise ClusterfitError(f"{where}: {what} must be >= 0 tokens, got {value!r}")
+        raise ClusterfitError(f"{where}: {what} must be >= 0 tokens, got {brief(value)}")
     if x > MAX_TOKENS:
-        raise ClusterfitError(f"{where}: {what} must be at most {MAX_TOKENS:,} tokens, got {value!r}")
+        raise ClusterfitError(f"{where}: {what} must be at most {MAX_TOKENS:,} tokens, got {brief(value)}")
     n = int(round(x))
     if n < least:
         raise ClusterfitError(f"{where}: {what} must be at least {least} (a prompt of 0 tokens is not a request), "
-                              f"got {value!r}")
+                              f"got {brief(value)}")
     return max(1, n)
 
 
@@ -226,7 +226,7 @@ def _columns(keys: list[str], where: str) -> _Columns:
     for k, name in enumerate(keys, 1):
         low = str(name).strip().lower()
         if low and low in seen:
-            raise ClusterfitError(f"{where}: column {str(name).strip()!r} is named twice (columns {seen[low]} and "
+            raise ClusterfitError(f"{where}: column {brief(str(name).strip())} is named twice (columns {seen[low]} and "
                                   f"{k}); which one holds the values?")
         seen[low] = k
     found = {"arrival": _pick(keys, ARRIVAL), "input": _pick(keys, INPUT), "output": _pick(keys, OUTPUT)}
@@ -234,7 +234,8 @@ def _columns(keys: list[str], where: str) -> _Columns:
     if arrival is None or inp is None or out is None:
         wants = {"arrival": ARRIVAL, "input": INPUT, "output": OUTPUT}
         need = "; ".join(f"{k} ({' / '.join(wants[k])})" for k, col in found.items() if col is None)
-        raise ClusterfitError(f"{where}: missing column(s) {need}; found: {', '.join(map(str, keys))}")
+        shown = ", ".join(brief(str(k), 40) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")
+        raise ClusterfitError(f"{where}: missing column(s) {need}; found: {shown}")
     return _Columns(arrival, inp, out, _pick(keys, SESSION))
 
 
@@ -285,12 +286,12 @@ def _read_rows(path: Path, rows: Iterator[tuple[int, Row]], header: list[str] | 
             i_tok = _tokens(row[cols.input], "input tokens", where, least=1)
             o_tok = _tokens(row[cols.output], "output tokens", where)
         except KeyError as exc:
-            raise ClusterfitError(f"{where}: missing field {exc.args[0]!r}") from None
+            raise ClusterfitError(f"{where}: missing field {brief(exc.args[0])}") from None
         if t < prev_t:
-            raise ClusterfitError(f"{where}: arrival time {row[cols.arrival]!r} is earlier than the line before; "
+            raise ClusterfitError(f"{where}: arrival time {brief(row[cols.arrival])} is earlier than the line before; "
                                   "the trace must be sorted by time")
         if times and t - times[0] > MAX_TRACE_SPAN_S:
-            raise ClusterfitError(f"{where}: arrival time {row[cols.arrival]!r} is more than a year after the "
+            raise ClusterfitError(f"{where}: arrival time {brief(row[cols.arrival])} is more than a year after the "
                                   "first request")
         prev_t = t
         times.append(t)
