@@ -161,3 +161,32 @@ def test_a_trace_header_without_the_columns_lists_twenty_of_them_at_most(run_cli
     f.write_text(",".join(f"c{i}" for i in range(100_000)) + "\n" + ",".join("1" * 100_000) + "\n")
     msg = _one_error(*run_cli(*TRACE_RUN, "--trace", str(f))[::2])
     assert msg.endswith("; found: " + ", ".join(f"'c{i}'" for i in range(20)) + ", ...")
+
+
+#: A Llama config (the shape of meta-llama/Llama-3.1-8B's config.json) with one field left as '@'.
+LLAMA = ('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, '
+         '"intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32, '
+         '"vocab_size": 128256, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}')
+
+
+@pytest.mark.parametrize("field, literal, shown", [
+    ("hidden_size", "NaN", "nan"),                # was: missing required field 'hidden_size'
+    ("intermediate_size", "Infinity", "inf"),     # was: missing required field 'intermediate_size'
+    ("num_key_value_heads", "-Infinity", "-inf"),  # was read as absent: as many KV heads as query heads
+])
+def test_a_nan_or_infinity_in_a_field_clusterfit_reads_is_not_a_finite_number(run_cli, tmp_path, field, literal,
+                                                                               shown):
+    """As 1e999 (a number that reads as inf) already was: 'intermediate_size: inf is not a finite number'."""
+    f = tmp_path / "cfg.json"
+    f.write_text(LLAMA.replace(f'"{field}": ', f'"{field}": {literal}, "was": '))
+    msg = _one_error(*run_cli("model", str(f))[::2])
+    assert msg == f"error: model config {f}: {field}: {shown} is not a finite number"
+
+
+def test_a_nan_in_a_field_clusterfit_does_not_read_is_still_ignored(run_json, tmp_path):
+    """Hugging Face writes float('nan') / float('inf') as NaN / Infinity; where clusterfit does not read the field
+    (here 'router_jitter' and a list) the config loads as before."""
+    f = tmp_path / "cfg.json"
+    f.write_text(LLAMA[:-1] + ', "router_jitter": NaN, "time_step_limit": [0.0, Infinity]}')
+    rep = run_json("model", str(f))
+    assert (rep["layers"], rep["hidden"]) == (32, 4096)

@@ -7,6 +7,7 @@ memory and performance models can give each group its own precision and sharding
 
 from __future__ import annotations
 
+import copy
 import math
 import weakref
 from pathlib import Path
@@ -192,15 +193,32 @@ def _expert_params(hidden: int, f: FFN) -> int:
 # ================================================================================================
 
 
+class ConfigObject(dict[str, Any]):
+    """A JSON object of a config.json as ``parse_config_text`` reads it: its NaN / Infinity / -Infinity values read
+    as null, and ``non_finite`` names each such key with the error a field clusterfit reads gives for it."""
+
+    non_finite: dict[str, str]
+
+
+def _refuse_non_finite(d: dict, key: str) -> None:
+    """A field clusterfit reads that held NaN / Infinity (``ConfigObject``: read as null) is an error, not a field
+    left out: 'hidden_size: NaN' said the field was missing."""
+    problem = getattr(d, "non_finite", {}).get(key)
+    if problem is not None:
+        raise ClusterfitError(problem)
+
+
 def _cfg(d: dict, *keys: str, default=None):
     for k in keys:
         if k in d and d[k] is not None:
             return d[k]
+        _refuse_non_finite(d, k)
     return default
 
 
 def _req(d: dict, key: str, name: str):
     if key not in d or d[key] is None:
+        _refuse_non_finite(d, key)
         raise ClusterfitError(f"config for {name} is missing required field '{key}'")
     v = d[key]
     _check_size(v, f"config for {name}: field '{key}'")
@@ -438,7 +456,7 @@ def _standard_fields(t: dict, model_type: str) -> dict:
     true) one, else one per query head; every Linear has a bias when ``bias`` is true (default false)."""
     if model_type not in LAYERNORM_MODELS:
         return t
-    t = dict(t)
+    t = copy.copy(t)   # a ConfigObject stays one
     for std, alias in _FIELD_ALIASES.get(model_type, {}).items():
         if t.get(std) is None and t.get(alias) is not None:
             t[std] = t[alias]
@@ -1076,16 +1094,33 @@ def list_models() -> list[str]:
     return sorted(_catalog_files())
 
 
+class _Constant:
+    """NaN / Infinity / -Infinity as ``parse_config_text`` parses them, until it reads them as null."""
+
+    __slots__ = ("literal",)
+
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+
 def parse_config_text(text: str, origin: str) -> dict[str, Any]:
     """A config.json's text as a dict: JSON, nesting and non-finite numbers checked as clusterfit.inputs does, except
     that the JSON constants Infinity / -Infinity / NaN read as null: Hugging Face writes float('inf') that way and
-    real configs carry it in fields clusterfit does not read (nemotron_h ``time_step_limit: [0.0, Infinity]``)."""
+    real configs carry it in fields clusterfit does not read (nemotron_h ``time_step_limit: [0.0, Infinity]``). Its
+    objects are ConfigObjects: a field clusterfit reads that held one is refused as a non-finite number."""
     import json
 
     from .inputs import check_depth, nested_too_deep, unique_keys
 
+    def object_of(pairs: list[tuple[str, Any]]) -> ConfigObject:
+        out = ConfigObject(unique_keys(pairs))
+        out.non_finite = {k: f"{origin}: {k}: {float(v.literal)} is not a finite number"
+                          for k, v in out.items() if isinstance(v, _Constant)}
+        out.update(dict.fromkeys(out.non_finite))
+        return out
+
     try:
-        data = json.loads(text, parse_constant=lambda _c: None, object_pairs_hook=unique_keys)
+        data = json.loads(text, parse_constant=_Constant, object_pairs_hook=object_of)
     except RecursionError:
         raise nested_too_deep(origin) from None
     except json.JSONDecodeError as exc:
@@ -1094,9 +1129,23 @@ def parse_config_text(text: str, origin: str) -> dict[str, Any]:
     except ValueError as exc:   # unique_keys: a key given twice
         raise ClusterfitError(f"{origin}: not valid JSON: {exc}") from None
     check_depth(data, origin)
+    _constants_in_lists_as_null(data)
     if not isinstance(data, dict):
         raise ClusterfitError(f"{origin} must hold a JSON object (a Hugging Face config.json)")
     return data
+
+
+def _constants_in_lists_as_null(data: Any) -> None:
+    """Read the NaN / Infinity a list holds (``_Constant``: objects read theirs as they are made) as null, in place
+    (iteratively: nesting is checked, but not deep enough to recurse on)."""
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            node[:] = [None if isinstance(v, _Constant) else v for v in node]
+            stack.extend(node)
+        elif isinstance(node, dict):
+            stack.extend(node.values())
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
