@@ -190,3 +190,16 @@ def test_a_nan_in_a_field_clusterfit_does_not_read_is_still_ignored(run_json, tm
     f.write_text(LLAMA[:-1] + ', "router_jitter": NaN, "time_step_limit": [0.0, Infinity]}')
     rep = run_json("model", str(f))
     assert (rep["layers"], rep["hidden"]) == (32, 4096)
+
+
+def test_an_integer_of_5000_digits_is_one_error_line_in_a_trace_and_a_config(run_cli, tmp_path):
+    """CPython reads integers of at most sys.get_int_max_str_digits() (4,300) digits: a JSONL trace with a longer
+    one was a ValueError traceback, and config.json's error told the user to call sys.set_int_max_str_digits()."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival_s": 0, "isl": ' + "9" * 5000 + ', "osl": 5}\n')
+    msg = _one_error(*run_cli(*TRACE_RUN, "--trace", str(trace))[::2])
+    assert msg == f"error: {trace}:1: not valid JSON (an integer has more than 4,300 digits)"
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(LLAMA.replace('"hidden_size": 4096', '"hidden_size": ' + "9" * 5000))
+    msg = _one_error(*run_cli("model", str(cfg))[::2])
+    assert msg == f"error: model config {cfg}: not valid JSON: an integer has more than 4,300 digits"

@@ -1110,7 +1110,7 @@ def parse_config_text(text: str, origin: str) -> dict[str, Any]:
     objects are ConfigObjects: a field clusterfit reads that held one is refused as a non-finite number."""
     import json
 
-    from .inputs import check_depth, nested_too_deep, unique_keys
+    from .inputs import check_depth, nested_too_deep, parse_problem, unique_keys
 
     def object_of(pairs: list[tuple[str, Any]]) -> ConfigObject:
         out = ConfigObject(unique_keys(pairs))
@@ -1126,8 +1126,8 @@ def parse_config_text(text: str, origin: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ClusterfitError(f"{origin}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
                               ) from None
-    except ValueError as exc:   # unique_keys: a key given twice
-        raise ClusterfitError(f"{origin}: not valid JSON: {exc}") from None
+    except ValueError as exc:   # unique_keys: a key given twice; an integer of more digits than int() reads
+        raise ClusterfitError(f"{origin}: not valid JSON: {parse_problem(exc)}") from None
     check_depth(data, origin)
     _constants_in_lists_as_null(data)
     if not isinstance(data, dict):

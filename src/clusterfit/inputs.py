@@ -125,6 +125,15 @@ def nested_too_deep(origin: str) -> ClusterfitError:
     return ClusterfitError(f"{origin}: nested more than {MAX_DEPTH} levels deep")
 
 
+def parse_problem(exc: ValueError) -> str:
+    """A parser's ValueError as one line of words; CPython's limit on an integer's digits (whose message tells a
+    programmer to raise it) says what is wrong with the input."""
+    problem = " ".join(str(exc).split())
+    if "integer string conversion" in problem:
+        problem = f"an integer has more than {sys.get_int_max_str_digits():,} digits"
+    return problem
+
+
 def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]) -> Any:
     """Parse YAML, TOML or JSON text; errors are one line with the position; NaN/Infinity (JSON) and nesting
     deeper than MAX_DEPTH are refused."""
@@ -145,10 +154,7 @@ def parse_document(text: str, origin: str, kind: Literal["yaml", "toml", "json"]
         raise ClusterfitError(f"{origin}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
                               ) from None
     except ValueError as exc:  # tomllib.TOMLDecodeError, NaN / Infinity in JSON, an integer too long for int()
-        problem = " ".join(str(exc).split())
-        if "integer string conversion" in problem:   # CPython's limit, whose message tells a programmer to raise it
-            problem = f"an integer has more than {sys.get_int_max_str_digits():,} digits"
-        raise ClusterfitError(f"{origin}: not valid {kind.upper()}: {problem}") from None
+        raise ClusterfitError(f"{origin}: not valid {kind.upper()}: {parse_problem(exc)}") from None
     except Exception as exc:  # yaml.YAMLError (yaml is imported lazily)
         mark = getattr(exc, "problem_mark", None)
         if mark is None and not type(exc).__module__.startswith("yaml"):

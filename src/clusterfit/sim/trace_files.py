@@ -33,7 +33,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..errors import ClusterfitError, brief
-from ..inputs import RepeatedKey, nested_too_deep, not_a_file, unique_keys
+from ..inputs import RepeatedKey, nested_too_deep, not_a_file, parse_problem, unique_keys
 from .requests import Requests
 
 ARRIVAL = ("timestamp", "arrival_s", "arrival_time", "time_s", "time")
@@ -169,6 +169,8 @@ def _rows(path: Path) -> tuple[Callable[[], Iterator[tuple[int, Row]]], list[str
                         raise ClusterfitError(f"{path}:{i}: key {brief(dup.key)} is given twice") from None
                     except json.JSONDecodeError as exc:
                         raise ClusterfitError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
+                    except ValueError as exc:   # an integer of more digits than int() reads
+                        raise ClusterfitError(f"{path}:{i}: not valid JSON ({parse_problem(exc)})") from None
                     if not isinstance(obj, dict):
                         raise ClusterfitError(f"{path}:{i}: each line must be a JSON object")
                     yield i, obj
