@@ -203,3 +203,12 @@ def test_an_integer_of_5000_digits_is_one_error_line_in_a_trace_and_a_config(run
     cfg.write_text(LLAMA.replace('"hidden_size": 4096', '"hidden_size": ' + "9" * 5000))
     msg = _one_error(*run_cli("model", str(cfg))[::2])
     assert msg == f"error: model config {cfg}: not valid JSON: an integer has more than 4,300 digits"
+
+
+def test_a_jsonl_trace_may_start_with_a_byte_order_mark_as_a_csv_trace_may(run_json, tmp_path):
+    """A JSONL trace saved with a UTF-8 BOM was 'not valid JSON (Unexpected UTF-8 BOM (decode using utf-8-sig))';
+    the CSV reader already skipped it."""
+    f = tmp_path / "t.jsonl"
+    f.write_bytes(b'\xef\xbb\xbf{"arrival_s": 0, "isl": 100, "osl": 5}\n{"arrival_s": 1, "isl": 100, "osl": 5}\n')
+    rep = run_json(*TRACE_RUN, "--trace", str(f))
+    assert rep["requests"] == rep["completed"] == 2

@@ -101,7 +101,8 @@ def _datetime_s(text: str, where: str) -> float:
     try:
         dt = datetime.fromisoformat(head + (("." + frac) if frac else "") + tz)
     except ValueError:
-        raise ClusterfitError(f"{where}: cannot read arrival time {brief(text)} (seconds or an ISO date-time)") from None
+        raise ClusterfitError(f"{where}: cannot read arrival time {brief(text)} (seconds or an ISO date-time)"
+                              ) from None
     extra = float("0." + digits[6:]) * 1e-6 if dot and len(digits) > 6 else 0.0
     return dt.timestamp() + extra
 
@@ -157,7 +158,7 @@ def _rows(path: Path) -> tuple[Callable[[], Iterator[tuple[int, Row]]], list[str
     """A generator function of (line number, row) pairs, and the header (None for JSONL)."""
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         def jsonl_rows() -> Iterator[tuple[int, Row]]:
-            with open(path, encoding="utf-8") as fh:
+            with open(path, encoding="utf-8-sig") as fh:   # as the CSV reader: a BOM (Windows tools) is no data
                 for i, line in enumerate(_lines(fh, path), 1):
                     if not line.strip():
                         continue
