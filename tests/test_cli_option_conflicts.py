@@ -184,3 +184,20 @@ def test_a_scenario_naming_one_system_twice_is_refused_naming_the_file(run_cli, 
     code, out, err = run_cli("plan", "--scenario", str(f))
     assert code == 2 and err.strip() == (f"error: --scenario: scenario file {f}: systems: hgx_h200 is given twice "
                                          f"(as 'h200' and {second!r})"), err
+
+
+@pytest.mark.parametrize("args, start", [
+    (("plan", "--scenario", "{tmp}/missing.yaml"), "error: --scenario: scenario file not found: "),
+    (("plan", "--scenario", "{tmp}/s.txt"), "error: --scenario: scenario file {tmp}/s.txt: use .yaml, .yml or .toml"),
+    (("simulate", "llama-3.1-8b", "--system", "h200", "--replicas", "1", "--trace", "{tmp}/missing.csv"),
+     "error: --trace: trace file not found: "),
+    (("bench", "http://127.0.0.1:9", "--trace", "{tmp}/missing.csv", "--requests", "3"),
+     "error: --trace: trace file not found: "),
+])
+def test_a_file_that_cannot_be_read_names_its_option(run_cli, tmp_path, args, start):
+    """A scenario or trace file that is missing or of the wrong kind is the option's problem: the message starts
+    with the option that named it (it said "scenario file not found: ..." / "trace file not found: ...")."""
+    (tmp_path / "s.txt").write_text("model: llama-3.1-8b\n")
+    code, out, err = run_cli(*(a.format(tmp=tmp_path) for a in args))
+    assert code == 2 and out == ""
+    assert err.startswith(start.format(tmp=tmp_path)) and len(err.strip().splitlines()) == 1, err

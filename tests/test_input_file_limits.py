@@ -93,7 +93,7 @@ def test_a_fifo_given_as_a_scenario_is_refused_not_waited_on(tmp_path):
     fifo = tmp_path / "ff.yaml"
     os.mkfifo(fifo)
     proc = _cli_process(["plan", "--scenario", str(fifo)])
-    assert _one_error(proc.returncode, proc.stderr) == f"error: scenario file {fifo} {NOT_A_FILE}"
+    assert _one_error(proc.returncode, proc.stderr) == f"error: --scenario: scenario file {fifo} {NOT_A_FILE}"
 
 
 def test_a_fifo_given_as_a_model_config_is_named_for_what_it_is(tmp_path):
@@ -121,12 +121,12 @@ def test_a_device_given_as_an_input_file_is_refused(tmp_path, args, what):
 def test_a_pipe_given_as_a_scenario_is_refused():
     """A pipe (`--scenario <(...)`, here /dev/stdin) of 60 MB was read whole past the 4 MiB limit."""
     proc = _cli_process(["plan", "--scenario", "/dev/stdin"], input="#" * 60_000_000)
-    assert _one_error(proc.returncode, proc.stderr) == f"error: scenario file /dev/stdin {NOT_A_FILE}"
+    assert _one_error(proc.returncode, proc.stderr) == f"error: --scenario: scenario file /dev/stdin {NOT_A_FILE}"
 
 
 def test_a_trace_that_is_not_a_file_says_so_as_every_input_does(run_cli):
     msg = _one_error(*run_cli(*TRACE_RUN, "--trace", "/dev/zero")[::2])
-    assert msg.startswith("error: trace file /dev/zero: not a regular file (a pipe, a device or a socket) (shipped")
+    assert msg.startswith("error: --trace: trace file /dev/zero: not a regular file (a pipe, a device or a socket) (shipped")
 
 
 #: How errors show a value of any length (errors.brief, as scenario and HTTP errors do): its repr cut to 60

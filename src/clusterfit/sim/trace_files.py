@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..errors import ClusterfitError, brief
+from ..errors import ClusterfitError, ParameterError, brief
 from ..inputs import RepeatedKey, nested_too_deep, not_a_file, parse_problem, unique_keys
 from .requests import Requests
 
@@ -60,8 +60,8 @@ def resolve_trace_path(name: str | Path) -> Path:
     known = ", ".join(s.name for s in sample_traces())
     if p.exists():   # the rule every input file has (inputs.not_a_file): a FIFO or /dev/zero may never end
         what = not_a_file(p.stat().st_mode) or "not a regular file"
-        raise ClusterfitError(f"trace file {name}: {what} (shipped samples: {known})")
-    raise ClusterfitError(f"trace file not found: {name} (shipped samples: {known})")
+        raise ParameterError("trace", f"trace file {name}: {what} (shipped samples: {known})")
+    raise ParameterError("trace", f"trace file not found: {name} (shipped samples: {known})")
 
 
 def _pick(header: list[str], names: tuple[str, ...]) -> str | None:
