@@ -350,6 +350,25 @@ def test_a_yes_no_field_takes_only_true_or_false(run_cli, tmp_path, command, sec
     _one_error(code, err, f"scenario file {f}: {field}: a yes/no field takes true or false only")
 
 
+@pytest.mark.parametrize("word", ["no", "yes", "off", "On"])
+def test_an_unquoted_yaml_yes_no_in_a_text_field_says_why_it_is_a_boolean(run_cli, tmp_path, word):
+    """YAML 1.1 reads `name: no` as false: the refusal said 'true / false only go to yes/no fields' about a file
+    that never wrote true or false; it now names YAML's reading and the fix (quote the text). A number field that
+    gets one keeps the short message."""
+    f = tmp_path / "s.yaml"
+    f.write_text(f"name: {word}\n" + _BASE)
+    code, out, err = run_cli("plan", "--scenario", str(f))
+    _one_error(code, err, f"scenario file {f}: name: true / false only go to yes/no fields (YAML reads an unquoted "
+                          "yes / no / on / off as true / false: quote text such as 'no')")
+    f.write_text(f"name: '{word}'\n" + _BASE)
+    code, out, err = run_cli("plan", "--scenario", str(f), "--json")
+    assert code == 0, err
+    f.write_text(_BASE.replace("isl: 1000", f"isl: {word}"))
+    code, out, err = run_cli("plan", "--scenario", str(f))
+    _one_error(code, err, "workload.isl: true / false only go to yes/no fields")
+    assert "YAML reads" not in err
+
+
 def test_yes_no_fields_still_take_true_false_and_none():
     from clusterfit.planning.scenario import parse_scenario
     from clusterfit.sim.api import parse_simulation

@@ -299,7 +299,12 @@ class RefuseBool(BaseModel):
             return value
         if isinstance(value, bool):
             if not _allows_bool(field.annotation):
-                raise PydanticCustomError("bool_not_number", "true / false only go to yes/no fields")
+                # YAML 1.1 (PyYAML) reads an unquoted yes / no / on / off as true / false: a text field that got one
+                # says so, since the file never wrote true or false
+                hint = (" (YAML reads an unquoted yes / no / on / off as true / false: quote text such as 'no')"
+                        if str in _kinds(field.annotation) else "")
+                raise PydanticCustomError("bool_not_number", "true / false only go to yes/no fields{hint}",
+                                          {"hint": hint})
         elif isinstance(value, int | float | str | bytes) and _bool_only(field.annotation):
             raise PydanticCustomError("not_a_flag", "a yes/no field takes true or false only, not {value}",
                                       {"value": brief(value)})
