@@ -364,6 +364,46 @@ def test_every_bundled_config_still_loads():
         assert parse_config(_bundled_config(hf_id), hf_id).num_layers > 0, hf_id
 
 
+def test_every_bundled_model_type_is_a_checked_one():
+    """CHECKED_MODEL_TYPES holds the bundled configs' model types (top level and text_config): a new bundle of a new
+    architecture must be added to it, and no bundled model carries the 'not checked' note."""
+    from clusterfit.arch import CHECKED_MODEL_TYPES
+
+    for hf_id in list_models():
+        cfg = _bundled_config(hf_id)
+        types = {cfg.get("model_type"), (cfg.get("text_config") or {}).get("model_type")} - {None}
+        assert types and types <= CHECKED_MODEL_TYPES, (hf_id, types)
+        assert not any("is not one clusterfit's counts were checked on" in n for n in load_model(hf_id).notes), hf_id
+
+
+def test_an_unknown_model_type_is_counted_with_a_note_not_silently(run_cli, tmp_path):
+    """A config.json of a model type clusterfit was never checked on was counted as a standard decoder without a
+    word (the audit's finding); the count stays (its standard fields give it: 2 layers x (4 x 1024^2 attention +
+    3 x 1024 x 4096 MLP) + 2 x 1000 x 1024 embeddings and head + norms), and a note says so, in `model` and `fit`."""
+    import json
+
+    cfg = {"model_type": "weird", "hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 16,
+           "num_key_value_heads": 16, "vocab_size": 1000, "intermediate_size": 4096, "max_position_embeddings": 4096,
+           "torch_dtype": "bfloat16"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = run_cli("model", str(path), "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    note = ("model_type 'weird' is not one clusterfit's counts were checked on: counted as a standard decoder from "
+            "the config's fields")
+    assert any(n.startswith(note) for n in got["notes"]), got["notes"]
+    layers = 2 * (4 * 1024 * 1024 + 3 * 1024 * 4096)
+    assert got["total_params"] == layers + 2 * 1000 * 1024 + (2 * 2 + 1) * 1024   # + 2 norms a layer and the final
+    code, out, err = run_cli("fit", str(path), "--system", "h200")
+    assert code == 0 and note in " ".join(out.split()), out
+    llama = tmp_path / "llama" / "config.json"
+    llama.parent.mkdir()
+    llama.write_text(json.dumps({**cfg, "model_type": "llama"}))
+    code, out, err = run_cli("model", str(llama), "--json")
+    assert code == 0 and not any(n.startswith("model_type") for n in json.loads(out)["notes"]), out
+
+
 @pytest.mark.parametrize("key", ["tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window",
                                  "attn_output_gate", "use_qk_norm", "is_encoder_decoder", "use_mtp"])
 @pytest.mark.parametrize("value", ["false", "true", 0, 1, [], {}])

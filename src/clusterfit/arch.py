@@ -584,7 +584,7 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         if params["vision"] == 0:
             notes.append("vision_config present but its shape is not given: vision tower not counted")
 
-    notes += _unverified_shapes(model_type)
+    notes += _unverified_shapes(model_type) + _unchecked_type(model_type, str(config.get("model_type") or ""))
 
     return ModelArch(
         name=name, hidden=hidden, vocab=vocab, layers=tuple(layers), params=params, tie_embeddings=tie,
@@ -593,6 +593,29 @@ def parse_config(config: dict, name: str = "model", hf_id: str | None = None) ->
         quantization=_quantization(quant_cfg, t, name), notes=tuple(notes),
         source=str(config.get("_source", "")), max_context=_cfg(t, "max_position_embeddings"),
     )
+
+
+#: The model types whose layer shapes clusterfit's counts were checked on: those of the bundled configs
+#: (catalog/models, top level and text_config; tests/test_arch.py keeps this in step with them) and those
+#: parse_config reads with their own field names or norms (LAYERNORM_MODELS, _FIELD_ALIASES). Any other model type is
+#: counted from the config's standard fields like these are, with a note saying so (the audit found an unknown
+#: model_type counted as a standard decoder without a word).
+CHECKED_MODEL_TYPES = frozenset({
+    "llama", "llama4", "llama4_text", "mistral", "mixtral", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5",
+    "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "deepseek_v3", "deepseek_v32", "deepseek_v4", "glm4_moe",
+    "glm_moe_dsa", "gpt_oss", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "kimi_k2", "kimi_k25", "kimi_k3",
+    "kimi_linear", "minimax_m2", "minimax_m3", "mimo_v2_flash", "step3p7", "nemotron_h", "phi3",
+    *LAYERNORM_MODELS, *_FIELD_ALIASES})
+
+
+def _unchecked_type(*model_types: str) -> list[str]:
+    """A note when none of the config's model types (top level, text_config) is in CHECKED_MODEL_TYPES."""
+    given = [m for m in model_types if m]
+    if not given or any(m in CHECKED_MODEL_TYPES for m in given):
+        return []
+    return [f"model_type '{given[0]}' is not one clusterfit's counts were checked on: counted as a standard decoder "
+            "from the config's fields (attention and an MLP or MoE per layer); check the parameter count against the "
+            "checkpoint's"]
 
 
 def _unverified_shapes(model_type: str) -> list[str]:
