@@ -379,7 +379,8 @@ def test_every_bundled_model_type_is_a_checked_one():
 def test_an_unknown_model_type_is_counted_with_a_note_not_silently(run_cli, tmp_path):
     """A config.json of a model type clusterfit was never checked on was counted as a standard decoder without a
     word (the audit's finding); the count stays (its standard fields give it: 2 layers x (4 x 1024^2 attention +
-    3 x 1024 x 4096 MLP) + 2 x 1000 x 1024 embeddings and head + norms), and a note says so, in `model` and `fit`."""
+    3 x 1024 x 4096 MLP) + 2 x 1000 x 1024 embeddings and head + norms), and a note says so, in `model`, `fit` and
+    `perf` (whose times rest on those counts)."""
     import json
 
     cfg = {"model_type": "weird", "hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 16,
@@ -397,6 +398,9 @@ def test_an_unknown_model_type_is_counted_with_a_note_not_silently(run_cli, tmp_
     assert got["total_params"] == layers + 2 * 1000 * 1024 + (2 * 2 + 1) * 1024   # + 2 norms a layer and the final
     code, out, err = run_cli("fit", str(path), "--system", "h200")
     assert code == 0 and note in " ".join(out.split()), out
+    code, out, err = run_cli("perf", str(path), "--system", "h200", "--isl", "100", "--osl", "10", "--batch", "1",
+                             "--json")
+    assert code == 0 and any(n.startswith(note) for n in json.loads(out)["notes"]), out
     llama = tmp_path / "llama" / "config.json"
     llama.parent.mkdir()
     llama.write_text(json.dumps({**cfg, "model_type": "llama"}))

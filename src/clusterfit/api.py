@@ -339,7 +339,7 @@ def perf(request: PerfRequest | None = None, /, **kwargs: Any) -> PerfResult:
     out = predict(rep.model, rep.system, rep.layout, rep.precision, rep.engine, req.isl, req.osl,
                   concurrency=req.concurrency, batch=req.batch, context=req.context,
                   max_throughput=req.max_throughput, step_model=rep.step, drafting=drafting)
-    notes: list[str] = []
+    notes: list[str] = list(rep.model.notes)   # what the counts behind these times rest on (as fit and model say)
     if req.profile is not None:
         notes.append(f"kernel curves measured by clusterfit calibrate: {req.profile.summary()}; they replace the "
                      f"shipped H200-derived curves for {', '.join(req.profile.families())}")
