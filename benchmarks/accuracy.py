@@ -646,9 +646,10 @@ def calibrate(path: str, engine: str = "trtllm", rows: list[dict] | None = None)
                     and sum(runs_attention_dp(r, engine) for r in sub) >= least else {})
 
         hopper = [r for r in rows if gpu_family(r["gpu"]) is None]
-        if "attention_dp_seq_overhead_s" in e and not adp_params(hopper, 1):
+        global_adp = adp_params(hopper, 1)
+        if not global_adp and "attention_dp_seq_overhead_s" in e:
             e["attention_dp_seq_overhead_s"] = 0.0   # no global fit of it: a held-out fold's value is not kept
-        fit(e, {**GLOBAL_PARAMS, **adp_params(hopper, 1)}, hopper, {})
+        fit(e, {**GLOBAL_PARAMS, **global_adp}, hopper, {})
 
         def fit_family(fam: str, sub: list[dict]) -> None:
             e["by_gpu_family"][fam] = {}

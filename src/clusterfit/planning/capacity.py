@@ -332,8 +332,9 @@ class _AggregatedSteps:
         if ahead:
             # async scheduling: the arrival also waits for the step already chosen (engines.schedules_ahead)
             own = own + (busy * decode_only)[:, None]
-        return _CurveTerms(B, budget, slo, kv_bound, front, under, tpot, tpot_q, p_tpot, decode_only / per_step, q,
-                           rate, occupancy, w, own, step, busy)
+        limit = slo.ttft_s if slo.ttft_s is not None else np.inf
+        return _CurveTerms(B, budget, slo, limit, kv_bound, front, under, tpot, tpot_q, p_tpot, decode_only / per_step,
+                           q, rate, occupancy, w, own, step, busy)
 
 
 @dataclass
@@ -342,32 +343,32 @@ class _CurveTerms:
     ttft_quantile_s(q, rate, occupancy, w, own, step, busy). finish_curves computes the quantiles of many layouts
     together, then ``curve`` the rest."""
 
-    B: np.ndarray
-    budget: np.ndarray
+    B: np.ndarray                 # running sequences per replica, one per batch of the grid
+    budget: np.ndarray            # tokens: prefill budget of a step at each batch
     slo: SLO
-    kv_bound: float
+    limit_s: float                # s: the SLO's TTFT target (inf without one)
+    kv_bound: float               # sequences the KV cache admits (kv_batch_bound)
     front_s: float                # s: the engine's front-end latency (engines.front_end_s)
     under: Underload
-    tpot: np.ndarray
-    tpot_q: np.ndarray
-    p_tpot: np.ndarray
+    tpot: np.ndarray              # s: mean TPOT at each batch
+    tpot_q: np.ndarray            # s: TPOT at the SLO's TPOT percentile
+    p_tpot: np.ndarray            # share of requests within the TPOT target
     decode_only_s: np.ndarray     # s of pure decode step per output token
-    q: float
-    rate: np.ndarray
-    occupancy: np.ndarray
-    w: np.ndarray
-    own: np.ndarray
-    step: np.ndarray
-    busy: np.ndarray
+    q: float                      # the TTFT quantile (SLO percentile / 100)
+    rate: np.ndarray              # requests/s one replica serves at each batch
+    occupancy: np.ndarray         # share of a step each request class's prefill chunk fills
+    w: np.ndarray                 # request-class weights (Workload.weights)
+    own: np.ndarray               # s: each class's own prefill time at each batch
+    step: np.ndarray              # s: mean engine step at each batch
+    busy: np.ndarray              # probability an arrival finds the replica mid-step
 
     def served(self, ttft_q: np.ndarray) -> _Served:
         """TTFT at the SLO's percentile, given ttft_quantile_s's answer for these terms, with the rate, the
         probability of finding the replica busy and the own times at the rate each batch serves (Underload)."""
-        budget, slo, front, under = self.budget, self.slo, self.front_s, self.under
+        budget, limit, front, under = self.budget, self.limit_s, self.front_s, self.under
         rate, own, busy = self.rate, self.own, self.busy
         ttft = ttft_q + front
         ttft = np.where(budget > 0, ttft, np.inf)
-        limit = slo.ttft_s if slo.ttft_s is not None else np.inf
         if (budget[0] > 0 and not (np.isfinite(ttft[0]) and ttft[0] <= limit)
                 and float(np.min(under.own)) + front < limit):
             lam0 = under.capacity(limit)
@@ -382,7 +383,7 @@ class _CurveTerms:
         the TTFT target less the front end (``p_ttft_raw``; None without a TTFT target)."""
         B, budget, slo, front, w, step, nB = self.B, self.budget, self.slo, self.front_s, self.w, self.step, self.B.size
         ttft, rate, busy, own = served.ttft, served.rate, served.busy, served.own
-        limit = slo.ttft_s if slo.ttft_s is not None else np.inf
+        limit = self.limit_s
         ttft_mean = own @ w + busy * step / 2.0 + wait_s + front
         kv_ok = B <= self.kv_bound
         tpot_ok = self.tpot_q <= (slo.tpot_s if slo.tpot_s is not None else np.inf)
@@ -399,10 +400,10 @@ class _CurveTerms:
 class _Served:
     """A curve's TTFT at the SLO's percentile and the queue's state at the rate each batch serves (_CurveTerms)."""
 
-    ttft: np.ndarray
-    rate: np.ndarray
-    busy: np.ndarray
-    own: np.ndarray
+    ttft: np.ndarray              # s
+    rate: np.ndarray              # requests/s per replica
+    busy: np.ndarray              # probability an arrival finds the replica mid-step
+    own: np.ndarray               # s: each class's own prefill time
 
 
 @dataclass
@@ -463,9 +464,8 @@ def _waits_and_cdfs(terms: list[_CurveTerms],
     def one_class(c: _CurveTerms) -> float | None:
         return float(c.w[0]) if c.w.size == 1 else None
 
-    def wait_key(x: tuple[_CurveTerms, _Served]) -> tuple[float, bool] | None:
-        w0 = one_class(x[0])
-        return None if w0 is None else (w0, x[0].slo.ttft_s is None)
+    def wait_key(x: tuple[_CurveTerms, _Served]) -> float | None:
+        return one_class(x[0])   # mean_wait_s takes no TTFT target: curves with and without one join
 
     def cdf_key(x: tuple[_CurveTerms, _Served]) -> float | None:
         return one_class(x[0]) if x[0].slo.ttft_s is not None else None

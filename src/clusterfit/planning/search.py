@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple
 
 
 from ..errors import ClusterfitError
@@ -21,6 +21,8 @@ from .layout_candidates import candidate_layouts
 from .workload import SLO, Workload
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..arch import ModelArch
     from ..compose import Catalog
     from ..hardware import System
@@ -171,16 +173,16 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
                     cap = sm.max_num_seqs if space.max_batch is None else min(sm.max_num_seqs, space.max_batch)
                     kv_bound = kv_batch_bound(sm, workload)   # once per layout: the grid and both curves use it
                     grid = batch_grid(cap, kv_bound=kv_bound)
+                    evaluated += grid.size
+                    prefill: PendingPrefill | None = None
+                    decode = None
                     if space.disaggregated:   # both curves' steps timed together (pending_and_prefill)
                         agg, prefill = pending_and_prefill(sm, workload, slo, grid, kv_link, margins, drafting,
                                                            kv_bound)
-                    else:
-                        agg, prefill = pending_curve(sm, workload, slo, grid, margins, drafting, kv_bound), None
-                    evaluated += grid.size
-                    decode = None
-                    if prefill is not None:
                         decode = decode_curve(sm, workload, slo, grid, agg.decode_only_s, margins, kv_bound=kv_bound)
                         evaluated += grid.size + prefill.points
+                    else:
+                        agg = pending_curve(sm, workload, slo, grid, margins, drafting, kv_bound)
                     pending.append(_Found(system, prec, (tp, pp, ep, dp), sm, decode, prefill, agg))
                     found += 1
                 if not found:
@@ -189,8 +191,8 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     # every layout's aggregated curve and prefill capacity finished together (capacity.finish_curves and
     # finish_prefills: one TTFT-quantile call for all the one-class ones)
     finished = finish_curves([f.agg for f in pending])
-    prefills: list[PrefillCapacity | None] = (
-        list(finish_prefills([cast(PendingPrefill, f.prefill) for f in pending])) if space.disaggregated
+    prefills: Sequence[PrefillCapacity | None] = (
+        finish_prefills([f.prefill for f in pending if f.prefill is not None]) if space.disaggregated
         else [None] * len(pending))
     for f, curve, prefill_capacity in zip(pending, finished, prefills):
         candidates.append(Candidate(f.system, f.precision, f.precision.name, f.precision.kv_dtype, f.layout, f.sm,
