@@ -169,18 +169,37 @@ LLAMA = ('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden
          '"vocab_size": 128256, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}')
 
 
-@pytest.mark.parametrize("field, literal, shown", [
-    ("hidden_size", "NaN", "nan"),                # was: missing required field 'hidden_size'
-    ("intermediate_size", "Infinity", "inf"),     # was: missing required field 'intermediate_size'
-    ("num_key_value_heads", "-Infinity", "-inf"),  # was read as absent: as many KV heads as query heads
-])
-def test_a_nan_or_infinity_in_a_field_clusterfit_reads_is_not_a_finite_number(run_cli, tmp_path, field, literal,
-                                                                               shown):
+#: LLAMA with a head_dim and a sliding_window (fields read with a plain ``get``, not the required-field helpers).
+LLAMA_WINDOWED = LLAMA[:-1] + ', "head_dim": 128, "sliding_window": 4096}'
+#: EleutherAI/gpt-j-6b's shape in GPT-J's own field names (configuration_gptj.py: n_embd, n_layer, n_head, n_positions).
+GPTJ = ('{"architectures": ["GPTJForCausalLM"], "model_type": "gptj", "n_embd": 4096, "n_layer": 28, "n_head": 16, '
+        '"n_positions": 2048, "rotary_dim": 64, "vocab_size": 50400, "torch_dtype": "float16"}')
+
+
+@pytest.mark.parametrize("config, field, literal, shown", [
+    (LLAMA, "hidden_size", "NaN", "nan"),                # was: missing required field 'hidden_size'
+    (LLAMA, "intermediate_size", "Infinity", "inf"),     # was: missing required field 'intermediate_size'
+    (LLAMA, "num_key_value_heads", "-Infinity", "-inf"),  # was read as absent: as many KV heads as query heads
+    (LLAMA_WINDOWED, "head_dim", "NaN", "nan"),          # was read as absent: hidden_size / heads
+    (LLAMA_WINDOWED, "sliding_window", "Infinity", "inf"),  # was read as absent: full attention
+    (GPTJ, "n_embd", "NaN", "nan"),                      # was: missing required field 'hidden_size' (an alias)
+], ids=["hidden_size", "intermediate_size", "num_key_value_heads", "head_dim", "sliding_window", "gptj-n_embd"])
+def test_a_nan_or_infinity_in_a_field_clusterfit_reads_is_not_a_finite_number(run_cli, tmp_path, config, field,
+                                                                               literal, shown):
     """As 1e999 (a number that reads as inf) already was: 'intermediate_size: inf is not a finite number'."""
     f = tmp_path / "cfg.json"
-    f.write_text(LLAMA.replace(f'"{field}": ', f'"{field}": {literal}, "was": '))
+    assert f'"{field}": ' in config
+    f.write_text(config.replace(f'"{field}": ', f'"{field}": {literal}, "was": '))
     msg = _one_error(*run_cli("model", str(f))[::2])
     assert msg == f"error: model config {f}: {field}: {shown} is not a finite number"
+
+
+def test_the_gptj_and_windowed_configs_of_the_nan_test_load_as_they_are(run_json, tmp_path):
+    """The configs the test above spoils load unspoiled (so its errors come from the NaN, not the config)."""
+    for i, config in enumerate((LLAMA_WINDOWED, GPTJ)):
+        f = tmp_path / f"cfg{i}.json"
+        f.write_text(config)
+        assert run_json("model", str(f))["layers"] == (32, 28)[i]
 
 
 def test_a_nan_in_a_field_clusterfit_does_not_read_is_still_ignored(run_json, tmp_path):

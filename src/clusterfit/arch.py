@@ -194,31 +194,48 @@ def _expert_params(hidden: int, f: FFN) -> int:
 
 
 class ConfigObject(dict[str, Any]):
-    """A JSON object of a config.json as ``parse_config_text`` reads it: its NaN / Infinity / -Infinity values read
-    as null, and ``non_finite`` names each such key with the error a field clusterfit reads gives for it."""
+    """A JSON object of a config.json as ``parse_config_text`` reads it: its NaN / Infinity / -Infinity values held
+    as null, and ``non_finite`` names each such key with its error. Reading such a key (``[key]`` or ``get``: every
+    helper of parse_config reads through one of them) raises that error, so 'hidden_size: NaN' is 'not a finite
+    number', never a field left out; a key clusterfit never reads (nemotron_h ``time_step_limit``) loads as null.
+    Setting a key (parse_config's own defaults) clears its error."""
 
-    non_finite: dict[str, str]
+    non_finite: dict[str, str] = {}   # per object, set by parse_config_text; never mutated (replaced on a set)
 
+    def _refuse_non_finite(self, key: object) -> None:
+        problem = self.non_finite.get(key) if isinstance(key, str) else None
+        if problem is not None:
+            raise ClusterfitError(problem)
 
-def _refuse_non_finite(d: dict, key: str) -> None:
-    """A field clusterfit reads that held NaN / Infinity (``ConfigObject``: read as null) is an error, not a field
-    left out: 'hidden_size: NaN' said the field was missing."""
-    problem = getattr(d, "non_finite", {}).get(key)
-    if problem is not None:
-        raise ClusterfitError(problem)
+    def __getitem__(self, key: str) -> Any:
+        self._refuse_non_finite(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._refuse_non_finite(key)
+        return super().get(key, default)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in self.non_finite:   # a copy (__copy__) shares the dict: replace it, never edit it in place
+            self.non_finite = {k: v for k, v in self.non_finite.items() if k != key}
+        super().__setitem__(key, value)
+
+    def __copy__(self) -> ConfigObject:
+        """A shallow copy with the same errors (copy.copy's default would set each key, clearing them)."""
+        out = ConfigObject(self)
+        out.non_finite = self.non_finite
+        return out
 
 
 def _cfg(d: dict, *keys: str, default=None):
     for k in keys:
         if k in d and d[k] is not None:
             return d[k]
-        _refuse_non_finite(d, k)
     return default
 
 
 def _req(d: dict, key: str, name: str):
     if key not in d or d[key] is None:
-        _refuse_non_finite(d, key)
         raise ClusterfitError(f"config for {name} is missing required field '{key}'")
     v = d[key]
     _check_size(v, f"config for {name}: field '{key}'")
@@ -1136,10 +1153,10 @@ def parse_config_text(text: str, origin: str) -> dict[str, Any]:
     from .inputs import check_depth, nested_too_deep, parse_problem, unique_keys
 
     def object_of(pairs: list[tuple[str, Any]]) -> ConfigObject:
-        out = ConfigObject(unique_keys(pairs))
+        fields = unique_keys(pairs)
+        out = ConfigObject({k: None if isinstance(v, _Constant) else v for k, v in fields.items()})
         out.non_finite = {k: f"{origin}: {k}: {float(v.literal)} is not a finite number"
-                          for k, v in out.items() if isinstance(v, _Constant)}
-        out.update(dict.fromkeys(out.non_finite))
+                          for k, v in fields.items() if isinstance(v, _Constant)}
         return out
 
     try:
