@@ -113,7 +113,7 @@ def test_request_and_keywords_not_both():
     (["plan", "llama-3.1-8b", "--isl", "0.5", "--osl", "10", "--rate", "1", "--system", "h200"],
      "--isl must be a number of tokens in 1..100,000,000, got 0.5"),
     (["plan", "llama-3.1-8b", "--isl", "100", "--osl", "10", "--rate", "1e-320", "--system", "h200", "--verify"],
-     "--rate: must be at least 1e-06 requests/s to simulate"),
+     "--rate: must be at least 1e-06 requests/s (one request every ~12 days) to plan for"),
     (["bench", "http://127.0.0.1:9", "--isl", "100", "--osl", "10", "--rate", "50", "--burstiness", "1e-320"],
      "--burstiness: must be a number in 0.01..1,000,000"),
     (["bench", "http://127.0.0.1:9", "--isl-values", "128:nan", "--osl", "10", "--rate", "50"],

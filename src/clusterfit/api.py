@@ -461,7 +461,6 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
     from .planning.question import build_question
 
     req = _request(PlanRequest, request, kwargs)
-    _check_plan_load(req)
     question = build_question(req)
     if question.catalog is not None and question.systems:
         try:
@@ -485,21 +484,6 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
         result.engine_settings = ServingEngineSettings.of(catalog.engine(question.engine),
                                                           settings.given() if settings is not None else [])
     return result
-
-
-def _check_plan_load(req: PlanRequest) -> None:
-    """A target load a plan can be sized for: a concurrency is a whole number of sessions, at least one (0.5 was
-    planned as half a client); a rate at least MIN_LOAD requests/s, as the simulator's and the other loads' floor
-    (1e-300 was planned and reported as "1e-300 requests/s"). With ``verify`` the simulator's check_rate refuses a
-    slower rate in its own words."""
-    from .schema import MIN_LOAD
-
-    c = req.concurrency
-    if c is not None and not (c >= 1 and float(c).is_integer()):
-        raise ParameterError("concurrency", f"must be a whole number of concurrent sessions, at least 1, got {c:g}")
-    if req.rate is not None and req.rate < MIN_LOAD and not req.verify:
-        raise ParameterError("rate", f"must be at least {MIN_LOAD:g} requests/s (one request every ~12 days) to "
-                             f"plan for, got {req.rate:g}")
 
 
 # ============================================================================================== deploy

@@ -42,6 +42,8 @@ MAX_TOKENS_PER_S = 1e9
 #: The smallest target load of any kind: requests/s (one request per ~12 days: slower gaps overflow the
 #: simulator's clock), concurrent sessions, output tokens/s.
 MIN_LOAD = 1e-6
+#: The gap between requests at MIN_LOAD requests/s, in words (1 / 1e-6 s = 11.6 days).
+MIN_RATE_GAP = f"one request every ~{1 / MIN_LOAD / 86_400:.0f} days"
 #: Bounds on a latency target, ms (1 us .. ~2.8 hours), and the longest simulated time, s (~116 days).
 MIN_LATENCY_MS = 1e-3
 MAX_LATENCY_MS = 1e7
@@ -347,9 +349,10 @@ class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
     model: str | None = None
     isl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Prompt tokens per request (mean)")
     osl: float | None = Field(None, gt=0, le=MAX_TOKENS, description="Output tokens per request (mean)")
-    rate: float | None = Field(None, gt=0, le=MAX_RATE_RPS, description="Target load, requests/s (whole cluster)")
-    concurrency: float | None = Field(None, ge=MIN_LOAD, le=MAX_CONCURRENCY,
-                                      description="Target load, concurrent sessions")
+    rate: float | None = Field(None, gt=0, le=MAX_RATE_RPS, description="Target load, requests/s (whole cluster; "
+                                "at least MIN_LOAD: planning.workload.load_problem)")
+    concurrency: float | None = Field(None, gt=0, le=MAX_CONCURRENCY, description="Target load, concurrent "
+                                      "sessions (a whole number, at least 1: planning.workload.load_problem)")
     tokens_per_s: float | None = Field(None, ge=MIN_LOAD, le=MAX_TOKENS_PER_S,
                                        description="Target load, output tokens/s (total)")
     ttft_ms: float | None = Field(None, ge=MIN_LATENCY_MS, le=MAX_LATENCY_MS,

@@ -18,7 +18,7 @@ from ..errors import ClusterfitError, no_decode_tpot
 from ..schema import ParameterError, PlanRequest
 from .cost import EndpointPrice, parse_price_overrides
 from .planner import PlanQuestion
-from .workload import SLO, LengthDist, Load, LoadKind, Workload, unjudged_slo_term
+from .workload import SLO, LengthDist, Load, LoadKind, Workload, load_problem, unjudged_slo_term
 
 if TYPE_CHECKING:  # loaded where used: a plan without a scenario file or speculative options needs neither
     from ..sim.config import SpeculativeSpec
@@ -30,11 +30,17 @@ def _load(req: PlanRequest) -> Load | None:
     kinds: tuple[tuple[str, LoadKind, float | None], ...] = (
         ("rate", "requests_per_s", req.rate), ("concurrency", "concurrent_sessions", req.concurrency),
         ("tokens_per_s", "output_tokens_per_s", req.tokens_per_s))
-    given = [(name, Load(kind, v)) for name, kind, v in kinds if v is not None]
+    given = [(name, kind, v) for name, kind, v in kinds if v is not None]
     if len(given) > 1:
         raise ParameterError(given[1][0], f"give only one of rate, concurrency, tokens_per_s ({given[0][0]} is "
                              "given too)")
-    return given[0][1] if given else None
+    if not given:
+        return None
+    name, kind, value = given[0]
+    problem = load_problem(kind, value)   # Load checks it too: here the option is named
+    if problem is not None:
+        raise ParameterError(name, problem)
+    return Load(kind, value)
 
 
 def _ms(value: float | None) -> float | None:

@@ -25,7 +25,8 @@ from typing import Literal
 import numpy as np
 
 from ..errors import ClusterfitError
-from ..schema import MAX_CONCURRENCY, MAX_RATE_RPS, MAX_THINK_TIME_S, MAX_TOKENS, MAX_TOKENS_PER_S
+from ..schema import (MAX_CONCURRENCY, MAX_RATE_RPS, MAX_THINK_TIME_S, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_LOAD,
+                      MIN_RATE_GAP)
 
 #: Number of equal-probability points a fitted length distribution is discretised into.
 DIST_POINTS = 16
@@ -193,11 +194,32 @@ LoadKind = Literal["requests_per_s", "output_tokens_per_s", "concurrent_sessions
 #: The largest load of each kind (the command line's bounds on --rate, --tokens-per-s and --concurrency).
 _LOAD_MAX = {"requests_per_s": MAX_RATE_RPS, "output_tokens_per_s": MAX_TOKENS_PER_S,
              "concurrent_sessions": MAX_CONCURRENCY}
+_LOAD_UNIT = {"requests_per_s": "requests/s", "output_tokens_per_s": "output tokens/s",
+              "concurrent_sessions": "concurrent sessions"}
+
+
+def load_problem(kind: LoadKind, value: float) -> str | None:
+    """Why ``value`` is no target load of ``kind`` a plan can be sized for (None: it is one), in words that do not
+    name the field (callers do: the option, or the scenario's ``load (kind)``). A positive finite number up to
+    _LOAD_MAX; concurrent sessions a whole number, at least one (0.5 was planned as half a client); a rate or a
+    token rate at least schema.MIN_LOAD (1e-300 requests/s was planned and reported as such)."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        return f"must be a positive number, got {value!r}"
+    if value > _LOAD_MAX[kind]:
+        return f"must be at most {_LOAD_MAX[kind]:,.0f}, got {value:.6g}"
+    if kind == "concurrent_sessions":
+        if not (value >= 1 and float(value).is_integer()):
+            return f"must be a whole number of concurrent sessions, at least 1, got {value:g}"
+    elif value < MIN_LOAD:
+        gap = f" ({MIN_RATE_GAP})" if kind == "requests_per_s" else ""
+        return f"must be at least {MIN_LOAD:g} {_LOAD_UNIT[kind]}{gap} to plan for, got {value:g}"
+    return None
 
 
 @dataclass(frozen=True)
 class Load:
-    """Target load: ``value`` requests/s, output tokens/s (total, whole cluster) or concurrent sessions."""
+    """Target load: ``value`` requests/s, output tokens/s (total, whole cluster) or concurrent sessions; every load
+    (option, API keyword, scenario) is checked here (load_problem)."""
 
     kind: LoadKind
     value: float
@@ -205,15 +227,12 @@ class Load:
     def __post_init__(self) -> None:
         if self.kind not in _LOAD_MAX:
             raise ClusterfitError(f"unknown load kind {self.kind!r}")
-        _check_positive(f"load ({self.kind})", self.value)
-        if self.value > _LOAD_MAX[self.kind]:
-            raise ClusterfitError(f"load ({self.kind}) must be at most {_LOAD_MAX[self.kind]:,.0f}, got "
-                                  f"{self.value:.6g}")
+        problem = load_problem(self.kind, self.value)
+        if problem is not None:
+            raise ClusterfitError(f"load ({self.kind}) {problem}")
 
     def describe(self) -> str:
-        unit = {"requests_per_s": "requests/s", "output_tokens_per_s": "output tokens/s",
-                "concurrent_sessions": "concurrent sessions"}[self.kind]
-        return f"{self.value:g} {unit}"
+        return f"{self.value:g} {_LOAD_UNIT[self.kind]}"
 
 
 #: Most turns an agent session may have.
