@@ -207,19 +207,19 @@ def _yaml_loader() -> Any:
     return Loader
 
 
-def check_depth(data: Any, origin: str, limit: int = MAX_DEPTH, most: int = MAX_VALUES) -> None:
-    """Refuse nesting deeper than ``limit``, more than ``most`` values once YAML aliases are expanded (a 'billion
-    laughs' document: nine lines whose aliases expand to 9^9 values, which every reader after this would walk),
-    and non-finite numbers (iteratively: no recursion on input)."""
+def check_depth(data: Any, origin: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH (``nested_too_deep``), more than MAX_VALUES values once YAML aliases are
+    expanded (a 'billion laughs' document: nine lines whose aliases expand to 9^9 values, which every reader after
+    this would walk), and non-finite numbers (iteratively: no recursion on input)."""
     stack: list[tuple[Any, int]] = [(data, 0)]
     seen = 0
     while stack:
         node, depth = stack.pop()
         seen += 1
-        if seen > most:
-            raise ClusterfitError(f"{origin}: holds more than {most:,} values (YAML aliases expanded)")
-        if depth > limit:
-            raise ClusterfitError(f"{origin}: nested more than {limit} levels deep")
+        if seen > MAX_VALUES:
+            raise ClusterfitError(f"{origin}: holds more than {MAX_VALUES:,} values (YAML aliases expanded)")
+        if depth > MAX_DEPTH:
+            raise nested_too_deep(origin)
         if isinstance(node, dict):
             stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
