@@ -37,34 +37,18 @@ def not_a_file(mode: int) -> str | None:
     return "not a regular file (a pipe, a device or a socket)"
 
 
-def _read_at_most(fd: int, most: int) -> bytes:
-    """The bytes of the open file ``fd`` from its start, ``most`` at the most."""
-    chunks: list[bytes] = []
-    left = most
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 def read_text(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
     """The text of ``path`` (a ``what``: "scenario file", ...), refused when missing, not a regular file
     (``not_a_file``), larger than ``max_bytes`` or not UTF-8. At most ``max_bytes`` + 1 bytes are read, and the file
     is opened without blocking (a FIFO with no writer is refused, not waited on)."""
     p = Path(path)
     try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        try:
-            st = os.fstat(fd)
+        with open(os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as fh:
+            st = os.fstat(fh.fileno())
             problem = not_a_file(st.st_mode)
             if problem is not None:
                 raise ClusterfitError(f"{what} {p} is {problem}; give a file")
-            data = _read_at_most(fd, max_bytes + 1)   # + 1: a file that grew since fstat still stops there
-        finally:
-            os.close(fd)
+            data = fh.read(max_bytes + 1)   # + 1: a file that grew since fstat still stops there
         if max(st.st_size, len(data)) > max_bytes:
             raise ClusterfitError(f"{what} {p} is {max(st.st_size, len(data)):,} bytes; the limit is {max_bytes:,} "
                                   "bytes")
