@@ -304,9 +304,9 @@ def load_scenario(path: str | Path) -> Scenario:
 
     p = Path(path)
     suffix = p.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml", ""):
+        raise ParameterError("scenario", f"scenario file {p}: use .yaml, .yml or .toml")
     try:
-        if suffix not in (".toml", ".yaml", ".yml", ""):
-            raise ClusterfitError(f"scenario file {p}: use .yaml, .yml or .toml")
         text = read_text(p, "scenario file")
     except ClusterfitError as exc:   # the file itself (missing, not a file, too large): the option that named it
         raise ParameterError("scenario", str(exc)) from None
