@@ -124,6 +124,40 @@ def test_a_pipe_given_as_a_scenario_is_refused():
     assert _one_error(proc.returncode, proc.stderr) == f"error: --scenario: scenario file /dev/stdin {NOT_A_FILE}"
 
 
+def test_a_file_over_the_size_limit_is_refused_with_its_size(run_cli, tmp_path):
+    """A scenario file one byte over MAX_DOCUMENT_BYTES (4 MiB = 4,194,304 bytes) is refused from its size (fstat),
+    before it is read; here a sparse file, so the test writes no 4 MiB."""
+    f = tmp_path / "big.yaml"
+    with open(f, "wb") as fh:
+        fh.truncate(4 * 1024 * 1024 + 1)
+    msg = _one_error(*run_cli("plan", "--scenario", str(f))[::2])
+    assert msg == f"error: --scenario: scenario file {f} is 4,194,305 bytes; the limit is 4,194,304 bytes"
+
+
+def test_a_file_that_grew_past_the_limit_while_read_is_not_given_a_size(monkeypatch, tmp_path):
+    """fstat said the file fit, the read found more (it grew in between): the bytes read (the limit + 1) are not the
+    file's size, so the error says 'more than' the limit (it said 'is 11 bytes' of a file of unknown size). The
+    growth is stood in for by an fstat that reports the file empty."""
+    import os
+
+    from clusterfit import inputs
+    from clusterfit.errors import ClusterfitError
+
+    f = tmp_path / "grows.yaml"
+    f.write_bytes(b"a: 1\n" * 100)   # 500 bytes
+    real_fstat = os.fstat
+
+    def fstat_before_it_grew(fd: int) -> os.stat_result:
+        st = real_fstat(fd)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 0,
+                               int(st.st_atime), int(st.st_mtime), int(st.st_ctime)))
+
+    monkeypatch.setattr(inputs.os, "fstat", fstat_before_it_grew)
+    with pytest.raises(ClusterfitError) as exc:
+        inputs.read_text(f, "scenario file", max_bytes=10)
+    assert str(exc.value) == f"scenario file {f} is more than 10 bytes, the limit (it grew while read)"
+
+
 def test_a_trace_that_is_not_a_file_says_so_as_every_input_does(run_cli):
     msg = _one_error(*run_cli(*TRACE_RUN, "--trace", "/dev/zero")[::2])
     assert msg.startswith("error: --trace: trace file /dev/zero: not a regular file (a pipe, a device or a socket) (shipped")

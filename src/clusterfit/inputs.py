@@ -39,8 +39,8 @@ def not_a_file(mode: int) -> str | None:
 
 def read_text(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
     """The text of ``path`` (a ``what``: "scenario file", ...), refused when missing, not a regular file
-    (``not_a_file``), larger than ``max_bytes`` or not UTF-8. At most ``max_bytes`` + 1 bytes are read, and the file
-    is opened without blocking (a FIFO with no writer is refused, not waited on)."""
+    (``not_a_file``), larger than ``max_bytes`` (from its size, before reading it) or not UTF-8. At most ``max_bytes``
+    + 1 bytes are read, and the file is opened without blocking (a FIFO with no writer is refused, not waited on)."""
     p = Path(path)
     try:
         with open(os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as fh:
@@ -48,10 +48,11 @@ def read_text(path: str | Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) 
             problem = not_a_file(st.st_mode)
             if problem is not None:
                 raise ClusterfitError(f"{what} {p} is {problem}; give a file")
+            if st.st_size > max_bytes:   # refused unread
+                raise ClusterfitError(f"{what} {p} is {st.st_size:,} bytes; the limit is {max_bytes:,} bytes")
             data = fh.read(max_bytes + 1)   # + 1: a file that grew since fstat still stops there
-        if max(st.st_size, len(data)) > max_bytes:
-            raise ClusterfitError(f"{what} {p} is {max(st.st_size, len(data)):,} bytes; the limit is {max_bytes:,} "
-                                  "bytes")
+        if len(data) > max_bytes:   # it grew: its size now is unknown, only that it passed the limit
+            raise ClusterfitError(f"{what} {p} is more than {max_bytes:,} bytes, the limit (it grew while read)")
     except ClusterfitError:
         raise
     except FileNotFoundError:
