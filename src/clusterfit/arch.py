@@ -1272,7 +1272,7 @@ def load_model(name: str) -> ModelArch:
     if key.endswith(".json") or _is_local(p):
         if _is_local(p) and not p.is_file():
             p = p / "config.json"
-        if not _is_local(p) and not _exists(p):   # a FIFO or a device: read_config_file says what it is
+        if not _exists(p):   # a FIFO or a device exists: read_config_file says what it is
             raise ClusterfitError(f"config file not found: {p}")
         model = checked_parse(read_config_file(p), name=p.parent.name if p.name == "config.json" else p.stem)
         _CACHE[key] = model
