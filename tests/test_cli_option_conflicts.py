@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from clusterfit.errors import ParameterError
+
 PLAN = ("plan", "llama-3.1-8b", "--system", "h200", "--isl", "1000", "--osl", "200", "--rate", "2", "--tpot-ms", "50")
 PLAN_BODY = {"model": "llama-3.1-8b", "systems": ["h200"], "isl": 1000, "osl": 200, "rate": 2, "tpot_ms": 50}
 
@@ -230,3 +232,25 @@ def test_a_file_that_cannot_be_read_names_its_option(run_cli, tmp_path, args, st
     code, out, err = run_cli(*(a.format(tmp=tmp_path) for a in args))
     assert code == 2 and out == ""
     assert err.startswith(start.format(tmp=tmp_path)) and len(err.strip().splitlines()) == 1, err
+
+
+def test_deploy_names_an_engine_it_writes_no_files_for_once(run_cli, tmp_path):
+    """The message named --engine itself, so the formatter special-cased details starting with their flag (and the
+    HTTP API's said 'engine: --engine ...'); the flag is now added by the formatter only, once."""
+    from clusterfit import api
+
+    code, out, err = run_cli("deploy", "llama-3.1-8b", "--engine", "foo", "--isl", "100", "--osl", "100", "--rate",
+                             "1", "--out", str(tmp_path / "d"))
+    assert code == 2 and err.strip() == "error: --engine: 'foo': deployment files exist for vllm, sglang, trtllm", err
+    with pytest.raises(ParameterError) as exc:
+        api.deploy(model="llama-3.1-8b", engine="foo", isl=100, osl=100, rate=1)
+    assert exc.value.parameter == "engine" and str(exc.value) == ("engine: 'foo': deployment files exist for vllm, "
+                                                                  "sglang, trtllm")
+
+
+def test_parameter_flag_always_prefixes_the_flag():
+    """commands.output.parameter_flag no longer leaves a detail that starts with its own flag unprefixed."""
+    from clusterfit.commands.output import parameter_flag
+
+    assert parameter_flag(ParameterError("engine", "--engine x: y")) == "--engine: --engine x: y"
+    assert parameter_flag(ParameterError("kv_dtype", "bad")) == "--kv-dtype: bad"

@@ -511,7 +511,7 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     req = _request(DeployRequest, request, kwargs)
     engine = req.engine or "vllm"   # a saved plan's own engine when none is given (below)
     if engine not in ENGINE_VERSIONS:
-        raise ParameterError("engine", f"--engine {engine!r}: deployment files exist for vllm, sglang, trtllm")
+        raise ParameterError("engine", f"{engine!r}: deployment files exist for vllm, sglang, trtllm")
     if req.plan_file is not None:
         from pydantic import ValidationError
 

@@ -54,7 +54,7 @@ def parameter_flag(exc: ClusterfitError, given: Collection[str] = ()) -> str:
     flag = "--" + _FLAG_OF.get(exc.parameter, exc.parameter).replace("_", "-")
     if not isinstance(exc, ParameterError) and flag not in given:
         return detail
-    return detail if detail.startswith(f"{flag}:") or detail.startswith(f"{flag} ") else f"{flag}: {detail}"
+    return f"{flag}: {detail}"
 
 
 def check_outputs(outputs: list[tuple[str, Path]], inputs: list[tuple[str, Path]]) -> None:
