@@ -163,6 +163,21 @@ def test_a_trace_that_is_not_a_file_says_so_as_every_input_does(run_cli):
     assert msg.startswith("error: --trace: trace file /dev/zero: not a regular file (a pipe, a device or a socket) (shipped")
 
 
+def test_a_trace_name_too_long_for_the_file_system_is_one_error_line(run_cli):
+    """A 5,000-character --trace (past the file system's 255-byte name limit): os.stat raised OSError 'File name too
+    long', shown without the flag ('error: 'aaa...: File name too long'; from the Python API a traceback). The
+    name is shown cut short, as errors.brief shows any value."""
+    from clusterfit.errors import ParameterError
+    from clusterfit.sim.trace_files import resolve_trace_path
+
+    name = "a" * 5000
+    msg = _one_error(*run_cli(*TRACE_RUN, "--trace", name)[::2])
+    assert msg == "error: --trace: trace file '" + "a" * 56 + "...: cannot look it up (File name too long)"
+    with pytest.raises(ParameterError) as exc:
+        resolve_trace_path(name)
+    assert exc.value.parameter == "trace"
+
+
 #: How errors show a value of any length (errors.brief, as scenario and HTTP errors do): its repr cut to 60
 #: characters, the last three '...'.
 SHOWN = "'" + "x" * 56 + "..."

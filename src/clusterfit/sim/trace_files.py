@@ -24,6 +24,7 @@ import csv
 import itertools
 import json
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,18 +51,29 @@ def sample_traces() -> list[Path]:
 
 
 def resolve_trace_path(name: str | Path) -> Path:
-    """A path as given, or the name of a shipped sample trace (``azure_code_sample.csv``)."""
+    """A path as given, or the name of a shipped sample trace (``azure_code_sample.csv``). Else a ParameterError
+    ('trace'): a path that is not a regular file (the rule every input file has, inputs.not_a_file: a FIFO or
+    /dev/zero may never end), no file, or a name the file system cannot look up (too long, a NUL character)."""
     p = Path(name)
-    if p.is_file():
+    mode: int | None = None
+    failure: OSError | ValueError | None = None
+    try:
+        mode = os.stat(p).st_mode
+    except (OSError, ValueError) as exc:
+        failure = exc
+    if mode is not None and not_a_file(mode) is None:
         return p
-    q = SAMPLES_DIR / p.name
-    if q.is_file():
-        return q
-    known = ", ".join(s.name for s in sample_traces())
-    if p.exists():   # the rule every input file has (inputs.not_a_file): a FIFO or /dev/zero may never end
-        what = not_a_file(p.stat().st_mode) or "not a regular file"
-        raise ParameterError("trace", f"trace file {name}: {what} (shipped samples: {known})")
-    raise ParameterError("trace", f"trace file not found: {name} (shipped samples: {known})")
+    samples = sample_traces()
+    sample = next((s for s in samples if s.name == p.name), None)
+    if sample is not None:
+        return sample
+    known = ", ".join(s.name for s in samples)
+    if mode is not None:
+        raise ParameterError("trace", f"trace file {name}: {not_a_file(mode)} (shipped samples: {known})")
+    if isinstance(failure, FileNotFoundError | NotADirectoryError):
+        raise ParameterError("trace", f"trace file not found: {name} (shipped samples: {known})")
+    reason = failure.strerror if isinstance(failure, OSError) and failure.strerror else failure
+    raise ParameterError("trace", f"trace file {brief(str(name))}: cannot look it up ({reason})")
 
 
 def _pick(header: list[str], names: tuple[str, ...]) -> str | None:
