@@ -419,20 +419,15 @@ class SLO:
         return ", ".join(parts) or "no latency SLO"
 
 
-#: The SLO terms that qualify a latency target, in the order they are checked.
-SLO_QUALIFIERS = ("tpot_percentile", "ttft_percentile", "min_goodput")
-
-
 def unjudged_slo_term(ttft: bool, tpot: bool, given: Iterable[str]) -> tuple[str, str] | None:
     """The first SLO qualifier among ``given`` (tpot_percentile, ttft_percentile, min_goodput) whose target is
     absent, as (name, what it judges); None when each has one. ``ttft`` / ``tpot``: whether a TTFT / TPOT target is
     set. The one rule behind ``plan``'s options (question._check_judged) and a scenario's ``slo:`` section (it lives
     beside SLO so that a plan without a scenario file does not load the scenario module's pydantic models)."""
     judges = {"tpot_percentile": ("the TPOT target", tpot), "ttft_percentile": ("the TTFT target", ttft),
-              "min_goodput": ("the latency targets", ttft or tpot)}
+              "min_goodput": ("the latency targets", ttft or tpot)}   # in the order they are checked
     given = set(given)
-    for name in SLO_QUALIFIERS:
-        judged, present = judges[name]
+    for name, (judged, present) in judges.items():
         if name in given and not present:
             return name, judged
     return None
