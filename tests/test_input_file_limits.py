@@ -27,8 +27,9 @@ def test_a_csv_trace_with_a_long_prompt_column_runs(run_json, tmp_path):
 
 
 def test_a_csv_field_past_the_line_limit_is_one_error_line(run_cli, tmp_path):
-    """A quoted field running over 17 lines of 1 MiB each: more than the reader's field limit (16 MiB,
-    sim.trace_files.MAX_TRACE_LINE_CHARS), reported at the line where the csv module gave up (the 17th)."""
+    """A quoted field running over 17 lines of 1,048,576 (2^20) characters each: more than the reader's field limit
+    (16,777,216 (16 x 2^20) characters, sim.trace_files.MAX_TRACE_LINE_CHARS), reported at the line where the csv
+    module gave up (the 17th)."""
     from clusterfit.sim.trace_files import MAX_TRACE_LINE_CHARS
 
     assert MAX_TRACE_LINE_CHARS == 16 * 1024 * 1024
@@ -40,7 +41,8 @@ def test_a_csv_field_past_the_line_limit_is_one_error_line(run_cli, tmp_path):
 
 @pytest.mark.parametrize("name", ["long.csv", "long.jsonl"])
 def test_a_trace_line_past_the_limit_is_refused_before_it_is_read_whole(run_cli, tmp_path, name):
-    """A line of 16 MiB + 1 character (no line break: a file that is not a trace would be read whole)."""
+    """A line of 16,777,217 (16 x 2^20 + 1) characters (no line break: a file that is not a trace would be read
+    whole)."""
     f = tmp_path / name
     head = "arrival_s,isl,osl\n" if name.endswith(".csv") else '{"arrival_s": 0, "isl": 1, "osl": 1}\n'
     f.write_text(head + "x" * (16 * 1024 * 1024 + 1))

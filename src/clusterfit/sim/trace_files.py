@@ -14,8 +14,8 @@ request gets from its prefill. A prompt of 0 tokens is not a request: an error. 
 true/false values (never read as 1 / 0), missing columns, a column named twice in a CSV header or a key
 given twice in a JSONL object, and times that go backwards are errors naming the file and line. Turns of one
 session share the previous turn's context (prompt + answer) as a prefix when the new prompt is at least that
-long. Columns not listed are not read (a column of prompt text is fine); a line may hold up to 16 MiB characters
-(MAX_TRACE_LINE_CHARS).
+long. Columns not listed are not read (a column of prompt text is fine); a line may hold up to 16,777,216
+(16 x 2^20) characters (MAX_TRACE_LINE_CHARS).
 """
 
 from __future__ import annotations
