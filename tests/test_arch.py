@@ -366,14 +366,20 @@ def test_every_bundled_config_still_loads():
 
 def test_every_bundled_model_type_is_a_checked_one():
     """CHECKED_MODEL_TYPES holds the bundled configs' model types (top level and text_config): a new bundle of a new
-    architecture must be added to it, and no bundled model carries the 'not checked' note."""
-    from clusterfit.arch import CHECKED_MODEL_TYPES
+    architecture must be added to it, and no bundled model carries the 'not checked' note. And nothing else besides
+    the types parse_config special-cases (LAYERNORM_MODELS, _FIELD_ALIASES): a type left in the set after its
+    bundle is gone would be called checked without a bundle to check it on."""
+    from clusterfit.arch import _FIELD_ALIASES, CHECKED_MODEL_TYPES, LAYERNORM_MODELS
 
+    bundled: set[str] = set()
     for hf_id in list_models():
         cfg = _bundled_config(hf_id)
         types = {cfg.get("model_type"), (cfg.get("text_config") or {}).get("model_type")} - {None}
         assert types and types <= CHECKED_MODEL_TYPES, (hf_id, types)
         assert not any("is not one clusterfit's counts were checked on" in n for n in load_model(hf_id).notes), hf_id
+        bundled |= types
+    special = set(LAYERNORM_MODELS) | set(_FIELD_ALIASES)
+    assert CHECKED_MODEL_TYPES - special == bundled - special
 
 
 def test_an_unknown_model_type_is_counted_with_a_note_not_silently(run_cli, tmp_path):
