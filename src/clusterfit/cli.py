@@ -9,7 +9,7 @@ pydantic only when they run.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import typer
@@ -73,44 +73,38 @@ def _usage_error_type() -> type[Exception]:
     return typer.BadParameter
 
 
-def _option_flags(group: Any, name: str, args: list[str]) -> set[str]:
-    """The options of command ``name`` (of ``group``) that ``args`` give, each by its first long flag (``-s`` and
-    ``--system=x`` are ``--system``): an error about a parameter names its flag when the user gave it."""
+def _typed_options(group: Any, name: str, args: list[str]) -> Iterator[tuple[str, Any]]:
+    """The options of command ``name`` (of ``group``, the click command typer builds; typer vendors click as
+    typer._click: duck-typed) that ``args`` give, in order, each as (its flag as typed, its parameter): ``--system=x``
+    is ``--system``, ``-s`` stays ``-s``; nothing after ``--``."""
     command = getattr(group, "commands", {}).get(name, group)
-    long_flag: dict[str, str] = {}
-    for param in command.params:
-        if param.param_type_name == "option":
-            flags = [*param.opts, *param.secondary_opts]
-            main = next((f for f in flags if f.startswith("--")), flags[0])
-            long_flag.update(dict.fromkeys(flags, main))
-    out = set()
-    for token in args:
-        if token == "--":
-            break
-        flag = long_flag.get(token.split("=", 1)[0] if token.startswith("--") else token)
-        if flag is not None:
-            out.add(flag)
-    return out
-
-
-def _repeated_option(group: Any, name: str, args: list[str]) -> str | None:
-    """The first option of command ``name`` (of ``group``, the click command typer builds) that takes one value (or
-    is one flag) but appears more than once in ``args``, as a message; None when there is none. The parser would
-    silently keep the last one (``--system h200 --system h100`` ran on h100; ``--cuda-graphs --eager`` kept
-    --eager). typer vendors click (typer._click): duck-typed."""
-    command = getattr(group, "commands", {}).get(name, group)
-    owner: dict[str, Any] = {}
-    for param in command.params:
-        if param.param_type_name == "option" and not param.multiple and not getattr(param, "count", False):
-            for flag in (*param.opts, *param.secondary_opts):
-                owner[flag] = param
-    seen: dict[str, str] = {}
+    owner = {flag: param for param in command.params if param.param_type_name == "option"
+             for flag in (*param.opts, *param.secondary_opts)}
     for token in args:
         if token == "--":
             break
         flag = token.split("=", 1)[0] if token.startswith("--") else token
-        param = owner.get(flag)
-        if param is None:
+        if flag in owner:
+            yield flag, owner[flag]
+
+
+def _option_flags(group: Any, name: str, args: list[str]) -> set[str]:
+    """The options of command ``name`` (of ``group``) that ``args`` give, each by its first long flag (``-s`` and
+    ``--system=x`` are ``--system``): an error about a parameter names its flag when the user gave it."""
+    out = set()
+    for _, param in _typed_options(group, name, args):
+        flags = [*param.opts, *param.secondary_opts]
+        out.add(next((f for f in flags if f.startswith("--")), flags[0]))
+    return out
+
+
+def _repeated_option(group: Any, name: str, args: list[str]) -> str | None:
+    """The first option of command ``name`` (of ``group``) that takes one value (or is one flag) but appears more
+    than once in ``args``, as a message; None when there is none. The parser would silently keep the last one
+    (``--system h200 --system h100`` ran on h100; ``--cuda-graphs --eager`` kept --eager)."""
+    seen: dict[str, str] = {}
+    for flag, param in _typed_options(group, name, args):
+        if param.multiple or getattr(param, "count", False):
             continue
         key = param.name or flag
         if key in seen:
