@@ -414,6 +414,32 @@ def test_an_unknown_model_type_is_counted_with_a_note_not_silently(run_cli, tmp_
     assert code == 0 and not any(n.startswith("model_type") for n in json.loads(out)["notes"]), out
 
 
+def test_a_config_without_a_model_type_is_noted_and_long_values_are_cut(run_cli, tmp_path):
+    """A config.json with no model_type rests on the standard fields alone, as an unknown one does: it gets the note
+    too (it got none). A 3,000-character model_type or torch_dtype is shown cut to errors.brief's 60 characters (the
+    README says bad values are shown cut short; these were echoed whole)."""
+    import json
+
+    from clusterfit.errors import brief
+
+    cfg = {"hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 16, "num_key_value_heads": 16,
+           "vocab_size": 1000, "intermediate_size": 4096, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+    for name, extra in (("nomt", {}), ("longmt", {"model_type": "m" * 3000}), ("longdt", {"torch_dtype": "d" * 3000})):
+        path = tmp_path / name / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({**cfg, **extra}))
+        code, out, err = run_cli("model", str(path), "--json")
+        if name == "nomt":
+            assert code == 0 and any(n.startswith("the config gives no model_type: counted as a standard decoder")
+                                     for n in json.loads(out)["notes"]), out
+        elif name == "longmt":
+            notes = json.loads(out)["notes"]
+            assert code == 0 and notes[-1].startswith(f"model_type {brief('m' * 3000)} is not one"), notes
+            assert len(notes[-1]) < 300
+        else:
+            assert code == 2 and f"torch_dtype {brief('d' * 3000)} is not one of" in err and len(err) < 400, err
+
+
 @pytest.mark.parametrize("key", ["tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window",
                                  "attn_output_gate", "use_qk_norm", "is_encoder_decoder", "use_mtp"])
 @pytest.mark.parametrize("value", ["false", "true", 0, 1, [], {}])

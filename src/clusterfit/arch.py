@@ -285,7 +285,7 @@ def _check_shapes(t: dict, name: str, hidden: int, n_heads: int, n_kv: int) -> N
             _check_size(v, f"{where}: field '{key}'")
     dtype = _cfg(t, "torch_dtype", "dtype")
     if dtype is not None and str(dtype) not in TORCH_DTYPES:
-        raise ClusterfitError(f"{where}: torch_dtype {dtype!r} is not one of {', '.join(TORCH_DTYPES[:3])}")
+        raise ClusterfitError(f"{where}: torch_dtype {brief(dtype)} is not one of {', '.join(TORCH_DTYPES[:3])}")
 
 
 #: Yes/no fields parse_config and attention.py read from the (text) config: JSON true / false only (a string
@@ -626,13 +626,15 @@ CHECKED_MODEL_TYPES = frozenset({
 
 
 def _unchecked_type(*model_types: str) -> list[str]:
-    """A note when none of the config's model types (top level, text_config) is in CHECKED_MODEL_TYPES."""
+    """A note when none of the config's model types (top level, text_config) is in CHECKED_MODEL_TYPES, or when it
+    gives none: either way the count rests on the standard fields alone."""
     given = [m for m in model_types if m]
-    if not given or any(m in CHECKED_MODEL_TYPES for m in given):
+    if any(m in CHECKED_MODEL_TYPES for m in given):
         return []
-    return [f"model_type '{given[0]}' is not one clusterfit's counts were checked on: counted as a standard decoder "
-            "from the config's fields (attention and an MLP or MoE per layer); check the parameter count against the "
-            "checkpoint's"]
+    what = f"model_type {brief(given[0])} is not one clusterfit's counts were checked on" if given else \
+        "the config gives no model_type"
+    return [f"{what}: counted as a standard decoder from the config's fields (attention and an MLP or MoE per "
+            "layer); check the parameter count against the checkpoint's"]
 
 
 def _unverified_shapes(model_type: str) -> list[str]:
