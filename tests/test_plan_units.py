@@ -463,3 +463,38 @@ def test_curves_finished_together_are_the_curves_finished_alone():
             for name, value in vars(b).items():
                 if isinstance(value, (np.ndarray, float)):
                     assert np.array_equal(getattr(a, name), value), name
+
+
+@pytest.mark.parametrize("scenario_price, option, billed, source", [
+    ("{hgx_h200: 4}", (), 4.0, "the scenario's cost.prices"),
+    ("{hgx_h200: 4}", ("--price", "h200=3"), 3.0, "--price"),       # the option prices the system's GPU
+    ("{hgx_h200: 4}", ("--price", "hgx_h200=3"), 3.0, "--price"),   # the same id
+    ("{h200: 4}", ("--price", "hgx_h200=3"), 3.0, "--price"),       # the option prices the system, the scenario its GPU
+])
+def test_an_option_price_wins_over_the_scenarios_and_the_label_says_which(run_cli, tmp_path, scenario_price, option,
+                                                                        billed, source):
+    """A scenario's cost.prices {hgx_h200: 4} with --price h200=3 billed $4 while the label said '--price': the two
+    were checked apart, and hgx_h200's own price beat its GPU's. Options win for every system they price; the label
+    names where the price billed came from. hgx_h200 rents per GPU (the catalog quote's unit): one GPU at $3/GPU-hour
+    is $3/hour."""
+    import json
+
+    f = tmp_path / "s.yaml"
+    f.write_text("model: llama-3.1-8b\nsystems: [hgx_h200]\nworkload:\n  isl: 1000\n  osl: 200\n"
+                 f"  load: {{requests_per_s: 2}}\nslo: {{tpot_ms: 50}}\ncost: {{prices: {scenario_price}}}\n")
+    code, out, err = run_cli("plan", "--scenario", str(f), *option, "--json")
+    assert code == 0, err
+    row = json.loads(out)["per_system"][0]
+    assert row["system"] == "hgx_h200" and row["total_gpus"] == 1
+    assert row["cost_per_hour"] == pytest.approx(billed)
+    assert f"user override ({source}; " in row["price_source"], row["price_source"]
+
+
+def test_one_check_refuses_a_price_given_twice_by_the_id_it_resolves_to():
+    """parse_price_overrides keys prices by catalog id, through the one check that refuses a system priced twice
+    (before, a name repeated in another case was refused by a second check with its own message)."""
+    assert parse_price_overrides(["h200=3"]) == {"h200_sxm": 3.0}
+    with pytest.raises(ClusterfitError, match=r"^prices: h200 is priced twice \(h200=3 and H200=4\)$"):
+        parse_price_overrides(["h200=3", "H200=4"])
+    with pytest.raises(ClusterfitError, match=r"^prices: h200_sxm is priced twice \(h200=3 and H200-SXM=4\)$"):
+        parse_price_overrides(["h200=3", "H200-SXM=4"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import numpy as np
 import yaml
 
 from ..errors import ClusterfitError, ParameterError, brief
-from ..hardware import MAX_USD_PER_GPU_HOUR, load_prices
+from ..hardware import MAX_USD_PER_GPU_HOUR, HardwareCatalog, load_prices
 from .layout_candidates import sorted_unique
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
@@ -98,12 +99,18 @@ class EndpointPrice:
         return requests_per_s * 3600.0 * self.usd_per_request(isl_tokens, osl_tokens)
 
 
-def parse_price_overrides(items: list[str] | None) -> dict[str, float]:
-    """Parse ``--price system=$/h`` options into {system: $/GPU-hour}. A name priced twice (any case) is refused: the
-    last price won. Two names of one system (aliases, a system and its GPU) are refused where names are resolved
-    (planning.question)."""
-    out: dict[str, float] = {}
-    given: dict[str, str] = {}
+class PriceOverrides(dict[str, float]):
+    """$/GPU-hour overrides by catalog id (a system's or a GPU's), with where each came from (``sources``: id ->
+    '--price' or "the scenario's cost.prices"), which resolve_price's label says."""
+
+    def __init__(self, prices: dict[str, float] | None = None, source: str = "--price") -> None:
+        super().__init__(prices or {})
+        self.sources = dict.fromkeys(self, source)
+
+
+def _parse_price_items(items: list[str] | None) -> list[tuple[str, float, str]]:
+    """``--price system=$/h`` options as (name, $/GPU-hour, the item as given), in order."""
+    out = []
     for item in items or []:
         key, sep, val = item.partition("=")
         try:
@@ -113,11 +120,66 @@ def parse_price_overrides(items: list[str] | None) -> dict[str, float]:
         if not sep or not key.strip() or not 0 < price <= MAX_USD_PER_GPU_HOUR:
             raise ParameterError("prices", f"expects SYSTEM=$/GPU-hour with a price in (0, "
                                  f"{MAX_USD_PER_GPU_HOUR:,.0f}] (e.g. hgx_h200=3.5), got {item!r}")
-        name = key.strip()
-        if name.lower() in given:
-            raise ParameterError("prices", f"{name} is priced twice ({given[name.lower()]} and {item})")
-        given[name.lower()] = item
-        out[name] = price
+        out.append((key.strip(), price, item))
+    return out
+
+
+def parse_price_overrides(items: list[str] | None, hardware: HardwareCatalog | None = None) -> PriceOverrides:
+    """``--price system=$/h`` options as {catalog id: $/GPU-hour} (canonical_prices: a name must be a system or a
+    GPU of ``hardware``, the built-in catalog by default; one system priced twice is refused)."""
+    from ..hardware import load_hardware
+
+    pairs = _parse_price_items(items)
+    return canonical_prices(pairs, hardware or load_hardware(),
+                            lambda key, problem: ParameterError("prices", problem))
+
+
+def canonical_prices(prices: list[tuple[str, float, str]], hardware: HardwareCatalog,
+                     error: Callable[[str, str], Exception], source: str = "--price") -> PriceOverrides:
+    """``prices`` ((name, $/GPU-hour, as given) from one source) keyed by the catalog's ids: a price must name a
+    system or a GPU of the catalog (a typo would be silently ignored); a name ``--system`` takes (an alias, any
+    case: 'h200', 'H200-SXM') is read as the id it stands for. An unknown name, or a system priced twice (its name
+    twice, two aliases of it, or it and its GPU: which price won depended on the spelling), raises ``error(name,
+    problem)`` (the option, or the scenario's field). The one check of prices given twice: by the id they resolve to
+    (named as given when both spell it alike)."""
+    from ..errors import unknown
+    from ..hardware import normalize_name
+
+    hw = hardware
+    known = set(hw.systems) | {s.gpu.id for s in hw.systems.values()}
+    canonical: dict[str, float] = {}
+    given: dict[str, tuple[str, str]] = {}   # catalog id -> (the name, the price as given)
+    for key, price, item in prices:
+        alias = normalize_name(key)
+        name = key if key in known else hw.system_aliases.get(alias) or hw.gpu_aliases.get(alias)
+        if name not in known:
+            err = unknown("system", key, sorted(known))
+            raise error(key, f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
+        if name in given:
+            first, first_item = given[name]
+            shown = first if key.lower() == first.lower() else name
+            raise error(key, f"{shown} is priced twice ({first_item} and {item})")
+        canonical[name] = price
+        given[name] = (key, item)
+    for system in hw.systems.values():
+        if system.id in given and system.gpu.id in given:
+            raise error(system.id, f"{system.id} is priced twice ({given[system.id][1]}, and "
+                        f"{given[system.gpu.id][1]} for its GPU, {system.gpu.id})")
+    return PriceOverrides(canonical, source)
+
+
+def merged_prices(scenario: PriceOverrides, options: PriceOverrides, hardware: HardwareCatalog) -> PriceOverrides:
+    """The prices a plan bills: the options' over the scenario's. An option wins for every system it prices: a
+    scenario's price of the same id is dropped, and so is a scenario's system price where the option prices the
+    system's GPU (a scenario's GPU price under an option's system price stays for the GPU's other systems;
+    resolve_price takes a system's own price first)."""
+    gpu_of = {s.id: s.gpu.id for s in hardware.systems.values()}
+    out = PriceOverrides()
+    for key, price in scenario.items():
+        if key not in options and gpu_of.get(key) not in options:
+            out[key], out.sources[key] = price, scenario.sources[key]
+    for key, price in options.items():
+        out[key], out.sources[key] = price, options.sources[key]
     return out
 
 
@@ -187,7 +249,8 @@ def resolve_price(system_id: str, gpu_id: str, overrides: dict[str, float],
         if key in overrides:
             unit = quote.rent_unit if quote is not None else "node"
             how = "rent unit of the catalog quote" if quote is not None else "no catalog quote: whole nodes"
-            return GpuHourPrice(overrides[key], f"user override (--price; {how})", rent_unit=unit)
+            source = overrides.sources.get(key, "--price") if isinstance(overrides, PriceOverrides) else "--price"
+            return GpuHourPrice(overrides[key], f"user override ({source}; {how})", rent_unit=unit)
     return quote
 
 

@@ -8,7 +8,6 @@ name for ``--verify``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -16,7 +15,7 @@ from ..arch import load_model
 from ..compose import Catalog
 from ..errors import ClusterfitError, no_decode_tpot
 from ..schema import ParameterError, PlanRequest
-from .cost import EndpointPrice, parse_price_overrides
+from .cost import EndpointPrice, PriceOverrides, canonical_prices, merged_prices, parse_price_overrides
 from .planner import PlanQuestion
 from .workload import SLO, LengthDist, Load, LoadKind, Workload, load_problem, unjudged_slo_term
 
@@ -65,6 +64,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
                      catalog=catalog)
     model, systems, precisions, kv_dtypes = req.model, req.systems, req.precisions, req.kv_dtypes
     engine, failover, max_nodes, disagg = req.engine, req.failover, req.max_nodes, not req.no_disagg
+    scenario_prices = PriceOverrides()
     if req.scenario is not None:
         from .scenario import load_scenario
 
@@ -81,8 +81,10 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         kv_dtypes = kv_dtypes or [k for k in sc.kv_dtypes() if k is not None] or None
         engine = engine or sc.engine
         failover = sc.cost.failover if failover is None else failover
-        q.prices = _canonical_prices(sc.cost.prices, catalog, lambda key, problem: ClusterfitError(
-            f"scenario file {req.scenario}: cost.prices.{key}: {problem}"))
+        scenario_prices = canonical_prices(
+            [(k, v, f"{k}={v:g}") for k, v in sc.cost.prices.items()], catalog.hardware,
+            lambda key, problem: ClusterfitError(f"scenario file {req.scenario}: cost.prices.{key}: {problem}"),
+            "the scenario's cost.prices")
         q.hours_per_month = sc.cost.hours_per_month
         if sc.cost.endpoint is not None:
             q.endpoint = EndpointPrice(sc.cost.endpoint.input_per_mtok, sc.cost.endpoint.output_per_mtok)
@@ -111,8 +113,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     if model is None:
         raise ParameterError("model", "give a model (or 'model:' in the scenario)")
     q.model = model
-    q.prices.update(_canonical_prices(parse_price_overrides(req.prices), catalog,
-                                      lambda key, problem: ParameterError("prices", problem)))
+    q.prices = merged_prices(scenario_prices, parse_price_overrides(req.prices, catalog.hardware), catalog.hardware)
     if req.endpoint_price is not None:
         q.endpoint = EndpointPrice.parse(req.endpoint_price)
     q.systems = systems or None
@@ -205,37 +206,6 @@ def _confidence(req: PlanRequest, capacity: bool) -> int | None:
         raise ParameterError("confidence", "sizes replicas for a load; capacity mode (nodes/gpus) answers the load a "
                              "fixed budget carries, with its interval (requests_per_s_interval): drop it")
     return req.confidence
-
-
-def _canonical_prices(prices: dict[str, float], catalog: Catalog,
-                      error: Callable[[str, str], Exception]) -> dict[str, float]:
-    """``prices`` ($/GPU-hour by name) keyed by the catalog's ids: a price must name a system or a GPU of the
-    catalog (a typo would be silently ignored); a name ``--system`` takes (an alias, any case: 'h200', 'H200-SXM')
-    is read as the id it stands for. An unknown name, or a system priced twice (its name twice, two aliases of it,
-    or it and its GPU: which price won depended on the spelling), raises ``error(name, problem)`` (the option, or the
-    scenario's field)."""
-    from ..errors import unknown
-    from ..hardware import normalize_name
-
-    hw = catalog.hardware
-    known = set(hw.systems) | {s.gpu.id for s in hw.systems.values()}
-    canonical: dict[str, float] = {}
-    given: dict[str, str] = {}   # catalog id -> the price as given
-    for key, price in prices.items():
-        alias = normalize_name(key)
-        name = key if key in known else hw.system_aliases.get(alias) or hw.gpu_aliases.get(alias)
-        if name not in known:
-            err = unknown("system", key, sorted(known))
-            raise error(key, f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
-        if name in given:
-            raise error(key, f"{name} is priced twice ({given[name]} and {key}={price:g})")
-        canonical[name] = price
-        given[name] = f"{key}={price:g}"
-    for system in hw.systems.values():
-        if system.id in given and system.gpu.id in given:
-            raise error(system.id, f"{system.id} is priced twice ({given[system.id]}, and {given[system.gpu.id]} "
-                        f"for its GPU, {system.gpu.id})")
-    return canonical
 
 
 def _checked_simulation(simulation: object, scenario: object) -> object:
