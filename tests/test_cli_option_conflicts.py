@@ -121,12 +121,14 @@ def test_an_unknown_name_says_which_option_gave_it(run_cli, args, start):
 
 
 def test_a_name_from_a_scenario_is_not_blamed_on_an_option(run_cli, tmp_path):
-    """An unknown system in a scenario file is no --system option's: the message is not put on a flag not given."""
+    """An unknown system in a scenario file is no --system option's: the message is not put on a flag not given; it
+    names the scenario file and its field (as one system named twice there does)."""
     f = tmp_path / "s.yaml"
     f.write_text("model: llama-3.1-8b\nsystems: [nosys]\nworkload:\n  isl: 1000\n  osl: 200\n"
                  "  load: {requests_per_s: 2}\n")
     code, out, err = run_cli("plan", "--scenario", str(f))
-    assert code == 2 and err.startswith("error: unknown system 'nosys'."), err
+    assert code == 2 and err.startswith(f"error: --scenario: scenario file {f}: systems: unknown system 'nosys'."), err
+    assert "--system" not in err, err
 
 
 def test_deploy_names_the_plan_file_an_unknown_model_came_from(run_cli, tmp_path):

@@ -498,3 +498,17 @@ def test_one_check_refuses_a_price_given_twice_by_the_id_it_resolves_to():
         parse_price_overrides(["h200=3", "H200=4"])
     with pytest.raises(ClusterfitError, match=r"^prices: h200_sxm is priced twice \(h200=3 and H200-SXM=4\)$"):
         parse_price_overrides(["h200=3", "H200-SXM=4"])
+
+
+def test_resolve_systems_refuses_one_system_named_twice():
+    """planner.resolve_systems goes through compose.Catalog.distinct_systems: a second name of one system is refused
+    (it was dropped silently, a branch no caller reached once plan checked names first)."""
+    from clusterfit.compose import Catalog
+    from clusterfit.errors import ParameterError
+    from clusterfit.planning.planner import resolve_systems
+
+    catalog = Catalog.load()
+    assert [s.id for s in resolve_systems(["h200"], catalog)] == ["hgx_h200"]
+    assert len(resolve_systems(None, catalog)) == len(catalog.hardware.systems)
+    with pytest.raises(ParameterError, match=r"hgx_h200 is given twice \(as 'h200' and 'hgx_h200'\)"):
+        resolve_systems(["h200", "hgx_h200"], catalog)

@@ -462,13 +462,6 @@ def plan(request: PlanRequest | None = None, /, **kwargs: Any) -> PlanResult:
 
     req = _request(PlanRequest, request, kwargs)
     question = build_question(req)
-    if question.catalog is not None and question.systems:
-        try:
-            question.catalog.distinct_systems(question.systems)
-        except ParameterError as exc:
-            if req.systems:
-                raise
-            raise ParameterError("scenario", f"scenario file {req.scenario}: systems: {exc.detail}") from None
     if question.catalog is not None and question.catalog.profile is not None:
         from .planning.planner import resolve_systems
 

@@ -613,19 +613,12 @@ def _closest(cands: list[Candidate], slo: SLO, model: ModelArch | None = None) -
 
 # ------------------------------------------------------------------------------------------- plan
 def resolve_systems(names: list[str] | None, catalog: Catalog | None = None) -> list[System]:
-    """The systems named (catalog ids or GPU names; duplicates dropped), or every system of the catalog."""
+    """The systems named (catalog ids or GPU names, through compose.Catalog.distinct_systems: an unknown name or one
+    system named twice is refused), or every system of the catalog."""
     from ..compose import Catalog
 
-    hw = (catalog or Catalog.load()).hardware
-    if not names:
-        return list(hw.systems.values())
-    out, seen = [], set()
-    for n in names:
-        s = hw.system(n)
-        if s.id not in seen:
-            seen.add(s.id)
-            out.append(s)
-    return out
+    catalog = catalog or Catalog.load()
+    return catalog.distinct_systems(names) if names else list(catalog.hardware.systems.values())
 
 
 QUEUEING_MODEL = ("M/G/1 per replica prefill (Pollaczek-Khinchine mean wait, exponential tail "

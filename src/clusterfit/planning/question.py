@@ -116,7 +116,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.prices = merged_prices(scenario_prices, parse_price_overrides(req.prices, catalog.hardware), catalog.hardware)
     if req.endpoint_price is not None:
         q.endpoint = EndpointPrice.parse(req.endpoint_price)
-    q.systems = systems or None
+    q.systems = _checked_systems(req, systems, catalog)
     q.precisions = list(precisions) if precisions else [None]
     q.kv_dtypes = list(kv_dtypes) if kv_dtypes else [None]
     q.engine, q.failover, q.max_nodes_per_replica = engine or "vllm", failover or 0, max_nodes or 4
@@ -126,6 +126,22 @@ def build_question(req: PlanRequest) -> PlanQuestion:
     q.catalog = _with_draft_head(req, q)
     _check_judged(req, q)
     return q
+
+
+def _checked_systems(req: PlanRequest, names: list[str] | None, catalog: Catalog) -> list[str] | None:
+    """The systems to plan on, as named, checked once where the question is built (compose.Catalog.distinct_systems:
+    an unknown name, one system named twice); a scenario's names are refused naming its file (no --system was
+    given)."""
+    if not names:
+        return None
+    try:
+        catalog.distinct_systems(names)
+    except ClusterfitError as exc:
+        if req.systems:
+            raise
+        detail = exc.detail if isinstance(exc, ParameterError) else str(exc)
+        raise ParameterError("scenario", f"scenario file {req.scenario}: systems: {detail}") from None
+    return list(names)
 
 
 def _scenario_workload(req: PlanRequest, wl: Workload, load: Load | None) -> Workload:
