@@ -196,6 +196,13 @@ def test_plan_perf_simulate(client: httpx.Client) -> None:
     assert sim.json()["completed"] == 2000
     big = client.post("/api/simulate", json={"model": "llama-3.1-8b", "system": "h200", "requests": 200_001})
     assert big.status_code == 422 and "requests: must be an integer in 1..200,000" in big.json()["detail"]
+    # a closed loop (sim.clients): its clients in the answer; a rate beside it is refused naming the field
+    closed = client.post("/api/simulate", json={"model": "llama-3.1-8b", "system": "h200", "concurrency": 8,
+                                                "requests": 200, "isl": 500, "osl": 50})
+    assert closed.status_code == 200, closed.text
+    assert closed.json()["closed_loop"]["clients"] == 8 and closed.json()["completed"] == 200
+    both = client.post("/api/simulate", json={"model": "llama-3.1-8b", "system": "h200", "concurrency": 8, "rate": 2})
+    assert both.status_code == 422 and both.json()["parameter"] == "concurrency", both.text
 
 
 def test_busy_and_timeout() -> None:

@@ -423,8 +423,16 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
     length_cv: float = Field(0.0, ge=0.0, le=100.0)
     allow_longer_context: bool = Field(False, description="Allow prompt + output beyond the model's "
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
-    rate: float | None = Field(None, ge=MIN_LOAD, le=MAX_RATE_RPS)
+    rate: float | None = Field(None, ge=MIN_LOAD, le=MAX_RATE_RPS, description="Arrival rate, requests/s (open loop)")
     arrival: str | None = None
+    concurrency: int | None = Field(None, ge=1, le=5_000_000, description=(
+        "A closed loop instead of a rate: this many clients, each sending its next request (or its session's next "
+        "turn) when its last one ends"))
+    think_time_s: float | None = Field(None, ge=0.0, le=MAX_THINK_TIME_S, description=(
+        "With concurrency: a client's wait between an answer and its next request or session, s (default 0)"))
+    ramp_s: float | None = Field(None, ge=0.0, le=MAX_SIM_TIME_S, description=(
+        "With concurrency: the clients' first requests go out evenly over this many seconds (0: all at once; "
+        "default: about one request's time in the system)"))
     trace: str | None = Field(None, min_length=1, description="A trace file (CSV or JSONL) to replay")
     replicas: int | None = Field(None, ge=1, le=4096)
     requests: int | None = Field(None, ge=1, le=5_000_000)
@@ -909,6 +917,16 @@ class SimEvent(Schema):
     note: str | None = None
 
 
+class ClosedLoopOut(Schema):
+    """A closed loop's clients (sim.clients): each sends its next request when its last one ends."""
+
+    clients: int = Field(description="clients, each with one request (or session turn) in flight at most")
+    think_time_s: float = Field(description="a client's wait between an answer and its next request or session, s")
+    session_think_time_s: float | None = Field(description="a client's wait between a session's answer and its next "
+                                               "turn, s (None: no request has a next turn)")
+    ramp_s: float = Field(description="the clients' first requests went out evenly spread over this many seconds")
+
+
 class SimReport(Schema):
     """What the simulator measured (``clusterfit simulate --json`` adds model and system)."""
 
@@ -947,12 +965,14 @@ class SimReport(Schema):
     events: list[SimEvent]
     not_exercised: list[SimEvent] = Field(default_factory=list, description="failures and restarts due after the "
                                           "last request finished: not run (they would lose nothing), each with a note")
+    closed_loop: ClosedLoopOut | None = Field(None, description="the clients of a closed loop (absent for open-loop "
+                                              "arrivals): the rate is what the replicas answered, not a given")
     sim_wall_s: float
 
 
 class SimResult(SimReport):
     _omit_if_none = frozenset({"plot", "ttft_s_interval", "tpot_s_interval", "e2e_s_interval", "intervals",
-                               "speculative"})
+                               "speculative", "closed_loop"})
     _run: Any = PrivateAttr(default=None)
     model: str
     system: str
@@ -1160,7 +1180,7 @@ class SimulatedVerification(SimReport):
     """``plan --verify`` that ran: the simulator's report of the recommended plan (the same keys as
     ``simulate --json``), what the plan predicted, and where the two differ by more than 10%."""
 
-    _omit_if_none = frozenset({"mode", "pools"})
+    _omit_if_none = frozenset({"mode", "pools", "closed_loop"})
     simulated: Literal[True] = True
     plan_predicted: PredictedLatency
     disagreements: list[Disagreement] = Field(default_factory=list)

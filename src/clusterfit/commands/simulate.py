@@ -44,8 +44,16 @@ def simulate_command(
     isl: Annotated[Optional[int], typer.Option(help="Prompt tokens (mean of a lognormal with --length-cv)")] = None,
     osl: Annotated[Optional[int], typer.Option(help="Output tokens (mean of a lognormal with --length-cv)")] = None,
     length_cv: Annotated[float, typer.Option(help="Coefficient of variation of --isl/--osl (0: fixed)")] = 0.0,
-    rate: Annotated[Optional[float], typer.Option(help="Arrival rate, requests/s")] = None,
+    rate: Annotated[Optional[float], typer.Option(help="Arrival rate, requests/s (an open loop)")] = None,
     arrival: Annotated[Optional[str], typer.Option(help="poisson, gamma, mmpp, diurnal")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(
+        help="A closed loop instead of --rate: this many clients, each sending its next request when its last one "
+             "ends (as vllm bench serve --max-concurrency)")] = None,
+    think_time_s: Annotated[Optional[float], typer.Option(
+        help="With --concurrency: a client's wait between an answer and its next request, s [default: 0]")] = None,
+    ramp_s: Annotated[Optional[float], typer.Option(
+        help="With --concurrency: spread the clients' first requests over this many seconds (0: all at once, as a "
+             "benchmark client; default: about one request's time in the system)")] = None,
     trace: Annotated[Optional[str], typer.Option(help="CSV/JSONL trace (Azure, BurstGPT or generic columns)")] = None,
     replicas: Annotated[Optional[int], typer.Option(help="Replicas behind the load balancer")] = None,
     requests: Annotated[Optional[int], typer.Option(help="Requests to simulate")] = None,
@@ -88,7 +96,7 @@ def simulate_command(
     report = api.simulate(**given(
         model=model, scenario=scenario, system=system, gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, precision=precision,
         kv_dtype=kv_dtype, engine=engine, isl=isl, osl=osl, length_cv=length_cv, rate=rate, arrival=arrival,
-        trace=trace, replicas=replicas, requests=requests, seed=seed, policy=policy, fail_at=fail_at,
+        concurrency=concurrency, think_time_s=think_time_s, ramp_s=ramp_s, trace=trace, replicas=replicas, requests=requests, seed=seed, policy=policy, fail_at=fail_at,
         fail_replica=fail_replica, fail_node=fail_node, restart_after=restart_after, ttft_ms=ttft_ms,
         tpot_ms=tpot_ms, ttft_percentile=ttft_percentile, tpot_percentile=tpot_percentile, min_goodput=min_goodput,
         catalog=catalog, allow_longer_context=allow_longer_context),
@@ -154,6 +162,14 @@ def render_simulation(console: Console, report: SimResult) -> None:
         console.print(f"[yellow]{report.rejected_too_long:,} rejected requests need more KV cache than a replica "
                       f"admits ({report.kv_admit_tokens:,.0f} tokens): give each replica more GPUs or memory "
                       "(--gpus, --gpu-memory-utilization) or shorter requests[/]")
+    loop = report.closed_loop
+    if loop is not None:
+        console.print(f"closed loop: {loop.clients:,} clients "
+                      + (f"starting over the first {loop.ramp_s:,.1f} s" if loop.ramp_s else "starting at once")
+                      + ", each sending its next request when its last one ends"
+                      + (f" ({loop.think_time_s:g} s later)" if loop.think_time_s else "")
+                      + (f"; a session's next turn {loop.session_think_time_s:g} s after its answer"
+                         if loop.session_think_time_s is not None else ""), soft_wrap=True)
     console.print(f"throughput (all replicas) {thr.requests_per_s:,.2f} req/s, {thr.output_tokens_per_s:,.0f} output "
                   f"tok/s; goodput {report.goodput:.1%}")
     if report.verdict is not None:

@@ -72,8 +72,8 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         _check_scenario_clashes(req, sc, capacity)
         merged = settings.over(sc.engine_settings.to_settings())
         q.catalog = replace(catalog, settings=merged if merged.given() else None)
-        q.simulation = without_replica_keys(_checked_simulation(sc.simulation, req.scenario), settings.given())
         wl = sc.to_workload()
+        q.simulation = without_replica_keys(_checked_simulation(sc.simulation, req.scenario, wl), settings.given())
         slo = sc.to_slo()
         model = model or sc.model
         systems = systems or sc.systems
@@ -224,13 +224,14 @@ def _confidence(req: PlanRequest, capacity: bool) -> int | None:
     return req.confidence
 
 
-def _checked_simulation(simulation: object, scenario: object) -> object:
+def _checked_simulation(simulation: object, scenario: object, workload: object) -> object:
     """A scenario's ``simulation:`` section, validated as ``clusterfit simulate`` reads it (plan --verify runs it; a
-    typo in it is an error, not a section passed through unread)."""
+    typo in it is an error, not a section passed through unread), with the workload's load of concurrent sessions
+    as its closed loop where it gives no arrival rate (sim.api.load_section)."""
     if simulation is not None:
-        from ..sim.api import parse_simulation
+        from ..sim.api import load_section, parse_simulation
 
-        parse_simulation(simulation, f"scenario file {scenario}: simulation")
+        parse_simulation(load_section(simulation, workload), f"scenario file {scenario}: simulation")
     return simulation
 
 

@@ -5,8 +5,9 @@ replicas only: the N+k spares stand by), using the very step models the search c
 the planner's prefix-cache hit rate (``Requests.cached_tokens``), and judges the SLOs as the planner does: TTFT
 and TPOT at the percentiles asked and the least goodput. An aggregated plan runs its replicas behind the load
 balancer; a disaggregated plan runs its prefill pool feeding its decode pool over the planner's KV transfer
-(``clusterfit.sim.disagg``). A load of concurrent sessions is replayed open loop at the request rate the plan
-derived from it (Little's law).
+(``clusterfit.sim.disagg``). A load of concurrent sessions runs as a closed loop of that many clients on an
+aggregated plan (sim.clients: the simulated rate then checks the rate the plan derived by Little's law), and open
+loop at the plan's derived rate on a disaggregated one (whose pools the simulator runs one after the other).
 
 Where the simulation and the plan differ by more than 10% on TTFT at the judged percentile, TPOT at the judged
 percentile or throughput, ``disagreements`` says so, with the likeliest reason.
@@ -33,18 +34,24 @@ DISAGREE = 0.10
 DEFAULT_REQUESTS = 20_000
 
 
-def _simulation_section(question: PlanQuestion, rec: PlanOption, requests: int | None, seed: int) -> dict:
+def _simulation_section(question: PlanQuestion, rec: PlanOption, requests: int | None, seed: int,
+                        closed_loop: bool) -> dict:
+    """The scenario's simulation section for this plan; a load of concurrent sessions without a rate or clients of
+    the section's own runs as a closed loop (``closed_loop``; sim.api.with_load) or at the plan's derived rate."""
     base: dict[str, Any] = dict(question.simulation) if isinstance(question.simulation, dict) else {}
     base["requests"] = requests or base.get("requests") or DEFAULT_REQUESTS
     base.setdefault("seed", seed)
     wl = question.workload
     arrival = dict(base.get("arrival") or {})
-    if wl.load.kind == "concurrent_sessions" and arrival.get("rate_rps") is None:
+    if wl.load.kind == "concurrent_sessions" and arrival.get("rate_rps") is None and not closed_loop \
+            and arrival.get("concurrency") is None:
         turns = wl.agent.turns if wl.agent is not None else 1
         sessions = base.get("sessions")
         if isinstance(sessions, dict):
             turns = sessions.get("turns") or sessions.get("turns_mean") or 4
         arrival["rate_rps"] = rec.requests_per_s / turns
+        for name in ("think_time_s", "ramp_s"):   # a closed loop's timing: this open loop has no clients
+            arrival.pop(name, None)
         base["arrival"] = arrival
     return base
 
@@ -68,29 +75,30 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
     """Simulate the recommended plan ``sized`` (shown as ``rec``): the simulator's report plus what was run, or
     why it cannot be simulated."""
     from ..arch import load_model
-    from ..sim.api import build_requests, parse_simulation, slo_terms, with_draft_cost
+    from ..sim.api import build_requests, load_section, parse_simulation, session_think_s, slo_terms, with_draft_cost
     from ..sim.metrics import summarize
 
     too_many = _too_many_replicas(sized, rec)
     if too_many is not None:
         return SkippedVerification(reason=too_many)
 
-    def parsed(section: dict) -> SimulationConfig:  # a speculative section's draft cost follows from the model
+    def parsed(section: object) -> SimulationConfig:  # a speculative section's draft cost follows from the model
         sim = parse_simulation(section, "simulation (from --verify)")
         if sim.replica.speculative is None:
             return sim
         head = question.catalog.draft_head if question.catalog is not None else None
         return with_draft_cost(sim, load_model(question.model), head)
 
-    base = _simulation_section(question, rec, requests, seed)
+    base = _simulation_section(question, rec, requests, seed, closed_loop=sized.mode == "aggregated")
     slo = question.slo
     if sized.mode == "aggregated":
         base["replicas"] = rec.serving_replicas
-        sim = parsed(base)
+        sim = parsed(load_section(base, question.workload))
         from ..sim.cluster import run_simulation
 
         reqs = build_requests(sim, question.workload)
-        run = run_simulation(reqs, sized.main.step, sim, sized.system.gpus_per_node)
+        run = run_simulation(reqs, sized.main.step, sim, sized.system.gpus_per_node,
+                             session_think_s=session_think_s(sim, question.workload))
         pools = None
     else:
         from ..perfmodel.comm import links_for

@@ -73,15 +73,7 @@ def build_requests(sim: SimulationConfig, workload=None) -> Requests:
         return load_trace(sim.trace, limit=sim.requests)
     n = sim.requests or DEFAULT_REQUESTS
     rng = np.random.default_rng(sim.seed)
-    sessions = sim.sessions
-    agent = getattr(workload, "agent", None)
-    inp, out = sim.input, sim.output
-    if sessions is None and agent is not None and inp is None:
-        sessions = SessionSpec(turns=agent.turns, shared_prefix_tokens=agent.shared_prefix_tokens,
-                               think_time_s=agent.think_time_s,
-                               new_tokens=SampledLengthSpec(dist="fixed", value=agent.input_tokens_per_turn))
-        inp = SampledLengthSpec(dist="fixed", value=agent.input_tokens_per_turn)
-        out = out or SampledLengthSpec(dist="fixed", value=agent.output_tokens_per_turn)
+    sessions, inp, out = _sessions_and_lengths(sim, workload)
     if inp is None:
         if workload is None:
             raise ParameterError("isl", "no input lengths: give isl (tokens per prompt), a scenario workload, or "
@@ -93,13 +85,60 @@ def build_requests(sim: SimulationConfig, workload=None) -> Requests:
                                  "simulation.output")
         out = _dist_spec(workload.osl)
     arrival = sim.arrival
-    if arrival.rate_rps is None:
+    if arrival.rate_rps is None and arrival.concurrency is None:
         arrival = arrival.model_copy(update={"rate_rps": _rate_from_load(workload, out, sessions)})
     reqs = generate(n, arrival, inp, out, rng, sessions)
     hit = float(getattr(workload, "prefix_cache_hit_rate", 0.0) or 0.0)
     if hit > 0 and sim.replica.prefix_cache:
         reqs = reqs.with_cached_share(hit, _cacheable(reqs, sessions))
     return reqs
+
+
+def _sessions_and_lengths(sim: SimulationConfig, workload) -> tuple[SessionSpec | None, SampledLengthSpec | None,
+                                                                    SampledLengthSpec | None]:
+    """The sessions and the input / output lengths the simulation section gives, else the scenario's agent
+    workload's (None: the workload's own lengths, or none)."""
+    sessions = sim.sessions
+    agent = getattr(workload, "agent", None)
+    inp, out = sim.input, sim.output
+    if sessions is None and agent is not None and inp is None:
+        sessions = SessionSpec(turns=agent.turns, shared_prefix_tokens=agent.shared_prefix_tokens,
+                               think_time_s=agent.think_time_s,
+                               new_tokens=SampledLengthSpec(dist="fixed", value=agent.input_tokens_per_turn))
+        inp = SampledLengthSpec(dist="fixed", value=agent.input_tokens_per_turn)
+        out = out or SampledLengthSpec(dist="fixed", value=agent.output_tokens_per_turn)
+    return sessions, inp, out
+
+
+def session_think_s(sim: SimulationConfig, workload=None) -> float:
+    """A closed loop's wait between a session's answer and its next turn: the sessions' think time (the simulation
+    section's, else the agent workload's); a trace's sessions wait the arrival section's think_time_s."""
+    sessions = None if sim.trace else _sessions_and_lengths(sim, workload)[0]
+    return sessions.think_time_s if sessions is not None else sim.arrival.think_time_s
+
+
+def load_section(section: object, workload=None) -> object:
+    """A ``simulation:`` mapping (None: none) with the scenario's load of concurrent sessions as a closed loop of
+    that many clients (``arrival.concurrency``; sim.clients), where its arrival gives no rate and no concurrency of
+    its own; anything else as it is (parse_simulation refuses what is no mapping)."""
+    load = getattr(workload, "load", None)
+    if load is None or load.kind != "concurrent_sessions" or not isinstance(section, dict | None):
+        return section
+    out: dict[str, Any] = dict(section or {})
+    arrival = out.get("arrival")
+    if arrival is None:
+        arrival = {}
+    if not isinstance(arrival, dict) or arrival.get("rate_rps") is not None or arrival.get("concurrency") is not None:
+        return section
+    out["arrival"] = {**arrival, "concurrency": int(load.value)}
+    return out
+
+
+def with_load(sim: SimulationConfig, workload=None) -> SimulationConfig:
+    """``sim`` with the scenario's load of concurrent sessions as a closed loop (load_section)."""
+    section = sim.model_dump()
+    loaded = load_section(section, workload)
+    return sim if loaded == section else parse_simulation(loaded)
 
 
 def _cacheable(reqs: Requests, sessions: SessionSpec | None) -> np.ndarray | None:
@@ -123,8 +162,8 @@ def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | No
     elif load.kind == "output_tokens_per_s":
         rps = load.value / workload.osl.mean
     else:
-        raise ClusterfitError("a load of concurrent sessions is a closed loop; the simulator replays open-loop "
-                              "arrivals: give simulation.arrival.rate_rps (requests or sessions per second)")
+        raise ClusterfitError("a load of concurrent sessions is a closed loop: run it with simulation.arrival."
+                              "concurrency (sim.api.with_load sets it from the load)")
     if sessions is not None:
         turns = sessions.turns or sessions.turns_mean
         return rps / turns
@@ -133,13 +172,15 @@ def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | No
 
 def simulate(step_model: StepCosts, sim: SimulationConfig, workload=None, slo=None,
              gpus_per_node: int | None = None, requests: Requests | None = None) -> tuple[dict, SimRun]:
-    """Run one simulation; return (report dict, raw run).
+    """Run one simulation; return (report dict, raw run). A scenario load of concurrent sessions runs as a closed
+    loop of that many clients (with_load) unless the simulation section gives a rate.
 
     slo: an object with ``ttft_s``, ``tpot_s`` and optionally ``ttft_percentile``, ``tpot_percentile`` and
     ``min_goodput`` (the planner's SLO); the simulation section's ``slo_*`` fields override it (slo_terms).
     """
+    sim = with_load(sim, workload)
     reqs = requests if requests is not None else build_requests(sim, workload)
-    run = run_simulation(reqs, step_model, sim, gpus_per_node)
+    run = run_simulation(reqs, step_model, sim, gpus_per_node, session_think_s=session_think_s(sim, workload))
     report = summarize(run, *slo_terms(sim, slo))
     return report, run
 
@@ -210,7 +251,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     from ..planning.question import without_replica_keys
 
     sim = _merge_options(req, parse_simulation(
-        without_replica_keys(scen.simulation, options.given()) if scen is not None else None,
+        load_section(without_replica_keys(scen.simulation, options.given()), workload) if scen is not None else None,
         f"scenario file {req.scenario}: simulation" if scen else "simulation"))
     layout: dict[str, Any] = {"gpus": req.gpus, "tp": req.tp, "pp": req.pp, "ep": req.ep, "dp": req.dp}
     if scen is not None and all(v is None for v in layout.values()):
@@ -307,6 +348,32 @@ def _check_failure_options(req: SimulateRequest) -> None:
                              "not both")
 
 
+def _merged_arrival(req: SimulateRequest, sim: SimulationConfig) -> dict[str, Any] | None:
+    """The arrival section the options give (None: the section's as it is). --rate / --arrival make an open loop
+    and --concurrency a closed one, replacing the other kind of the section's; --think-time-s and --ramp-s time a
+    closed loop."""
+    closed = req.concurrency is not None
+    if closed and req.rate is not None:
+        raise ParameterError("concurrency", "give --rate (an open loop) or --concurrency (a closed loop), not both")
+    if closed and req.arrival is not None:
+        raise ParameterError("arrival", "shapes open-loop arrivals; a closed loop (--concurrency) sends a request as "
+                             "one ends")
+    section = sim.arrival
+    timing = {k: v for k, v in (("think_time_s", req.think_time_s), ("ramp_s", req.ramp_s)) if v is not None}
+    if timing and not closed and (section.concurrency is None or req.rate is not None):
+        raise ParameterError(next(iter(timing)), "times a closed loop's clients: give --concurrency"
+                             + (" (the scenario's simulation section runs an open loop)" if req.scenario else ""))
+    if closed:
+        return {"concurrency": req.concurrency, "think_time_s": section.think_time_s, "ramp_s": section.ramp_s} \
+            | timing
+    if req.rate is None and req.arrival is None:
+        return None if not timing else section.model_dump() | timing
+    # an open loop: the section's shape, without its closed loop's clients
+    return section.model_dump() | {"concurrency": None, "think_time_s": 0.0, "ramp_s": None} \
+        | ({"rate_rps": req.rate} if req.rate is not None else {}) \
+        | ({"process": req.arrival} if req.arrival is not None else {})
+
+
 def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationConfig:
     """The scenario's simulation section with the request's options applied on top. A trace brings its own
     arrivals and lengths: rate, arrival, isl, osl and length_cv cannot be given with it."""
@@ -321,6 +388,7 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
     if req.arrival is not None and req.arrival not in ARRIVAL_PROCESSES:
         raise ParameterError("arrival", f"unknown arrival process {req.arrival!r}; choose one of "
                              f"{', '.join(ARRIVAL_PROCESSES)}")
+    arrival = _merged_arrival(req, sim)
     upd: dict[str, Any] = {}
     for key, val in (("replicas", req.replicas), ("requests", req.requests), ("seed", req.seed),
                      ("policy", req.policy), ("trace", req.trace)):
@@ -337,9 +405,8 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
         if val is not None:
             upd[key] = ({"dist": "fixed", "value": val} if req.length_cv == 0
                         else {"dist": "lognormal", "mean": val, "cv": req.length_cv})
-    if req.rate is not None or req.arrival is not None:
-        upd["arrival"] = sim.arrival.model_dump() | ({"rate_rps": req.rate} if req.rate is not None else {}) \
-            | ({"process": req.arrival} if req.arrival is not None else {})
+    if arrival is not None:
+        upd["arrival"] = arrival
     spec = req.speculative_fields(sim.replica.speculative.model_dump() if sim.replica.speculative else None)
     if spec is not None:
         upd["replica"] = sim.replica.model_dump() | {"speculative": spec}

@@ -1,8 +1,9 @@
 """The cluster: replicas behind a load balancer, driven by one event heap.
 
 Events are replica step/segment ends, failures, restarts, autoscaling ticks and replica start-ups;
-arrivals are merged in from the sorted request table. At equal times replica events go first, so a
-request arriving exactly when a step ends joins the next step. Everything random comes from one
+arrivals are merged in from the sorted request table (a closed loop's from its clients, sim.clients, which send a
+request when one ends). At equal times replica events go first, so a request arriving exactly when a step ends
+joins the next step. Everything random comes from one
 ``numpy.random.Generator`` seeded by the config: a seed gives the same result every time.
 """
 
@@ -21,6 +22,7 @@ from ..engines import front_end_s
 from ..deadline import check as check_deadline
 from ..errors import ClusterfitError
 from .balancer import Balancer
+from .clients import ClosedLoop
 from .config import SimulationConfig
 from .gaps import TokenGaps
 from .ledger import COMPLETED, FAILED, PENDING, REJECTED, Ledger
@@ -140,9 +142,14 @@ class Cluster:
     replica_class: type[Replica] = Replica
     #: a disaggregated decode pool: every request arrives with its prompt KV built (Replica.kv_handoff)
     kv_handoff: bool = False
+    #: the clients of a closed loop (config.arrival.concurrency), None for open-loop arrivals
+    clients: ClosedLoop | None = None
 
     def __init__(self, requests: Requests, step_model: StepCosts, config: SimulationConfig,
-                 gpus_per_node: int | None = None, kv_handoff: bool = False) -> None:
+                 gpus_per_node: int | None = None, kv_handoff: bool = False, reply_s: float = 0.0,
+                 session_think_s: float = 0.0) -> None:
+        """``reply_s`` (the engine's front-end latency) and ``session_think_s`` (between a session's turns) time a
+        closed loop's clients (sim.clients.ClosedLoop); an open loop does not use them."""
         if len(requests) == 0:
             raise ClusterfitError("no requests to simulate")
         self.kv_handoff = kv_handoff
@@ -150,6 +157,14 @@ class Cluster:
                     int(np.max(requests.input_tokens + requests.output_tokens)), gpus_per_node)
         self.too_big = ((requests.input_tokens + requests.output_tokens + config.replica.block_size)
                         > self.admit_cap).tolist()
+        arrival = config.arrival
+        if arrival.concurrency is not None:
+            self.clients = ClosedLoop(requests, self.ledger, self.too_big, arrival.concurrency, arrival.think_time_s,
+                                      session_think_s, reply_s)
+            self.clients.start(arrival.ramp_s if arrival.ramp_s is not None else
+                               self._closed_cycle_s(arrival.concurrency, self.clients.wait_s))
+            for rep in self.replicas:
+                rep.on_done = self.clients.done
 
     def _setup(self, ledger: Ledger, step_model: StepCosts, config: SimulationConfig, max_ctx: int,
                gpus_per_node: int | None) -> None:
@@ -196,6 +211,8 @@ class Cluster:
         rep.alive = ready
         rep.kv_handoff = self.kv_handoff
         rep.clock = now_s
+        if self.clients is not None:
+            rep.on_done = self.clients.done
         self.replicas.append(rep)
         self.g_offset.append(0.0)
         self.load.append(0.0 if ready else math.inf)
@@ -225,6 +242,7 @@ class Cluster:
         led = self.ledger
         if self.too_big[req]:
             led.status[req] = REJECTED
+            self._ended(req, now_s)
             return
         r = self.balancer.choose(led.prefix_key[req], self.load, self.replicas)
         if r < 0:
@@ -233,12 +251,18 @@ class Cluster:
         rep = self.replicas[r]
         if rep.max_queue is not None and len(rep.waiting) >= rep.max_queue:
             led.status[req] = REJECTED
+            self._ended(req, now_s)
             return
         led.replica[req] = r
         rep.enqueue(req, now_s)
         self.load[r] += 1
         if rep.next_event_s == math.inf:
             self._schedule(rep)
+
+    def _ended(self, req: int, now_s: float) -> None:
+        """A request was rejected or failed: a closed loop's client goes on (completions: Replica.on_done)."""
+        if self.clients is not None:
+            self.clients.done(req, now_s)
 
     def _drain_hold(self, now_s: float) -> None:
         hold, self.hold = self.hold, deque()
@@ -272,6 +296,7 @@ class Cluster:
                 if led.retries[req] > self.config.max_retries:
                     led.status[req] = FAILED
                     led.finish_s[req] = now_s
+                    self._ended(req, now_s)
                     failed += 1
                 else:
                     self._route(req, now_s)
@@ -329,12 +354,38 @@ class Cluster:
         failures = self._schedule_failures()
         arrivals = self.ledger.arrival_s
         if self.config.autoscale is not None:
-            self._push(arrivals[0] + self.config.autoscale.interval_s, _TICK)
-        span = max(arrivals[-1] - arrivals[0], 1e-9)
+            self._push((arrivals[0] if self.clients is None else 0.0) + self.config.autoscale.interval_s, _TICK)
+        span = max(arrivals[-1] - arrivals[0], 1e-9) if self.clients is None else self._closed_span_s()
         window_s = self.config.window_s or nice_window(max(span, 1.0))
         end_s = self._event_loop(window_s, failures)
         self._close(end_s)
         return self._result(window_s, wall0)
+
+    def _closed_cycle_s(self, clients: int, wait_s: float) -> float:
+        """About how long a closed loop's client takes per request (its arrivals are not known before): the mean
+        request's tokens that no cache serves prefilled in max_num_batched_tokens chunks, then decoded in a batch of
+        the clients' share of a replica (at most max_num_seqs) whose steps also carry the other clients' prompts,
+        plus ``wait_s`` (front end and think time: ClosedLoop.wait_s)."""
+        led = self.ledger
+        n = led.n
+        isl, osl = sum(led.input_tokens) / n, sum(led.output_tokens) / n
+        cached = led.cached_tokens or [0] * n
+        new = max(1.0, isl - sum(max(c, s) for c, s in zip(cached, led.shared_tokens)) / n)  # not from a cache
+        batch = max(1, min(self.max_num_seqs, int(clients / self.config.replicas)))
+        chunk = min(new, self.max_num_batched_tokens)
+        prefill = math.ceil(new / chunk) * self.timer.step_s(chunk, chunk * (isl + 1) / 2, 0, 0.0)
+        mixed = min(batch * new / osl, self.max_num_batched_tokens)
+        decode = osl * self.timer.step_s(mixed, mixed * (isl + 1) / 2, batch, batch * (isl + osl / 2))
+        return float(prefill + decode + wait_s)
+
+    def _closed_span_s(self) -> float:
+        """About how long a closed loop runs: its requests, as many at once as the clients and the replicas'
+        max_num_seqs allow, each taking _closed_cycle_s (sim.clients.ClosedLoop.span_estimate_s), after the ramp."""
+        clients = self.clients
+        assert clients is not None
+        cycle = self._closed_cycle_s(clients.clients, clients.wait_s)
+        in_flight = float(self.config.replicas * self.max_num_seqs)
+        return clients.ramp_s + clients.span_estimate_s(cycle, in_flight)
 
     def _schedule_failures(self) -> FailureGroups:
         """Push one failure event per instant at which failures are due (``a``: its index in the returned list),
@@ -367,21 +418,26 @@ class Cluster:
         The hot path (replica events, arrivals) stays inline with its lookups in locals."""
         arrivals = self.ledger.arrival_s
         n = self.ledger.n
+        clients = self.clients
         every = window_s / SAMPLES_PER_WINDOW
-        next_sample = arrivals[0]
+        start = arrivals[0] if clients is None else 0.0   # a closed loop's clients start at 0
+        next_sample = start
         heap = self.heap
         replicas = self.replicas
         load = self.load
         route = self._route
         heappop, heappush, inf = heapq.heappop, heapq.heappush, math.inf
         i = 0
-        t = arrivals[0]
+        t = start
         events = 0
         while True:
             events += 1
             if not events & 4095:
                 check_deadline()  # the HTTP API's per-call budget (clusterfit.deadline); nothing elsewhere
-            ta = arrivals[i] if i < n else inf
+            if clients is None:
+                ta = arrivals[i] if i < n else inf
+            else:  # the next request a client sends (slot i of the ledger, filled as it is sent)
+                ta = clients.next_send_s()
             if heap and heap[0][0] <= ta:
                 t0 = t
                 t, _, kind, a, b = heappop(heap)
@@ -408,8 +464,10 @@ class Cluster:
                     continue
                 else:
                     self._control_event(kind, a, t, i < n, failures)
-            elif i < n:
+            elif ta != inf:
                 t = ta
+                if clients is not None:
+                    clients.issue(i, t)
                 route(i, t)
                 i += 1
             else:
@@ -492,7 +550,8 @@ class Cluster:
             config=self.config,
             extra={"window_s": window_s, "kv_capacity_tokens": self.kv_capacity, "max_num_seqs": self.max_num_seqs,
                    "max_num_batched_tokens": self.max_num_batched_tokens, "rejected_too_long": too_long,
-                   "kv_admit_tokens": self.admit_cap},
+                   "kv_admit_tokens": self.admit_cap,
+                   **({} if self.clients is None else {"closed_loop": self.clients.describe()})},
             token_gaps=gaps,
             not_exercised=self.not_exercised,
             decode_progress=self._decode_progress(),
@@ -563,9 +622,13 @@ def with_front_end(run: SimRun, front_s: float) -> SimRun:
 
 
 def run_simulation(requests: Requests, step_model: StepCosts, config: SimulationConfig,
-                   gpus_per_node: int | None = None, front_end: bool = True, kv_handoff: bool = False) -> SimRun:
+                   gpus_per_node: int | None = None, front_end: bool = True, kv_handoff: bool = False,
+                   session_think_s: float = 0.0) -> SimRun:
     """Simulate ``requests`` on ``config.replicas`` replicas whose steps take ``step_model`` times; ``front_end``:
     add the engine's front-end latency to every request's first token and finish (with_front_end); ``kv_handoff``:
-    the replicas are a disaggregated decode pool (sim.disagg), whose requests arrive with their prompt KV built."""
-    run = Cluster(requests, step_model, config, gpus_per_node, kv_handoff).run()
-    return with_front_end(run, front_end_s(step_model)) if front_end else run
+    the replicas are a disaggregated decode pool (sim.disagg), whose requests arrive with their prompt KV built.
+    A closed loop (``config.arrival.concurrency``) sends ``requests`` in order as earlier ones end, a session's
+    next turn ``session_think_s`` after its previous answer reached the client (sim.clients)."""
+    reply_s = front_end_s(step_model) if front_end else 0.0
+    run = Cluster(requests, step_model, config, gpus_per_node, kv_handoff, reply_s, session_think_s).run()
+    return with_front_end(run, reply_s) if front_end else run

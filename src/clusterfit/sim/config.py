@@ -71,6 +71,13 @@ class SampledLengthSpec(_Strict):
         return self
 
 
+#: Bounds on the work one simulation may ask for: 1M requests over 64 replicas take ~20-30 s on one core
+#: (benchmarks/sim_speed.py) and ~100 bytes of arrays per request, so 5M requests stay within minutes and
+#: about a GB; 4,096 replicas is 32,768 GPUs of 8-GPU nodes. A closed loop has at most as many clients.
+MAX_REQUESTS = 5_000_000
+MAX_REPLICAS = 4096
+MAX_CLIENTS = MAX_REQUESTS
+
 #: The arrival processes the simulator generates (ArrivalSpec.process).
 ArrivalProcess = Literal["poisson", "gamma", "mmpp", "diurnal"]
 ARRIVAL_PROCESSES: tuple[str, ...] = get_args(ArrivalProcess)
@@ -79,15 +86,28 @@ ARRIVAL_PROCESSES: tuple[str, ...] = get_args(ArrivalProcess)
 class ArrivalSpec(_Strict):
     """How requests (or sessions) arrive.
 
-    poisson: exponential gaps at ``rate_rps``. gamma: gamma gaps with coefficient of variation ``cv``
-    (cv > 1 is bursty). mmpp: a two-state Markov-modulated Poisson process spending ``burst_fraction``
-    of the time at ``burst_factor`` x the mean rate (``rate_rps``; sim.requests._mmpp), mean dwell ``dwell_s`` in
-    the burst state, with the same long-run mean ``rate_rps``. diurnal: rate_rps x (1 + amplitude x sin(2 pi t /
-    period_s)).
+    Open loop, at ``rate_rps`` whatever the replicas do: poisson: exponential gaps. gamma: gamma gaps with
+    coefficient of variation ``cv`` (cv > 1 is bursty). mmpp: a two-state Markov-modulated Poisson process spending
+    ``burst_fraction`` of the time at ``burst_factor`` x the mean rate (``rate_rps``; sim.requests._mmpp), mean
+    dwell ``dwell_s`` in the burst state, with the same long-run mean ``rate_rps``. diurnal: rate_rps x (1 +
+    amplitude x sin(2 pi t / period_s)).
+
+    Closed loop, ``concurrency`` instead of ``rate_rps``: that many clients, each sending its next request (or its
+    session's next turn) when its last one ends, ``think_time_s`` later (sessions' turns: the sessions' think time),
+    the first ones spread over ``ramp_s``; the rate follows from the replicas' speed (sim.clients). Not for
+    disaggregated pools.
     """
 
     process: ArrivalProcess = "poisson"
     rate_rps: float | None = Field(default=None, ge=MIN_LOAD, le=MAX_RATE_RPS)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CLIENTS, description=(
+        "closed loop: clients, each sending its next request when its last one ends (instead of rate_rps)"))
+    think_time_s: float = Field(default=0.0, ge=0, le=MAX_THINK_TIME_S, description=(
+        "closed loop: a client's wait between an answer and its next request or session, seconds"))
+    ramp_s: float | None = Field(default=None, ge=0, le=MAX_SIM_TIME_S, description=(
+        "closed loop: the clients' first requests go out evenly spread over this many seconds; 0: all at once (as "
+        "a benchmark client holding --max-concurrency); None: over about one request's time in the system and its "
+        "think time (sim.cluster estimates it), as users who began at random"))
     cv: float = Field(default=2.0, gt=0, le=100)
     burst_factor: float = Field(default=4.0, ge=1)
     burst_fraction: float = Field(default=0.1, gt=0, lt=1)
@@ -95,10 +115,35 @@ class ArrivalSpec(_Strict):
     period_s: float = Field(default=86400.0, gt=0, le=MAX_SIM_TIME_S)
     amplitude: float = Field(default=0.5, ge=0, le=1)
 
+    @model_validator(mode="after")
+    def _one_loop(self) -> "ArrivalSpec":
+        """A rate and a client count are two loads; an open loop's shape means nothing to a closed one, nor a
+        think time to an open one (a value other than the default is refused: a dumped spec parses again)."""
+        if self.concurrency is None:
+            for name in ("think_time_s", "ramp_s"):
+                if getattr(self, name):
+                    raise PydanticCustomError("closed_loop_only", f"{name} times a closed loop's clients: give "
+                                              "concurrency with it (or a scenario load of concurrent sessions)")
+            return self
+        if self.rate_rps is not None:
+            raise PydanticCustomError("two_loads", "give rate_rps (an open loop) or concurrency (a closed loop), "
+                                      "not both")
+        fields = type(self).model_fields
+        shaped = [k for k in OPEN_LOOP_FIELDS if getattr(self, k) != fields[k].default]
+        if shaped:
+            raise PydanticCustomError("open_loop_only", f"{', '.join(shaped)} shape{'s' if len(shaped) == 1 else ''} "
+                                      "open-loop arrivals; a closed loop (concurrency) sends a request as one ends")
+        return self
+
+
+#: The ArrivalSpec fields of an open loop's arrival process (refused beside ``concurrency``), in field order.
+OPEN_LOOP_FIELDS = ("process", "cv", "burst_factor", "burst_fraction", "dwell_s", "period_s", "amplitude")
+
 
 class SessionSpec(_Strict):
     """Multi-turn agent sessions: sessions arrive by the arrival process, each has a geometric number
-    of turns (mean ``turns_mean``), turns ``think_time_s`` apart (open loop). Turn k+1's prompt is turn
+    of turns (mean ``turns_mean``), turns ``think_time_s`` apart (open loop; in a closed loop, a turn goes out
+    ``think_time_s`` after the previous turn's answer). Turn k+1's prompt is turn
     k's prompt and answer plus ``new_tokens`` new tokens, so it shares that prefix. ``turns`` fixes
     the number of turns instead; ``shared_prefix_tokens`` (a system prompt) starts every first turn."""
 
@@ -247,13 +292,6 @@ class AutoscaleSpec(_Strict):
             raise PydanticCustomError("autoscale_bounds", f"min_replicas ({self.min_replicas}) exceeds max_replicas "
                                       f"({self.max_replicas})")
         return self
-
-
-#: Bounds on the work one simulation may ask for: 1M requests over 64 replicas take ~20-30 s on one core
-#: (benchmarks/sim_speed.py) and ~100 bytes of arrays per request, so 5M requests stay within minutes and
-#: about a GB; 4,096 replicas is 32,768 GPUs of 8-GPU nodes.
-MAX_REQUESTS = 5_000_000
-MAX_REPLICAS = 4096
 
 
 class SimulationConfig(_Strict):

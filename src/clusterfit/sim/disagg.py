@@ -44,6 +44,9 @@ def run_disaggregated(requests: Requests, prefill_model: StepCosts, decode_model
     replicas are the prefill pool's (0 .. P-1) then the decode pool's (P .. P+D-1)."""
     if config.failures or config.autoscale is not None:
         raise ClusterfitError("failures and autoscaling are not simulated for disaggregated pools")
+    if config.arrival.concurrency is not None:
+        raise ClusterfitError("a closed loop (arrival.concurrency) is not simulated for disaggregated pools: give "
+                              "an arrival rate")
     wall0 = time.perf_counter()
     n = len(requests)
     # 1. prefill pool: every request as a one-token answer

@@ -118,6 +118,7 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
         "windows": windows(run, ttft, e2e, good),
         "events": run.events,
         "not_exercised": run.not_exercised,
+        "closed_loop": run.extra.get("closed_loop"),
         "sim_wall_s": run.sim_wall_s,
     }
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -93,6 +94,9 @@ class Replica:
         self.step_decodes = True  # whether the planned mixed step advances the decoding sequences
         # a disaggregated decode pool (sim.disagg, set by the Cluster): requests arrive with their prompt KV built
         self.kv_handoff = False
+        # called with (request, time) as each request completes: a closed loop's clients (sim.clients), set by the
+        # Cluster; None for open-loop arrivals
+        self.on_done: Callable[[int, float], None] | None = None
         rule = kv_rule(model)
         self.kv_rule: Any = rule
         self.ranks, self.rank_budget = 1, math.inf
@@ -548,6 +552,8 @@ class Replica:
         led.finish_s[req] = t
         led.status[req] = COMPLETED
         self.completed += 1
+        if self.on_done is not None:
+            self.on_done(req, t)
         held = self.reserved.pop(req, None)  # _release, inline
         if held is not None:
             rank, cost = held

@@ -179,13 +179,19 @@ def _diurnal(spec: ArrivalSpec, lam: float, n: int, rng: np.random.Generator) ->
 
 def generate(n: int, arrival: ArrivalSpec, input_spec: SampledLengthSpec, output_spec: SampledLengthSpec,
              rng: np.random.Generator, sessions: SessionSpec | None = None) -> Requests:
-    """``n`` requests: independent ones, or multi-turn sessions when ``sessions`` is given."""
+    """``n`` requests: independent ones, or multi-turn sessions when ``sessions`` is given. A closed loop's
+    (``arrival.concurrency``) all arrive at 0: its clients send them in order as earlier ones end (sim.clients)."""
     if n < 1:
         raise ClusterfitError("the workload needs at least one request")
     if sessions is None:
-        return Requests.build(arrival_times(arrival, n, rng), draw_lengths(input_spec, n, rng),
+        return Requests.build(_starts(arrival, n, rng), draw_lengths(input_spec, n, rng),
                               draw_lengths(output_spec, n, rng))
     return _sessions(n, arrival, input_spec, output_spec, sessions, rng)
+
+
+def _starts(arrival: ArrivalSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """When ``n`` requests or sessions start: the arrival process's times, or 0 for a closed loop's."""
+    return np.zeros(n) if arrival.concurrency is not None else arrival_times(arrival, n, rng)
 
 
 def _sessions(n: int, arrival: ArrivalSpec, input_spec: SampledLengthSpec, output_spec: SampledLengthSpec,
@@ -204,7 +210,7 @@ def _sessions(n: int, arrival: ArrivalSpec, input_spec: SampledLengthSpec, outpu
     n_sessions = int(np.searchsorted(cum, n) + 1)
     turns = turns[:n_sessions].copy()
     turns[-1] -= int(cum[n_sessions - 1] - n)
-    starts = arrival_times(arrival, n_sessions, rng)
+    starts = _starts(arrival, n_sessions, rng)
     session = np.repeat(np.arange(n_sessions), turns)
     first = np.concatenate([[0], np.cumsum(turns)[:-1]])
     turn_index = np.arange(n) - np.repeat(first, turns)

@@ -1,0 +1,178 @@
+"""A closed loop of clients in the simulator (sim.clients, ``simulate --concurrency``): each client sends its next
+request when its last one ends, so the rate is what the replicas answer. Figures are checked against the loop's own
+definition (sends follow ends exactly), Little's law, and perf's closed form for the same concurrency."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clusterfit.compose import Catalog, build_replica
+from clusterfit.engines import front_end_s
+from clusterfit.sim import SimulationConfig, simulate
+from clusterfit.sim.clients import next_turns
+from clusterfit.sim.ledger import COMPLETED, REJECTED
+from clusterfit.sim.requests import Requests
+
+MODEL = "meta-llama/Llama-3.1-8B"
+LOAD = ("meta-llama/Llama-3.1-8B-Instruct", "--system", "h200", "--isl", "1000", "--osl", "200")
+
+
+@pytest.fixture(scope="module")
+def step():
+    return build_replica(Catalog.load([]), MODEL, "h200").step
+
+
+def _in_flight(arrival: np.ndarray, finish: np.ndarray) -> int:
+    """Most requests between their send and their (client-side) finish at once; a send at the very instant of a
+    finish counts after it."""
+    events = sorted([(t, 1) for t in arrival] + [(t, -1) for t in finish])
+    now = most = 0
+    for _, d in events:
+        now += d
+        most = max(most, now)
+    return most
+
+
+def test_next_turns_link_each_session_in_order():
+    # sessions 7 and 3 interleaved, two lone requests (-1)
+    assert next_turns(np.array([7, 3, -1, 7, 3, 7, -1])).tolist() == [3, 4, -1, 5, -1, -1, -1]
+
+
+def test_one_client_sends_each_request_as_the_last_one_ends(step):
+    """One client, think time 0.5 s: request k+1 goes out exactly 0.5 s after request k's answer reached the
+    client (its finish, front-end latency included), and only one request is ever in flight."""
+    cfg = SimulationConfig(requests=40, arrival={"concurrency": 1, "think_time_s": 0.5},
+                           input={"dist": "fixed", "value": 500}, output={"dist": "fixed", "value": 50})
+    report, run = simulate(step, cfg)
+    req = run.requests
+    assert report["completed"] == 40 and req["arrival_s"][0] == 0.0
+    assert np.allclose(req["arrival_s"][1:], req["finish_s"][:-1] + 0.5, rtol=0, atol=1e-9)
+    assert _in_flight(req["arrival_s"], req["finish_s"]) == 1
+    loop = report["closed_loop"]
+    assert (loop["clients"], loop["think_time_s"], loop["session_think_time_s"]) == (1, 0.5, None)
+    assert loop["ramp_s"] > 0   # estimated (one client: its only request starts at 0 whatever the ramp)
+
+
+def test_n_clients_hold_n_requests_in_flight_and_obey_littles_law(step):
+    """16 clients starting at once (ramp 0): 16 sends at t = 0, never more than 16 in flight, and each client's
+    requests back to back, so 16 = throughput x mean time in the system over the run up to the last send."""
+    cfg = SimulationConfig(requests=800, arrival={"concurrency": 16, "ramp_s": 0},
+                           input={"dist": "lognormal", "mean": 1000, "cv": 0.5},
+                           output={"dist": "lognormal", "mean": 200, "cv": 0.5})
+    report, run = simulate(step, cfg)
+    req = run.requests
+    assert report["completed"] == 800
+    assert int((req["arrival_s"] == 0).sum()) == 16
+    assert _in_flight(req["arrival_s"], req["finish_s"]) == 16
+    # every request but the first 16 is sent at the instant another one's answer arrives
+    sends = req["arrival_s"][16:]
+    assert np.isin(np.round(sends, 9), np.round(req["finish_s"], 9)).all()
+    # Little's law on the busy part of the run (all 16 clients in the system up to the last send)
+    last = req["arrival_s"].max()
+    in_system = np.clip(np.minimum(req["finish_s"], last) - req["arrival_s"], 0, None).sum()
+    assert in_system / last == pytest.approx(16, rel=1e-6)
+
+
+def test_sessions_send_each_turn_after_the_previous_answer(step):
+    """Agent sessions in a closed loop: a session's turn k+1 goes out its think time (3 s) after turn k's answer;
+    with 4 clients and 5-turn sessions, 4 sessions run at once and a new one starts as one ends (think_time_s 0)."""
+    cfg = SimulationConfig(requests=60, arrival={"concurrency": 4, "ramp_s": 0},
+                           input={"dist": "fixed", "value": 300}, output={"dist": "fixed", "value": 40},
+                           sessions={"turns": 5, "think_time_s": 3.0, "new_tokens": {"dist": "fixed", "value": 20}})
+    report, run = simulate(step, cfg)
+    req = run.requests
+    assert report["completed"] == 60 and report["closed_loop"]["session_think_time_s"] == 3.0
+    arrival, finish, prompt = req["arrival_s"], req["finish_s"], req["input_tokens"]
+    # turn k's prompt: 300 + k x (40 answer + 20 new) tokens
+    assert sorted(set(prompt.tolist())) == [300, 360, 420, 480, 540]
+    for i in range(60):
+        if prompt[i] > 300:   # a later turn: 3 s after an answer to the turn before it
+            gaps = arrival[i] - finish[prompt == prompt[i] - 60]
+            assert np.isclose(gaps, 3.0, rtol=0, atol=1e-9).any()
+        elif arrival[i] > 0:  # a new session: as a session's last answer arrives
+            assert np.isclose(arrival[i] - finish[prompt == 540], 0.0, rtol=0, atol=1e-9).any()
+    assert int((arrival == 0).sum()) == 4 and _in_flight(arrival, finish) == 4
+
+
+def test_a_rejected_request_does_not_stall_its_client(step):
+    """A request longer than the KV cache is rejected when sent; its client goes on with the next one at once."""
+    too_long = int(step.kv_capacity_tokens) * 2
+    reqs = Requests.build(np.zeros(5), [100, too_long, 100, 100, 100], [10, 10, 10, 10, 10])
+    report, run = simulate(step, SimulationConfig(arrival={"concurrency": 1}), requests=reqs)
+    status = run.requests["status"]
+    assert (status == REJECTED).sum() == 1 and (status == COMPLETED).sum() == 4
+    arrival = run.requests["arrival_s"]
+    rejected = int(np.flatnonzero(status == REJECTED)[0])
+    # the rejection answers at its send; the next request goes out one front-end latency later
+    assert arrival[rejected + 1] == pytest.approx(arrival[rejected] + front_end_s(step), abs=1e-9)
+
+
+def test_the_same_seed_gives_the_same_run(step):
+    cfg = SimulationConfig(requests=300, seed=7, arrival={"concurrency": 8},
+                           input={"dist": "lognormal", "mean": 800, "cv": 1.0},
+                           output={"dist": "lognormal", "mean": 100, "cv": 1.0})
+    a, b = simulate(step, cfg)[1].requests, simulate(step, cfg)[1].requests
+    assert all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+
+
+@pytest.mark.parametrize("clients", [16, 64])
+def test_simulate_agrees_with_perfs_closed_form(run_json, clients):
+    """perf --concurrency N costs a closed loop in closed form (serving.running_batch, cycle_s); the simulator
+    replays one request by request with varied lengths (length CV 0.5, the clients spread over a cycle). Measured
+    here: output tokens/s 1,964 vs 1,960 (16 clients), 4,085 vs 4,055 (64); TPOT 8.15 vs 7.92 ms, 15.67 vs 15.27 ms."""
+    perf = run_json("perf", *LOAD, "--concurrency", str(clients))
+    sim = run_json("simulate", *LOAD, "--concurrency", str(clients), "--length-cv", "0.5", "--requests", "3000")
+    assert sim["closed_loop"]["clients"] == clients
+    assert sim["throughput"]["output_tokens_per_s"] == pytest.approx(perf["output_tokens_per_s"], rel=0.03)
+    assert sim["tpot_s"]["mean"] == pytest.approx(perf["tpot_s"], rel=0.06)
+
+
+def test_a_scenario_load_of_concurrent_sessions_runs_closed(run_cli):
+    """The shipped agent example (300 concurrent sessions) simulates as a closed loop with no rate given (it was
+    refused: 'a load of concurrent sessions is a closed loop; ... give simulation.arrival.rate_rps')."""
+    code, out, err = run_cli("simulate", "--scenario", "examples/agent-sessions.yaml", "--system", "hgx_h200",
+                             "--requests", "2000")
+    assert code == 0, err
+    assert "closed loop: 300 clients starting over the first" in out
+    assert "a session's next turn 4 s after its answer" in out
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--concurrency", "4", "--rate", "2"), "error: --concurrency: give --rate (an open loop) or --concurrency (a "
+                                            "closed loop), not both"),
+    (("--concurrency", "0"), "error: --concurrency: must be an integer in 1..5,000,000, got 0"),
+    (("--think-time-s", "2"), "error: --think-time-s: times a closed loop's clients: give --concurrency"),
+    (("--ramp-s", "1", "--rate", "3"), "error: --ramp-s: times a closed loop's clients: give --concurrency"),
+    (("--concurrency", "3", "--arrival", "gamma"), "error: --arrival: shapes open-loop arrivals; a closed loop "
+                                                   "(--concurrency) sends a request as one ends"),
+    (("--concurrency", "3", "--think-time-s", "-1"), "error: --think-time-s: must be a number in 0.0..86,400.0"),
+])
+def test_closed_loop_usage_errors_name_the_option(run_cli, extra, message):
+    code, out, err = run_cli("simulate", MODEL, "--system", "h200", "--isl", "100", "--osl", "20", *extra)
+    assert code == 2 and message in err and err.count("error:") == 1, err
+
+
+@pytest.mark.parametrize("arrival, message", [
+    ("{concurrency: 3, rate_rps: 2}", "simulation: arrival: give rate_rps (an open loop) or concurrency (a closed "
+                                      "loop), not both"),
+    ("{concurrency: 3, process: mmpp}", "simulation: arrival: process shapes open-loop arrivals"),
+    ("{think_time_s: 1}", "simulation: arrival: think_time_s times a closed loop's clients: give concurrency"),
+])
+def test_a_scenarios_closed_loop_errors_name_file_and_field(run_cli, tmp_path, arrival, message):
+    scen = tmp_path / "s.yaml"
+    scen.write_text("model: llama-3.1-8b\nsystems: [h200]\nworkload: {isl: 100, osl: 10, load: {requests_per_s: 5}}\n"
+                    f"simulation: {{requests: 20, arrival: {arrival}}}\n")
+    code, _, err = run_cli("simulate", "--scenario", str(scen), "--gpus", "1")
+    assert code == 2 and f"error: scenario file {scen}: {message}" in err, err
+
+
+def test_a_think_time_in_a_scenario_of_concurrent_sessions_is_the_loops(run_cli, tmp_path):
+    """With a load of concurrent sessions the section's think_time_s times that closed loop (it is refused beside
+    an open-loop load, above)."""
+    scen = tmp_path / "s.yaml"
+    scen.write_text("model: llama-3.1-8b\nsystems: [h200]\nworkload: {isl: 100, osl: 10, load: {concurrent_sessions: "
+                    "5}}\nsimulation: {requests: 30, arrival: {think_time_s: 1}}\n")
+    code, out, err = run_cli("simulate", "--scenario", str(scen), "--gpus", "1")
+    assert code == 0, err
+    assert "closed loop: 5 clients" in out and "(1 s later)" in out
