@@ -278,12 +278,29 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     except FailureTargetError as exc:
         raise _failure_source(req, sim, exc) from None
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
+    notes.extend(_short_loop(report))
     lay = rep.layout
     drafted = sim.replica.speculative
     return {"model": model, "system": rep.system.id, "engine": rep.engine.name, "precision": rep.precision.name,
             "kv_dtype": rep.precision.kv_dtype, "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp},
             **report, "notes": notes,
             "speculative": drafted.drafting().as_dict() if drafted is not None else None}, run
+
+
+#: Requests per client below which a closed loop's run is mostly its start: the first requests spread over the ramp,
+#: and each client's first cycle.
+STEADY_REQUESTS_PER_CLIENT = 3
+
+
+def _short_loop(report: dict[str, Any]) -> list[str]:
+    """A note when a closed loop's clients send too few requests each for its figures to be its steady state's."""
+    loop = report.get("closed_loop")
+    if loop is None or report["requests"] >= STEADY_REQUESTS_PER_CLIENT * loop["clients"]:
+        return []
+    each = report["requests"] / loop["clients"]
+    return [f"{report['requests']:,} requests over {loop['clients']:,} clients is {each:.2g} each: the run is mostly "
+            f"the clients' start (their first requests spread over {loop['ramp_s']:,.1f} s), not the loop's steady "
+            f"state; give at least {STEADY_REQUESTS_PER_CLIENT} requests per client (--requests)"]
 
 
 def _failure_source(req: SimulateRequest, sim: SimulationConfig, exc: FailureTargetError) -> ClusterfitError:

@@ -7,12 +7,13 @@ arrival rate is not given but follows from how fast the replicas answer (Little'
 
 The requests are drawn as for an open loop (sim.requests.generate: lengths, sessions) and sent in order. Client k
 sends its first at k x ``ramp_s`` / ``clients`` (all at t = 0 with ramp_s 0, as a benchmark client does; clients
-that start together and draw equal lengths stay in step, a convoy whose prompts queue together every round). When a request ends (completed, rejected, or failed after its retries) its client sends
-the next one ``reply_s + think`` seconds later: ``reply_s``, the engine's front-end latency, brings the last token
-to the client (the simulator adds it to every finish, sim.cluster.with_front_end); ``think`` is
-``session_think_s`` before the next turn of the same session (a prefix key >= 0: a session's turns go out one
-after another, each after the previous answer) and ``think_s`` before a new request or session. A failed or
-rejected turn does not end its session: the client goes on with the next turn.
+that start together and draw equal lengths stay in step, a convoy whose prompts queue together every round). When a
+request ends (completed, rejected, or failed after its retries) its client sends the next one ``reply_s + think``
+seconds later: ``reply_s``, the engine's front-end latency, brings the last token to the client (the simulator adds
+it to every finish, sim.cluster.with_front_end); ``think`` is ``session_think_s`` before the next turn of the same
+session (a prefix key >= 0: a session's turns go out one after another, each after the previous answer) and
+``think_s`` before a new request or session. A failed or rejected turn does not end its session: the client goes on
+with the next turn.
 
 The cluster numbers requests in the order they are sent (sim.ledger), so its arrival times stay sorted:
 ``issue(slot, t)`` copies the next due request's fields into ledger slot ``slot``.
@@ -110,7 +111,7 @@ class ClosedLoop:
         return {"clients": self.clients, "think_time_s": self.think_s,
                 "session_think_time_s": self.session_think_s if self.sessions else None, "ramp_s": self.ramp_s}
 
-    def span_estimate_s(self, cycle_s: float, in_flight: float) -> float:
-        """About how long the run lasts: every request, ``in_flight`` at a time, each taking ``cycle_s`` (its time in
-        the system and its client's think time); for the sampling interval before the run has shown it."""
-        return self.ledger.n * cycle_s / max(min(float(self.clients), in_flight), 1.0)
+    def span_estimate_s(self, cycle_s: float) -> float:
+        """About how long the run lasts: the ramp, then each client's share of the requests, each taking ``cycle_s``
+        (its time in the system and its client's think time); for the sampling interval before the run shows it."""
+        return self.ramp_s + cycle_s * max(1.0, self.ledger.n / self.clients)

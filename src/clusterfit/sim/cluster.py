@@ -364,28 +364,28 @@ class Cluster:
     def _closed_cycle_s(self, clients: int, wait_s: float) -> float:
         """About how long a closed loop's client takes per request (its arrivals are not known before): the mean
         request's tokens that no cache serves prefilled in max_num_batched_tokens chunks, then decoded in a batch of
-        the clients' share of a replica (at most max_num_seqs) whose steps also carry the other clients' prompts,
-        plus ``wait_s`` (front end and think time: ClosedLoop.wait_s)."""
+        the clients' share of a replica (at most max_num_seqs, and what the KV cache holds) whose steps also carry
+        the other clients' prompts; a share above that batch waits its turn (share / batch services); plus
+        ``wait_s`` (front end and think time: ClosedLoop.wait_s)."""
         led = self.ledger
         n = led.n
         isl, osl = sum(led.input_tokens) / n, sum(led.output_tokens) / n
         cached = led.cached_tokens or [0] * n
         new = max(1.0, isl - sum(max(c, s) for c, s in zip(cached, led.shared_tokens)) / n)  # not from a cache
-        batch = max(1, min(self.max_num_seqs, int(clients / self.config.replicas)))
+        share = clients / self.config.replicas
+        batch = max(1, int(min(self.max_num_seqs, share, self.admit_cap / (isl + osl))))
         chunk = min(new, self.max_num_batched_tokens)
         prefill = math.ceil(new / chunk) * self.timer.step_s(chunk, chunk * (isl + 1) / 2, 0, 0.0)
         mixed = min(batch * new / osl, self.max_num_batched_tokens)
-        decode = osl * self.timer.step_s(mixed, mixed * (isl + 1) / 2, batch, batch * (isl + osl / 2))
-        return float(prefill + decode + wait_s)
+        service = prefill + osl * self.timer.step_s(mixed, mixed * (isl + 1) / 2, batch, batch * (isl + osl / 2))
+        return float(service * max(1.0, share / batch) + wait_s)
 
     def _closed_span_s(self) -> float:
-        """About how long a closed loop runs: its requests, as many at once as the clients and the replicas'
-        max_num_seqs allow, each taking _closed_cycle_s (sim.clients.ClosedLoop.span_estimate_s), after the ramp."""
+        """About how long a closed loop runs: after the ramp, each client's share of the requests, each taking
+        _closed_cycle_s (sim.clients.ClosedLoop.span_estimate_s)."""
         clients = self.clients
         assert clients is not None
-        cycle = self._closed_cycle_s(clients.clients, clients.wait_s)
-        in_flight = float(self.config.replicas * self.max_num_seqs)
-        return clients.ramp_s + clients.span_estimate_s(cycle, in_flight)
+        return clients.span_estimate_s(self._closed_cycle_s(clients.clients, clients.wait_s))
 
     def _schedule_failures(self) -> FailureGroups:
         """Push one failure event per instant at which failures are due (``a``: its index in the returned list),
