@@ -4,6 +4,8 @@ definition (sends follow ends exactly), Little's law, and perf's closed form for
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -50,7 +52,8 @@ def test_one_client_sends_each_request_as_the_last_one_ends(step):
     assert np.allclose(req["arrival_s"][1:], req["finish_s"][:-1] + 0.5, rtol=0, atol=1e-9)
     assert _in_flight(req["arrival_s"], req["finish_s"]) == 1
     loop = report["closed_loop"]
-    assert (loop["clients"], loop["think_time_s"], loop["session_think_time_s"]) == (1, 0.5, None)
+    assert (loop["clients"], loop["clients_asked"], loop["sessions"], loop["think_time_s"],
+            loop["session_think_time_s"]) == (1, 1, 40, 0.5, None)
     assert loop["ramp_s"] > 0   # estimated (one client: its only request starts at 0 whatever the ramp)
 
 
@@ -75,24 +78,29 @@ def test_n_clients_hold_n_requests_in_flight_and_obey_littles_law(step):
 
 
 def test_sessions_send_each_turn_after_the_previous_answer(step):
-    """Agent sessions in a closed loop: a session's turn k+1 goes out its think time (3 s) after turn k's answer;
-    with 4 clients and 5-turn sessions, 4 sessions run at once and a new one starts as one ends (think_time_s 0)."""
-    cfg = SimulationConfig(requests=60, arrival={"concurrency": 4, "ramp_s": 0},
-                           input={"dist": "fixed", "value": 300}, output={"dist": "fixed", "value": 40},
-                           sessions={"turns": 5, "think_time_s": 3.0, "new_tokens": {"dist": "fixed", "value": 20}})
+    """Agent sessions in a closed loop: each session's turn k+1 goes out its think time (3 s) after that session's
+    turn k answer, and a new session starts as one ends (think_time_s 0); with 4 clients, 4 sessions are open at
+    once. Lengths vary, so the sessions' answers come at different times."""
+    cfg = SimulationConfig(requests=120, arrival={"concurrency": 4},
+                           input={"dist": "lognormal", "mean": 300, "cv": 0.5},
+                           output={"dist": "lognormal", "mean": 40, "cv": 0.8},
+                           sessions={"turns": 5, "think_time_s": 3.0,
+                                     "new_tokens": {"dist": "lognormal", "mean": 20, "cv": 0.5}})
     report, run = simulate(step, cfg)
     req = run.requests
-    assert report["completed"] == 60 and report["closed_loop"]["session_think_time_s"] == 3.0
-    arrival, finish, prompt = req["arrival_s"], req["finish_s"], req["input_tokens"]
-    # turn k's prompt: 300 + k x (40 answer + 20 new) tokens
-    assert sorted(set(prompt.tolist())) == [300, 360, 420, 480, 540]
-    for i in range(60):
-        if prompt[i] > 300:   # a later turn: 3 s after an answer to the turn before it
-            gaps = arrival[i] - finish[prompt == prompt[i] - 60]
-            assert np.isclose(gaps, 3.0, rtol=0, atol=1e-9).any()
-        elif arrival[i] > 0:  # a new session: as a session's last answer arrives
-            assert np.isclose(arrival[i] - finish[prompt == 540], 0.0, rtol=0, atol=1e-9).any()
-    assert int((arrival == 0).sum()) == 4 and _in_flight(arrival, finish) == 4
+    assert report["completed"] == 120 and report["closed_loop"]["session_think_time_s"] == 3.0
+    arrival, finish, key = req["arrival_s"], req["finish_s"], req["prefix_key"]
+    ends = []
+    for s in np.unique(key):
+        turns = np.flatnonzero(key == s)   # in send order
+        assert turns.size == 5
+        assert np.allclose(arrival[turns[1:]], finish[turns[:-1]] + 3.0, rtol=0, atol=1e-9)
+        ends.append(finish[turns[-1]])
+    # every session after the first four starts as some session's last answer arrives
+    starts = np.array([arrival[np.flatnonzero(key == s)[0]] for s in np.unique(key)])
+    later = np.sort(starts)[4:]
+    assert all(np.isclose(t, ends, rtol=0, atol=1e-9).any() for t in later)
+    assert _in_flight(starts, np.array(ends)) == 4   # sessions open at once, from first send to last answer
 
 
 def test_a_rejected_request_does_not_stall_its_client(step):
@@ -120,7 +128,8 @@ def test_the_same_seed_gives_the_same_run(step):
 def test_simulate_agrees_with_perfs_closed_form(run_json, clients):
     """perf --concurrency N costs a closed loop in closed form (serving.running_batch, cycle_s); the simulator
     replays one request by request with varied lengths (length CV 0.5, the clients spread over a cycle). Measured
-    here: output tokens/s 1,964 vs 1,960 (16 clients), 4,085 vs 4,055 (64); TPOT 8.15 vs 7.92 ms, 15.67 vs 15.27 ms."""
+    here, simulated vs perf: output tokens/s 1,969 vs 1,964 (16 clients), 4,052 vs 4,085 (64); TPOT 7.86 vs 8.15 ms,
+    15.06 vs 15.67 ms."""
     perf = run_json("perf", *LOAD, "--concurrency", str(clients))
     sim = run_json("simulate", *LOAD, "--concurrency", str(clients), "--length-cv", "0.5", "--requests", "3000")
     assert sim["closed_loop"]["clients"] == clients
@@ -132,10 +141,19 @@ def test_a_scenario_load_of_concurrent_sessions_runs_closed(run_cli):
     """The shipped agent example (300 concurrent sessions) simulates as a closed loop with no rate given (it was
     refused: 'a load of concurrent sessions is a closed loop; ... give simulation.arrival.rate_rps')."""
     code, out, err = run_cli("simulate", "--scenario", "examples/agent-sessions.yaml", "--system", "hgx_h200",
-                             "--requests", "2000")
+                             "--requests", "12000")
     assert code == 0, err
     assert "closed loop: 300 clients starting over the first" in out
-    assert "a session's next turn 4 s after its answer" in out
+    assert "a session's next turn 4 s after its answer" in out and "over 300 clients is" not in out
+    # 2,000 requests are 167 sessions of 12 turns: 167 clients run, and the run says its figures are its start
+    code, out, err = run_cli("simulate", "--scenario", "examples/agent-sessions.yaml", "--system", "hgx_h200",
+                             "--requests", "2000", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    loop = report["closed_loop"]
+    assert (loop["clients"], loop["clients_asked"], loop["sessions"]) == (167, 300, 167)
+    assert any(n.startswith("167 sessions over 300 clients is 0.56 each; 167 of the 300 clients run (one per "
+                            "session)") for n in report["notes"]), report["notes"]
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -143,7 +161,8 @@ def test_a_scenario_load_of_concurrent_sessions_runs_closed(run_cli):
                                             "closed loop), not both"),
     (("--concurrency", "0"), "error: --concurrency: must be an integer in 1..5,000,000, got 0"),
     (("--think-time-s", "2"), "error: --think-time-s: times a closed loop's clients: give --concurrency"),
-    (("--ramp-s", "1", "--rate", "3"), "error: --ramp-s: times a closed loop's clients: give --concurrency"),
+    (("--ramp-s", "1", "--rate", "3"), "error: --ramp-s: times a closed loop's clients: --rate / --arrival make "
+                                       "this run an open loop"),
     (("--concurrency", "3", "--arrival", "gamma"), "error: --arrival: shapes open-loop arrivals; a closed loop "
                                                    "(--concurrency) sends a request as one ends"),
     (("--concurrency", "3", "--think-time-s", "-1"), "error: --think-time-s: must be a number in 0.0..86,400.0"),
@@ -157,7 +176,10 @@ def test_closed_loop_usage_errors_name_the_option(run_cli, extra, message):
     ("{concurrency: 3, rate_rps: 2}", "simulation: arrival: give rate_rps (an open loop) or concurrency (a closed "
                                       "loop), not both"),
     ("{concurrency: 3, process: mmpp}", "simulation: arrival: process shapes open-loop arrivals"),
-    ("{think_time_s: 1}", "simulation: arrival: think_time_s times a closed loop's clients: give concurrency"),
+    ("{think_time_s: 1}", "simulation.arrival.think_time_s: times a closed loop's clients, but this run is an open "
+                          "loop (give simulation.arrival.concurrency, or a load of concurrent sessions)"),
+    ("{rate_rps: 2, ramp_s: 0}", "simulation.arrival.ramp_s: times a closed loop's clients, but this run is an open "
+                                 "loop"),
 ])
 def test_a_scenarios_closed_loop_errors_name_file_and_field(run_cli, tmp_path, arrival, message):
     scen = tmp_path / "s.yaml"
@@ -197,3 +219,78 @@ def test_too_few_requests_per_client_are_noted(run_cli):
     code, out, _ = run_cli("simulate", MODEL, "--system", "h200", "--isl", "500", "--osl", "50", "--concurrency",
                            "100", "--requests", "300")
     assert code == 0 and "requests over 100 clients" not in out.replace("\n", " ")
+
+
+def test_a_closed_loop_that_loses_its_only_replica_fails_its_requests(step):
+    """The only replica lost for good: the requests held for it fail, their clients send the rest, which fail in
+    turn; every request ends (it was 'internal error: 94 requests neither completed, rejected nor failed')."""
+    cfg = SimulationConfig(requests=100, arrival={"concurrency": 4}, failures=[{"at_s": 0.5, "replica": 0}],
+                           input={"dist": "fixed", "value": 500}, output={"dist": "fixed", "value": 50})
+    report, _ = simulate(step, cfg)
+    assert report["completed"] + report["failed"] == 100 and report["failed"] > 90
+
+
+def _scenario(tmp_path, load: str, simulation: str = "") -> str:
+    scen = tmp_path / "s.yaml"
+    scen.write_text(f"model: llama-3.1-8b\nsystems: [h200]\nworkload: {{isl: 100, osl: 10, load: {load}}}\n"
+                    + (f"simulation: {simulation}\n" if simulation else ""))
+    return str(scen)
+
+
+def test_a_trace_of_a_concurrent_sessions_scenario_keeps_its_arrivals(run_cli, tmp_path):
+    """A trace brings its own arrivals: a load of concurrent sessions does not turn its replay into a closed loop
+    (section or --trace)."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n" + "".join(f"{k},100,10\n" for k in range(6)))
+    scen = _scenario(tmp_path, "{concurrent_sessions: 3}", f"{{trace: {trace}}}")
+    for extra in ((), ("--trace", str(trace))):
+        code, out, err = run_cli("simulate", "--scenario", scen, "--gpus", "1", "--json", *extra)
+        assert code == 0, err
+        report = json.loads(out)
+        assert "closed_loop" not in report and report["duration_s"] > 5.0   # the trace's six arrivals, 1 s apart
+
+
+def test_an_open_loop_shape_beside_concurrent_sessions_asks_for_a_rate(run_cli, tmp_path):
+    """A section (or --arrival) shaping an open loop beside a load of concurrent sessions: plan still plans (the
+    section is checked as written), simulate asks for the open loop's rate, naming --rate."""
+    scen = _scenario(tmp_path, "{concurrent_sessions: 20}", "{arrival: {process: gamma, cv: 3}}")
+    code, _, err = run_cli("plan", "--scenario", scen)
+    assert code == 0, err
+    code, _, err = run_cli("simulate", "--scenario", scen, "--gpus", "1")
+    assert code == 2 and ("error: --rate: a load of concurrent sessions runs as a closed loop of that many clients, "
+                          "but the arrival process is an open loop's (process, cv): give its rate") in err, err
+    plain = _scenario(tmp_path, "{concurrent_sessions: 20}")
+    code, _, err = run_cli("simulate", "--scenario", plain, "--gpus", "1", "--arrival", "gamma")
+    assert code == 2 and "error: --rate: a load of concurrent sessions runs as a closed loop" in err, err
+    code, _, err = run_cli("simulate", "--scenario", plain, "--gpus", "1", "--arrival", "gamma", "--think-time-s", "1")
+    assert code == 2 and ("error: --think-time-s: times a closed loop's clients: --rate / --arrival make this run an "
+                          "open loop") in err, err
+    code, out, err = run_cli("simulate", "--scenario", plain, "--gpus", "1", "--arrival", "gamma", "--rate", "3",
+                             "--json")
+    assert code == 0 and "closed_loop" not in json.loads(out), err
+
+
+def test_plan_refuses_a_closed_loops_timing_in_an_open_loop_scenario(run_cli, tmp_path):
+    scen = _scenario(tmp_path, "{requests_per_s: 5}", "{arrival: {think_time_s: 2}}")
+    code, _, err = run_cli("plan", "--scenario", scen)
+    assert code == 2 and (f"error: scenario file {scen}: simulation.arrival.think_time_s: times a closed loop's "
+                          "clients, but this run is an open loop") in err, err
+
+
+def test_plan_verify_runs_concurrent_sessions_closed_when_aggregated(run_json):
+    """An aggregated plan for 200 concurrent sessions is verified by a closed loop of 200 clients."""
+    plan = run_json("plan", MODEL, "--isl", "1000", "--osl", "200", "--concurrency", "200", "--system", "h200",
+                    "--ttft-ms", "1000", "--tpot-ms", "30", "--no-disagg", "--verify", "--verify-requests", "2000")
+    loop = plan["verify"]["closed_loop"]
+    assert loop["clients"] == loop["clients_asked"] == 200 and plan["verify"]["completed"] == 2000
+
+
+def test_plan_verify_of_a_disaggregated_plan_skips_a_sections_closed_loop(run_json, tmp_path):
+    """The simulator runs a closed loop for aggregated serving only: a disaggregated plan whose scenario asks for
+    one stands unverified, with the reason (it was a stop of the whole plan, exit 2)."""
+    scen = tmp_path / "agent.yaml"
+    text = open("examples/agent-sessions.yaml").read()
+    scen.write_text(text + "simulation: {arrival: {concurrency: 50}}\n")
+    plan = run_json("plan", "--scenario", str(scen), "--verify", "--verify-requests", "1000")
+    assert plan["recommended"]["xPyD"], plan["recommended"]   # the example's plan is disaggregated
+    assert plan["verify"]["simulated"] is False and "aggregated serving only" in plan["verify"]["reason"]

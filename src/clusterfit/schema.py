@@ -51,6 +51,12 @@ MAX_SIM_TIME_S = 1e7
 #: The longest think time between an agent session's turns (a day), s: a scenario's agent and a simulation's
 #: sessions.
 MAX_THINK_TIME_S = 86_400.0
+#: Bounds on the work one simulation may ask for: 1M requests over 64 replicas take ~20-30 s on one core
+#: (benchmarks/sim_speed.py) and ~100 bytes of arrays per request, so 5M requests stay within minutes and
+#: about a GB; 4,096 replicas is 32,768 GPUs of 8-GPU nodes. A closed loop has at most as many clients.
+MAX_REQUESTS = 5_000_000
+MAX_REPLICAS = 4096
+MAX_CLIENTS = MAX_REQUESTS
 
 
 def _distinct(names: list[str] | None) -> list[str] | None:
@@ -425,7 +431,7 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
                                        "max_position_embeddings (e.g. with RoPE scaling the config does not declare)")
     rate: float | None = Field(None, ge=MIN_LOAD, le=MAX_RATE_RPS, description="Arrival rate, requests/s (open loop)")
     arrival: str | None = None
-    concurrency: int | None = Field(None, ge=1, le=5_000_000, description=(
+    concurrency: int | None = Field(None, ge=1, le=MAX_CLIENTS, description=(
         "A closed loop instead of a rate: this many clients, each sending its next request (or its session's next "
         "turn) when its last one ends"))
     think_time_s: float | None = Field(None, ge=0.0, le=MAX_THINK_TIME_S, description=(
@@ -434,8 +440,8 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
         "With concurrency: the clients' first requests go out evenly over this many seconds (0: all at once; "
         "default: about one request's time in the system)"))
     trace: str | None = Field(None, min_length=1, description="A trace file (CSV or JSONL) to replay")
-    replicas: int | None = Field(None, ge=1, le=4096)
-    requests: int | None = Field(None, ge=1, le=5_000_000)
+    replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS)
+    requests: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
     policy: str | None = None
     fail_at: float | None = Field(None, ge=0, le=MAX_SIM_TIME_S)
@@ -920,7 +926,10 @@ class SimEvent(Schema):
 class ClosedLoopOut(Schema):
     """A closed loop's clients (sim.clients): each sends its next request when its last one ends."""
 
-    clients: int = Field(description="clients, each with one request (or session turn) in flight at most")
+    clients: int = Field(description="clients that ran, each with one request (or session turn) in flight at most: "
+                                     "those asked for, or fewer where there are fewer sessions")
+    clients_asked: int = Field(description="clients asked for (concurrency)")
+    sessions: int = Field(description="sessions the clients ran (a request without a session counts as one)")
     think_time_s: float = Field(description="a client's wait between an answer and its next request or session, s")
     session_think_time_s: float | None = Field(description="a client's wait between a session's answer and its next "
                                                "turn, s (None: no request has a next turn)")

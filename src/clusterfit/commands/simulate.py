@@ -96,9 +96,10 @@ def simulate_command(
     report = api.simulate(**given(
         model=model, scenario=scenario, system=system, gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, precision=precision,
         kv_dtype=kv_dtype, engine=engine, isl=isl, osl=osl, length_cv=length_cv, rate=rate, arrival=arrival,
-        concurrency=concurrency, think_time_s=think_time_s, ramp_s=ramp_s, trace=trace, replicas=replicas, requests=requests, seed=seed, policy=policy, fail_at=fail_at,
-        fail_replica=fail_replica, fail_node=fail_node, restart_after=restart_after, ttft_ms=ttft_ms,
-        tpot_ms=tpot_ms, ttft_percentile=ttft_percentile, tpot_percentile=tpot_percentile, min_goodput=min_goodput,
+        concurrency=concurrency, think_time_s=think_time_s, ramp_s=ramp_s, trace=trace, replicas=replicas,
+        requests=requests, seed=seed, policy=policy, fail_at=fail_at, fail_replica=fail_replica, fail_node=fail_node,
+        restart_after=restart_after, ttft_ms=ttft_ms, tpot_ms=tpot_ms, ttft_percentile=ttft_percentile,
+        tpot_percentile=tpot_percentile, min_goodput=min_goodput,
         catalog=catalog, allow_longer_context=allow_longer_context),
         **speculative_kwargs(num_speculative_tokens, speculative_method, speculative_acceptance,
                              speculative_acceptance_length, speculative_draft_config),

@@ -226,12 +226,17 @@ def _confidence(req: PlanRequest, capacity: bool) -> int | None:
 
 def _checked_simulation(simulation: object, scenario: object, workload: object) -> object:
     """A scenario's ``simulation:`` section, validated as ``clusterfit simulate`` reads it (plan --verify runs it; a
-    typo in it is an error, not a section passed through unread), with the workload's load of concurrent sessions
-    as its closed loop where it gives no arrival rate (sim.api.load_section)."""
+    typo in it is an error, not a section passed through unread): its fields, and a closed loop's timing only where
+    the run is one (its own concurrency, or the workload's concurrent sessions: sim.api.with_load)."""
     if simulation is not None:
-        from ..sim.api import load_section, parse_simulation
+        from ..errors import ClusterfitError
+        from ..sim.api import parse_simulation, with_load
 
-        parse_simulation(load_section(simulation, workload), f"scenario file {scenario}: simulation")
+        sim = parse_simulation(simulation, f"scenario file {scenario}: simulation")
+        try:
+            with_load(sim, workload)
+        except ClusterfitError as exc:
+            raise ClusterfitError(f"scenario file {scenario}: {exc}") from None
     return simulation
 
 

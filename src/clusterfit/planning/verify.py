@@ -12,7 +12,7 @@ loop at the plan's derived rate on a disaggregated one (whose pools the simulato
 Where the simulation and the plan differ by more than 10% on TTFT at the judged percentile, TPOT at the judged
 percentile or throughput, ``disagreements`` says so, with the likeliest reason.
 
-A plan of more replicas (in a pool) than one simulation runs (``sim.config.MAX_REPLICAS``) stands unverified: the
+A plan of more replicas (in a pool) than one simulation runs (``schema.MAX_REPLICAS``) stands unverified: the
 answer is a SkippedVerification saying why, not an error that would throw the plan away.
 """
 
@@ -24,6 +24,7 @@ import numpy as np
 
 from ..schema import Disagreement, PlanOption, SimulatedVerification, SkippedVerification, Verification
 from ..sim.ledger import COMPLETED
+from ..sim.metrics import short_loop_note
 
 if TYPE_CHECKING:
     from ..sim.config import SimulationConfig
@@ -34,31 +35,36 @@ DISAGREE = 0.10
 DEFAULT_REQUESTS = 20_000
 
 
-def _simulation_section(question: PlanQuestion, rec: PlanOption, requests: int | None, seed: int,
-                        closed_loop: bool) -> dict:
-    """The scenario's simulation section for this plan; a load of concurrent sessions without a rate or clients of
-    the section's own runs as a closed loop (``closed_loop``; sim.api.with_load) or at the plan's derived rate."""
+def _simulation_section(question: PlanQuestion, requests: int | None, seed: int) -> dict:
+    """The scenario's simulation section with the run's size and seed."""
     base: dict[str, Any] = dict(question.simulation) if isinstance(question.simulation, dict) else {}
     base["requests"] = requests or base.get("requests") or DEFAULT_REQUESTS
     base.setdefault("seed", seed)
-    wl = question.workload
-    arrival = dict(base.get("arrival") or {})
-    if wl.load.kind == "concurrent_sessions" and arrival.get("rate_rps") is None and not closed_loop \
-            and arrival.get("concurrency") is None:
-        turns = wl.agent.turns if wl.agent is not None else 1
-        sessions = base.get("sessions")
-        if isinstance(sessions, dict):
-            turns = sessions.get("turns") or sessions.get("turns_mean") or 4
-        arrival["rate_rps"] = rec.requests_per_s / turns
-        for name in ("think_time_s", "ramp_s"):   # a closed loop's timing: this open loop has no clients
-            arrival.pop(name, None)
-        base["arrival"] = arrival
     return base
+
+
+def _plan_load(sim: SimulationConfig, question: PlanQuestion, rec: PlanOption, aggregated: bool) -> SimulationConfig:
+    """The plan's load of concurrent sessions, where the section gives no arrivals of its own: a closed loop of that
+    many clients on an aggregated plan (sim.api.with_load), else open loop at the request rate the plan derived
+    from it by Little's law (sessions per second with sessions); any other section as it is."""
+    from ..sim.api import load_clients, with_load
+
+    wl = question.workload
+    if load_clients(sim, wl) is not None and aggregated:
+        return with_load(sim, wl)
+    a = sim.arrival
+    if wl.load.kind != "concurrent_sessions" or sim.trace or a.rate_rps is not None or a.concurrency is not None:
+        return with_load(sim, wl)
+    turns: float = wl.agent.turns if wl.agent is not None else 1
+    if sim.sessions is not None:
+        turns = sim.sessions.turns or sim.sessions.turns_mean
+    open_loop = a.model_copy(update={"rate_rps": rec.requests_per_s / turns, "think_time_s": 0.0, "ramp_s": None})
+    return sim.model_copy(update={"arrival": open_loop})
 
 
 def _too_many_replicas(sized: _Sized, rec: PlanOption) -> str | None:
     """Why the plan cannot be simulated, when a pool of it has more replicas than one simulation runs."""
-    from ..sim.config import MAX_REPLICAS
+    from ..schema import MAX_REPLICAS
 
     pools = ([("serving", rec.serving_replicas)] if sized.mode == "aggregated" else
              [("prefill", sized.prefill_replicas), ("decode", sized.replicas)])
@@ -75,7 +81,7 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
     """Simulate the recommended plan ``sized`` (shown as ``rec``): the simulator's report plus what was run, or
     why it cannot be simulated."""
     from ..arch import load_model
-    from ..sim.api import build_requests, load_section, parse_simulation, session_think_s, slo_terms, with_draft_cost
+    from ..sim.api import build_requests, parse_simulation, session_think_s, slo_terms, with_draft_cost
     from ..sim.metrics import summarize
 
     too_many = _too_many_replicas(sized, rec)
@@ -89,11 +95,15 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
         head = question.catalog.draft_head if question.catalog is not None else None
         return with_draft_cost(sim, load_model(question.model), head)
 
-    base = _simulation_section(question, rec, requests, seed, closed_loop=sized.mode == "aggregated")
+    base = _simulation_section(question, requests, seed)
     slo = question.slo
+    if sized.mode != "aggregated" and isinstance(base.get("arrival"), dict) and base["arrival"].get("concurrency"):
+        return SkippedVerification(reason="the scenario's simulation.arrival.concurrency is a closed loop, which the "
+                                   "simulator runs for aggregated serving only: this plan is disaggregated (give "
+                                   "simulation.arrival.rate_rps to verify it, or plan with --no-disagg)")
     if sized.mode == "aggregated":
         base["replicas"] = rec.serving_replicas
-        sim = parsed(load_section(base, question.workload))
+        sim = _plan_load(parsed(base), question, rec, aggregated=True)
         from ..sim.cluster import run_simulation
 
         reqs = build_requests(sim, question.workload)
@@ -113,7 +123,7 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
             return link.hop_s + np.asarray(pstep.kv_bytes_per_sequence(tokens), float) / link.bw_bytes_per_s
 
         base["replicas"] = sized.prefill_replicas
-        sim = parsed(base)
+        sim = _plan_load(parsed(base), question, rec, aggregated=False)
         reqs = build_requests(sim, question.workload)
         run = run_disaggregated(reqs, pstep, sized.main.step, sim, sized.prefill_replicas, sized.replicas, transfer,
                                 sized.system.gpus_per_node)
@@ -146,6 +156,7 @@ def disagreements(report: dict, predicted: dict, run, question: PlanQuestion) ->
     wl = question.workload
     arrivals = run.requests["arrival_s"]
     offered = (arrivals.size - 1) / max(float(arrivals[-1] - arrivals[0]), 1e-9)
+    loop = report.get("closed_loop")
     hit = wl.prefix_cache_hit_rate
     figures = [("ttft_s", f"TTFT p{predicted['ttft_percentile']:g}", predicted["ttft_s"], v.get("ttft_s")),
                ("tpot_s", f"TPOT p{predicted['tpot_percentile']:g}", predicted["tpot_s"], v.get("tpot_s")),
@@ -174,6 +185,11 @@ def disagreements(report: dict, predicted: dict, run, question: PlanQuestion) ->
         elif ratio < 1 and report.get("completed", 0) < report.get("requests", 0):
             why = (f"the cluster completes fewer requests than arrive ({offered:.3g}/s offered): it is saturated or "
                    "rejects requests")
+        elif loop is not None:
+            short = short_loop_note(report)
+            why = (f"a closed loop of {loop['clients']:,} clients completes clients / (time per request + think "
+                   "time) requests/s: the simulated latencies set that rate, not an offered load"
+                   + (f"; {short}" if short else ""))
         elif ratio < 1 and abs(offered / plan - 1) <= DISAGREE:
             # every request completed: the steady window of a short run counted fewer (it was blamed on saturation)
             why = (f"every request completed, but the run's steady window counted fewer per second than arrive "

@@ -19,8 +19,9 @@ from ..arch import load_model
 from ..errors import ClusterfitError, no_decode_tpot
 from ..schema import ParameterError, SimulateRequest
 from .cluster import FailureTargetError, SimRun, check_failures, run_simulation
-from .config import ARRIVAL_PROCESSES, SampledLengthSpec, SessionSpec, SimulationConfig, check_policy
-from .metrics import summarize
+from .config import ARRIVAL_PROCESSES, MAX_CLIENTS, ArrivalSpec, SampledLengthSpec, SessionSpec, SimulationConfig, \
+    check_policy
+from .metrics import short_loop_note, summarize
 from .stepmodel import StepCosts
 from .trace_files import load_trace
 from .requests import Requests, generate
@@ -86,7 +87,7 @@ def build_requests(sim: SimulationConfig, workload=None) -> Requests:
         out = _dist_spec(workload.osl)
     arrival = sim.arrival
     if arrival.rate_rps is None and arrival.concurrency is None:
-        arrival = arrival.model_copy(update={"rate_rps": _rate_from_load(workload, out, sessions)})
+        arrival = arrival.model_copy(update={"rate_rps": _rate_from_load(workload, out, sessions, arrival)})
     reqs = generate(n, arrival, inp, out, rng, sessions)
     hit = float(getattr(workload, "prefix_cache_hit_rate", 0.0) or 0.0)
     if hit > 0 and sim.replica.prefix_cache:
@@ -117,28 +118,29 @@ def session_think_s(sim: SimulationConfig, workload=None) -> float:
     return sessions.think_time_s if sessions is not None else sim.arrival.think_time_s
 
 
-def load_section(section: object, workload=None) -> object:
-    """A ``simulation:`` mapping (None: none) with the scenario's load of concurrent sessions as a closed loop of
-    that many clients (``arrival.concurrency``; sim.clients), where its arrival gives no rate and no concurrency of
-    its own; anything else as it is (parse_simulation refuses what is no mapping)."""
+def load_clients(sim: SimulationConfig, workload=None) -> int | None:
+    """The clients of the closed loop a scenario's load of concurrent sessions makes, where the simulation gives no
+    arrivals of its own (a trace, a rate, a concurrency, an open loop's process) and one simulation runs that many
+    clients (schema.MAX_CLIENTS); None otherwise (a load of concurrent sessions then needs a rate: _rate_from_load)."""
     load = getattr(workload, "load", None)
-    if load is None or load.kind != "concurrent_sessions" or not isinstance(section, dict | None):
-        return section
-    out: dict[str, Any] = dict(section or {})
-    arrival = out.get("arrival")
-    if arrival is None:
-        arrival = {}
-    if not isinstance(arrival, dict) or arrival.get("rate_rps") is not None or arrival.get("concurrency") is not None:
-        return section
-    out["arrival"] = {**arrival, "concurrency": int(load.value)}
-    return out
+    a = sim.arrival
+    if load is None or load.kind != "concurrent_sessions" or sim.trace or a.rate_rps is not None \
+            or a.concurrency is not None or a.open_loop_shape() or load.value > MAX_CLIENTS:
+        return None
+    return int(load.value)
 
 
 def with_load(sim: SimulationConfig, workload=None) -> SimulationConfig:
-    """``sim`` with the scenario's load of concurrent sessions as a closed loop (load_section)."""
-    section = sim.model_dump()
-    loaded = load_section(section, workload)
-    return sim if loaded == section else parse_simulation(loaded)
+    """``sim`` with the scenario's load of concurrent sessions as a closed loop (load_clients); a closed loop's
+    timing (think_time_s, ramp_s) in a run that stays open loop is a ClusterfitError naming the field."""
+    clients = load_clients(sim, workload)
+    if clients is not None:
+        return sim.model_copy(update={"arrival": sim.arrival.model_copy(update={"concurrency": clients})})
+    timing = sim.arrival.closed_loop_timing() if sim.arrival.concurrency is None else []
+    if timing:
+        raise ClusterfitError(f"simulation.arrival.{timing[0]}: times a closed loop's clients, but this run is an "
+                              "open loop (give simulation.arrival.concurrency, or a load of concurrent sessions)")
+    return sim
 
 
 def _cacheable(reqs: Requests, sessions: SessionSpec | None) -> np.ndarray | None:
@@ -151,8 +153,9 @@ def _cacheable(reqs: Requests, sessions: SessionSpec | None) -> np.ndarray | Non
                     np.minimum(sessions.shared_prefix_tokens, reqs.input_tokens))
 
 
-def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | None) -> float:
-    """Arrival rate (requests/s, or sessions/s with sessions) from the scenario's target load."""
+def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | None, arrival: ArrivalSpec) -> float:
+    """Arrival rate (requests/s, or sessions/s with sessions) from the scenario's target load; a load of concurrent
+    sessions that did not become a closed loop (with_load) has none, and the error says why."""
     load = getattr(workload, "load", None)
     if load is None:
         raise ParameterError("rate", "no arrival rate: give rate (requests/s), a scenario load, or "
@@ -161,9 +164,15 @@ def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | No
         rps = load.value
     elif load.kind == "output_tokens_per_s":
         rps = load.value / workload.osl.mean
+    elif load.value > MAX_CLIENTS:
+        raise ParameterError("rate", f"{load.value:,.0f} concurrent sessions are more clients than one simulation "
+                             f"runs ({MAX_CLIENTS:,}): give a rate (requests/s) to simulate them open loop")
     else:
-        raise ClusterfitError("a load of concurrent sessions is a closed loop: run it with simulation.arrival."
-                              "concurrency (sim.api.with_load sets it from the load)")
+        shape = arrival.open_loop_shape()
+        raise ParameterError("rate", "a load of concurrent sessions runs as a closed loop of that many clients"
+                             + (f", but the arrival process is an open loop's ({', '.join(shape)}): give its rate "
+                                "(requests/s)" if shape else ": give simulation.arrival.concurrency (a closed loop) "
+                                "or a rate (requests/s)"))
     if sessions is not None:
         turns = sessions.turns or sessions.turns_mean
         return rps / turns
@@ -172,13 +181,12 @@ def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | No
 
 def simulate(step_model: StepCosts, sim: SimulationConfig, workload=None, slo=None,
              gpus_per_node: int | None = None, requests: Requests | None = None) -> tuple[dict, SimRun]:
-    """Run one simulation; return (report dict, raw run). A scenario load of concurrent sessions runs as a closed
-    loop of that many clients (with_load) unless the simulation section gives a rate.
+    """Run one simulation; return (report dict, raw run). A closed loop is ``sim.arrival.concurrency`` (with_load
+    makes one of a scenario's load of concurrent sessions).
 
     slo: an object with ``ttft_s``, ``tpot_s`` and optionally ``ttft_percentile``, ``tpot_percentile`` and
     ``min_goodput`` (the planner's SLO); the simulation section's ``slo_*`` fields override it (slo_terms).
     """
-    sim = with_load(sim, workload)
     reqs = requests if requests is not None else build_requests(sim, workload)
     run = run_simulation(reqs, step_model, sim, gpus_per_node, session_think_s=session_think_s(sim, workload))
     report = summarize(run, *slo_terms(sim, slo))
@@ -251,8 +259,12 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     from ..planning.question import without_replica_keys
 
     sim = _merge_options(req, parse_simulation(
-        load_section(without_replica_keys(scen.simulation, options.given()), workload) if scen is not None else None,
-        f"scenario file {req.scenario}: simulation" if scen else "simulation"))
+        without_replica_keys(scen.simulation, options.given()) if scen is not None else None,
+        f"scenario file {req.scenario}: simulation" if scen else "simulation"), workload)
+    try:
+        sim = with_load(sim, workload)
+    except ClusterfitError as exc:   # the section's field: name its file
+        raise (ClusterfitError(f"scenario file {req.scenario}: {exc}") if scen is not None else exc) from None
     layout: dict[str, Any] = {"gpus": req.gpus, "tp": req.tp, "pp": req.pp, "ep": req.ep, "dp": req.dp}
     if scen is not None and all(v is None for v in layout.values()):
         layout, replicas = _planned_layout(req, model, system, precision, kv_dtype, engine)
@@ -278,29 +290,15 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     except FailureTargetError as exc:
         raise _failure_source(req, sim, exc) from None
     report, run = simulate(rep.step, sim, workload, slo, gpus_per_node=rep.system.gpus_per_node)
-    notes.extend(_short_loop(report))
+    short = short_loop_note(report)
+    if short is not None:
+        notes.append(short)
     lay = rep.layout
     drafted = sim.replica.speculative
     return {"model": model, "system": rep.system.id, "engine": rep.engine.name, "precision": rep.precision.name,
             "kv_dtype": rep.precision.kv_dtype, "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp},
             **report, "notes": notes,
             "speculative": drafted.drafting().as_dict() if drafted is not None else None}, run
-
-
-#: Requests per client below which a closed loop's run is mostly its start: the first requests spread over the ramp,
-#: and each client's first cycle.
-STEADY_REQUESTS_PER_CLIENT = 3
-
-
-def _short_loop(report: dict[str, Any]) -> list[str]:
-    """A note when a closed loop's clients send too few requests each for its figures to be its steady state's."""
-    loop = report.get("closed_loop")
-    if loop is None or report["requests"] >= STEADY_REQUESTS_PER_CLIENT * loop["clients"]:
-        return []
-    each = report["requests"] / loop["clients"]
-    return [f"{report['requests']:,} requests over {loop['clients']:,} clients is {each:.2g} each: the run is mostly "
-            f"the clients' start (their first requests spread over {loop['ramp_s']:,.1f} s), not the loop's steady "
-            f"state; give at least {STEADY_REQUESTS_PER_CLIENT} requests per client (--requests)"]
 
 
 def _failure_source(req: SimulateRequest, sim: SimulationConfig, exc: FailureTargetError) -> ClusterfitError:
@@ -365,10 +363,11 @@ def _check_failure_options(req: SimulateRequest) -> None:
                              "not both")
 
 
-def _merged_arrival(req: SimulateRequest, sim: SimulationConfig) -> dict[str, Any] | None:
+def _merged_arrival(req: SimulateRequest, sim: SimulationConfig, load_closed: bool) -> dict[str, Any] | None:
     """The arrival section the options give (None: the section's as it is). --rate / --arrival make an open loop
     and --concurrency a closed one, replacing the other kind of the section's; --think-time-s and --ramp-s time a
-    closed loop."""
+    closed loop: --concurrency's, the section's, or the one a scenario's concurrent sessions make (``load_closed``,
+    where the section gives no arrivals of its own)."""
     closed = req.concurrency is not None
     if closed and req.rate is not None:
         raise ParameterError("concurrency", "give --rate (an open loop) or --concurrency (a closed loop), not both")
@@ -376,14 +375,18 @@ def _merged_arrival(req: SimulateRequest, sim: SimulationConfig) -> dict[str, An
         raise ParameterError("arrival", "shapes open-loop arrivals; a closed loop (--concurrency) sends a request as "
                              "one ends")
     section = sim.arrival
+    opens = req.rate is not None or req.arrival is not None
     timing = {k: v for k, v in (("think_time_s", req.think_time_s), ("ramp_s", req.ramp_s)) if v is not None}
-    if timing and not closed and (section.concurrency is None or req.rate is not None):
-        raise ParameterError(next(iter(timing)), "times a closed loop's clients: give --concurrency"
-                             + (" (the scenario's simulation section runs an open loop)" if req.scenario else ""))
+    section_closed = section.concurrency is not None or (load_closed and section.rate_rps is None and not sim.trace
+                                                         and not section.open_loop_shape())
+    if timing and not closed and (opens or not section_closed):
+        raise ParameterError(next(iter(timing)), "times a closed loop's clients: " + (
+            "--rate / --arrival make this run an open loop" if opens else "give --concurrency"
+            + (" (the scenario's simulation runs an open loop)" if req.scenario is not None else "")))
     if closed:
         return {"concurrency": req.concurrency, "think_time_s": section.think_time_s, "ramp_s": section.ramp_s} \
             | timing
-    if req.rate is None and req.arrival is None:
+    if not opens:
         return None if not timing else section.model_dump() | timing
     # an open loop: the section's shape, without its closed loop's clients
     return section.model_dump() | {"concurrency": None, "think_time_s": 0.0, "ramp_s": None} \
@@ -391,9 +394,10 @@ def _merged_arrival(req: SimulateRequest, sim: SimulationConfig) -> dict[str, An
         | ({"process": req.arrival} if req.arrival is not None else {})
 
 
-def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationConfig:
+def _merge_options(req: SimulateRequest, sim: SimulationConfig, workload=None) -> SimulationConfig:
     """The scenario's simulation section with the request's options applied on top. A trace brings its own
-    arrivals and lengths: rate, arrival, isl, osl and length_cv cannot be given with it."""
+    arrivals and lengths: rate, arrival, isl, osl and length_cv cannot be given with it. ``workload``: the scenario's
+    (its load of concurrent sessions makes a closed loop that --think-time-s / --ramp-s may time)."""
     if req.trace is not None or sim.trace is not None:
         clash = [n for n, v in (("rate", req.rate), ("arrival", req.arrival), ("isl", req.isl), ("osl", req.osl))
                  if v is not None] + (["length_cv"] if req.length_cv else [])
@@ -405,7 +409,9 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig) -> SimulationCon
     if req.arrival is not None and req.arrival not in ARRIVAL_PROCESSES:
         raise ParameterError("arrival", f"unknown arrival process {req.arrival!r}; choose one of "
                              f"{', '.join(ARRIVAL_PROCESSES)}")
-    arrival = _merged_arrival(req, sim)
+    load = getattr(workload, "load", None)
+    arrival = _merged_arrival(req, sim, load is not None and load.kind == "concurrent_sessions"
+                              and req.trace is None)
     upd: dict[str, Any] = {}
     for key, val in (("replicas", req.replicas), ("requests", req.requests), ("seed", req.seed),
                      ("policy", req.policy), ("trace", req.trace)):

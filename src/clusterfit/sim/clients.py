@@ -27,7 +27,6 @@ from collections import deque
 import numpy as np
 
 from .ledger import Ledger
-from .requests import Requests
 
 
 def next_turns(prefix_key: np.ndarray) -> np.ndarray:
@@ -43,21 +42,25 @@ def next_turns(prefix_key: np.ndarray) -> np.ndarray:
 
 
 class ClosedLoop:
-    """The clients of a closed loop over ``requests`` (see the module docstring); times in seconds."""
+    """The clients of a closed loop over the ledger's requests, in their order (see the module docstring); times
+    in seconds. ``asked`` clients are asked for; as many run as there are sessions (lone requests count as one) to
+    start (``clients``)."""
 
-    def __init__(self, requests: Requests, ledger: Ledger, too_big: list[bool], clients: int, think_s: float,
-                 session_think_s: float, reply_s: float) -> None:
+    def __init__(self, ledger: Ledger, too_big: list[bool], asked: int, think_s: float, session_think_s: float,
+                 reply_s: float) -> None:
         self.ledger = ledger
         self.too_big = too_big
-        self.clients = int(clients)
         self.think_s, self.session_think_s, self.reply_s = float(think_s), float(session_think_s), float(reply_s)
-        self.ramp_s = 0.0
-        nxt = next_turns(requests.prefix_key)
+        self.ramp_s = self.cycle_s = 0.0
+        nxt = next_turns(np.asarray(ledger.prefix_key, np.int64))
         self.next_turn: list[int] = nxt.tolist()
         self.sessions = bool(np.any(nxt >= 0))   # some request has a next turn
         has_previous = np.zeros(nxt.size, bool)
         has_previous[nxt[nxt >= 0]] = True
         self.firsts = deque(np.flatnonzero(~has_previous).tolist())   # session starts (and lone requests), in order
+        self.starts = len(self.firsts)
+        self.asked = int(asked)
+        self.clients = min(self.asked, self.starts)
         # the fields issue() copies, in the requests' own order (the ledger's lists are overwritten slot by slot)
         self.fields = {name: list(getattr(ledger, name)) for name in
                        ("input_tokens", "output_tokens", "prefix_key", "shared_tokens", "cached_tokens",
@@ -73,10 +76,11 @@ class ClosedLoop:
         the think time before a session's next turn (sessions) or before a new request."""
         return self.reply_s + (self.session_think_s if self.sessions else self.think_s)
 
-    def start(self, ramp_s: float) -> None:
-        """Client k sends its first request at k x ``ramp_s`` / clients."""
-        self.ramp_s = float(ramp_s)
-        for k in range(min(self.clients, len(self.firsts))):
+    def start(self, ramp_s: float, cycle_s: float) -> None:
+        """Client k sends its first request at k x ``ramp_s`` / clients; ``cycle_s``: about how long a client takes
+        per request (sim.cluster's estimate, for span_estimate_s)."""
+        self.ramp_s, self.cycle_s = float(ramp_s), float(cycle_s)
+        for k in range(self.clients):
             self._send(k * self.ramp_s / self.clients, self.firsts.popleft())
 
     def _send(self, t: float, src: int) -> None:
@@ -108,10 +112,12 @@ class ClosedLoop:
 
     def describe(self) -> dict[str, float | int | None]:
         """The loop as the report shows it (schema.ClosedLoopOut)."""
-        return {"clients": self.clients, "think_time_s": self.think_s,
+        return {"clients": self.clients, "clients_asked": self.asked, "sessions": self.starts,
+                "think_time_s": self.think_s,
                 "session_think_time_s": self.session_think_s if self.sessions else None, "ramp_s": self.ramp_s}
 
-    def span_estimate_s(self, cycle_s: float) -> float:
-        """About how long the run lasts: the ramp, then each client's share of the requests, each taking ``cycle_s``
-        (its time in the system and its client's think time); for the sampling interval before the run shows it."""
-        return self.ramp_s + cycle_s * max(1.0, self.ledger.n / self.clients)
+    def span_estimate_s(self) -> float:
+        """About how long the run lasts: the ramp, then each client's share of the requests, each taking
+        ``cycle_s`` (its time in the system and its client's think time); for the sampling interval before the run
+        shows it."""
+        return self.ramp_s + self.cycle_s * max(1.0, self.ledger.n / self.clients)

@@ -159,12 +159,12 @@ class Cluster:
                         > self.admit_cap).tolist()
         arrival = config.arrival
         if arrival.concurrency is not None:
-            self.clients = ClosedLoop(requests, self.ledger, self.too_big, arrival.concurrency, arrival.think_time_s,
-                                      session_think_s, reply_s)
-            self.clients.start(arrival.ramp_s if arrival.ramp_s is not None else
-                               self._closed_cycle_s(arrival.concurrency, self.clients.wait_s))
-            for rep in self.replicas:
-                rep.on_done = self.clients.done
+            self.clients = clients = ClosedLoop(self.ledger, self.too_big, arrival.concurrency, arrival.think_time_s,
+                                                session_think_s, reply_s)
+            cycle = self._closed_cycle_s(clients.clients, clients.wait_s)
+            clients.start(arrival.ramp_s if arrival.ramp_s is not None else cycle, cycle)
+            for rep in self.replicas:   # replicas made later (autoscaling) get it in _new_replica
+                rep.on_done = clients.done
 
     def _setup(self, ledger: Ledger, step_model: StepCosts, config: SimulationConfig, max_ctx: int,
                gpus_per_node: int | None) -> None:
@@ -355,7 +355,7 @@ class Cluster:
         arrivals = self.ledger.arrival_s
         if self.config.autoscale is not None:
             self._push((arrivals[0] if self.clients is None else 0.0) + self.config.autoscale.interval_s, _TICK)
-        span = max(arrivals[-1] - arrivals[0], 1e-9) if self.clients is None else self._closed_span_s()
+        span = max(arrivals[-1] - arrivals[0], 1e-9) if self.clients is None else self.clients.span_estimate_s()
         window_s = self.config.window_s or nice_window(max(span, 1.0))
         end_s = self._event_loop(window_s, failures)
         self._close(end_s)
@@ -370,22 +370,19 @@ class Cluster:
         led = self.ledger
         n = led.n
         isl, osl = sum(led.input_tokens) / n, sum(led.output_tokens) / n
-        cached = led.cached_tokens or [0] * n
-        new = max(1.0, isl - sum(max(c, s) for c, s in zip(cached, led.shared_tokens)) / n)  # not from a cache
+        served = (sum(max(c, s) for c, s in zip(led.cached_tokens, led.shared_tokens)) if led.cached_tokens
+                  else sum(led.shared_tokens))
+        new = max(1.0, isl - served / n)   # prompt tokens no cache serves
         share = clients / self.config.replicas
-        batch = max(1, int(min(self.max_num_seqs, share, self.admit_cap / (isl + osl))))
+        # the KV-admission rule perf and the planner share (StepModel.kv_admitted_sequences), else its capacity
+        admitted = getattr(self.timer.model, "kv_admitted_sequences", None)
+        fits = float(admitted(isl, osl)) if admitted is not None else self.admit_cap / (isl + osl)
+        batch = max(1, int(min(self.max_num_seqs, share, fits)))
         chunk = min(new, self.max_num_batched_tokens)
         prefill = math.ceil(new / chunk) * self.timer.step_s(chunk, chunk * (isl + 1) / 2, 0, 0.0)
         mixed = min(batch * new / osl, self.max_num_batched_tokens)
         service = prefill + osl * self.timer.step_s(mixed, mixed * (isl + 1) / 2, batch, batch * (isl + osl / 2))
         return float(service * max(1.0, share / batch) + wait_s)
-
-    def _closed_span_s(self) -> float:
-        """About how long a closed loop runs: after the ramp, each client's share of the requests, each taking
-        _closed_cycle_s (sim.clients.ClosedLoop.span_estimate_s)."""
-        clients = self.clients
-        assert clients is not None
-        return clients.span_estimate_s(self._closed_cycle_s(clients.clients, clients.wait_s))
 
     def _schedule_failures(self) -> FailureGroups:
         """Push one failure event per instant at which failures are due (``a``: its index in the returned list),
@@ -470,6 +467,8 @@ class Cluster:
                     clients.issue(i, t)
                 route(i, t)
                 i += 1
+            elif clients is not None and self.hold:
+                self._fail_held(t)   # no replica will take them: their clients go on (and those fail in turn)
             else:
                 break
             if t >= next_sample:
@@ -510,6 +509,16 @@ class Cluster:
             ev["note"] = (f"the {what} of replica {index} at t={at_s:,.1f} s falls after the last request finished "
                           f"(t={done_s:,.1f} s): not exercised")
             self.not_exercised.append(ev)
+
+    def _fail_held(self, now_s: float) -> None:
+        """A closed loop's requests held for a replica when nothing is left to bring one back (the last replica lost
+        for good) fail now, so their clients send the rest, as an open loop's held requests fail at its end."""
+        led = self.ledger
+        hold, self.hold = self.hold, deque()
+        for req in hold:
+            led.status[req] = FAILED
+            led.finish_s[req] = now_s
+            self._ended(req, now_s)
 
     def _close(self, end_s: float) -> None:
         """Last sample; requests still held fail (no replica ever came back); replicas stop paying."""

@@ -14,7 +14,8 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 from pydantic_core import PydanticCustomError
 
 from ..inputs import RefuseBool
-from ..schema import MAX_RATE_RPS, MAX_SIM_TIME_S, MAX_THINK_TIME_S, MAX_TOKENS, MIN_LOAD
+from ..schema import (MAX_CLIENTS, MAX_RATE_RPS, MAX_REPLICAS, MAX_REQUESTS, MAX_SIM_TIME_S, MAX_THINK_TIME_S,
+                      MAX_TOKENS, MIN_LOAD)
 from ..speculative import MAX_DRAFT_TOKENS, SpeculativeMethod
 
 #: Keys of ``simulation.replica`` renamed to vLLM's engine-argument names: old -> new.
@@ -71,13 +72,6 @@ class SampledLengthSpec(_Strict):
         return self
 
 
-#: Bounds on the work one simulation may ask for: 1M requests over 64 replicas take ~20-30 s on one core
-#: (benchmarks/sim_speed.py) and ~100 bytes of arrays per request, so 5M requests stay within minutes and
-#: about a GB; 4,096 replicas is 32,768 GPUs of 8-GPU nodes. A closed loop has at most as many clients.
-MAX_REQUESTS = 5_000_000
-MAX_REPLICAS = 4096
-MAX_CLIENTS = MAX_REQUESTS
-
 #: The arrival processes the simulator generates (ArrivalSpec.process).
 ArrivalProcess = Literal["poisson", "gamma", "mmpp", "diurnal"]
 ARRIVAL_PROCESSES: tuple[str, ...] = get_args(ArrivalProcess)
@@ -117,23 +111,30 @@ class ArrivalSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_loop(self) -> "ArrivalSpec":
-        """A rate and a client count are two loads; an open loop's shape means nothing to a closed one, nor a
-        think time to an open one (a value other than the default is refused: a dumped spec parses again)."""
+        """A rate and a client count are two loads; an open loop's shape means nothing to a closed one (a value
+        other than the default is refused: a dumped spec parses again). A think time or ramp without concurrency
+        may still time the closed loop of a scenario's concurrent sessions (checked when the run is set up:
+        closed_loop_timing)."""
         if self.concurrency is None:
-            for name in ("think_time_s", "ramp_s"):
-                if getattr(self, name):
-                    raise PydanticCustomError("closed_loop_only", f"{name} times a closed loop's clients: give "
-                                              "concurrency with it (or a scenario load of concurrent sessions)")
             return self
         if self.rate_rps is not None:
             raise PydanticCustomError("two_loads", "give rate_rps (an open loop) or concurrency (a closed loop), "
                                       "not both")
-        fields = type(self).model_fields
-        shaped = [k for k in OPEN_LOOP_FIELDS if getattr(self, k) != fields[k].default]
+        shaped = self.open_loop_shape()
         if shaped:
             raise PydanticCustomError("open_loop_only", f"{', '.join(shaped)} shape{'s' if len(shaped) == 1 else ''} "
                                       "open-loop arrivals; a closed loop (concurrency) sends a request as one ends")
         return self
+
+    def open_loop_shape(self) -> list[str]:
+        """The fields of an open loop's arrival process given other than their defaults."""
+        fields = type(self).model_fields
+        return [k for k in OPEN_LOOP_FIELDS if getattr(self, k) != fields[k].default]
+
+    def closed_loop_timing(self) -> list[str]:
+        """The closed loop's timing fields given other than their defaults (meaningless in an open loop)."""
+        fields = type(self).model_fields
+        return [k for k in ("think_time_s", "ramp_s") if getattr(self, k) != fields[k].default]
 
 
 #: The ArrivalSpec fields of an open loop's arrival process (refused beside ``concurrency``), in field order.

@@ -54,6 +54,7 @@ class Ledger:
             "arrival_s": np.asarray(self.arrival_s, float),
             "input_tokens": np.asarray(self.input_tokens, np.int64),
             "output_tokens": np.asarray(self.output_tokens, np.int64),
+            "prefix_key": np.asarray(self.prefix_key, np.int64),
             "first_token_s": np.asarray(self.first_token_s, float),
             "finish_s": np.asarray(self.finish_s, float),
             "status": np.asarray(self.status, np.int8),

@@ -123,6 +123,26 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
     }
 
 
+#: Sessions (or lone requests) per client below which a closed loop's run is mostly its start: the first requests
+#: spread over the ramp, and each client's first cycle.
+STEADY_STARTS_PER_CLIENT = 3
+
+
+def short_loop_note(report: dict[str, Any]) -> str | None:
+    """Why a closed loop's figures are not its steady state's, when its clients start too few sessions (or lone
+    requests) each, or fewer clients run than were asked for (there are fewer sessions); None otherwise."""
+    loop = report.get("closed_loop")
+    if loop is None or loop["sessions"] >= STEADY_STARTS_PER_CLIENT * loop["clients_asked"]:
+        return None
+    what = "sessions" if loop["session_think_time_s"] is not None else "requests"
+    fewer = (f"; {loop['clients']:,} of the {loop['clients_asked']:,} clients run (one per {what[:-1]})"
+             if loop["clients"] < loop["clients_asked"] else "")
+    each = loop["sessions"] / loop["clients_asked"]
+    return (f"{loop['sessions']:,} {what} over {loop['clients_asked']:,} clients is {each:.2g} each{fewer}: the run "
+            f"is mostly the clients' start (their first requests spread over {loop['ramp_s']:,.1f} s), not the loop's "
+            f"steady state; give at least {STEADY_STARTS_PER_CLIENT} {what} per client (--requests)")
+
+
 def _at(x: np.ndarray, pct: float) -> float | None:
     """The ``pct`` percentile of the finite values of ``x`` (None: none)."""
     x = x[np.isfinite(x)]
