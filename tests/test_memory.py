@@ -214,7 +214,7 @@ def test_engines_documented():
     (("fit", "--params", "-3B", "--precision", "fp8"), "parameter count must be positive"),
     (("fit", "--params", "lots", "--precision", "fp8"), "cannot read parameter count 'lots'"),
     (("fit", "--params", "1e20", "--precision", "fp8"), "--params must be between"),
-    (("fit", "--params", "70B"), "--params needs --precision"),
+    (("fit", "--params", "70B"), "error: --precision: is needed with a bare parameter count (--params): bf16"),
     (("fit", "--params", "70B", "--precision", "fp8", "--sessions", "10"), "--sessions: needs the model's architecture"),
     (("fit", "--params", "70B", "--precision", "fp8", "--context", "1000"), "--context: needs the model's architecture"),
     (("fit", "--params", "70B", "--precision", "fp8", "--kv-dtype", "fp8"), "--kv-dtype: needs the model's architecture"),

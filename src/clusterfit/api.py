@@ -172,7 +172,7 @@ def fit(request: FitRequest | None = None, /, **kwargs: Any) -> FitResult:
         raise ParameterError("model", f"give a MODEL or --params, {which} (e.g. `clusterfit fit glm-5.3` or "
                              "`clusterfit fit --params 744B --precision fp8`; over HTTP: `model` or `params`)")
     if req.params is not None and req.precision is None:
-        raise ParameterError("precision", "--params needs --precision (bf16, fp8, int4, ...)")
+        raise ParameterError("precision", "is needed with a bare parameter count (--params): bf16, fp8, int4, ...")
     needs_layers = [n for n in ("sessions", "context", "kv_dtype") if n in req.model_fields_set
                     and getattr(req, n) is not None]
     if req.params is not None and needs_layers:   # a parameter count has no KV cache: they would be ignored

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ClusterfitError, ParameterError
-from ..schema import MIN_LOAD
+from ..schema import MIN_LOAD, MIN_RATE_GAP
 from .config import ArrivalSpec, SampledLengthSpec, SessionSpec
 
 
@@ -97,13 +97,13 @@ def draw_lengths(spec: SampledLengthSpec, n: int, rng: np.random.Generator) -> n
 
 
 def check_rate(rate: float, live: bool = False) -> None:
-    """An arrival rate of at least MIN_LOAD requests/s (one request per ~12 days). Every arrival process goes
+    """An arrival rate of at least MIN_LOAD requests/s (schema.MIN_RATE_GAP). Every arrival process goes
     through it (slower gaps overflow the simulator's clock), and so does bench's --rate before its run (``live``:
     the message speaks of the load sent to an endpoint, not of a simulation; bench draws its send times with the
     same arrival processes)."""
     if not rate >= MIN_LOAD:
-        why = ("(one request every ~12 days) for a load test" if live else
-               "to simulate (one request per ~12 days: slower gaps overflow the simulator's clock)")
+        why = (f"({MIN_RATE_GAP}) for a load test" if live else
+               f"to simulate ({MIN_RATE_GAP}: slower gaps overflow the simulator's clock)")
         raise ParameterError("rate", f"must be at least {MIN_LOAD:g} requests/s {why}, got {rate:g}")
 
 
