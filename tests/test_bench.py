@@ -222,9 +222,10 @@ def test_compare_is_the_simulation_of_the_requests_sent(tmp_path, run_cli):
                                     "4", "--compare", "meta-llama/Llama-3.1-8B", "--system", "h200", "--csv",
                                     str(out), "--json")
         assert code == 0, err
+        closed_csv = tmp_path / "closed.csv"
         closed = json.loads(run_cli("bench", server.url, "--concurrency", "3", "--requests", "6", "--isl", "64",
                                     "--osl", "4", "--compare", "meta-llama/Llama-3.1-8B", "--system", "h200",
-                                    "--replicas", "2", "--json")[1])
+                                    "--replicas", "2", "--csv", str(closed_csv), "--json")[1])
     c = json.loads(stdout)["comparison"]
     assert c["source"] == "simulate" and c["system"] == "hgx_h200"
     # the CSV's send times and lengths are the requests the server saw: simulating it gives the same prediction
@@ -235,12 +236,17 @@ def test_compare_is_the_simulation_of_the_requests_sent(tmp_path, run_cli):
     assert rows["output throughput"]["predicted"] == pytest.approx(sim.throughput.output_tokens_per_s)
     m = rows["TPOT mean"]
     assert m["ratio"] == pytest.approx(m["measured"] / m["predicted"])
-    # a closed loop is perf's question: 3 in flight over 2 replicas -> 2 per replica; throughput x 2
-    p = api.perf(model="meta-llama/Llama-3.1-8B", system="h200", isl=64, osl=4, concurrency=2)
+    # a closed loop is the simulator's too: the same requests from 3 clients starting at once over 2 replicas (it
+    # was perf's steady state at 2 per replica, means only)
+    sim = api.simulate(model="meta-llama/Llama-3.1-8B", system="h200", trace=str(closed_csv), requests=6, seed=0,
+                       concurrency=3, ramp_s=0, replicas=2)
     prow = {row["metric"]: row for row in closed["comparison"]["rows"]}
-    assert closed["comparison"]["source"] == "perf" and closed["comparison"]["replicas"] == 2
-    assert prow["TPOT mean"]["predicted"] == pytest.approx(p.tpot_s)
-    assert prow["output throughput"]["predicted"] == pytest.approx(2 * p.output_tokens_per_s)
+    assert closed["comparison"]["source"] == "simulate" and closed["comparison"]["replicas"] == 2
+    assert sim.closed_loop is not None and sim.closed_loop.clients == 3
+    assert prow["TPOT mean"]["predicted"] == pytest.approx(sim.tpot_s.mean)
+    assert prow["TTFT p90"]["predicted"] == pytest.approx(sim.ttft_s.p90)
+    assert prow["output throughput"]["predicted"] == pytest.approx(sim.throughput.output_tokens_per_s)
+    assert any("from a closed loop of 3 clients starting at once" in n for n in closed["comparison"]["notes"])
 
 
 def test_a_run_lists_the_models_once(run_cli):
@@ -441,14 +447,16 @@ def test_a_trace_shorter_than_requests_is_noted(tmp_path, run_cli):
     assert "holds 2 requests" in " ".join(text.split())
 
 
-def test_a_closed_loop_of_fewer_requests_than_concurrency_is_predicted_at_the_requests(run_cli):
-    """--requests 1 --concurrency 3 never had more than 1 request in flight: perf predicts 1 in flight (per replica
-    at most the requests per replica), not a steady 3, and says so."""
+def test_a_closed_loop_of_fewer_requests_than_concurrency_is_predicted_at_the_requests(run_cli, tmp_path):
+    """--requests 1 --concurrency 3 never had more than 1 request in flight: the replay is a closed loop of 1 client
+    (at most the requests sent), and says so."""
     from clusterfit import api
 
+    one = tmp_path / "one.csv"
     with running(lambda body: Script(ttft_s=0.01, itl_s=0.005)) as server:
         code, out, err = run_cli("bench", server.url, "--concurrency", "3", "--requests", "1", "--isl", "64",
-                                 "--osl", "4", "--compare", "meta-llama/Llama-3.1-8B", "--system", "h200", "--json")
+                                 "--osl", "4", "--compare", "meta-llama/Llama-3.1-8B", "--system", "h200", "--csv",
+                                 str(one), "--json")
         assert code == 0, err
         code, two, err = run_cli("bench", server.url, "--concurrency", "8", "--requests", "3", "--isl", "64",
                                  "--osl", "4", "--compare", "meta-llama/Llama-3.1-8B", "--system", "h200",
@@ -456,12 +464,14 @@ def test_a_closed_loop_of_fewer_requests_than_concurrency_is_predicted_at_the_re
         assert code == 0, err
     c = json.loads(out)["comparison"]
     rows = {row["metric"]: row for row in c["rows"]}
-    p1 = api.perf(model="meta-llama/Llama-3.1-8B", system="h200", isl=64, osl=4, concurrency=1)
-    assert rows["TPOT mean"]["predicted"] == pytest.approx(p1.tpot_s)
-    assert any("closed loop of 1 requests per replica" in n for n in c["notes"]), c["notes"]
+    alone = api.simulate(model="meta-llama/Llama-3.1-8B", system="h200", trace=str(one), requests=1, seed=0,
+                         concurrency=1, ramp_s=0)
+    assert rows["TPOT mean"]["predicted"] == pytest.approx(alone.tpot_s.mean)
+    assert any("from a closed loop of 1 client starting at once" in n for n in c["notes"]), c["notes"]
     assert any("fewer than --concurrency 3: at most 1 in flight" in n for n in c["notes"]), c["notes"]
-    # 3 requests over 2 replicas: at most 2 per replica (not ceil(8 / 2) = 4)
-    assert any("closed loop of 2 requests per replica x 2" in n for n in json.loads(two)["comparison"]["notes"])
+    # 3 requests over 2 replicas: at most 3 in flight (not 8)
+    notes = json.loads(two)["comparison"]["notes"]
+    assert any("from a closed loop of 3 clients" in n for n in notes) and any("at most 3 in flight" in n for n in notes)
 
 
 @pytest.mark.parametrize("compared, served, noted", [

@@ -1,11 +1,12 @@
 """clusterfit's prediction for the load a benchmark run sent, beside what it measured.
 
-- Open loop (``rate``, ``trace``): ``clusterfit.api.simulate`` replays the run's own requests as a trace: each at
-  the time it was sent, with the prompt tokens the server counted (``usage.prompt_tokens``; else the length asked
-  for) and the output tokens it generated (else ``max_tokens`` for a request that failed). Same arrivals, same
-  lengths; the simulator's percentiles sit beside the measured ones.
-- Closed loop (``concurrency``): ``clusterfit.api.perf`` at ``concurrency / replicas`` requests per replica with
-  the run's mean lengths (a steady state: means, no percentiles); throughput x replicas.
+``clusterfit.api.simulate`` replays the run's own requests as a trace, with the prompt tokens the server counted
+(``usage.prompt_tokens``; else the length asked for) and the output tokens it generated (else ``max_tokens`` for a
+request that failed); the simulator's percentiles sit beside the measured ones.
+- Open loop (``rate``, ``trace``): each request at the time it was sent. Same arrivals, same lengths.
+- Closed loop (``concurrency``): the requests in the order they were sent, from a closed loop of that many clients
+  (at most the requests sent) that start at once and send the next request as one ends, as the benchmark's client
+  does (sim.clients, ``ramp_s`` 0).
 
 ratio = measured / predicted: above 1 the endpoint is slower (latency) or faster (throughput) than predicted.
 """
@@ -13,7 +14,6 @@ ratio = measured / predicted: above 1 the endpoint is slower (latency) or faster
 from __future__ import annotations
 
 import csv
-import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,10 +58,10 @@ def check_prediction_options(cfg: BenchConfig) -> None:
 
 
 def compare(cfg: BenchConfig, result: BenchResult, served: tuple[str, str | None] | None = None) -> Comparison:
-    """The prediction for ``result``'s load (simulate for an open loop, perf for a closed loop). ``served``: the
-    endpoint's model id and root (GET /v1/models; None: not known); one that does not look like the compared model
-    is noted first."""
-    out = _perf(cfg, result) if cfg.kind == "concurrency" else _simulate(cfg, result)
+    """The prediction for ``result``'s load: the simulator's replay of the requests sent (module docstring).
+    ``served``: the endpoint's model id and root (GET /v1/models; None: not known); one that does not look like the
+    compared model is noted first."""
+    out = _simulate(cfg, result)
     mismatch = _other_model(cfg, served)
     if mismatch:
         out.notes.insert(0, mismatch)
@@ -95,9 +95,9 @@ def _other_model(cfg: BenchConfig, served: tuple[str, str | None] | None) -> str
 
 
 def _replay_rows(records: list[RequestRecord]) -> list[tuple[float, int, int]]:
-    """(send time s, prompt tokens, output tokens) of each request sent, as the server saw them."""
-    return [(r.sent_s, r.counted_input_tokens if r.ok else r.input_tokens,
-             r.output_tokens if r.ok and r.output_tokens >= 1 else r.max_tokens) for r in records]
+    """(send time s, prompt tokens, output tokens) of each request sent, as the server saw them, in send order."""
+    return sorted((r.sent_s, r.counted_input_tokens if r.ok else r.input_tokens,
+                   r.output_tokens if r.ok and r.output_tokens >= 1 else r.max_tokens) for r in records)
 
 
 def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
@@ -110,10 +110,14 @@ def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
             w = csv.writer(fh)
             w.writerow(("arrival_s", "input_tokens", "output_tokens"))
             w.writerows((f"{t:.6f}", i, o) for t, i, o in rows)
+        # a closed loop: never more in flight than requests sent (--requests 1 --concurrency 3 kept 1 in flight)
+        loop = ({"concurrency": min(cfg.concurrency, len(rows)), "ramp_s": 0.0}
+                if cfg.kind == "concurrency" and cfg.concurrency is not None else {})
         sim = api.simulate(model=cfg.compare, system=cfg.system, trace=str(trace), requests=len(rows),
-                           seed=cfg.seed, **{k: v for k, v in (("replicas", cfg.replicas), ("policy", cfg.policy),
-                                                              ("ttft_ms", cfg.ttft_ms), ("tpot_ms", cfg.tpot_ms))
-                                            if v is not None}, **_prediction_options(cfg))
+                           seed=cfg.seed, **loop, **{k: v for k, v in (("replicas", cfg.replicas),
+                                                                      ("policy", cfg.policy), ("ttft_ms", cfg.ttft_ms),
+                                                                      ("tpot_ms", cfg.tpot_ms)) if v is not None},
+                           **_prediction_options(cfg))
     out: list[ComparedMetric] = []
     for name, measured, predicted in (("TTFT", result.ttft_s, sim.ttft_s), ("TPOT", result.tpot_s, sim.tpot_s),
                                       ("ITL", result.itl_s, sim.itl_s), ("E2E latency", result.e2e_s, sim.e2e_s)):
@@ -125,12 +129,18 @@ def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
     if result.goodput is not None:
         out.append(_row("goodput", "share of requests", result.goodput, sim.goodput))
     counted = any(r.prompt_tokens is not None for r in result.records if r.ok)
-    notes = [f"simulate replayed the {len(rows)} requests sent, at their send times, with "
+    clients = loop.get("concurrency", 0)
+    how = ("at their send times" if not loop else f"in their order, from a closed loop of {clients} client"
+           f"{'s' if clients != 1 else ''} starting at once, each sending its next request as its last one ends")
+    notes = [f"simulate replayed the {len(rows)} requests sent, {how}, with "
              + ("the prompt tokens the server counted" if counted else "the prompt lengths asked for (4 characters "
                 "per token; the server reported no usage.prompt_tokens)") + " and the output tokens it generated",
              f"simulated: {sim.completed} completed, {sim.rejected} rejected, {sim.failed} failed, "
              f"{sim.preemptions} preemptions; queue mean {sim.queue.mean_waiting:.1f}, KV use mean "
              f"{sim.kv_utilisation.mean:.0%}"]
+    if loop and cfg.concurrency is not None and loop["concurrency"] < cfg.concurrency:
+        notes.insert(1, f"the run sent {len(rows):,} request{'s' if len(rows) != 1 else ''}, fewer than --concurrency "
+                        f"{cfg.concurrency}: at most {loop['concurrency']} in flight")
     return Comparison(source="simulate", model=sim.model, system=sim.system, replicas=sim.replicas,
                       gpus_per_replica=sim.gpus_per_replica, layout=_layout_text(cfg, sim.gpus_per_replica),
                       rows=out, notes=notes)
@@ -139,35 +149,3 @@ def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
 def _percentile_rows(name: str, measured: Percentiles, predicted: Percentiles) -> list[ComparedMetric]:
     return [_row(f"{name} {stat}", "s", getattr(measured, stat), getattr(predicted, stat))
             for stat in ("mean", "p50", "p90", "p99")]
-
-
-def _perf(cfg: BenchConfig, result: BenchResult) -> Comparison:
-    from .. import api
-
-    assert cfg.concurrency is not None  # a closed loop has a concurrency
-    done = [r for r in result.records if r.ok]
-    isl = max(1, round(sum(r.counted_input_tokens for r in done) / len(done)))
-    osl = max(1, round(sum(r.output_tokens for r in done) / len(done)))
-    replicas = cfg.replicas or 1
-    # never more in flight than requests sent: --requests 1 --concurrency 3 kept at most 1 request in flight
-    in_flight = min(cfg.concurrency, max(1, result.requests))
-    per_replica = math.ceil(in_flight / replicas)
-    p = api.perf(model=cfg.compare, system=cfg.system, isl=isl, osl=osl, concurrency=per_replica,
-                 **_prediction_options(cfg))
-    out_tps = p.output_tokens_per_s * replicas
-    rows = [_row("TTFT mean", "s", result.ttft_s.mean, p.ttft_s),
-            _row("TPOT mean", "s", result.tpot_s.mean, p.tpot_s),
-            _row("request throughput", "requests/s", result.throughput.requests_per_s, out_tps / osl),
-            _row("output throughput", "tokens/s", result.throughput.output_tokens_per_s, out_tps)]
-    lay = p.layout
-    layout = " ".join(f"{k.upper()}{getattr(lay, k)}" for k in ("tp", "pp", "ep", "dp")
-                      if getattr(lay, k) > 1 or k == "tp")
-    notes = [f"perf: a steady closed loop of {per_replica} requests per replica x {replicas} replica(s), with the "
-             f"run's mean lengths ({isl} prompt, {osl} output tokens); perf predicts means, not percentiles",
-             *p.notes]
-    if in_flight < cfg.concurrency:
-        notes.insert(1, f"the run sent {result.requests:,} request{'s' if result.requests != 1 else ''}, fewer "
-                        f"than --concurrency {cfg.concurrency}: at most {in_flight} in flight, so predicted at "
-                        f"{in_flight}")
-    return Comparison(source="perf", model=p.model, system=p.system, replicas=replicas, gpus_per_replica=p.gpus,
-                      layout=f"{p.gpus} GPU(s) per replica ({layout})", rows=rows, notes=notes)

@@ -124,10 +124,10 @@ class ComparedMetric(Schema):
 
 
 class Comparison(Schema):
-    """clusterfit's prediction for the load the run sent (``simulate`` of the same arrivals and lengths, or ``perf``
-    at the same concurrency for a closed loop), beside the measurement."""
+    """clusterfit's prediction for the load the run sent (``simulate`` of the same requests: at their send times, or
+    from a closed loop of the run's concurrency), beside the measurement."""
 
-    source: Literal["simulate", "perf"]
+    source: Literal["simulate"] = Field(description="what predicted it: the cluster simulator (bench.compare)")
     model: str
     system: str
     replicas: int
