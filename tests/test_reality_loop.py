@@ -117,10 +117,10 @@ def test_a_closed_loop_bench_matches_the_simulators_closed_loop():
     """bench --concurrency 8 (40 requests of 4096 / 64 tokens, each client sending its next request as its last one
     ends) against the twin, beside bench --compare's prediction: the simulator's closed loop of 8 clients replaying
     the same requests (sim.clients, ramp 0). Each request's time in the system and the throughput agree: measured /
-    predicted E2E mean 0.997-0.999 and request throughput 0.998-0.999 over three runs here. The split between TTFT and
-    TPOT does not (TTFT mean 0.77-0.81, TPOT mean 1.14-1.17): the replay's 8 clients, started together with equal
-    lengths, stay in step and queue their prompts together every round, where the HTTP client's few milliseconds of
-    jitter let the twin's requests drift apart and prefill between decode steps."""
+    predicted E2E mean 0.997-1.000 and request throughput 0.997-1.001 over ten runs here. The split between TTFT and
+    TPOT does not, and varies from run to run (TTFT mean 0.77-0.96, TPOT mean 1.03-1.17): the replay's 8 clients,
+    started together with equal lengths, stay in step and queue their prompts together every round, where the HTTP
+    client's few milliseconds of jitter let the twin's requests drift apart and prefill between decode steps."""
     from clusterfit.bench import run_bench
     from clusterfit.twin import running_twin
 

@@ -270,11 +270,21 @@ def test_an_open_loop_shape_beside_concurrent_sessions_asks_for_a_rate(run_cli, 
     assert code == 0 and "closed_loop" not in json.loads(out), err
 
 
-def test_plan_refuses_a_closed_loops_timing_in_an_open_loop_scenario(run_cli, tmp_path):
+def test_plan_verify_refuses_a_closed_loops_timing_in_an_open_loop_before_the_search(run_cli, tmp_path):
+    """--verify checks the section against the load planned, options included: a think time in an open loop is
+    refused before the search; a load of concurrent sessions given as an option makes it the loop's. Without
+    --verify the section is not run, and its think time is no error."""
     scen = _scenario(tmp_path, "{requests_per_s: 5}", "{arrival: {think_time_s: 2}}")
-    code, _, err = run_cli("plan", "--scenario", scen)
+    code, _, err = run_cli("plan", "--scenario", scen, "--verify")
     assert code == 2 and (f"error: scenario file {scen}: simulation.arrival.think_time_s: times a closed loop's "
                           "clients, but this run is an open loop") in err, err
+    code, _, err = run_cli("plan", "--scenario", scen)
+    assert code == 0, err
+    code, out, err = run_cli("plan", "--scenario", scen, "--concurrency", "20", "--no-disagg", "--verify",
+                             "--verify-requests", "500", "--json")
+    assert code == 0, err
+    loop = json.loads(out)["verify"]["closed_loop"]
+    assert loop["clients"] == 20 and loop["think_time_s"] == 2.0
 
 
 def test_plan_verify_runs_concurrent_sessions_closed_when_aggregated(run_json):
@@ -294,3 +304,29 @@ def test_plan_verify_of_a_disaggregated_plan_skips_a_sections_closed_loop(run_js
     plan = run_json("plan", "--scenario", str(scen), "--verify", "--verify-requests", "1000")
     assert plan["recommended"]["xPyD"], plan["recommended"]   # the example's plan is disaggregated
     assert plan["verify"]["simulated"] is False and "aggregated serving only" in plan["verify"]["reason"]
+
+
+def test_plan_verify_of_an_agent_load_with_its_own_inputs_is_not_divided_by_turns(run_json, tmp_path):
+    """An agent workload (10 turns) whose simulation section gives its own input lengths and a gamma process: the
+    requests are independent, so --verify replays them open loop at the plan's request rate, not at a tenth of it
+    (it simulated 1.18 requests/s against the plan's 11.6)."""
+    scen = tmp_path / "ag.yaml"
+    scen.write_text("model: meta-llama/Llama-3.1-8B\nsystems: [hgx_h200]\nworkload:\n  agent: {shared_prefix_tokens: "
+                    "2000, turns: 10, input_tokens_per_turn: 600, output_tokens_per_turn: 200, think_time_s: 2}\n"
+                    "  load: {concurrent_sessions: 100}\nslo: {ttft_ms: 3000, tpot_ms: 40}\nsimulation:\n"
+                    "  arrival: {process: gamma, cv: 1.5}\n  input: {dist: fixed, value: 3000}\n")
+    plan = run_json("plan", "--scenario", str(scen), "--verify", "--verify-requests", "3000", "--no-disagg")
+    v = plan["verify"]
+    assert "closed_loop" not in v
+    assert v["throughput"]["requests_per_s"] == pytest.approx(v["plan_predicted"]["requests_per_s"], rel=0.1)
+
+
+def test_a_timing_option_beside_too_many_sessions_names_the_option(run_cli, tmp_path):
+    """6,000,000 concurrent sessions are more clients than one simulation runs: the run is open loop, and
+    --think-time-s is refused naming the option (it named a scenario field the file does not have)."""
+    scen = _scenario(tmp_path, "{concurrent_sessions: 6000000}")
+    code, _, err = run_cli("simulate", "--scenario", scen, "--gpus", "1", "--think-time-s", "1")
+    assert code == 2 and err.startswith("error: --think-time-s: times a closed loop's clients: give --concurrency"), err
+    code, _, err = run_cli("simulate", "--scenario", scen, "--gpus", "1")
+    assert code == 2 and ("error: --rate: 6,000,000 concurrent sessions are more clients than one simulation runs "
+                          "(5,000,000)") in err, err

@@ -129,7 +129,7 @@ def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
     if result.goodput is not None:
         out.append(_row("goodput", "share of requests", result.goodput, sim.goodput))
     counted = any(r.prompt_tokens is not None for r in result.records if r.ok)
-    clients = loop.get("concurrency", 0)
+    clients = int(loop.get("concurrency", 0))
     how = ("at their send times" if not loop else f"in their order, from a closed loop of {clients} client"
            f"{'s' if clients != 1 else ''} starting at once, each sending its next request as its last one ends")
     notes = [f"simulate replayed the {len(rows)} requests sent, {how}, with "
@@ -138,9 +138,9 @@ def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
              f"simulated: {sim.completed} completed, {sim.rejected} rejected, {sim.failed} failed, "
              f"{sim.preemptions} preemptions; queue mean {sim.queue.mean_waiting:.1f}, KV use mean "
              f"{sim.kv_utilisation.mean:.0%}"]
-    if loop and cfg.concurrency is not None and loop["concurrency"] < cfg.concurrency:
+    if loop and clients < (cfg.concurrency or 0):
         notes.insert(1, f"the run sent {len(rows):,} request{'s' if len(rows) != 1 else ''}, fewer than --concurrency "
-                        f"{cfg.concurrency}: at most {loop['concurrency']} in flight")
+                        f"{cfg.concurrency}: at most {clients} in flight")
     return Comparison(source="simulate", model=sim.model, system=sim.system, replicas=sim.replicas,
                       gpus_per_replica=sim.gpus_per_replica, layout=_layout_text(cfg, sim.gpus_per_replica),
                       rows=out, notes=notes)

@@ -127,7 +127,8 @@ class Comparison(Schema):
     """clusterfit's prediction for the load the run sent (``simulate`` of the same requests: at their send times, or
     from a closed loop of the run's concurrency), beside the measurement."""
 
-    source: Literal["simulate"] = Field(description="what predicted it: the cluster simulator (bench.compare)")
+    source: Literal["simulate"] = Field(description="what predicted it: the cluster simulator (bench.compare); kept "
+                                        "in the JSON since closed loops were 'perf' before")
     model: str
     system: str
     replicas: int

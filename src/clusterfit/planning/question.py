@@ -73,7 +73,6 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         merged = settings.over(sc.engine_settings.to_settings())
         q.catalog = replace(catalog, settings=merged if merged.given() else None)
         wl = sc.to_workload()
-        q.simulation = without_replica_keys(_checked_simulation(sc.simulation, req.scenario, wl), settings.given())
         slo = sc.to_slo()
         model = model or sc.model
         systems = systems or sc.systems
@@ -91,6 +90,7 @@ def build_question(req: PlanRequest) -> PlanQuestion:
         max_nodes = max_nodes or sc.search.max_nodes_per_replica
         disagg = disagg and sc.search.disaggregated
         q.workload = _scenario_workload(req, wl, load)
+        q.simulation = _checked_simulation(sc.simulation, req, q.workload, settings.given())
         q.slo = slo
         if req.ttft_ms is not None or req.tpot_ms is not None:
             # the scenario's TTFT percentile stands unless --ttft-percentile is given (its default, 90, is no choice)
@@ -224,20 +224,19 @@ def _confidence(req: PlanRequest, capacity: bool) -> int | None:
     return req.confidence
 
 
-def _checked_simulation(simulation: object, scenario: object, workload: object) -> object:
+def _checked_simulation(simulation: object, req: PlanRequest, workload: Workload, options: list[str]) -> object:
     """A scenario's ``simulation:`` section, validated as ``clusterfit simulate`` reads it (plan --verify runs it; a
-    typo in it is an error, not a section passed through unread): its fields, and a closed loop's timing only where
-    the run is one (its own concurrency, or the workload's concurrent sessions: sim.api.with_load)."""
+    typo in it is an error, not a section passed through unread): its fields; with --verify (``workload``: the load
+    planned, options included), also a closed loop's timing only where the run is one (its own concurrency, or that
+    load's concurrent sessions: sim.api.with_load), before the search rather than after it. Returned without the
+    replica keys the engine-setting ``options`` replace (without_replica_keys)."""
     if simulation is not None:
-        from ..errors import ClusterfitError
         from ..sim.api import parse_simulation, with_load
 
-        sim = parse_simulation(simulation, f"scenario file {scenario}: simulation")
-        try:
-            with_load(sim, workload)
-        except ClusterfitError as exc:
-            raise ClusterfitError(f"scenario file {scenario}: {exc}") from None
-    return simulation
+        sim = parse_simulation(simulation, f"scenario file {req.scenario}: simulation")
+        if req.verify:
+            with_load(sim, workload, f"scenario file {req.scenario}")
+    return without_replica_keys(simulation, options)
 
 
 def without_replica_keys(simulation: object, names: list[str]) -> object:

@@ -44,21 +44,19 @@ def _simulation_section(question: PlanQuestion, requests: int | None, seed: int)
 
 
 def _plan_load(sim: SimulationConfig, question: PlanQuestion, rec: PlanOption, aggregated: bool) -> SimulationConfig:
-    """The plan's load of concurrent sessions, where the section gives no arrivals of its own: a closed loop of that
-    many clients on an aggregated plan (sim.api.with_load), else open loop at the request rate the plan derived
-    from it by Little's law (sessions per second with sessions); any other section as it is."""
-    from ..sim.api import load_clients, with_load
+    """The plan's load of concurrent sessions, where the section gives no trace, rate or concurrency of its own: a
+    closed loop of that many clients on an aggregated plan (sim.api.with_load), else (disaggregated, more clients
+    than one simulation runs, or a section that shapes an open loop's process) open loop at the request rate the
+    plan derived from it by Little's law, in sessions per second where the requests come in sessions; any other
+    section as it is."""
+    from ..sim.api import load_clients, mean_turns, session_spec, with_load
 
-    wl = question.workload
-    if load_clients(sim, wl) is not None and aggregated:
+    wl, a = question.workload, sim.arrival
+    if wl.load.kind != "concurrent_sessions" or sim.trace or a.rate_rps is not None or a.concurrency is not None \
+            or (aggregated and load_clients(sim, wl) is not None):
         return with_load(sim, wl)
-    a = sim.arrival
-    if wl.load.kind != "concurrent_sessions" or sim.trace or a.rate_rps is not None or a.concurrency is not None:
-        return with_load(sim, wl)
-    turns: float = wl.agent.turns if wl.agent is not None else 1
-    if sim.sessions is not None:
-        turns = sim.sessions.turns or sim.sessions.turns_mean
-    open_loop = a.model_copy(update={"rate_rps": rec.requests_per_s / turns, "think_time_s": 0.0, "ramp_s": None})
+    rate = rec.requests_per_s / mean_turns(session_spec(sim, wl))
+    open_loop = sim.arrival.model_copy(update={"rate_rps": rate, "think_time_s": 0.0, "ramp_s": None})
     return sim.model_copy(update={"arrival": open_loop})
 
 
@@ -97,13 +95,15 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
 
     base = _simulation_section(question, requests, seed)
     slo = question.slo
-    if sized.mode != "aggregated" and isinstance(base.get("arrival"), dict) and base["arrival"].get("concurrency"):
+    aggregated = sized.mode == "aggregated"
+    base["replicas"] = rec.serving_replicas if aggregated else sized.prefill_replicas
+    sim = parsed(base)
+    if not aggregated and sim.arrival.concurrency is not None:
         return SkippedVerification(reason="the scenario's simulation.arrival.concurrency is a closed loop, which the "
                                    "simulator runs for aggregated serving only: this plan is disaggregated (give "
                                    "simulation.arrival.rate_rps to verify it, or plan with --no-disagg)")
-    if sized.mode == "aggregated":
-        base["replicas"] = rec.serving_replicas
-        sim = _plan_load(parsed(base), question, rec, aggregated=True)
+    sim = _plan_load(sim, question, rec, aggregated)
+    if aggregated:
         from ..sim.cluster import run_simulation
 
         reqs = build_requests(sim, question.workload)
@@ -122,8 +122,6 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
         def transfer(tokens: np.ndarray) -> np.ndarray:  # as planning.capacity.prefill_capacity
             return link.hop_s + np.asarray(pstep.kv_bytes_per_sequence(tokens), float) / link.bw_bytes_per_s
 
-        base["replicas"] = sized.prefill_replicas
-        sim = _plan_load(parsed(base), question, rec, aggregated=False)
         reqs = build_requests(sim, question.workload)
         run = run_disaggregated(reqs, pstep, sized.main.step, sim, sized.prefill_replicas, sized.replicas, transfer,
                                 sized.system.gpus_per_node)

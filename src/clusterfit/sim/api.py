@@ -114,33 +114,50 @@ def _sessions_and_lengths(sim: SimulationConfig, workload) -> tuple[SessionSpec 
 def session_think_s(sim: SimulationConfig, workload=None) -> float:
     """A closed loop's wait between a session's answer and its next turn: the sessions' think time (the simulation
     section's, else the agent workload's); a trace's sessions wait the arrival section's think_time_s."""
-    sessions = None if sim.trace else _sessions_and_lengths(sim, workload)[0]
+    sessions = session_spec(sim, workload)
     return sessions.think_time_s if sessions is not None else sim.arrival.think_time_s
+
+
+def gives_arrivals(sim: SimulationConfig) -> bool:
+    """Whether the simulation gives arrivals of its own: a trace, a rate, a concurrency or an open loop's process."""
+    a = sim.arrival
+    return bool(sim.trace) or a.rate_rps is not None or a.concurrency is not None or bool(a.open_loop_shape())
 
 
 def load_clients(sim: SimulationConfig, workload=None) -> int | None:
     """The clients of the closed loop a scenario's load of concurrent sessions makes, where the simulation gives no
-    arrivals of its own (a trace, a rate, a concurrency, an open loop's process) and one simulation runs that many
-    clients (schema.MAX_CLIENTS); None otherwise (a load of concurrent sessions then needs a rate: _rate_from_load)."""
+    arrivals of its own (gives_arrivals) and one simulation runs that many clients (schema.MAX_CLIENTS); None
+    otherwise (a load of concurrent sessions then needs a rate: _rate_from_load)."""
     load = getattr(workload, "load", None)
-    a = sim.arrival
-    if load is None or load.kind != "concurrent_sessions" or sim.trace or a.rate_rps is not None \
-            or a.concurrency is not None or a.open_loop_shape() or load.value > MAX_CLIENTS:
+    if load is None or load.kind != "concurrent_sessions" or gives_arrivals(sim) or load.value > MAX_CLIENTS:
         return None
     return int(load.value)
 
 
-def with_load(sim: SimulationConfig, workload=None) -> SimulationConfig:
+def with_load(sim: SimulationConfig, workload=None, where: str | None = None) -> SimulationConfig:
     """``sim`` with the scenario's load of concurrent sessions as a closed loop (load_clients); a closed loop's
-    timing (think_time_s, ramp_s) in a run that stays open loop is a ClusterfitError naming the field."""
+    timing (think_time_s, ramp_s) in a run that stays open loop is a ClusterfitError naming the field, after
+    ``where`` (e.g. the scenario file) when given."""
     clients = load_clients(sim, workload)
     if clients is not None:
         return sim.model_copy(update={"arrival": sim.arrival.model_copy(update={"concurrency": clients})})
     timing = sim.arrival.closed_loop_timing() if sim.arrival.concurrency is None else []
     if timing:
-        raise ClusterfitError(f"simulation.arrival.{timing[0]}: times a closed loop's clients, but this run is an "
-                              "open loop (give simulation.arrival.concurrency, or a load of concurrent sessions)")
+        raise ClusterfitError(f"{where + ': ' if where else ''}simulation.arrival.{timing[0]}: times a closed loop's "
+                              "clients, but this run is an open loop (give simulation.arrival.concurrency, or a load "
+                              "of concurrent sessions)")
     return sim
+
+
+def session_spec(sim: SimulationConfig, workload=None) -> SessionSpec | None:
+    """The sessions the simulation's requests come in (the section's, else the agent workload's; None: independent
+    requests, and a trace's own)."""
+    return None if sim.trace else _sessions_and_lengths(sim, workload)[0]
+
+
+def mean_turns(sessions: SessionSpec | None) -> float:
+    """Requests per session: the fixed turns, or their mean (1 without sessions)."""
+    return 1.0 if sessions is None else float(sessions.turns or sessions.turns_mean)
 
 
 def _cacheable(reqs: Requests, sessions: SessionSpec | None) -> np.ndarray | None:
@@ -173,10 +190,7 @@ def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | No
                              + (f", but the arrival process is an open loop's ({', '.join(shape)}): give its rate "
                                 "(requests/s)" if shape else ": give simulation.arrival.concurrency (a closed loop) "
                                 "or a rate (requests/s)"))
-    if sessions is not None:
-        turns = sessions.turns or sessions.turns_mean
-        return rps / turns
-    return rps
+    return rps / mean_turns(sessions)
 
 
 def simulate(step_model: StepCosts, sim: SimulationConfig, workload=None, slo=None,
@@ -261,10 +275,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
     sim = _merge_options(req, parse_simulation(
         without_replica_keys(scen.simulation, options.given()) if scen is not None else None,
         f"scenario file {req.scenario}: simulation" if scen else "simulation"), workload)
-    try:
-        sim = with_load(sim, workload)
-    except ClusterfitError as exc:   # the section's field: name its file
-        raise (ClusterfitError(f"scenario file {req.scenario}: {exc}") if scen is not None else exc) from None
+    sim = with_load(sim, workload, f"scenario file {req.scenario}" if scen is not None else None)
     layout: dict[str, Any] = {"gpus": req.gpus, "tp": req.tp, "pp": req.pp, "ep": req.ep, "dp": req.dp}
     if scen is not None and all(v is None for v in layout.values()):
         layout, replicas = _planned_layout(req, model, system, precision, kv_dtype, engine)
@@ -363,11 +374,11 @@ def _check_failure_options(req: SimulateRequest) -> None:
                              "not both")
 
 
-def _merged_arrival(req: SimulateRequest, sim: SimulationConfig, load_closed: bool) -> dict[str, Any] | None:
+def _merged_arrival(req: SimulateRequest, sim: SimulationConfig, workload=None) -> dict[str, Any] | None:
     """The arrival section the options give (None: the section's as it is). --rate / --arrival make an open loop
     and --concurrency a closed one, replacing the other kind of the section's; --think-time-s and --ramp-s time a
-    closed loop: --concurrency's, the section's, or the one a scenario's concurrent sessions make (``load_closed``,
-    where the section gives no arrivals of its own)."""
+    closed loop: --concurrency's, the section's, or the one the scenario's concurrent sessions make (load_clients:
+    where neither the section nor --trace gives arrivals)."""
     closed = req.concurrency is not None
     if closed and req.rate is not None:
         raise ParameterError("concurrency", "give --rate (an open loop) or --concurrency (a closed loop), not both")
@@ -377,8 +388,7 @@ def _merged_arrival(req: SimulateRequest, sim: SimulationConfig, load_closed: bo
     section = sim.arrival
     opens = req.rate is not None or req.arrival is not None
     timing = {k: v for k, v in (("think_time_s", req.think_time_s), ("ramp_s", req.ramp_s)) if v is not None}
-    section_closed = section.concurrency is not None or (load_closed and section.rate_rps is None and not sim.trace
-                                                         and not section.open_loop_shape())
+    section_closed = section.concurrency is not None or (req.trace is None and load_clients(sim, workload) is not None)
     if timing and not closed and (opens or not section_closed):
         raise ParameterError(next(iter(timing)), "times a closed loop's clients: " + (
             "--rate / --arrival make this run an open loop" if opens else "give --concurrency"
@@ -409,9 +419,7 @@ def _merge_options(req: SimulateRequest, sim: SimulationConfig, workload=None) -
     if req.arrival is not None and req.arrival not in ARRIVAL_PROCESSES:
         raise ParameterError("arrival", f"unknown arrival process {req.arrival!r}; choose one of "
                              f"{', '.join(ARRIVAL_PROCESSES)}")
-    load = getattr(workload, "load", None)
-    arrival = _merged_arrival(req, sim, load is not None and load.kind == "concurrent_sessions"
-                              and req.trace is None)
+    arrival = _merged_arrival(req, sim, workload)
     upd: dict[str, Any] = {}
     for key, val in (("replicas", req.replicas), ("requests", req.requests), ("seed", req.seed),
                      ("policy", req.policy), ("trace", req.trace)):

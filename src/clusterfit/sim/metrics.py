@@ -139,8 +139,10 @@ def short_loop_note(report: dict[str, Any]) -> str | None:
              if loop["clients"] < loop["clients_asked"] else "")
     each = loop["sessions"] / loop["clients_asked"]
     return (f"{loop['sessions']:,} {what} over {loop['clients_asked']:,} clients is {each:.2g} each{fewer}: the run "
-            f"is mostly the clients' start (their first requests spread over {loop['ramp_s']:,.1f} s), not the loop's "
-            f"steady state; give at least {STEADY_STARTS_PER_CLIENT} {what} per client (--requests)")
+            "is mostly the clients' start (" + (f"their first requests spread over {loop['ramp_s']:,.1f} s"
+                                                 if loop["ramp_s"] else "all starting at once")
+            + f"), not the loop's steady state; give at least {STEADY_STARTS_PER_CLIENT} {what} per client "
+            "(--requests)")
 
 
 def _at(x: np.ndarray, pct: float) -> float | None:
