@@ -152,8 +152,11 @@ def test_a_scenario_load_of_concurrent_sessions_runs_closed(run_cli):
     report = json.loads(out)
     loop = report["closed_loop"]
     assert (loop["clients"], loop["clients_asked"], loop["sessions"]) == (167, 300, 167)
-    assert any(n.startswith("167 sessions over 300 clients is 0.56 each; 167 of the 300 clients run (one per "
-                            "session)") for n in report["notes"]), report["notes"]
+    assert ("167 of the 300 clients run, one per session: the 2,000 requests make 167 sessions; give more requests "
+            "(--requests; at least 3 per client)") in report["notes"], report["notes"]
+    # 10,000 requests are 834 sessions: all 300 clients run, 33 requests each, and nothing is noted
+    code, out, err = run_cli("simulate", "--scenario", "examples/agent-sessions.yaml", "--system", "hgx_h200", "--json")
+    assert code == 0 and json.loads(out)["notes"] == [], err
 
 
 @pytest.mark.parametrize("extra, message", [

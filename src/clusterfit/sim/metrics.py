@@ -123,26 +123,32 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
     }
 
 
-#: Sessions (or lone requests) per client below which a closed loop's run is mostly its start: the first requests
-#: spread over the ramp, and each client's first cycle.
-STEADY_STARTS_PER_CLIENT = 3
+#: Requests per client below which a closed loop's run is mostly its start: the first requests spread over the ramp,
+#: and each client's first cycle.
+STEADY_REQUESTS_PER_CLIENT = 3
 
 
 def short_loop_note(report: dict[str, Any]) -> str | None:
-    """Why a closed loop's figures are not its steady state's, when its clients start too few sessions (or lone
-    requests) each, or fewer clients run than were asked for (there are fewer sessions); None otherwise."""
+    """Why a closed loop's figures are not those of the loop asked for: fewer clients run than were asked for (one
+    per session, or per request without one), or the clients send too few requests each for the run to be more
+    than their start; None otherwise."""
     loop = report.get("closed_loop")
-    if loop is None or loop["sessions"] >= STEADY_STARTS_PER_CLIENT * loop["clients_asked"]:
+    if loop is None:
         return None
-    what = "sessions" if loop["session_think_time_s"] is not None else "requests"
-    fewer = (f"; {loop['clients']:,} of the {loop['clients_asked']:,} clients run (one per {what[:-1]})"
-             if loop["clients"] < loop["clients_asked"] else "")
-    each = loop["sessions"] / loop["clients_asked"]
-    return (f"{loop['sessions']:,} {what} over {loop['clients_asked']:,} clients is {each:.2g} each{fewer}: the run "
-            "is mostly the clients' start (" + (f"their first requests spread over {loop['ramp_s']:,.1f} s"
-                                                 if loop["ramp_s"] else "all starting at once")
-            + f"), not the loop's steady state; give at least {STEADY_STARTS_PER_CLIENT} {what} per client "
-            "(--requests)")
+    n, clients, asked = report["requests"], loop["clients"], loop["clients_asked"]
+    parts = []
+    if clients < asked:
+        parts.append(f"{clients:,} of the {asked:,} clients run, one per "
+                     + (f"session: the {n:,} requests make {loop['sessions']:,} sessions"
+                        if loop["session_think_time_s"] is not None else f"request: {n:,} requests"))
+    if n < STEADY_REQUESTS_PER_CLIENT * clients:
+        start = (f"their first requests spread over {loop['ramp_s']:,.1f} s" if loop["ramp_s"]
+                 else "all starting at once")
+        parts.append(f"{n:,} requests over {clients:,} clients is {n / clients:.2g} each: the run is mostly the "
+                     f"clients' start ({start}), not the loop's steady state")
+    if not parts:
+        return None
+    return "; ".join(parts) + f"; give more requests (--requests; at least {STEADY_REQUESTS_PER_CLIENT} per client)"
 
 
 def _at(x: np.ndarray, pct: float) -> float | None:
