@@ -261,3 +261,19 @@ def test_every_command_describes_max_num_batched_tokens_alike():
     assert {"fit", "perf", "plan"} <= set(helps)
     assert len(set(helps.values())) == 1, helps
     assert "chunked_prefill_size" in helps["fit"] and "max_num_tokens" in helps["fit"]
+
+
+@pytest.mark.parametrize("command, default", [
+    ("perf", "(default: 8192; vLLM on A100s and GPUs under 70 GiB: 2048"),   # --max-num-batched-tokens
+    ("perf", "(default: on for vLLM and SGLang"),                            # --async-scheduling
+    ("fit", "(default: 32768, or the model's max_position_embeddings if smaller)"),
+    ("deploy", "(default: vllm, or the engine of the --plan file)"),
+    ("simulate", "Which replica --fail-at loses (default: 0)"),
+])
+def test_help_shows_the_defaults_it_states(run_cli, command, default):
+    """Help texts wrote their defaults as '[default: ...]', which rich took for a markup tag and dropped: --help
+    showed no default for --max-num-batched-tokens, --async-scheduling, fit --context, deploy --engine or
+    --fail-replica."""
+    code, out, _ = run_cli(command, "--help")
+    text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
+    assert code == 0 and default in text, text

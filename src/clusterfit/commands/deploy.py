@@ -49,7 +49,7 @@ def deploy_command(
     out: Path = typer.Option(..., "--out", help="Directory to create (must not exist, or be empty)."),
     target: str = typer.Option("shell", "--target", help="shell, kubernetes or slurm."),
     engine: Optional[str] = typer.Option(None, "--engine", help="vllm (0.33), sglang (0.5.23) or trtllm (1.2) "
-                                         "[default: vllm, or the engine of the --plan file]."),
+                                         "(default: vllm, or the engine of the --plan file)."),
     plan_file: Optional[Path] = typer.Option(None, "--plan", help="A `clusterfit plan --json` output to deploy."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len",
                                                 help="Engine max model length (default: the model's, at most 131072)."),

@@ -33,8 +33,8 @@ def fit_command(
     ep: EpOpt = None,
     dp: DpOpt = None,
     context: Annotated[Optional[int], typer.Option(
-        help="Tokens per sequence (prompt + output) for max sequences [default: 32768, or the model's "
-             "max_position_embeddings if smaller]")] = None,
+        help="Tokens per sequence (prompt + output) for max sequences (default: 32768, or the model's "
+             "max_position_embeddings if smaller)")] = None,
     engine: EngineOpt = "vllm",
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,

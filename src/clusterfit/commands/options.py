@@ -45,13 +45,13 @@ MaxNodesOpt = Annotated[Optional[int], typer.Option("--max-nodes", help="Most no
 MaxNumSeqsOpt = Annotated[Optional[int], typer.Option(
     "--max-num-seqs", help="Running sequences per engine instance (per attention-DP rank): vLLM max_num_seqs, "
     "SGLang max_running_requests, TensorRT-LLM max_batch_size (per pipeline micro-batch: pp x max_batch_size "
-    "run) [default: the engine's: vLLM 1024 on GPUs of 70 GiB "
+    "run) (default: the engine's: vLLM 1024 on GPUs of 70 GiB "
     "or more that are not A100s, else 256; SGLang from its KV pool (2048-4096 unless the pool is small); "
-    "TensorRT-LLM 4096]")]
+    "TensorRT-LLM 4096)")]
 MaxNumBatchedTokensOpt = Annotated[Optional[int], typer.Option(
     "--max-num-batched-tokens", help="Tokens per step, the prefill chunk budget: vLLM max_num_batched_tokens, "
-    "SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens [default: 8192; vLLM on A100s and GPUs under "
-    "70 GiB: 2048; SGLang by GPU memory: 2048 under 35 GiB, 4096 under 60 GiB, 16384 over 160 GiB]")]
+    "SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens (default: 8192; vLLM on A100s and GPUs under "
+    "70 GiB: 2048; SGLang by GPU memory: 2048 under 35 GiB, 4096 under 60 GiB, 16384 over 160 GiB)")]
 GpuMemoryUtilizationOpt = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM gpu_memory_utilization (0.9 assumed: vLLM's default up to the "
     "versions of the published runs, docs v0.6.4; 0.92 in vLLM 0.33, docs.vllm.ai cli/serve) and SGLang "
@@ -63,7 +63,7 @@ EnforceEagerOpt = Annotated[bool, typer.Option(
 AsyncSchedulingOpt = Annotated[Optional[bool], typer.Option(
     "--async-scheduling/--no-async-scheduling", help="Whether the host prepares the next step while the GPU runs "
     "this one (vLLM --async-scheduling, default since v0.12; SGLang's overlap scheduler, off with "
-    "--disable-overlap-schedule) [default: on for vLLM and SGLang; TensorRT-LLM modelled without it]")]
+    "--disable-overlap-schedule) (default: on for vLLM and SGLang; TensorRT-LLM modelled without it)")]
 SPECULATIVE_PANEL = "Speculative decoding"
 NumSpeculativeTokensOpt = Annotated[Optional[int], typer.Option(
     help="Speculative decoding: draft tokens per step (vLLM num_speculative_tokens; SGLang --speculative-num-steps "

@@ -50,7 +50,7 @@ def simulate_command(
         help="A closed loop instead of --rate: this many clients, each sending its next request when its last one "
              "ends (as vllm bench serve --max-concurrency)")] = None,
     think_time_s: Annotated[Optional[float], typer.Option(
-        help="With --concurrency: a client's wait between an answer and its next request, s [default: 0]")] = None,
+        help="With --concurrency: a client's wait between an answer and its next request, s (default 0)")] = None,
     ramp_s: Annotated[Optional[float], typer.Option(
         help="With --concurrency: spread the clients' first requests over this many seconds (0: all at once, as a "
              "benchmark client; default: about one request's time in the system)")] = None,
@@ -61,7 +61,7 @@ def simulate_command(
     policy: Annotated[Optional[str], typer.Option(
         help="round_robin, random, least_outstanding, least_kv, power_of_two, affinity")] = None,
     fail_at: Annotated[Optional[float], typer.Option(help="Lose a replica at this time, s")] = None,
-    fail_replica: Annotated[Optional[int], typer.Option(help="Which replica --fail-at loses [default: 0]")] = None,
+    fail_replica: Annotated[Optional[int], typer.Option(help="Which replica --fail-at loses (default: 0)")] = None,
     fail_node: Annotated[Optional[int], typer.Option(help="Lose this whole node at --fail-at instead")] = None,
     restart_after: Annotated[Optional[float], typer.Option(help="Seconds until the lost replica is back")] = None,
     ttft_ms: Annotated[Optional[float], typer.Option(help="TTFT SLO, ms")] = None,
