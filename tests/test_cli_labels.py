@@ -269,6 +269,7 @@ def test_every_command_describes_max_num_batched_tokens_alike():
     ("fit", "(default: 32768, or the model's max_position_embeddings if smaller)"),
     ("deploy", "(default: vllm, or the engine of the --plan file)"),
     ("simulate", "Which replica --fail-at loses (default: 0)"),
+    ("hardware", 'Print {"systems": (a list of rows)} as JSON.'),   # showed 'Print {"systems": } as JSON.'
 ])
 def test_help_shows_the_defaults_it_states(run_cli, command, default):
     """Help texts wrote their defaults as '[default: ...]', which rich took for a markup tag and dropped: --help

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def hardware_command(
     catalog: CatalogOpt = None,
-    as_json: bool = typer.Option(False, "--json", help='Print {"systems": [rows...]} as JSON.'),
+    as_json: bool = typer.Option(False, "--json", help='Print {"systems": (a list of rows)} as JSON.'),
 ) -> None:
     """Systems you can size for: GPUs per node, scale-up domain, memory, bandwidth, dense peaks, network."""
     from .. import api
