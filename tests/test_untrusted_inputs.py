@@ -423,3 +423,27 @@ def test_a_profile_for_another_devices_memory_states_both_in_bytes_and_gb(run_cl
         "error: --profile: gpu.memory_bytes 85,899,345,920 bytes (85.9 GB) is not h200_sxm's memory: the hardware "
         "catalog has 150,109,880,320 bytes (150.1 GB, as the device reports it; 141 GB marketed), and a profile's "
         "must be within 25% of it: the profile was measured on another device"), err
+
+
+def test_text_that_reads_as_rich_markup_prints_as_it_is(run_cli, tmp_path):
+    """A config.json's model_type 'weird[/]type' reached rich's markup in the notes and the model title: 'closing tag
+    [/] at position 34 has nothing to close', a traceback (fit, model, perf). An output folder named 'o[/]ut' would
+    have failed deploy's 'wrote ...' lines the same way."""
+    import json
+
+    bundled = Path(__file__).resolve().parents[1] / "src" / "clusterfit" / "catalog" / "models"
+    config = {k: v for k, v in json.loads((bundled / "meta-llama__Llama-3.1-8B.json").read_text()).items()
+              if not k.startswith("_")}   # the bundle's _source / _notes are the catalog's, not HF's
+    config["model_type"] = "weird[/]type [red]x"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    for args in (("fit", str(path)), ("model", str(path)),
+                 ("perf", str(path), "--system", "h200", "--isl", "100", "--osl", "10", "--batch", "1")):
+        code, out, err = run_cli(*args)
+        assert code == 0 and "Traceback" not in err, err
+        assert "model_type 'weird[/]type [red]x' is not one" in " ".join(out.split()), out
+    folder = tmp_path / "o[/]ut"   # the folder ']ut' in 'o['
+    folder.mkdir(parents=True)
+    code, out, err = run_cli("deploy", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--rate",
+                             "1", "--out", str(folder))
+    assert code == 0 and f"wrote {folder}/launch.sh" in " ".join(out.split()), err

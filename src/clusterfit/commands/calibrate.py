@@ -46,6 +46,7 @@ def calibrate_command(
 
 
 def render_profile(console: Console, profile: Profile, out: Path) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     f = profile.fit
@@ -74,7 +75,7 @@ def render_profile(console: Console, profile: Profile, out: Path) -> None:
     t.caption = "efficiencies are fractions of the catalog datasheet of " + profile.gpu.id
     console.print(t)
     for note in profile.notes:
-        console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     if profile.measurement.device == "cuda":
         console.print(f"wrote {out}: use it with `clusterfit perf|plan|simulate ... --profile {out}`", soft_wrap=True)
     else:

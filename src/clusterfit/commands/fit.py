@@ -66,6 +66,7 @@ def fit_command(
 
 def render_fit(console: Console, result: FitResult) -> None:
     """One column per system, one row per figure (naive first, then realistic)."""
+    from rich.markup import escape
     from rich.table import Table
 
     from ..report.engine_names import fraction_label
@@ -123,13 +124,13 @@ def render_fit(console: Console, result: FitResult) -> None:
     console.print(t)
     for r in result.results:
         if not r.fits:
-            console.print(f"[red]{r.system}[/]: {r.reason}")
+            console.print(f"[red]{r.system}[/]: {escape(r.reason)}")
         if r.most_sessions:
             console.print(f"{r.system}: {r.most_sessions.explanation}")
         for note in r.notes:
-            console.print(f"[dim]{r.system}: {note}[/]")
+            console.print(f"[dim]{r.system}: {escape(note)}[/]")
     for note in m.notes:
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"[dim]note: {escape(note)}[/]")
 
 
 def models_command(as_json: JsonOpt = False) -> None:
@@ -164,9 +165,10 @@ def model_command(
     m = api.model_info(model=model, precision=precision, kv_dtype=kv_dtype)
 
     def render(c: Console) -> None:
+        from rich.markup import escape
         from rich.table import Table
 
-        t = Table(title=f"{m.name} ({m.model_type}): {m.total_params / 1e9:,.2f}B total, "
+        t = Table(title=f"{escape(m.name)} ({escape(str(m.model_type))}): {m.total_params / 1e9:,.2f}B total, "
                         f"{m.active_params / 1e9:,.2f}B active")
         t.add_column("component")
         t.add_column("parameters", justify="right")
@@ -184,6 +186,6 @@ def model_command(
             c.print(f"KV cache {m.kv_bytes_per_token:,} bytes/token ({m.kv_dtype}, all layers, one copy); "
                     f"forward FLOPs/token {m.flops_per_token['context_0'] / 1e9:,.1f} GFLOP at context 0")
         for note in m.notes:
-            c.print(f"[dim]note: {note}[/]")
+            c.print(f"[dim]note: {escape(note)}[/]")
 
     emit(m, as_json, render)

@@ -23,9 +23,29 @@ def emit(result: BaseModel | dict[str, Any], as_json: bool, render: Callable[[Co
         text = json.dumps(result, indent=2) if isinstance(result, dict) else result.model_dump_json(indent=2)
         sys.stdout.write(text + "\n")
     else:
-        from rich.console import Console
+        render(safe_console())
 
-        render(Console())
+
+def safe_console() -> Console:
+    """A rich console whose markup never fails the command: a line holding text that reads as a broken markup tag
+    (a config.json's ``model_type: 'x[/]'``, an output folder named ``out[/]``: rich raises MarkupError for a closing
+    tag with nothing to close) is printed again with markup off, its text as it is. The commands escape the notes
+    they print (rich.markup.escape); this is the net under every other line and table."""
+    from rich.console import Console
+    from rich.errors import MarkupError
+
+    class _SafeConsole(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            try:
+                super().print(*objects, **kwargs)
+            except MarkupError:
+                markup, self._markup = self._markup, False   # table cells follow the console's markup setting
+                try:
+                    super().print(*objects, **{**kwargs, "markup": False})
+                finally:
+                    self._markup = markup
+
+    return _SafeConsole()
 
 
 def fail(message: str) -> NoReturn:

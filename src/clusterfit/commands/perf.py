@@ -70,6 +70,7 @@ def perf_command(
 
 
 def render_perf(console: Console, out: PerfResult) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from ..report.engine_names import settings_text
@@ -120,4 +121,4 @@ def render_perf(console: Console, out: PerfResult) -> None:
         b.add_row(f"[bold]{k.removesuffix('_s')}[/]", f"{v * 1e3:.3f}")   # the column is ms; --json keeps the keys
     console.print(b)
     for note in out.notes:
-        console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)

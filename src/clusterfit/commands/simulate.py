@@ -125,6 +125,7 @@ def simulate_command(
 
 
 def render_simulation(console: Console, report: SimResult) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from ..report.intervals import basis_note, with_interval
@@ -152,7 +153,7 @@ def render_simulation(console: Console, report: SimResult) -> None:
                       f"{sp.acceptance:.2f}, {sp.tokens_per_step:.2f} tokens per step per sequence; drafter "
                       f"{sp.draft_cost:.1%} of a decode step per draft token", soft_wrap=True)
     for note in report.notes:
-        console.print(f"[dim]{note}[/]", soft_wrap=True)
+        console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
     if report.intervals is not None:
         console.print(f"[dim]{basis_note(report.intervals)}[/]", soft_wrap=True)
     thr = report.throughput
@@ -186,6 +187,6 @@ def render_simulation(console: Console, report: SimResult) -> None:
                          if ev.in_flight is not None else ""))
     for ev in report.not_exercised:
         note = ev.note or f"{ev.event} (replica {ev.replica}) at t={ev.t_s:.1f} s: not exercised"
-        console.print(f"[yellow]  {note[:1].upper()}{note[1:]}[/]", soft_wrap=True)
+        console.print(f"[yellow]  {escape(note[:1].upper() + note[1:])}[/]", soft_wrap=True)
     if report.plot is not None:
         console.print(f"plot: {report.plot}")
