@@ -333,3 +333,44 @@ def test_a_timing_option_beside_too_many_sessions_names_the_option(run_cli, tmp_
     code, _, err = run_cli("simulate", "--scenario", scen, "--gpus", "1")
     assert code == 2 and ("error: --rate: 6,000,000 concurrent sessions are more clients than one simulation runs "
                           "(5,000,000)") in err, err
+
+
+def test_audit_bounds_and_notes(run_cli, run_json, tmp_path):
+    """Found by an audit of this session's surfaces: a session of 1e300 mean turns hung the request generator (its
+    turn counts overflowed), a shared prefix of 1e11 tokens ran with a ramp of 2e13 s; a trace replayed by a closed
+    loop dropped its arrival times without a word; '1 clients'."""
+    scen = _scenario(tmp_path, "{concurrent_sessions: 4}", "{requests: 50, sessions: {turns_mean: 1.0e+300}}")
+    code, _, err = run_cli("simulate", "--scenario", scen, "--gpus", "1")
+    assert code == 2 and "simulation: sessions.turns_mean: Input should be less than or equal to 5000000" in err, err
+    scen = _scenario(tmp_path, "{concurrent_sessions: 4}", "{requests: 50, sessions: {shared_prefix_tokens: 1.0e+11}}")
+    code, _, err = run_cli("simulate", "--scenario", scen, "--gpus", "1")
+    assert code == 2 and "sessions.shared_prefix_tokens: Input should be less than or equal to 100000000" in err, err
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n" + "".join(f"{k},100,10\n" for k in range(6)))
+    report = run_json("simulate", MODEL, "--system", "h200", "--trace", str(trace), "--concurrency", "1")
+    assert report["notes"] == ["the trace's arrival times are not used: a closed loop of 1 client sends its requests "
+                               "in their order, each as one ends"]
+    code, out, _ = run_cli("simulate", MODEL, "--system", "h200", "--trace", str(trace), "--concurrency", "1")
+    assert code == 0 and "closed loop: 1 client starting" in out
+
+
+def test_plan_verify_says_what_it_simulated_other_than_the_planned_load(run_json, tmp_path):
+    """--verify's note: the scenario's own arrivals (not the planned load), a closed loop of fewer clients or too few
+    requests each (naming --verify-requests), an open loop in place of a disaggregated plan's sessions (the section's
+    think time unused). Absent when it simulated the planned load."""
+    few = run_json("plan", MODEL, "--isl", "1000", "--osl", "200", "--concurrency", "3000", "--system", "h200",
+                   "--ttft-ms", "2000", "--tpot-ms", "50", "--no-disagg", "--verify", "--verify-requests", "300")
+    assert "300 of the 3,000 clients run" in few["verify"]["note"]
+    assert "give more requests (--verify-requests; at least 3 per client)" in few["verify"]["note"]
+    own = _scenario(tmp_path, "{requests_per_s: 5}", "{requests: 200, arrival: {concurrency: 8}}")
+    plan = run_json("plan", "--scenario", own, "--verify", "--no-disagg")
+    assert plan["verify"]["note"] == ("the scenario's simulation section gives its own arrivals (concurrency 8 "
+                                      "clients): the check simulates them, not the planned load")
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(open("examples/agent-sessions.yaml").read() + "simulation: {arrival: {think_time_s: 30}}\n")
+    plan = run_json("plan", "--scenario", str(agent), "--verify", "--verify-requests", "1000")
+    assert plan["recommended"]["xPyD"] and "simulated open loop at the rate the plan derived" in plan["verify"]["note"]
+    assert "the section's think_time_s (a closed loop's) are not used" in plan["verify"]["note"]
+    plain = run_json("plan", MODEL, "--isl", "1000", "--osl", "200", "--concurrency", "200", "--system", "h200",
+                     "--no-disagg", "--verify", "--verify-requests", "2000")
+    assert "note" not in plain["verify"]

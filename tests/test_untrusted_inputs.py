@@ -442,6 +442,18 @@ def test_text_that_reads_as_rich_markup_prints_as_it_is(run_cli, tmp_path):
         code, out, err = run_cli(*args)
         assert code == 0 and "Traceback" not in err, err
         assert "model_type 'weird[/]type [red]x' is not one" in " ".join(out.split()), out
+    # a model folder whose name reads as a style tag kept its brackets out of the titles ('mdlx: 8.0B parameters')
+    styled = tmp_path / "mdl[red]x"
+    styled.mkdir()
+    config["model_type"] = "llama"
+    (styled / "config.json").write_text(json.dumps(config))
+    for args in (("fit", str(styled / "config.json")),
+                 ("perf", str(styled / "config.json"), "--system", "h200", "--isl", "100", "--osl", "10", "--batch",
+                  "1"),
+                 ("plan", str(styled / "config.json"), "--system", "h200", "--isl", "100", "--osl", "10", "--rate",
+                  "1")):
+        code, out, err = run_cli(*args)
+        assert code == 0 and "mdl[red]x" in out, (args, out, err)
     folder = tmp_path / "o[/]ut"   # the folder ']ut' in 'o['
     folder.mkdir(parents=True)
     code, out, err = run_cli("deploy", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--rate",

@@ -1189,10 +1189,13 @@ class SimulatedVerification(SimReport):
     """``plan --verify`` that ran: the simulator's report of the recommended plan (the same keys as
     ``simulate --json``), what the plan predicted, and where the two differ by more than 10%."""
 
-    _omit_if_none = frozenset({"mode", "pools", "closed_loop"})
+    _omit_if_none = frozenset({"mode", "pools", "closed_loop", "note"})
     simulated: Literal[True] = True
     plan_predicted: PredictedLatency
     disagreements: list[Disagreement] = Field(default_factory=list)
+    note: str | None = Field(None, description="what the check simulated other than the planned load, in words (the "
+                             "scenario's own arrivals, an open loop in place of concurrent sessions, a closed loop "
+                             "of fewer clients or too few requests each); absent when it simulated that load")
     mode: str | None = None
     pools: dict[str, Any] | None = None
 

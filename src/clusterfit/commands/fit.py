@@ -72,7 +72,7 @@ def render_fit(console: Console, result: FitResult) -> None:
     from ..report.engine_names import fraction_label
 
     m = result.model
-    title = f"{m.name}: {m.total_params / 1e9:,.1f}B parameters"
+    title = f"{escape(m.name)}: {m.total_params / 1e9:,.1f}B parameters"
     if m.layers:
         title += (f", {m.active_params / 1e9:,.1f}B active, KV {m.kv_bytes_per_token or 0:,} B/token "
                   f"({m.kv_dtype})")

@@ -79,7 +79,7 @@ def render_perf(console: Console, out: PerfResult) -> None:
     lay = out.layout
     label = lay.as_layout().label()
     # the replica's GPUs of the system (a system id names a node: "1 x hgx_h200 GPUs" read as one 8-GPU node)
-    t = Table(title=f"{out.model} on {out.gpus} GPU{'' if out.gpus == 1 else 's'} of {out.system} ({label}, "
+    t = Table(title=f"{escape(out.model)} on {out.gpus} GPU{'' if out.gpus == 1 else 's'} of {out.system} ({label}, "
                     f"{out.engine}, {out.precision})")
     es = out.engine_settings
     if es is not None:

@@ -178,9 +178,11 @@ def _render_capacity(result: PlanResult, console: Console) -> None:
 def render(result: PlanResult, console: Console) -> None:
     """Rich view: the recommendation, the per-system table, the endpoint comparison."""
     from ..report.intervals import NOTE, with_interval
+    from rich.markup import escape
+
     from ..report.tables import fitted_table
 
-    console.print(f"[bold]{result.model}[/]  {result.workload}  |  {result.slo}"
+    console.print(f"[bold]{escape(result.model)}[/]  {result.workload}  |  {result.slo}"
                   + (f"  |  N+{result.failover}" if result.failover else ""))
     sp = result.speculative
     if sp is not None:
@@ -260,6 +262,8 @@ def render(result: PlanResult, console: Console) -> None:
             console.print(f"[bold]Simulated[/] {v.requests:,} requests on {v.replicas} replica(s){pools}: {judged}"
                           + ("no latency SLO to judge" if v.holds_slo is None else
                              "[green]holds the SLOs[/]" if v.holds_slo else "[red]misses the SLOs[/]"), soft_wrap=True)
+            if v.note is not None:
+                console.print(f"[yellow]Note:[/] {escape(v.note)}", soft_wrap=True)
             for d in v.disagreements:
                 console.print(f"[yellow]Plan and simulation disagree[/] on {d.metric}: plan {d.plan:.4g}, simulated "
                               f"{d.simulated:.4g} ({d.ratio:.2f}x): {d.why}", soft_wrap=True)
@@ -275,4 +279,4 @@ def render(result: PlanResult, console: Console) -> None:
     console.print(f"[dim]{result.configurations_evaluated:,} configurations evaluated "
                   f"({result.candidates_compiled} replica layouts compiled). TTFT: {result.queueing_model}.[/]")
     if result.plot is not None:   # as simulate says where its plot went
-        console.print(f"plot: {result.plot}", soft_wrap=True)
+        console.print(f"plot: {escape(result.plot)}", soft_wrap=True)

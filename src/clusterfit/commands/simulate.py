@@ -44,7 +44,8 @@ def simulate_command(
     isl: Annotated[Optional[int], typer.Option(help="Prompt tokens (mean of a lognormal with --length-cv)")] = None,
     osl: Annotated[Optional[int], typer.Option(help="Output tokens (mean of a lognormal with --length-cv)")] = None,
     length_cv: Annotated[float, typer.Option(help="Coefficient of variation of --isl/--osl (0: fixed)")] = 0.0,
-    rate: Annotated[Optional[float], typer.Option(help="Arrival rate, requests/s (an open loop)")] = None,
+    rate: Annotated[Optional[float], typer.Option(
+        help="Arrival rate, requests/s (sessions/s for multi-turn sessions): an open loop")] = None,
     arrival: Annotated[Optional[str], typer.Option(help="poisson, gamma, mmpp, diurnal")] = None,
     concurrency: Annotated[Optional[int], typer.Option(
         help="A closed loop instead of --rate: this many clients, each sending its next request when its last one "
@@ -131,7 +132,7 @@ def render_simulation(console: Console, report: SimResult) -> None:
     from ..report.intervals import basis_note, with_interval
 
     label = report.layout.as_layout().label()
-    t = Table(title=f"{report.model} on {report.replicas} x {report.gpus_per_replica} GPU "
+    t = Table(title=f"{escape(report.model)} on {report.replicas} x {report.gpus_per_replica} GPU "
                     f"{report.system} replicas ({label}, {report.engine}, {report.precision}, KV {report.kv_dtype}), "
                     f"policy {report.policy}")
     t.add_column("metric")
@@ -166,7 +167,7 @@ def render_simulation(console: Console, report: SimResult) -> None:
                       "(--gpus, --gpu-memory-utilization) or shorter requests[/]")
     loop = report.closed_loop
     if loop is not None:
-        console.print(f"closed loop: {loop.clients:,} clients "
+        console.print(f"closed loop: {loop.clients:,} client{'s' if loop.clients != 1 else ''} "
                       + (f"starting over the first {loop.ramp_s:,.1f} s" if loop.ramp_s else "starting at once")
                       + ", each sending its next request when its last one ends"
                       + (f" ({loop.think_time_s:g} s later)" if loop.think_time_s else "")
@@ -189,4 +190,4 @@ def render_simulation(console: Console, report: SimResult) -> None:
         note = ev.note or f"{ev.event} (replica {ev.replica}) at t={ev.t_s:.1f} s: not exercised"
         console.print(f"[yellow]  {escape(note[:1].upper() + note[1:])}[/]", soft_wrap=True)
     if report.plot is not None:
-        console.print(f"plot: {report.plot}")
+        console.print(f"plot: {escape(report.plot)}")

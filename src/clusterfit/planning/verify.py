@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..schema import Disagreement, PlanOption, SimulatedVerification, SkippedVerification, Verification
+from ..schema import (MAX_CLIENTS, Disagreement, PlanOption, SimulatedVerification, SkippedVerification,
+                      Verification)
 from ..sim.ledger import COMPLETED
 from ..sim.metrics import short_loop_note
 
@@ -43,21 +44,34 @@ def _simulation_section(question: PlanQuestion, requests: int | None, seed: int)
     return base
 
 
-def _plan_load(sim: SimulationConfig, question: PlanQuestion, rec: PlanOption, aggregated: bool) -> SimulationConfig:
-    """The plan's load of concurrent sessions, where the section gives no trace, rate or concurrency of its own: a
-    closed loop of that many clients on an aggregated plan (sim.api.with_load), else (disaggregated, more clients
-    than one simulation runs, or a section that shapes an open loop's process) open loop at the request rate the
-    plan derived from it by Little's law, in sessions per second where the requests come in sessions; any other
-    section as it is."""
+def _plan_load(sim: SimulationConfig, question: PlanQuestion, rec: PlanOption,
+               aggregated: bool) -> tuple[SimulationConfig, str | None]:
+    """The run's arrivals, and a note where they are not the planned load. The scenario's section may give its own
+    (a trace, a rate or a concurrency: simulated as given, and noted). Else a load of concurrent sessions is a closed
+    loop of that many clients on an aggregated plan (sim.api.with_load); on a disaggregated one, with more clients
+    than one simulation runs, or beside a section shaping an open loop's process, it is an open loop at the request
+    rate the plan derived from it by Little's law (sessions per second where the requests come in sessions),
+    noted. Any other load is the section's as it is."""
     from ..sim.api import load_clients, mean_turns, session_spec, with_load
 
     wl, a = question.workload, sim.arrival
-    if wl.load.kind != "concurrent_sessions" or sim.trace or a.rate_rps is not None or a.concurrency is not None \
-            or (aggregated and load_clients(sim, wl) is not None):
-        return with_load(sim, wl)
+    own = ("a trace" if sim.trace else f"rate_rps {a.rate_rps:g} requests/s" if a.rate_rps is not None
+           else f"concurrency {a.concurrency:,} clients" if a.concurrency is not None else None)
+    if own is not None:
+        return with_load(sim, wl), (f"the scenario's simulation section gives its own arrivals ({own}): the check "
+                                    "simulates them, not the planned load")
+    if wl.load.kind != "concurrent_sessions" or (aggregated and load_clients(sim, wl) is not None):
+        return with_load(sim, wl), None
     rate = rec.requests_per_s / mean_turns(session_spec(sim, wl))
-    open_loop = sim.arrival.model_copy(update={"rate_rps": rate, "think_time_s": 0.0, "ramp_s": None})
-    return sim.model_copy(update={"arrival": open_loop})
+    dropped = a.closed_loop_timing()
+    open_loop = a.model_copy(update={"rate_rps": rate, "think_time_s": 0.0, "ramp_s": None})
+    why = ("a disaggregated plan's pools are simulated one after the other" if not aggregated else
+           f"{wl.load.value:,.0f} sessions are more clients than one simulation runs" if wl.load.value > MAX_CLIENTS
+           else "the section shapes an open loop's arrival process")
+    return sim.model_copy(update={"arrival": open_loop}), (
+        f"{wl.load.value:,.0f} concurrent sessions simulated open loop at the rate the plan derived from them "
+        f"({rate:.3g}/s): {why}" + (f"; the section's {' and '.join(dropped)} (a closed loop's) are not used"
+                                    if dropped else ""))
 
 
 def _too_many_replicas(sized: _Sized, rec: PlanOption) -> str | None:
@@ -102,7 +116,7 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
         return SkippedVerification(reason="the scenario's simulation.arrival.concurrency is a closed loop, which the "
                                    "simulator runs for aggregated serving only: this plan is disaggregated (give "
                                    "simulation.arrival.rate_rps to verify it, or plan with --no-disagg)")
-    sim = _plan_load(sim, question, rec, aggregated)
+    sim, note = _plan_load(sim, question, rec, aggregated)
     if aggregated:
         from ..sim.cluster import run_simulation
 
@@ -131,8 +145,10 @@ def verify_plan(sized: _Sized, rec: PlanOption, question: PlanQuestion, requests
                  "tpot_percentile": slo.tpot_percentile,
                  "tpot_mean_s": None if rec.tpot_s is None else sized.tpot_s,   # None: one output token, no TPOT
                  "requests_per_s": rec.requests_per_s}
+    short = short_loop_note(report, "--verify-requests")
+    note = "; ".join(n for n in (note, short) if n) or None
     return SimulatedVerification.model_validate({**report, "simulated": True, "mode": sized.mode, "pools": pools,
-                                        "plan_predicted": predicted,
+                                        "plan_predicted": predicted, "note": note,
                                         "disagreements": disagreements(report, predicted, run, question)})
 
 
@@ -184,10 +200,8 @@ def disagreements(report: dict, predicted: dict, run, question: PlanQuestion) ->
             why = (f"the cluster completes fewer requests than arrive ({offered:.3g}/s offered): it is saturated or "
                    "rejects requests")
         elif loop is not None:
-            short = short_loop_note(report)
             why = (f"a closed loop of {loop['clients']:,} clients completes clients / (time per request + think "
-                   "time) requests/s: the simulated latencies set that rate, not an offered load"
-                   + (f"; {short}" if short else ""))
+                   "time) requests/s: the simulated latencies set that rate, not an offered load")
         elif ratio < 1 and abs(offered / plan - 1) <= DISAGREE:
             # every request completed: the steady window of a short run counted fewer (it was blamed on saturation)
             why = (f"every request completed, but the run's steady window counted fewer per second than arrive "

@@ -53,13 +53,31 @@ def _dist_spec(dist) -> SampledLengthSpec:
     return SampledLengthSpec(dist="empirical", values=tokens, weights=weights)
 
 
-def _section_overrides(section: dict[str, Any]) -> list[str]:
+def _run_notes(section: dict[str, Any] | None, req: SimulateRequest, sim: SimulationConfig) -> list[str]:
+    """What the run takes from elsewhere than the scenario's workload: the scenario's simulation section (None:
+    no scenario; _section_overrides), a trace whose arrival times a closed loop does not use."""
+    notes = _section_overrides(section, req) if section is not None else []
+    clients = sim.arrival.concurrency
+    if sim.trace and clients is not None:
+        notes.append(f"the trace's arrival times are not used: a closed loop of {clients:,} "
+                     f"client{'s' if clients != 1 else ''} sends its requests in their order, each as one ends")
+    return notes
+
+
+def _section_overrides(section: dict[str, Any], req: SimulateRequest) -> list[str]:
     """A note when a scenario's ``simulation:`` section replaces part of its ``workload:`` (documented, but a rate of
-    50/s beside a workload of 5/s in one file is easy to miss): plan sizes for the workload, this run for the section."""
+    50/s beside a workload of 5/s in one file is easy to miss): plan sizes for the workload, this run for the section.
+    A part the request's options replace in turn is not the section's in this run, and is not named."""
     arrival = section.get("arrival")
-    keys = ([f"arrival.rate_rps ({arrival['rate_rps']:g} requests/s)"] if isinstance(arrival, dict)
-            and isinstance(arrival.get("rate_rps"), int | float) else [])
-    keys += [k for k in ("input", "output", "sessions", "trace") if section.get(k) is not None]
+    keys = []
+    if isinstance(arrival, dict) and req.rate is None and req.arrival is None and req.concurrency is None:
+        if isinstance(arrival.get("rate_rps"), int | float):
+            keys.append(f"arrival.rate_rps ({arrival['rate_rps']:g} requests/s)")
+        if isinstance(arrival.get("concurrency"), int):
+            keys.append(f"arrival.concurrency ({arrival['concurrency']:,} clients)")
+    replaced = {"input": req.isl, "output": req.osl, "trace": req.trace}
+    keys += [k for k in ("input", "output", "sessions", "trace") if section.get(k) is not None
+             and replaced.get(k) is None]
     if not keys:
         return []
     return [f"the scenario's simulation section sets {', '.join('simulation.' + k for k in keys)}: this run uses "
@@ -284,8 +302,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
                 replicas = min(max(replicas, sim.autoscale.min_replicas), sim.autoscale.max_replicas)
             sim = sim.model_copy(update={"replicas": replicas})
     _check_judged(req, *slo_terms(sim, slo)[:2], one_token=_one_token_answers(sim, workload))
-    if scen is not None:
-        notes.extend(_section_overrides(scen.simulation or {}))
+    notes.extend(_run_notes(scen.simulation or {} if scen is not None else None, req, sim))
     spec = sim.replica.speculative
     head = (req.draft_head(load_model(model), spec.method if spec is not None else None)
             if req.speculative_draft_config is not None else None)

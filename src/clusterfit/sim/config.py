@@ -148,9 +148,10 @@ class SessionSpec(_Strict):
     k's prompt and answer plus ``new_tokens`` new tokens, so it shares that prefix. ``turns`` fixes
     the number of turns instead; ``shared_prefix_tokens`` (a system prompt) starts every first turn."""
 
-    turns_mean: float = Field(default=4.0, ge=1)
-    turns: int | None = Field(default=None, ge=1)
-    shared_prefix_tokens: int = Field(default=0, ge=0)
+    # at most one simulation's requests (a longer session is never finished); a prefix at most a request's tokens
+    turns_mean: float = Field(default=4.0, ge=1, le=MAX_REQUESTS)
+    turns: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    shared_prefix_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
     think_time_s: float = Field(default=10.0, ge=0, le=MAX_THINK_TIME_S)
     new_tokens: SampledLengthSpec = SampledLengthSpec(dist="lognormal", mean=200, cv=1.0)
 

@@ -128,10 +128,10 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
 STEADY_REQUESTS_PER_CLIENT = 3
 
 
-def short_loop_note(report: dict[str, Any]) -> str | None:
+def short_loop_note(report: dict[str, Any], flag: str = "--requests") -> str | None:
     """Why a closed loop's figures are not those of the loop asked for: fewer clients run than were asked for (one
     per session, or per request without one), or the clients send too few requests each for the run to be more
-    than their start; None otherwise."""
+    than their start; None otherwise. ``flag``: the option that sets the requests simulated."""
     loop = report.get("closed_loop")
     if loop is None:
         return None
@@ -140,7 +140,7 @@ def short_loop_note(report: dict[str, Any]) -> str | None:
     if clients < asked:
         parts.append(f"{clients:,} of the {asked:,} clients run, one per "
                      + (f"session: the {n:,} requests make {loop['sessions']:,} sessions"
-                        if loop["session_think_time_s"] is not None else f"request: {n:,} requests"))
+                        if loop["session_think_time_s"] is not None else f"request: there are {n:,} requests"))
     if n < STEADY_REQUESTS_PER_CLIENT * clients:
         start = (f"their first requests spread over {loop['ramp_s']:,.1f} s" if loop["ramp_s"]
                  else "all starting at once")
@@ -148,7 +148,7 @@ def short_loop_note(report: dict[str, Any]) -> str | None:
                      f"clients' start ({start}), not the loop's steady state")
     if not parts:
         return None
-    return "; ".join(parts) + f"; give more requests (--requests; at least {STEADY_REQUESTS_PER_CLIENT} per client)"
+    return "; ".join(parts) + f"; give more requests ({flag}; at least {STEADY_REQUESTS_PER_CLIENT} per client)"
 
 
 def _at(x: np.ndarray, pct: float) -> float | None:
