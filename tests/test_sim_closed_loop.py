@@ -365,12 +365,48 @@ def test_plan_verify_says_what_it_simulated_other_than_the_planned_load(run_json
     own = _scenario(tmp_path, "{requests_per_s: 5}", "{requests: 200, arrival: {concurrency: 8}}")
     plan = run_json("plan", "--scenario", own, "--verify", "--no-disagg")
     assert plan["verify"]["note"] == ("the scenario's simulation section gives its own arrivals (concurrency 8 "
-                                      "clients): the check simulates them, not the planned load")
+                                      "clients): the check simulates those in place of the planned load")
+    one = _scenario(tmp_path, "{requests_per_s: 5}", "{requests: 200, arrival: {concurrency: 1}}")
+    assert "(concurrency 1 client)" in run_json("plan", "--scenario", one, "--verify", "--no-disagg")["verify"]["note"]
     agent = tmp_path / "agent.yaml"
     agent.write_text(open("examples/agent-sessions.yaml").read() + "simulation: {arrival: {think_time_s: 30}}\n")
     plan = run_json("plan", "--scenario", str(agent), "--verify", "--verify-requests", "1000")
-    assert plan["recommended"]["xPyD"] and "simulated open loop at the rate the plan derived" in plan["verify"]["note"]
-    assert "the section's think_time_s (a closed loop's) are not used" in plan["verify"]["note"]
+    note = plan["verify"]["note"]
+    assert plan["recommended"]["xPyD"] and "simulated open loop at the rate the plan derived from them (" in note
+    assert " sessions/s, " in note and " requests/s): a disaggregated plan's pools" in note   # 12-turn sessions
+    assert "the section's think_time_s 30 s is a closed loop's, not used here" in note
+    # the same sections on an aggregated plan time its closed loop: said, as the plan assumes the agent's 4 s
+    plan = run_json("plan", "--scenario", str(agent), "--verify", "--verify-requests", "12000", "--no-disagg")
+    assert plan["verify"]["note"] == ("the section's think_time_s 30 s time the 300 clients; the plan's rate assumes "
+                                      "the workload's think time and a steady loop")
     plain = run_json("plan", MODEL, "--isl", "1000", "--osl", "200", "--concurrency", "200", "--system", "h200",
                      "--no-disagg", "--verify", "--verify-requests", "2000")
     assert "note" not in plain["verify"]
+
+
+def test_plan_verify_warns_when_an_open_loop_of_sessions_never_reaches_the_planned_load(run_json, tmp_path):
+    """6,000,000 agent sessions of 4 turns, 3,000 s apart, replayed open loop with 5,000 requests: about 1,250
+    sessions arrive in 2.5 s (500 sessions/s), and their later turns come 3,000 s apart, so the run never carries
+    the planned 2,000 requests/s; the note said only 'at the rate the plan derived'."""
+    scen = tmp_path / "big.yaml"
+    scen.write_text("model: meta-llama/Llama-3.1-8B\nsystems: [hgx_h200]\nworkload:\n  agent: {turns: 4, "
+                    "shared_prefix_tokens: 0, input_tokens_per_turn: 100, output_tokens_per_turn: 20, think_time_s: "
+                    "3000}\n  load: {concurrent_sessions: 6000000}\nslo: {ttft_ms: 3000, tpot_ms: 60}\n")
+    note = run_json("plan", "--scenario", str(scen), "--verify", "--verify-requests", "5000",
+                    "--no-disagg")["verify"]["note"]
+    assert "(500 sessions/s, 2000 requests/s): 6,000,000 sessions are more clients than one simulation runs" in note
+    assert ("the 5,000 requests make about 1,250 sessions arriving over 3 s, shorter than a session's 12,000 s of "
+            "think time between turns: the run never reaches the planned load") in note
+
+
+def test_a_sections_rate_kept_under_arrival_is_noted_in_sessions_per_second(run_json, tmp_path):
+    """--arrival reshapes the section's rate but keeps it: the note still names it (it was dropped), in sessions/s
+    where the requests come in sessions."""
+    scen = _scenario(tmp_path, "{requests_per_s: 5}", "{requests: 100, arrival: {rate_rps: 50}}")
+    notes = run_json("simulate", "--scenario", scen, "--gpus", "1", "--arrival", "gamma")["notes"]
+    assert any("simulation.arrival.rate_rps (50 requests/s)" in n for n in notes), notes
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(open("examples/agent-sessions.yaml").read() + "simulation: {requests: 600, arrival: "
+                     "{rate_rps: 2}}\n")
+    notes = run_json("simulate", "--scenario", str(agent), "--system", "hgx_h200")["notes"]
+    assert any("simulation.arrival.rate_rps (2 sessions/s)" in n for n in notes), notes

@@ -425,7 +425,7 @@ def test_a_profile_for_another_devices_memory_states_both_in_bytes_and_gb(run_cl
         "must be within 25% of it: the profile was measured on another device"), err
 
 
-def test_text_that_reads_as_rich_markup_prints_as_it_is(run_cli, tmp_path):
+def test_text_that_reads_as_rich_markup_prints_as_it_is(run_cli, tmp_path, monkeypatch):
     """A config.json's model_type 'weird[/]type' reached rich's markup in the notes and the model title: 'closing tag
     [/] at position 34 has nothing to close', a traceback (fit, model, perf). An output folder named 'o[/]ut' would
     have failed deploy's 'wrote ...' lines the same way."""
@@ -454,8 +454,22 @@ def test_text_that_reads_as_rich_markup_prints_as_it_is(run_cli, tmp_path):
                   "1")):
         code, out, err = run_cli(*args)
         assert code == 0 and "mdl[red]x" in out, (args, out, err)
-    folder = tmp_path / "o[/]ut"   # the folder ']ut' in 'o['
-    folder.mkdir(parents=True)
-    code, out, err = run_cli("deploy", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--rate",
-                             "1", "--out", str(folder))
-    assert code == 0 and f"wrote {folder}/launch.sh" in " ".join(out.split()), err
+    monkeypatch.setenv("COLUMNS", "400")   # no path wrapped at a dot
+    for name in ("o[/]ut", "o[bold]ut"):   # 'o[/]ut': the folder ']ut' in 'o['; 'o[bold]ut' showed as 'out'
+        folder = tmp_path / name
+        folder.mkdir(parents=True)
+        code, out, err = run_cli("deploy", "llama-3.1-8b", "--system", "h200", "--isl", "100", "--osl", "10", "--rate",
+                                 "1", "--out", str(folder))
+        assert code == 0 and f"wrote {folder}/launch.sh" in " ".join(out.split()), err
+
+
+def test_the_safe_consoles_second_try_keeps_the_markup_that_parses():
+    """safe_console prints a line whose markup breaks again object by object: a string that parses keeps its
+    styling and escapes, only the broken one is printed as it is (the first version printed every object raw,
+    '[bold]ok[/]' and escaping backslashes included)."""
+    from clusterfit.commands.output import safe_console
+
+    console = safe_console()
+    with console.capture() as captured:
+        console.print("[bold]ok[/] one \\[x]", "two [/] three")
+    assert captured.get().strip() == "ok one [x] two [/] three"

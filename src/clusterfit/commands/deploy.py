@@ -100,8 +100,10 @@ def deploy_command(
 
 
 def render(result: DeployResult, console: Console) -> None:
+    from rich.markup import escape
+
     p = result.plan
     console.print(f"{result.engine} {result.engine_version}, {result.target}: {p.replicas} x {p.layout} on "
                   f"{p.system} ({p.nodes_per_replica} node(s) per replica)")
     for f in result.files:
-        console.print(f"wrote {Path(result.out or '.') / f.path}  ({f.role})")
+        console.print(f"wrote {escape(str(Path(result.out or '.') / f.path))}  ({f.role})")

@@ -38,12 +38,22 @@ def safe_console() -> Console:
         def print(self, *objects: Any, **kwargs: Any) -> None:
             try:
                 super().print(*objects, **kwargs)
-            except MarkupError:
+            except MarkupError:   # each string's markup where it parses, its text as it is where it does not
                 markup, self._markup = self._markup, False   # table cells follow the console's markup setting
                 try:
-                    super().print(*objects, **{**kwargs, "markup": False})
+                    super().print(*(_text(o) for o in objects), **kwargs)
                 finally:
                     self._markup = markup
+
+    def _text(obj: Any) -> Any:
+        from rich.text import Text
+
+        if not isinstance(obj, str):
+            return obj
+        try:
+            return Text.from_markup(obj)
+        except MarkupError:
+            return Text(obj)
 
     return _SafeConsole()
 

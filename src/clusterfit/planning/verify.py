@@ -48,30 +48,52 @@ def _plan_load(sim: SimulationConfig, question: PlanQuestion, rec: PlanOption,
                aggregated: bool) -> tuple[SimulationConfig, str | None]:
     """The run's arrivals, and a note where they are not the planned load. The scenario's section may give its own
     (a trace, a rate or a concurrency: simulated as given, and noted). Else a load of concurrent sessions is a closed
-    loop of that many clients on an aggregated plan (sim.api.with_load); on a disaggregated one, with more clients
-    than one simulation runs, or beside a section shaping an open loop's process, it is an open loop at the request
-    rate the plan derived from it by Little's law (sessions per second where the requests come in sessions),
-    noted. Any other load is the section's as it is."""
+    loop of that many clients on an aggregated plan (sim.api.with_load; the section's think time or ramp, if any,
+    noted); on a disaggregated one, with more clients than one simulation runs, or beside a section shaping an open
+    loop's process, it is an open loop at the rate the plan derived from it by Little's law (sessions per second
+    where the requests come in sessions), noted, with a warning when the run is too short to reach that load. Any
+    other load is the section's as it is."""
     from ..sim.api import load_clients, mean_turns, session_spec, with_load
 
     wl, a = question.workload, sim.arrival
-    own = ("a trace" if sim.trace else f"rate_rps {a.rate_rps:g} requests/s" if a.rate_rps is not None
-           else f"concurrency {a.concurrency:,} clients" if a.concurrency is not None else None)
+    sessions = session_spec(sim, wl)
+    per = "sessions/s" if sessions is not None else "requests/s"
+    own = ("a trace" if sim.trace else f"rate_rps {a.rate_rps:g} {per}" if a.rate_rps is not None
+           else f"concurrency {_count(a.concurrency, 'client')}" if a.concurrency is not None else None)
     if own is not None:
         return with_load(sim, wl), (f"the scenario's simulation section gives its own arrivals ({own}): the check "
-                                    "simulates them, not the planned load")
-    if wl.load.kind != "concurrent_sessions" or (aggregated and load_clients(sim, wl) is not None):
+                                    "simulates those in place of the planned load")
+    timing = a.closed_loop_timing()
+    fields = " and ".join(f"{k} {getattr(a, k):g} s" for k in timing)
+    if wl.load.kind != "concurrent_sessions":
         return with_load(sim, wl), None
-    rate = rec.requests_per_s / mean_turns(session_spec(sim, wl))
-    dropped = a.closed_loop_timing()
+    if aggregated and load_clients(sim, wl) is not None:
+        return with_load(sim, wl), (f"the section's {fields} time the {_count(int(wl.load.value), 'client')}; the "
+                                    "plan's rate assumes the workload's think time and a steady loop"
+                                    if timing else None)
+    turns = mean_turns(sessions)
+    rate = rec.requests_per_s / turns
     open_loop = a.model_copy(update={"rate_rps": rate, "think_time_s": 0.0, "ramp_s": None})
     why = ("a disaggregated plan's pools are simulated one after the other" if not aggregated else
            f"{wl.load.value:,.0f} sessions are more clients than one simulation runs" if wl.load.value > MAX_CLIENTS
            else "the section shapes an open loop's arrival process")
-    return sim.model_copy(update={"arrival": open_loop}), (
-        f"{wl.load.value:,.0f} concurrent sessions simulated open loop at the rate the plan derived from them "
-        f"({rate:.3g}/s): {why}" + (f"; the section's {' and '.join(dropped)} (a closed loop's) are not used"
-                                    if dropped else ""))
+    note = (f"{wl.load.value:,.0f} concurrent sessions simulated open loop at the rate the plan derived from them ("
+            + (f"{rate:.4g} sessions/s, {rec.requests_per_s:.4g} requests/s" if sessions is not None
+               else f"{rate:.4g} requests/s") + f"): {why}"
+            + (f"; the section's {fields} {'is' if len(timing) == 1 else 'are'} a closed loop's, not used here"
+               if timing else ""))
+    if sessions is not None and sessions.think_time_s > 0:
+        n = sim.requests or DEFAULT_REQUESTS
+        window, span = n / turns / rate, turns * sessions.think_time_s
+        if window < span:
+            note += (f"; the {n:,} requests make about {n / turns:,.0f} sessions arriving over {window:,.0f} s, "
+                     f"shorter than a session's {span:,.0f} s of think time between turns: the run never reaches "
+                     "the planned load; give more requests (--verify-requests)")
+    return sim.model_copy(update={"arrival": open_loop}), note
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _too_many_replicas(sized: _Sized, rec: PlanOption) -> str | None:

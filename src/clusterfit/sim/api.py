@@ -53,10 +53,11 @@ def _dist_spec(dist) -> SampledLengthSpec:
     return SampledLengthSpec(dist="empirical", values=tokens, weights=weights)
 
 
-def _run_notes(section: dict[str, Any] | None, req: SimulateRequest, sim: SimulationConfig) -> list[str]:
+def _run_notes(section: dict[str, Any] | None, req: SimulateRequest, sim: SimulationConfig, workload) -> list[str]:
     """What the run takes from elsewhere than the scenario's workload: the scenario's simulation section (None:
     no scenario; _section_overrides), a trace whose arrival times a closed loop does not use."""
-    notes = _section_overrides(section, req) if section is not None else []
+    notes = (_section_overrides(section, req, session_spec(sim, workload) is not None) if section is not None
+             else [])
     clients = sim.arrival.concurrency
     if sim.trace and clients is not None:
         notes.append(f"the trace's arrival times are not used: a closed loop of {clients:,} "
@@ -64,17 +65,19 @@ def _run_notes(section: dict[str, Any] | None, req: SimulateRequest, sim: Simula
     return notes
 
 
-def _section_overrides(section: dict[str, Any], req: SimulateRequest) -> list[str]:
+def _section_overrides(section: dict[str, Any], req: SimulateRequest, sessions: bool) -> list[str]:
     """A note when a scenario's ``simulation:`` section replaces part of its ``workload:`` (documented, but a rate of
     50/s beside a workload of 5/s in one file is easy to miss): plan sizes for the workload, this run for the section.
-    A part the request's options replace in turn is not the section's in this run, and is not named."""
+    A part the request's options replace in turn is not the section's in this run, and is not named (--arrival
+    keeps the section's rate). ``sessions``: the requests come in sessions (a rate then counts sessions)."""
     arrival = section.get("arrival")
     keys = []
-    if isinstance(arrival, dict) and req.rate is None and req.arrival is None and req.concurrency is None:
+    if isinstance(arrival, dict) and req.rate is None and req.concurrency is None:
         if isinstance(arrival.get("rate_rps"), int | float):
-            keys.append(f"arrival.rate_rps ({arrival['rate_rps']:g} requests/s)")
-        if isinstance(arrival.get("concurrency"), int):
-            keys.append(f"arrival.concurrency ({arrival['concurrency']:,} clients)")
+            keys.append(f"arrival.rate_rps ({arrival['rate_rps']:g} {'sessions' if sessions else 'requests'}/s)")
+        clients = arrival.get("concurrency")
+        if isinstance(clients, int) and req.arrival is None:
+            keys.append(f"arrival.concurrency ({clients:,} client{'s' if clients != 1 else ''})")
     replaced = {"input": req.isl, "output": req.osl, "trace": req.trace}
     keys += [k for k in ("input", "output", "sessions", "trace") if section.get(k) is not None
              and replaced.get(k) is None]
@@ -302,7 +305,7 @@ def run_request(req: SimulateRequest) -> tuple[dict[str, Any], SimRun]:
                 replicas = min(max(replicas, sim.autoscale.min_replicas), sim.autoscale.max_replicas)
             sim = sim.model_copy(update={"replicas": replicas})
     _check_judged(req, *slo_terms(sim, slo)[:2], one_token=_one_token_answers(sim, workload))
-    notes.extend(_run_notes(scen.simulation or {} if scen is not None else None, req, sim))
+    notes.extend(_run_notes(scen.simulation or {} if scen is not None else None, req, sim, workload))
     spec = sim.replica.speculative
     head = (req.draft_head(load_model(model), spec.method if spec is not None else None)
             if req.speculative_draft_config is not None else None)
