@@ -395,8 +395,9 @@ def test_plan_verify_warns_when_an_open_loop_of_sessions_never_reaches_the_plann
     note = run_json("plan", "--scenario", str(scen), "--verify", "--verify-requests", "5000",
                     "--no-disagg")["verify"]["note"]
     assert "(500 sessions/s, 2000 requests/s): 6,000,000 sessions are more clients than one simulation runs" in note
-    assert ("the 5,000 requests make about 1,250 sessions arriving over 3 s, shorter than a session's 12,000 s of "
-            "think time between turns: the run never reaches the planned load") in note
+    # 4 turns are 3 gaps of 3,000 s (the note said 12,000 s, and rounded the 2.5 s window to 3 s)
+    assert ("the 5,000 requests make about 1,250 sessions arriving over 2.5 s, shorter than a session's 9,000 s of "
+            "think time between its turns: the run never reaches the planned load") in note
 
 
 def test_a_sections_rate_kept_under_arrival_is_noted_in_sessions_per_second(run_json, tmp_path):

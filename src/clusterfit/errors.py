@@ -13,6 +13,11 @@ def brief(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1 ("1 client", "3,000 clients"), for messages and notes."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 class ClusterfitError(ValueError):
     """Bad input or an impossible request, with a message meant for the user. ``parameter`` names the request
     parameter it is about where one is known (the HTTP API's error body carries it); the message says it in words."""

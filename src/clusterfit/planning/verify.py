@@ -25,6 +25,7 @@ import numpy as np
 from ..schema import (MAX_CLIENTS, Disagreement, PlanOption, SimulatedVerification, SkippedVerification,
                       Verification)
 from ..sim.ledger import COMPLETED
+from ..errors import counted
 from ..sim.metrics import short_loop_note
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def _plan_load(sim: SimulationConfig, question: PlanQuestion, rec: PlanOption,
     sessions = session_spec(sim, wl)
     per = "sessions/s" if sessions is not None else "requests/s"
     own = ("a trace" if sim.trace else f"rate_rps {a.rate_rps:g} {per}" if a.rate_rps is not None
-           else f"concurrency {_count(a.concurrency, 'client')}" if a.concurrency is not None else None)
+           else f"concurrency {counted(a.concurrency, 'client')}" if a.concurrency is not None else None)
     if own is not None:
         return with_load(sim, wl), (f"the scenario's simulation section gives its own arrivals ({own}): the check "
                                     "simulates those in place of the planned load")
@@ -68,7 +69,7 @@ def _plan_load(sim: SimulationConfig, question: PlanQuestion, rec: PlanOption,
     if wl.load.kind != "concurrent_sessions":
         return with_load(sim, wl), None
     if aggregated and load_clients(sim, wl) is not None:
-        return with_load(sim, wl), (f"the section's {fields} time the {_count(int(wl.load.value), 'client')}; the "
+        return with_load(sim, wl), (f"the section's {fields} time the {counted(int(wl.load.value), 'client')}; the "
                                     "plan's rate assumes the workload's think time and a steady loop"
                                     if timing else None)
     turns = mean_turns(sessions)
@@ -83,17 +84,13 @@ def _plan_load(sim: SimulationConfig, question: PlanQuestion, rec: PlanOption,
             + (f"; the section's {fields} {'is' if len(timing) == 1 else 'are'} a closed loop's, not used here"
                if timing else ""))
     if sessions is not None and sessions.think_time_s > 0:
-        n = sim.requests or DEFAULT_REQUESTS
-        window, span = n / turns / rate, turns * sessions.think_time_s
+        n = sim.requests or DEFAULT_REQUESTS   # _simulation_section always sets it
+        window, span = n / turns / rate, (turns - 1) * sessions.think_time_s   # turns - 1 gaps (sim.requests)
         if window < span:
-            note += (f"; the {n:,} requests make about {n / turns:,.0f} sessions arriving over {window:,.0f} s, "
-                     f"shorter than a session's {span:,.0f} s of think time between turns: the run never reaches "
-                     "the planned load; give more requests (--verify-requests)")
+            note += (f"; the {n:,} requests make about {n / turns:,.0f} sessions arriving over {window:,.1f} s, "
+                     f"shorter than a session's {span:,.0f} s of think time between its turns: the run never "
+                     "reaches the planned load; give more requests (--verify-requests)")
     return sim.model_copy(update={"arrival": open_loop}), note
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _too_many_replicas(sized: _Sized, rec: PlanOption) -> str | None:

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..arch import load_model
-from ..errors import ClusterfitError, no_decode_tpot
+from ..errors import ClusterfitError, counted, no_decode_tpot
 from ..schema import ParameterError, SimulateRequest
 from .cluster import FailureTargetError, SimRun, check_failures, run_simulation
 from .config import ARRIVAL_PROCESSES, MAX_CLIENTS, ArrivalSpec, SampledLengthSpec, SessionSpec, SimulationConfig, \
@@ -60,8 +60,8 @@ def _run_notes(section: dict[str, Any] | None, req: SimulateRequest, sim: Simula
              else [])
     clients = sim.arrival.concurrency
     if sim.trace and clients is not None:
-        notes.append(f"the trace's arrival times are not used: a closed loop of {clients:,} "
-                     f"client{'s' if clients != 1 else ''} sends its requests in their order, each as one ends")
+        notes.append(f"the trace's arrival times are not used: a closed loop of {counted(clients, 'client')} "
+                     "sends its requests in their order, each as one ends")
     return notes
 
 
@@ -77,7 +77,7 @@ def _section_overrides(section: dict[str, Any], req: SimulateRequest, sessions: 
             keys.append(f"arrival.rate_rps ({arrival['rate_rps']:g} {'sessions' if sessions else 'requests'}/s)")
         clients = arrival.get("concurrency")
         if isinstance(clients, int) and req.arrival is None:
-            keys.append(f"arrival.concurrency ({clients:,} client{'s' if clients != 1 else ''})")
+            keys.append(f"arrival.concurrency ({counted(clients, 'client')})")
     replaced = {"input": req.isl, "output": req.osl, "trace": req.trace}
     keys += [k for k in ("input", "output", "sessions", "trace") if section.get(k) is not None
              and replaced.get(k) is None]
@@ -195,8 +195,9 @@ def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | No
     """Arrival rate (requests/s, or sessions/s with sessions) from the scenario's target load; a load of concurrent
     sessions that did not become a closed loop (with_load) has none, and the error says why."""
     load = getattr(workload, "load", None)
+    per = "sessions/s" if sessions is not None else "requests/s"   # the rate starts sessions (requests.generate)
     if load is None:
-        raise ParameterError("rate", "no arrival rate: give rate (requests/s), a scenario load, or "
+        raise ParameterError("rate", f"no arrival rate: give rate ({per}), a scenario load, or "
                              "simulation.arrival.rate_rps")
     if load.kind == "requests_per_s":
         rps = load.value
@@ -204,13 +205,13 @@ def _rate_from_load(workload, out: SampledLengthSpec, sessions: SessionSpec | No
         rps = load.value / workload.osl.mean
     elif load.value > MAX_CLIENTS:
         raise ParameterError("rate", f"{load.value:,.0f} concurrent sessions are more clients than one simulation "
-                             f"runs ({MAX_CLIENTS:,}): give a rate (requests/s) to simulate them open loop")
+                             f"runs ({MAX_CLIENTS:,}): give a rate ({per}) to simulate them open loop")
     else:
         shape = arrival.open_loop_shape()
         raise ParameterError("rate", "a load of concurrent sessions runs as a closed loop of that many clients"
                              + (f", but the arrival process is an open loop's ({', '.join(shape)}): give its rate "
-                                "(requests/s)" if shape else ": give simulation.arrival.concurrency (a closed loop) "
-                                "or a rate (requests/s)"))
+                                f"({per})" if shape else ": give simulation.arrival.concurrency (a closed loop) "
+                                f"or a rate ({per})"))
     return rps / mean_turns(sessions)
 
 

@@ -61,10 +61,11 @@ class ClosedLoop:
         self.starts = len(self.firsts)
         self.asked = int(asked)
         self.clients = min(self.asked, self.starts)
-        # the fields issue() copies, in the requests' own order (the ledger's lists are overwritten slot by slot)
-        self.fields = {name: list(getattr(ledger, name)) for name in
+        # (ledger list, its values in the requests' own order) for each field issue() copies (the ledger's lists are
+        # overwritten slot by slot); an empty field (no cached tokens, no KV rule) is left out once, here
+        self.copies = [(getattr(ledger, name), list(getattr(ledger, name))) for name in
                        ("input_tokens", "output_tokens", "prefix_key", "shared_tokens", "cached_tokens",
-                        "reservation_bytes")}
+                        "reservation_bytes") if getattr(ledger, name)]
         self.too_big_src = list(too_big)
         self.source: list[int] = [-1] * ledger.n   # ledger slot -> index in ``requests``
         self.pending: list[tuple[float, int, int]] = []   # (send time, order, request index)
@@ -94,11 +95,9 @@ class ClosedLoop:
     def issue(self, slot: int, t: float) -> None:
         """Send the next due request at ``t`` as ledger slot ``slot``."""
         _, _, src = heapq.heappop(self.pending)
-        led = self.ledger
-        led.arrival_s[slot] = t
-        for name, values in self.fields.items():
-            if values:
-                getattr(led, name)[slot] = values[src]
+        self.ledger.arrival_s[slot] = t
+        for dst, values in self.copies:
+            dst[slot] = values[src]
         self.too_big[slot] = self.too_big_src[src]
         self.source[slot] = src
 

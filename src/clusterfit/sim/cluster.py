@@ -20,7 +20,7 @@ import numpy as np
 
 from ..engines import front_end_s
 from ..deadline import check as check_deadline
-from ..errors import ClusterfitError
+from ..errors import ClusterfitError, counted
 from .balancer import Balancer
 from .clients import ClosedLoop
 from .config import SimulationConfig
@@ -119,14 +119,10 @@ def check_failures(config: SimulationConfig, gpus_per_replica: int, gpus_per_nod
                                      + ("is 1 replica, replica 0" if n == 1 else f"are {n} replicas, 0 to {n - 1}"))
         if f.node is not None and not replicas_on_node(f.node, n, gpus_per_replica, per_node):
             nodes = -(-n * gpus_per_replica // per_node)
-            raise FailureTargetError(k, "node", f"node {f.node} does not exist: {_count(n, 'replica')} of "
-                                     f"{_count(gpus_per_replica, 'GPU')} use "
+            raise FailureTargetError(k, "node", f"node {f.node} does not exist: {counted(n, 'replica')} of "
+                                     f"{counted(gpus_per_replica, 'GPU')} use "
                                      + ("1 node (node 0)" if nodes == 1 else f"{nodes} nodes (0 to {nodes - 1})")
                                      + f" of {per_node} GPUs")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _engine_batched_tokens(step_model: StepCosts) -> int:
@@ -523,10 +519,8 @@ class Cluster:
     def _close(self, end_s: float) -> None:
         """Last sample; requests still held fail (no replica ever came back); replicas stop paying."""
         self._sample(end_s)
+        self._fail_held(end_s)
         led = self.ledger
-        for req in self.hold:
-            led.status[req] = FAILED
-            led.finish_s[req] = end_s
         for rep in self.replicas:
             if rep.alive:
                 self._stop(rep, end_s)

@@ -128,13 +128,15 @@ class ArrivalSpec(_Strict):
 
     def open_loop_shape(self) -> list[str]:
         """The fields of an open loop's arrival process given other than their defaults."""
-        fields = type(self).model_fields
-        return [k for k in OPEN_LOOP_FIELDS if getattr(self, k) != fields[k].default]
+        return self._not_default(OPEN_LOOP_FIELDS)
 
     def closed_loop_timing(self) -> list[str]:
         """The closed loop's timing fields given other than their defaults (meaningless in an open loop)."""
+        return self._not_default(("think_time_s", "ramp_s"))
+
+    def _not_default(self, names: tuple[str, ...]) -> list[str]:
         fields = type(self).model_fields
-        return [k for k in ("think_time_s", "ramp_s") if getattr(self, k) != fields[k].default]
+        return [k for k in names if getattr(self, k) != fields[k].default]
 
 
 #: The ArrivalSpec fields of an open loop's arrival process (refused beside ``concurrency``), in field order.

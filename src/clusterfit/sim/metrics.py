@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import counted
 from .cluster import SimRun, nice_window
 from .ledger import COMPLETED, FAILED, REJECTED
 
@@ -123,6 +124,13 @@ def summarize(run: SimRun, slo_ttft_s: float | None = None, slo_tpot_s: float | 
     }
 
 
+def closed_loop_words(clients: int, ramp_s: float) -> str:
+    """A closed loop in words: its clients, how they start, how they send (simulate's view, bench --compare)."""
+    return (f"{counted(clients, 'client')} "
+            + (f"starting over the first {ramp_s:,.1f} s" if ramp_s and clients > 1 else "starting at once")
+            + ", each sending its next request when its last one ends")
+
+
 #: Requests per client below which a closed loop's run is mostly its start: the first requests spread over the ramp,
 #: and each client's first cycle.
 STEADY_REQUESTS_PER_CLIENT = 3
@@ -142,10 +150,10 @@ def short_loop_note(report: dict[str, Any], flag: str = "--requests") -> str | N
                      + (f"session: the {n:,} requests make {loop['sessions']:,} sessions"
                         if loop["session_think_time_s"] is not None else f"request: there are {n:,} requests"))
     if n < STEADY_REQUESTS_PER_CLIENT * clients:
-        start = (f"their first requests spread over {loop['ramp_s']:,.1f} s" if loop["ramp_s"]
-                 else "all starting at once")
-        parts.append(f"{n:,} requests over {clients:,} clients is {n / clients:.2g} each: the run is mostly the "
-                     f"clients' start ({start}), not the loop's steady state")
+        start = (f"their first requests spread over {loop['ramp_s']:,.1f} s" if loop["ramp_s"] and clients > 1
+                 else "all starting at once")   # one client starts at 0 whatever the ramp (ClosedLoop.start)
+        parts.append(f"{counted(n, 'request')} over {counted(clients, 'client')} is {n / clients:.2g} each: the run "
+                     f"is mostly the clients' start ({start}), not the loop's steady state")
     if not parts:
         return None
     return "; ".join(parts) + f"; give more requests ({flag}; at least {STEADY_REQUESTS_PER_CLIENT} per client)"
