@@ -121,17 +121,18 @@ def main(argv: list[str] | None = None) -> None:
     # typer turns every registered command's signature into parameters on each call (~50 ms for all of them):
     # a call that names its command first gets a command line holding that command only (same options, help and
     # errors); anything else (--help, --version, a typo that needs the list of commands) gets the whole one.
-    cli = build_app([args[0]]) if args and args[0] in COMMANDS else app
+    name = args[0] if args and args[0] in COMMANDS else None   # the command named first, if any
+    cli = build_app([name]) if name else app
     # the click command typer would build inside cli(...): built once, checked, then run (typer's __call__ adds only
     # its pretty-exception hook, which this app turns off)
     command = typer.main.get_command(cli)
-    repeated = _repeated_option(command, args[0], args[1:]) if args and args[0] in COMMANDS else None
+    repeated = _repeated_option(command, name, args[1:]) if name else None
     if repeated:
         fail(repeated)
     try:
         command(args=args, standalone_mode=False)
     except ClusterfitError as exc:
-        fail(parameter_flag(exc, _option_flags(command, args[0], args[1:]) if args and args[0] in COMMANDS else ()))
+        fail(parameter_flag(exc, _option_flags(command, name, args[1:]) if name else ()))
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:

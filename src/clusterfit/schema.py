@@ -438,7 +438,7 @@ class SimulateRequest(LayoutRequest, EngineSettingsRequest, SpeculativeRequest):
         "With concurrency: a client's wait between an answer and its next request or session, s (default 0)"))
     ramp_s: float | None = Field(None, ge=0.0, le=MAX_SIM_TIME_S, description=(
         "With concurrency: the clients' first requests go out evenly over this many seconds (0: all at once; "
-        "default: about one request's time in the system)"))
+        "default: about one request's time in the system plus the think time)"))
     trace: str | None = Field(None, min_length=1, description="A trace file (CSV or JSONL) to replay")
     replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS)
     requests: int | None = Field(None, ge=1, le=MAX_REQUESTS)

@@ -18,7 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..errors import counted
 from ..schema import Percentiles
+from ..sim.metrics import closed_loop_words
 from .config import BenchConfig
 from .result import BenchResult, ComparedMetric, Comparison, RequestRecord
 
@@ -110,8 +112,8 @@ def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
             w = csv.writer(fh)
             w.writerow(("arrival_s", "input_tokens", "output_tokens"))
             w.writerows((f"{t:.6f}", i, o) for t, i, o in rows)
-        # a closed loop: never more in flight than requests sent (--requests 1 --concurrency 3 kept 1 in flight)
-        loop = ({"concurrency": min(cfg.concurrency, len(rows)), "ramp_s": 0.0}
+        # a closed loop runs as many clients as requests were sent at most (sim.clients.ClosedLoop)
+        loop = ({"concurrency": cfg.concurrency, "ramp_s": 0.0}
                 if cfg.kind == "concurrency" and cfg.concurrency is not None else {})
         sim = api.simulate(model=cfg.compare, system=cfg.system, trace=str(trace), requests=len(rows),
                            seed=cfg.seed, **loop, **{k: v for k, v in (("replicas", cfg.replicas),
@@ -128,19 +130,19 @@ def _simulate(cfg: BenchConfig, result: BenchResult) -> Comparison:
                     sim.throughput.output_tokens_per_s))
     if result.goodput is not None:
         out.append(_row("goodput", "share of requests", result.goodput, sim.goodput))
-    counted = any(r.prompt_tokens is not None for r in result.records if r.ok)
-    clients = int(loop.get("concurrency", 0))
-    how = ("at their send times" if not loop else f"in their order, from a closed loop of {clients} client"
-           f"{'s' if clients != 1 else ''} starting at once, each sending its next request as its last one ends")
+    server_counted = any(r.prompt_tokens is not None for r in result.records if r.ok)
+    cl = sim.closed_loop
+    how = ("at their send times" if cl is None
+           else f"in their order, from a closed loop of {closed_loop_words(cl.clients, cl.ramp_s)}")
     notes = [f"simulate replayed the {len(rows)} requests sent, {how}, with "
-             + ("the prompt tokens the server counted" if counted else "the prompt lengths asked for (4 characters "
+             + ("the prompt tokens the server counted" if server_counted else "the prompt lengths asked for (4 characters "
                 "per token; the server reported no usage.prompt_tokens)") + " and the output tokens it generated",
              f"simulated: {sim.completed} completed, {sim.rejected} rejected, {sim.failed} failed, "
              f"{sim.preemptions} preemptions; queue mean {sim.queue.mean_waiting:.1f}, KV use mean "
              f"{sim.kv_utilisation.mean:.0%}"]
-    if loop and clients < (cfg.concurrency or 0):
-        notes.insert(1, f"the run sent {len(rows):,} request{'s' if len(rows) != 1 else ''}, fewer than --concurrency "
-                        f"{cfg.concurrency}: at most {clients} in flight")
+    if cl is not None and cl.clients < cl.clients_asked:
+        notes.insert(1, f"the run sent {counted(len(rows), 'request')}, fewer than --concurrency "
+                        f"{cl.clients_asked}: at most {cl.clients} in flight")
     return Comparison(source="simulate", model=sim.model, system=sim.system, replicas=sim.replicas,
                       gpus_per_replica=sim.gpus_per_replica, layout=_layout_text(cfg, sim.gpus_per_replica),
                       rows=out, notes=notes)

@@ -57,8 +57,9 @@ class BenchConfig(LayoutRequest, EngineSettingsRequest):
         flight then finish); timeout: seconds one request may take before it counts as failed (timeout).
     ttft_ms / tpot_ms: SLOs for goodput (vLLM's --goodput ttft:MS tpot:MS).
     ignore_eos: send ``ignore_eos: true`` so the server generates all ``max_tokens`` (vLLM, SGLang).
-    compare and the layout / engine options: predict the same load with clusterfit (simulate, or perf for a
-        closed loop) for model ``compare`` on ``system`` and show it beside the measurement.
+    compare and the layout / engine options: predict the same load with clusterfit (the simulator's replay of the
+        requests sent, open or closed loop: bench.compare) for model ``compare`` on ``system`` and show it beside
+        the measurement.
     """
 
     url: str = Field(description="The server's base URL, http:// or https://")

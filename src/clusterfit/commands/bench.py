@@ -195,9 +195,10 @@ def _percentile_row(name: str, p: Percentiles) -> list[str]:
 
 
 def render_bench(console: Console, r: BenchResult) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"{r.model} at {r.url} ({r.endpoint}), {r.load.kind}: {_load_text(r)}")
+    t = Table(title=f"{escape(r.model)} at {escape(r.url)} ({r.endpoint}), {r.load.kind}: {_load_text(r)}")
     t.add_column("metric, ms")
     for c in ("mean", "median", "p90", "p99"):
         t.add_column(c, justify="right")
@@ -230,11 +231,12 @@ def render_bench(console: Console, r: BenchResult) -> None:
 
 
 def render_comparison(console: Console, r: BenchResult) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     c = r.comparison
     assert c is not None
-    t = Table(title=f"predicted by clusterfit {c.source}: {c.model} on {c.replicas} x {c.system} replica(s), "
+    t = Table(title=f"predicted by clusterfit {c.source}: {escape(c.model)} on {c.replicas} x {c.system} replica(s), "
                     f"{c.layout}")
     for col in ("metric", "measured", "predicted", "measured / predicted"):
         t.add_column(col, justify="left" if col == "metric" else "right")
@@ -269,10 +271,11 @@ def _load_text(r: BenchResult) -> str:
 
 
 def render_sweep(console: Console, s: BenchSweep) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     first = s.runs[0]
-    t = Table(title=f"{first.model} at {first.url} ({first.endpoint}): {s.parameter} sweep")
+    t = Table(title=f"{escape(first.model)} at {escape(first.url)} ({first.endpoint}): {s.parameter} sweep")
     cols = [s.parameter, "ok / failed", "req/s", "out tok/s", "TTFT mean ms", "TTFT p99 ms", "TPOT mean ms",
             "TPOT p99 ms", "E2E p99 ms"]
     compared = any(r.comparison is not None for r in s.runs)

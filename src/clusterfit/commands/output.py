@@ -29,8 +29,9 @@ def emit(result: BaseModel | dict[str, Any], as_json: bool, render: Callable[[Co
 def safe_console() -> Console:
     """A rich console whose markup never fails the command: a line holding text that reads as a broken markup tag
     (a config.json's ``model_type: 'x[/]'``, an output folder named ``out[/]``: rich raises MarkupError for a closing
-    tag with nothing to close) is printed again with markup off, its text as it is. The commands escape the notes
-    they print (rich.markup.escape); this is the net under every other line and table."""
+    tag with nothing to close) is printed again, each string with its markup where that parses and as it is where it
+    does not, table cells as they are. The commands escape the user's text they print (rich.markup.escape); this is
+    the net under any line they miss."""
     from rich.console import Console
     from rich.errors import MarkupError
 

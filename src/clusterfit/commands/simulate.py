@@ -54,7 +54,7 @@ def simulate_command(
         help="With --concurrency: a client's wait between an answer and its next request, s (default 0)")] = None,
     ramp_s: Annotated[Optional[float], typer.Option(
         help="With --concurrency: spread the clients' first requests over this many seconds (0: all at once, as a "
-             "benchmark client; default: about one request's time in the system)")] = None,
+             "benchmark client; default: about one request's time in the system plus the think time)")] = None,
     trace: Annotated[Optional[str], typer.Option(help="CSV/JSONL trace (Azure, BurstGPT or generic columns)")] = None,
     replicas: Annotated[Optional[int], typer.Option(help="Replicas behind the load balancer")] = None,
     requests: Annotated[Optional[int], typer.Option(help="Requests to simulate")] = None,
@@ -167,9 +167,9 @@ def render_simulation(console: Console, report: SimResult) -> None:
                       "(--gpus, --gpu-memory-utilization) or shorter requests[/]")
     loop = report.closed_loop
     if loop is not None:
-        console.print(f"closed loop: {loop.clients:,} client{'s' if loop.clients != 1 else ''} "
-                      + (f"starting over the first {loop.ramp_s:,.1f} s" if loop.ramp_s else "starting at once")
-                      + ", each sending its next request when its last one ends"
+        from ..sim.metrics import closed_loop_words
+
+        console.print(f"closed loop: {closed_loop_words(loop.clients, loop.ramp_s)}"
                       + (f" ({loop.think_time_s:g} s later)" if loop.think_time_s else "")
                       + (f"; a session's next turn {loop.session_think_time_s:g} s after its answer"
                          if loop.session_think_time_s is not None else ""), soft_wrap=True)
