@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..errors import ClusterfitError, ParameterError, brief
-from ..hardware import MAX_USD_PER_GPU_HOUR, HardwareCatalog, load_prices
+from ..errors import ClusterfitError, ParameterError, brief, unknown
+from ..hardware import MAX_USD_PER_GPU_HOUR, HardwareCatalog, load_hardware, load_prices, normalize_name
 from .layout_candidates import sorted_unique
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
@@ -127,8 +127,6 @@ def _parse_price_items(items: list[str] | None) -> list[tuple[str, float, str]]:
 def parse_price_overrides(items: list[str] | None, hardware: HardwareCatalog | None = None) -> PriceOverrides:
     """``--price system=$/h`` options as {catalog id: $/GPU-hour} (canonical_prices: a name must be a system or a
     GPU of ``hardware``, the built-in catalog by default; one system priced twice is refused)."""
-    from ..hardware import load_hardware
-
     pairs = _parse_price_items(items)
     return canonical_prices(pairs, hardware or load_hardware(),
                             lambda key, problem: ParameterError("prices", problem))
@@ -142,16 +140,12 @@ def canonical_prices(prices: list[tuple[str, float, str]], hardware: HardwareCat
     twice, two aliases of it, or it and its GPU: which price won depended on the spelling), raises ``error(name,
     problem)`` (the option, or the scenario's field). The one check of prices given twice: by the id they resolve to
     (named as given when both spell it alike)."""
-    from ..errors import unknown
-    from ..hardware import normalize_name
-
-    hw = hardware
-    known = set(hw.systems) | {s.gpu.id for s in hw.systems.values()}
+    known = set(hardware.systems) | {s.gpu.id for s in hardware.systems.values()}
     canonical: dict[str, float] = {}
     given: dict[str, tuple[str, str]] = {}   # catalog id -> (the name, the price as given)
     for key, price, item in prices:
         alias = normalize_name(key)
-        name = key if key in known else hw.system_aliases.get(alias) or hw.gpu_aliases.get(alias)
+        name = key if key in known else hardware.system_aliases.get(alias) or hardware.gpu_aliases.get(alias)
         if name not in known:
             err = unknown("system", key, sorted(known))
             raise error(key, f"{err} (a price is given per system id or GPU id, $/GPU-hour)")
@@ -161,7 +155,7 @@ def canonical_prices(prices: list[tuple[str, float, str]], hardware: HardwareCat
             raise error(key, f"{shown} is priced twice ({first_item} and {item})")
         canonical[name] = price
         given[name] = (key, item)
-    for system in hw.systems.values():
+    for system in hardware.systems.values():
         if system.id in given and system.gpu.id in given:
             raise error(system.id, f"{system.id} is priced twice ({given[system.id][1]}, and "
                         f"{given[system.gpu.id][1]} for its GPU, {system.gpu.id})")
