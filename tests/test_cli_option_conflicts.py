@@ -188,6 +188,19 @@ def test_a_scenario_load_too_small_to_plan_for_is_refused(run_cli, tmp_path, loa
     assert code == 2 and out == "" and err.strip() == f"error: scenario file {f}: {says}", err
 
 
+def test_a_token_rate_too_small_gets_the_plans_words_as_a_rate_does(run_cli, client):
+    """--tokens-per-s under schema.MIN_LOAD was refused by its field's bound ('must be a number in
+    1e-06..1,000,000,000.0') while --rate and a scenario's output_tokens_per_s got the plan's words
+    (planning.workload.load_problem); all three now read alike, over HTTP too."""
+    base = [a for a in PLAN if a not in ("--rate", "2")]
+    says = "must be at least 1e-06 output tokens/s to plan for, got 1e-07"
+    code, out, err = run_cli(*base, "--tokens-per-s", "1e-7")
+    assert code == 2 and out == "" and err.strip() == f"error: --tokens-per-s: {says}", err
+    body = {k: v for k, v in PLAN_BODY.items() if k != "rate"}
+    r = client.post("/api/plan", json={**body, "tokens_per_s": 1e-7})
+    assert r.status_code == 422 and r.json() == {"detail": f"tokens_per_s: {says}", "parameter": "tokens_per_s"}
+
+
 def test_a_rate_too_small_is_refused_as_a_plan_with_verify_too(run_cli):
     """With --verify a rate under the floor was left to the simulator's check (a special case kept for its message);
     the plan's own check now refuses it first, in the plan's words."""

@@ -39,8 +39,8 @@ MAX_BATCH = 1_000_000
 MAX_RATE_RPS = 1e6
 MAX_CONCURRENCY = 1e8
 MAX_TOKENS_PER_S = 1e9
-#: The smallest target load of any kind: requests/s (one request per ~12 days: slower gaps overflow the
-#: simulator's clock), concurrent sessions, output tokens/s.
+#: The smallest target rate: requests/s (one request per ~12 days: slower gaps overflow the simulator's clock) or
+#: output tokens/s (planning.workload.load_problem; concurrent sessions are a whole number, at least 1).
 MIN_LOAD = 1e-6
 #: The gap between requests at MIN_LOAD requests/s, in words (1 / 1e-6 s = 11.6 days).
 MIN_RATE_GAP = f"one request every ~{1 / MIN_LOAD / 86_400:.0f} days"
@@ -359,8 +359,8 @@ class PlanRequest(EngineSettingsRequest, SpeculativeRequest):
                                 "at least MIN_LOAD: planning.workload.load_problem)")
     concurrency: float | None = Field(None, gt=0, le=MAX_CONCURRENCY, description="Target load, concurrent "
                                       "sessions (a whole number, at least 1: planning.workload.load_problem)")
-    tokens_per_s: float | None = Field(None, ge=MIN_LOAD, le=MAX_TOKENS_PER_S,
-                                       description="Target load, output tokens/s (total)")
+    tokens_per_s: float | None = Field(None, gt=0, le=MAX_TOKENS_PER_S, description="Target load, output "
+                                       "tokens/s (whole cluster; at least MIN_LOAD: planning.workload.load_problem)")
     ttft_ms: float | None = Field(None, ge=MIN_LATENCY_MS, le=MAX_LATENCY_MS,
                                   description="TTFT target at ttft_percentile, ms")
     ttft_percentile: float = Field(90.0, ge=50.0, lt=100.0, description="TTFT percentile, e.g. 90 or 99")
