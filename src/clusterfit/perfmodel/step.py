@@ -455,10 +455,13 @@ class StepModel:
             flops, wbytes, abytes, pairs, active = ops.moe_flops_bytes(g.ffn, g.hidden, g.ep, g.moe_tp, tokens,
                                                                        g.w_bytes_per_elem)
             imb = ops.ep_max_load_factor(pairs, g.ep, eng.expert_load_cv)
+            # the busiest rank also reads more expert weights than the mean rank while not every expert is touched
+            busiest = ops.ep_busiest_rank_experts(g.ffn.num_experts, g.ffn.top_k, tokens, g.ep)
+            wbytes = wbytes * busiest / np.maximum(active, 1e-9)
             flops = flops * imb
             abytes = abytes * imb
             pairs = pairs * imb
-            per_expert = pairs / np.maximum(active, 1e-9)
+            per_expert = pairs / np.maximum(busiest, 1e-9)
             width, inter = ops.moe_expert_shape(g.ffn, g.hidden)
             gc = c.gemm_curve(g.compute_dtype)
             # small expert matrices fill fewer tiles: the GEMM fit's n0/k0 terms on the expert's narrower side
