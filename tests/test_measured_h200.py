@@ -50,6 +50,16 @@ def test_the_measured_steps_cover_batch_1_to_512_at_context_1024():
     assert np.all(np.diff(t) > 0)
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_the_oss_engines_batch_1_decode_of_llama_8b_is_between_the_measured_step_and_6_ms(engine):
+    """Issue 11's band under both engines fitted with the H200's floor on the memory scale (fit_oss_engines.py):
+    Llama-3.1-8B bf16 on one H200 at batch 1 and context 1024 decodes between the measured CUDA-graph step (4.86 ms)
+    and 6.0 ms. TensorRT-LLM's fitted constants put it at 6.05 ms (README, Async scheduling)."""
+    measured = _measured_llama_steps()[2][0]
+    step = build_replica(Catalog.load(), LLAMA, "hgx_h200", gpus=1, tp=1, engine=engine).step
+    assert measured <= float(step.decode_step_s(1, 1024)) <= 6.0e-3
+
+
 def test_vllm_gpu_decode_step_of_llama_8b_is_at_least_the_measured_graph_step_and_at_most_1_2x():
     """Measured (benchmarks/decode_steps_check.py): the model is 2.6% (batch 128) to 17.1% (batch 1) above the
     measured step; below it by more than timing noise (2%) would be a model faster than the bare GPU."""
