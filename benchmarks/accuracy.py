@@ -522,7 +522,7 @@ GLOBAL_PARAMS = {"step_overhead_s": (1.0, 0.1, 20.0, 1e-3), "compute_scale": (1.
                  "kernel_overhead_s": (2.0, 0.0, 30.0, 1e-6), "attention_scale": (0.9, 0.3, 1.0, 1.0),
                  "graph_kernel_overhead_s": (1.0, 0.0, 5.0, 1e-6)}
 FAMILY_PARAMS = {"compute_scale": (1.0, 0.2, 1.3, 1.0), "memory_scale": (0.9, 0.2, 1.0, 1.0),
-                 "seq_overhead_s": (6.0, 0.0, 60.0, 1e-6), "kernel_overhead_s": (16.0, 0.0, 50.0, 1e-6)}
+                 "kernel_overhead_s": (16.0, 0.0, 50.0, 1e-6)}
 #: TensorRT-LLM's PP executor loop passes the sampled tokens back along a host send / recv chain, one hop per stage
 #: boundary (Engine.pp_hop_overhead_s / pp_hop_seq_overhead_s): one engine-wide pair fitted on the rows with pp > 1
 #: (on any GPU) once the families are fitted, and those families then refitted with it.
