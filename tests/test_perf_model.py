@@ -69,20 +69,23 @@ def test_expected_max_of_normals_matches_the_order_statistics_tables():
 def test_busiest_ep_rank_reads_more_experts_at_small_batches():
     # DeepSeek-V3 at EP8, one token: p = 8/256, 32 local experts -> mean 1.0, sd sqrt(32 * p * (1 - p)) = 0.98425,
     # busiest 1.0 + 0.98425 * 1.42360 = 2.4012 (by hand); at 4096 tokens every local expert is touched on every rank
-    assert ops.ep_busiest_rank_experts(256, 8, 1.0, 8) == pytest.approx(1.0 + math.sqrt(31 / 32) * 1.42360, rel=1e-5)
-    assert ops.ep_busiest_rank_experts(256, 8, 4096.0, 8) == pytest.approx(32.0)
-    assert ops.ep_busiest_rank_experts(256, 8, 1.0, 1) == pytest.approx(8.0)      # one rank: all it touches
+    def busiest(tokens, ep):   # the mean rank's touched experts, as moe_flops_bytes counts them, then the busiest
+        return ops.ep_busiest_rank_experts(ops.expected_distinct_experts(256, 8, tokens) / ep, 256 / ep, ep)
+
+    assert busiest(1.0, 8) == pytest.approx(1.0 + math.sqrt(31 / 32) * 1.42360, rel=1e-5)
+    assert busiest(4096.0, 8) == pytest.approx(32.0)
+    assert busiest(1.0, 1) == pytest.approx(8.0)      # one rank: all it touches
     # against a Monte Carlo draw of uniform top-8 routing over 8 ranks of 32 experts (seeded): the normal
     # approximation stays within 10% of the simulated busiest rank from 1 to 64 tokens
     rng = np.random.default_rng(7)
     for tokens in (1, 8, 64):
-        busiest = []
+        drawn = []
         for _ in range(2000):
             touched = np.zeros(256, bool)
             for _t in range(tokens):
                 touched[rng.choice(256, 8, replace=False)] = True
-            busiest.append(touched.reshape(8, 32).sum(axis=1).max())
-        assert ops.ep_busiest_rank_experts(256, 8, float(tokens), 8) == pytest.approx(np.mean(busiest), rel=0.10)
+            drawn.append(touched.reshape(8, 32).sum(axis=1).max())
+        assert busiest(float(tokens), 8) == pytest.approx(np.mean(drawn), rel=0.10)
 
 
 def test_expert_parallel_batch_one_decode_waits_for_the_busiest_ranks_weights(h200):

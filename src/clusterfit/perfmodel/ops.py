@@ -125,21 +125,22 @@ def expected_max_std_normal(n: int) -> float:
     return float(np.trapezoid(x * n * pdf * cdf ** (n - 1), x))
 
 
-def ep_busiest_rank_experts(num_experts: int, top_k: int, tokens, ep: int):
-    """Expected distinct local experts the busiest of ``ep`` expert-parallel ranks runs for ``tokens`` tokens.
+def ep_busiest_rank_experts(mean_active, local: float, ep: int):
+    """Expected distinct local experts the busiest of ``ep`` expert-parallel ranks runs, given the mean rank's
+    ``mean_active`` of its ``local`` = E/ep experts (moe_flops_bytes' ``active``).
 
-    Under uniform top-k routing an expert is touched with probability p = 1 - (1 - k/E)^B, so a rank holding
-    L = E/ep experts touches L*p of them on average, with variance ~L*p*(1-p); the layer waits for the rank that
-    touched the most, whose expected count is L*p + sqrt(L*p*(1-p)) * E[max of ep standard normals], at most L.
-    It is the weight-streaming counterpart of ep_max_load_factor: a rank reads each touched expert once, so at
-    small batches the busiest rank reads ~2.4x the mean (DeepSeek-V3 at EP8, one token: 8 of 256 experts over 8
-    ranks, 1.0 touched per rank on average, 2.40 on the busiest; a Monte Carlo draw gives 2.55,
-    tests/test_perf_model.py); with every local expert touched (large batches) it is L on every rank."""
-    local = num_experts / ep
-    p = 1.0 - (1.0 - top_k / num_experts) ** np.maximum(np.asarray(tokens, dtype=float), 0.0)
+    Under uniform top-k routing each local expert is touched with probability p = mean_active / local, so a rank's
+    count has variance ~local*p*(1-p); the layer waits for the rank that touched the most, whose expected count is
+    mean_active + sqrt(local*p*(1-p)) * E[max of ep standard normals], at most local. It is the weight-streaming
+    counterpart of ep_max_load_factor: a rank reads each touched expert once, so at small batches the busiest rank
+    reads ~2.4x the mean (DeepSeek-V3 at EP8, one token: 8 of 256 experts over 8 ranks, 1.0 touched per rank on
+    average, 2.40 on the busiest; a Monte Carlo draw gives 2.55, tests/test_perf_model.py); with every local expert
+    touched (large batches) it is ``local`` on every rank."""
+    m = np.asarray(mean_active, dtype=float)
     if ep <= 1:
-        return local * p
-    return np.minimum(local, local * p + np.sqrt(local * p * (1.0 - p)) * expected_max_std_normal(ep))
+        return m
+    p = np.clip(m / local, 0.0, 1.0)
+    return np.minimum(local, m + np.sqrt(local * p * (1.0 - p)) * expected_max_std_normal(ep))
 
 
 def ep_max_load_factor(mean_pairs_per_rank, ep: int, load_cv: float = 0.0):

@@ -456,7 +456,7 @@ class StepModel:
                                                                        g.w_bytes_per_elem)
             imb = ops.ep_max_load_factor(pairs, g.ep, eng.expert_load_cv)
             # the busiest rank also reads more expert weights than the mean rank while not every expert is touched
-            busiest = ops.ep_busiest_rank_experts(g.ffn.num_experts, g.ffn.top_k, tokens, g.ep)
+            busiest = ops.ep_busiest_rank_experts(active, g.ffn.num_experts / g.ep, g.ep)
             wbytes = wbytes * busiest / np.maximum(active, 1e-9)
             flops = flops * imb
             abytes = abytes * imb
