@@ -614,10 +614,9 @@ def deploy(request: DeployRequest | None = None, /, **kwargs: Any) -> DeployResu
     summary = [f"model {model.hf_id or model.name}, {row.precision}, KV {row.kv_dtype}; engine {engine}",
                f"workload: {result.workload}", f"SLOs: {result.slo}",
                f"plan: {row.replicas} x {row.layout} on {row.system} ({row.nodes} node(s), {row.total_gpus} GPUs); "
-               f"predicted TTFT {row.ttft_s * 1e3:.0f} ms"
-               + (f", TPOT {row.tpot_s * 1e3:.1f} ms" if row.tpot_s is not None else " (one output token: no TPOT)")
-               + " at "
-               f"{row.requests_per_s:.3g} requests/s",
+               f"predicted at {row.requests_per_s:.3g} requests/s, at the SLOs' percentiles: "
+               f"TTFT {row.ttft_s * 1e3:.0f} ms"
+               + (f", TPOT {row.tpot_s * 1e3:.1f} ms" if row.tpot_s is not None else " (one output token: no TPOT)"),
                "cost: " + (f"${row.cost_per_hour:,.2f}/h ({row.price_source})" if row.cost_per_hour is not None
                            else "no catalog price")]
     drafts = result.speculative
