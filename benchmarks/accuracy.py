@@ -516,9 +516,9 @@ ENGINES_PATH = None  # catalog/engines.yaml unless calibrating
 #: attention at 98.6% of the datasheet bandwidth), compute_scale <= 1.3 keeps the GEMM asymptote under the datasheet
 #: peak (0.752 x 1.3 = 0.98), graph_kernel_overhead_s <= 5 us: a minimal kernel measured 1.02 us inside a CUDA graph on
 #: an H200, dense batch-1 decode graphs 2.6-3.5 us per operation beyond streaming their weights (tests/data/measured;
-#: catalog/engines.yaml has the grouped-CV figures before and after the bound). The host's time per running sequence
-#: (seq_overhead_s) is global only: each family's rows come from one TensorRT-LLM runtime (the PyTorch backend on
-#: Blackwell, GB200 and RTX PRO 6000, TensorRT engines on A100 and L40S), so a family's own value took up its tables'
+#: catalog/engines.yaml has the grouped-CV figures before and after the bound). The host's time per step per running
+#: sequence (seq_overhead_s) is global only: each family's rows come from one TensorRT-LLM runtime (the PyTorch backend
+#: on Blackwell, GB200 and RTX PRO 6000, TensorRT engines on A100 and L40S), so a family's own value took up its tables'
 #: software versions (GB200 23.6 us, B200 10.5 us, Hopper 4.0 us; catalog/engines.yaml has the grouped-CV figures).
 GLOBAL_PARAMS = {"step_overhead_s": (1.0, 0.1, 20.0, 1e-3), "compute_scale": (1.0, 0.3, 1.3, 1.0),
                  "memory_scale": (0.9, 0.3, 1.0, 1.0), "seq_overhead_s": (1.0, 0.0, 20.0, 1e-6),
