@@ -96,14 +96,20 @@ def test_prefill_pool_ttft_at_the_rate_served_not_at_capacity():
 
 
 def test_tpot_percentile_spread_by_hand():
-    # Same replica. Each prefill adds e = 0.02 s (its chunk step beyond a decode step); a request decoding
-    # n = 99 tokens sees Poisson(B n / 100) of them: sd(TPOT) = sqrt(B e^2 / (100 n)); p90 = mean + 1.2816 sd.
+    # Same replica. Each prefill adds e = 0.02 s (its chunk step beyond a decode step). A request decoding n = 99
+    # tokens meets the prefills that arrive (at B / (100 x 0.0199) requests/s, Little's law) while its 98 later decode
+    # steps run at the mean TPOT and while its own chunk step runs before its first (no async scheduling here):
+    # 0.010 + 1e-4 B + 0.020 = 0.0333 s at B = 33, so m = B (98 + 0.0333 / 0.0199) / 100 = 32.89 of them, Poisson
+    # (above 30: the normal approximation). TPOT = d(B) + e K / n: mean d + e m / n, sd e sqrt(m) / n, p90 = mean +
+    # 1.2816 sd.
     wl = Workload.simple(1000, 100, Load("requests_per_s", 40))
     B = np.arange(1, 65, dtype=float)
     p90 = aggregated_curve(LinearStep(), wl, SLO(tpot_s=0.020, min_goodput=0.0), B)
-    sd = math.sqrt(33 * 0.02**2 / (100 * 99))
+    m = 33 * (98 + 0.0333 / 0.0199) / 100
+    assert m == pytest.approx(32.89, abs=0.01)
     assert p90.tpot_s[32] == pytest.approx(0.0199)
-    assert p90.tpot_q_s[32] == pytest.approx(0.0199 + 1.2815515655 * sd, rel=1e-6)
+    assert p90.tpot_q_s[32] == pytest.approx(0.0133 + 0.02 * m / 99 + 1.2815515655 * 0.02 * math.sqrt(m) / 99,
+                                             rel=1e-6)
     assert p90.feasible.sum() < 33  # the p90 target binds at a smaller batch than the mean
     # the goodput floor binds further: P(TPOT <= target) >= 0.9 is the p90 condition itself here (no TTFT target)
     g = aggregated_curve(LinearStep(), wl, SLO(tpot_s=0.020), B)
@@ -376,7 +382,10 @@ def test_tpot_percentile_of_answers_most_of_which_no_prefill_reaches():
     """2-token answers (n = 1 decode step each): chunk steps landing on a request's decode are Poisson of mean
     B x 1 / 2. At B = 0.1 a request sees none with probability exp(-0.05) = 0.951 >= 0.9, so TPOT p90 is the plain
     5 ms decode step (the normal approximation said 5 + 0.1 x 20 / 2 + 1.2816 x sqrt(0.1 x 0.02^2 / 2) = 11.7 ms),
-    and P(TPOT <= 50 ms) >= 0.951. At B = 1, exp(-0.5) = 0.607 < 0.9: mean 15 ms + 1.2816 x sqrt(0.02^2 / 2)."""
+    and P(TPOT <= 50 ms) >= 0.951. At B = 1, exp(-0.5) = 0.607 < 0.9, but one chunk step at most has probability
+    1.5 exp(-0.5) = 0.910: TPOT p90 is 5 + 20 = 25 ms, the scaled Poisson's (exact here: every extra is 20 ms), where
+    the normal approximation said 15 + 1.2816 x sqrt(0.02^2 / 2) = 33.1 ms; P(TPOT <= 50 ms) = P(at most two) =
+    exp(-0.5) (1 + 0.5 + 0.125) = 0.986."""
     from clusterfit.planning.capacity import tpot_spread
 
     wl = Workload.simple(1000, 2, Load("requests_per_s", 5))
@@ -385,9 +394,30 @@ def test_tpot_percentile_of_answers_most_of_which_no_prefill_reaches():
                                          SLO(tpot_s=0.05))
     assert mean.tolist() == pytest.approx([0.006, 0.015])
     assert sd.tolist() == pytest.approx([math.sqrt(0.1 * 0.02**2 / 2), math.sqrt(0.02**2 / 2)])
-    assert judged.tolist() == pytest.approx([0.005, 0.015 + 1.2815515655 * math.sqrt(0.02**2 / 2)])
-    assert p_ok[0] >= math.exp(-0.05) and p_ok[1] == pytest.approx(0.5 * (1 + math.erf((0.05 - 0.015) / sd[1] /
-                                                                                        math.sqrt(2))))
+    assert judged.tolist() == pytest.approx([0.005, 0.025])
+    assert p_ok[0] >= math.exp(-0.05) and p_ok[1] == pytest.approx(math.exp(-0.5) * 1.625)
+
+
+def test_the_scaled_poisson_quantile_is_the_same_found_directly_or_by_bisection():
+    """capacity.tpot_scaled_poisson finds the first value d + c k / n_j where the mixture CDF reaches q among all of
+    them (few classes) or by bisection (length histograms of many bins): both give the same TPOT and P(TPOT <=
+    target) on 16 log-normal output classes, each split in two as tpot_spread does."""
+    from clusterfit.planning.capacity import FEW_CHUNKS, tpot_scaled_poisson
+
+    rng = np.random.default_rng(3)
+    osl = LengthDist.from_percentiles(mean=120, percentiles={50: 60, 90: 300})
+    n = np.concatenate([np.maximum(osl.tokens - 1, 1)] * 2)
+    rows = 40
+    share = rng.uniform(0, 1, (rows, 1))
+    w = np.concatenate([osl.weights * share, osl.weights * (1 - share)], axis=1)
+    m = rng.uniform(0.01, 0.1, (rows, 1)) * n * rng.uniform(0.5, 2.0, (rows, n.size))
+    m *= np.minimum(1.0, FEW_CHUNKS / m.max(axis=1))[:, None]      # where tpot_spread takes it
+    d, e1 = rng.uniform(0.004, 0.02, rows), rng.uniform(0.005, 0.05, rows)
+    e2 = e1 * e1 * rng.uniform(1.0, 2.0, rows)
+    a = tpot_scaled_poisson(m, d, e1, e2, n, w, 0.9, 0.05, direct=True)
+    b = tpot_scaled_poisson(m, d, e1, e2, n, w, 0.9, 0.05, direct=False)
+    assert np.all(a[0] >= d) and np.any(a[0] > d)
+    assert a[0] == pytest.approx(b[0], rel=1e-9) and a[1] == pytest.approx(b[1], rel=1e-12)
 
 
 @pytest.mark.parametrize("k, g, node, per_gpu, step, gpus", [
