@@ -24,7 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import published_rows  # noqa: E402
-from fit_oss_engines import ENGINE_GRID, GRID, Evaluator, emit_report, engine_rows, held_out_errors  # noqa: E402
+from fit_oss_engines import (ENGINE_GRID, GRID, Evaluator, emit_report, engine_rows, held_out_errors,  # noqa: E402
+                             within_grid)
 from published_rows import by_metric_and_load, metric_group, run_weights, weighted_summary  # noqa: E402
 
 from clusterfit.engines import Engine  # noqa: E402
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp, published_rows.sharegpt_shape(shape):
         ev = Evaluator(engine, tmp)
         for name, params in (("shipped_before_the_fit", {**DEFAULTS, **res["shipped_constants"]}),
-                             ("fitted_in_sample", res["fitted"]["params"])):
+                             ("fitted_in_sample", within_grid(engine, res["fitted"]["params"]))):
             z = ev.log_errors(params, rows)
             errs = {r["id"]: float(np.expm1(v) * 100) for r, v in zip(rows, z)}
             report[name] = {"params": params, "by_metric": by_group(rows, errs),

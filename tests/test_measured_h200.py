@@ -50,18 +50,19 @@ def test_the_measured_steps_cover_batch_1_to_512_at_context_1024():
     assert np.all(np.diff(t) > 0)
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_the_oss_engines_batch_1_decode_of_llama_8b_is_between_the_measured_step_and_6_ms(engine):
-    """Issue 11's band under both engines fitted with the H200's floor on the memory scale (fit_oss_engines.py):
-    Llama-3.1-8B bf16 on one H200 at batch 1 and context 1024 decodes between the measured CUDA-graph step (4.86 ms)
-    and 6.0 ms. TensorRT-LLM's fitted constants put it at 6.04 ms (README, Async scheduling)."""
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_every_engines_batch_1_decode_of_llama_8b_is_between_the_measured_step_and_6_ms(engine):
+    """Issue 11's band under every engine: Llama-3.1-8B bf16 on one H200 at batch 1 and context 1024 decodes between
+    the measured CUDA-graph step (4.86 ms) and 6.0 ms. vLLM and SGLang are fitted with the H200's floor on the memory
+    scale (fit_oss_engines.py); TensorRT-LLM's fit put it at 6.04 ms until its in-graph kernel cost was bounded at
+    3.5 us, the most a GPU operation added to the measured graphs (accuracy.GLOBAL_PARAMS): 5.77 ms."""
     measured = _measured_llama_steps()[2][0]
     step = build_replica(Catalog.load(), LLAMA, "hgx_h200", gpus=1, tp=1, engine=engine).step
     assert measured <= float(step.decode_step_s(1, 1024)) <= 6.0e-3
 
 
 def test_vllm_gpu_decode_step_of_llama_8b_is_at_least_the_measured_graph_step_and_at_most_1_2x():
-    """Measured (benchmarks/decode_steps_check.py): the model is 2.6% (batch 128) to 17.1% (batch 1) above the
+    """Measured (benchmarks/decode_steps_check.py): the model is -1.3% (batch 128) to +9.2% (batch 1) from the
     measured step; below it by more than timing noise (2%) would be a model faster than the bare GPU."""
     b, ctx, measured = _measured_llama_steps()
     sm = _vllm_step(LLAMA)
@@ -79,16 +80,18 @@ def test_vllm_gpu_decode_step_of_llama_8b_is_at_least_the_measured_graph_step_an
     ("h200-decode-steps-llama-8k.json", LLAMA, 8192, 7)])
 def test_vllm_gpu_decode_step_within_10_percent_of_the_measured_plain_op_graph_steps(name, model, context, rows):
     """Three dense shapes built from plain PyTorch operators and replayed as CUDA graphs (Llama-3.1-8B at contexts
-    1,024 and 8,192, Qwen3-32B at 1,024; batch 1 up to what the memory held): the model's vLLM GPU step is -1.4% to
-    +8.7% from them (benchmarks/decode_steps_check.py). Qwen3-32B and the 8k context were measured after the model's
-    constants were set, so nothing was fitted on them."""
+    1,024 and 8,192, Qwen3-32B at 1,024; batch 1 up to what the memory held): the model's vLLM GPU step is -5.2% to
+    +5.0% from them (benchmarks/decode_steps_check.py). Qwen3-32B and the 8k context were measured after the model's
+    constants were set, so nothing was fitted on them. Plain operators launch more kernels than an engine's fused step
+    (515 a Llama step against 419 built with torch.compile, whose step ran 1.4% to 8.7% faster: 0.913-0.986x), so the
+    model may sit below them by that much."""
     doc = json.loads((DATA / "measured" / name).read_text())
     steps = [r for r in doc["decode_steps"] if r["model"] == model and r["context"] == context and "graph_s" in r]
     assert len(steps) == rows
     b = np.array([r["batch"] for r in steps], dtype=float)
     sm = _vllm_step(model)
     ratio = np.asarray(sm.gpu_step_s(0.0, 0.0, b, b * context)) / np.array([r["graph_s"] for r in steps])
-    assert np.all((ratio >= 0.98) & (ratio <= 1.10)), ratio
+    assert np.all((ratio >= 0.91) & (ratio <= 1.10)), ratio
 
 
 def test_a_profile_calibrate_wrote_on_an_h200_refits_to_itself():
@@ -113,7 +116,7 @@ def test_a_profile_calibrate_wrote_on_an_h200_refits_to_itself():
 
 def test_the_real_h200_profile_moves_predictions_by_less_than_a_tenth(run_json):
     """Two measurements of the same GPU model a week apart (the shipped probe files of 2026-11-29 and this calibrate
-    run) agree: Llama-3.1-8B's batch-1 decode step moves by 3.2% (5.690 -> 5.508 ms)."""
+    run) agree: Llama-3.1-8B's batch-1 decode step moves by 3.4% (5.304 -> 5.124 ms)."""
     args = ("perf", LLAMA, "--system", "hgx_h200", "--gpus", "1", "--batch", "1", "--isl", "1024", "--osl", "128")
     base = run_json(*args)["decode_step_s"]
     measured = run_json(*args, "--profile", str(REAL_PROFILE))["decode_step_s"]
@@ -142,10 +145,10 @@ def _eager_shapes() -> list[tuple[np.ndarray, np.ndarray, float]]:
 
 
 def test_the_eager_launch_law_is_the_one_the_measured_eager_steps_pick():
-    """engines.EAGER_LAUNCH_S: launches added to the GPU's step at 5 us a kernel. Over the three measured shapes that
-    additive law fits best at 5 us (grid of 1 us); leaving one shape out in turn, the refitted additive law predicts
-    the held-out shape's eager / graph ratios better than a max(GPU step, kernels x launch) law refitted the same way
-    (mean |error| 0.122 against 0.146)."""
+    """engines.EAGER_LAUNCH_S: launches added to the GPU's step at 3 us a kernel. Over the three measured shapes that
+    additive law fits best at 3 us (grid of 1 us; 5 us while a replayed kernel cost 5 us); leaving one shape out in
+    turn, the refitted additive law predicts the held-out shape's eager / graph ratios better than a max(GPU step,
+    kernels x launch) law refitted the same way (mean |error| 0.122 against 0.131; 0.146 before)."""
     from clusterfit.engines import EAGER_LAUNCH_S
 
     shapes = _eager_shapes()
@@ -164,4 +167,4 @@ def test_the_eager_launch_law_is_the_one_the_measured_eager_steps_pick():
         return float(np.mean([err[i, np.argmin(np.delete(err, i, axis=0).mean(axis=0))] for i in range(len(err))]))
 
     assert held_out(additive) == pytest.approx(0.122, abs=0.001)
-    assert held_out(longer) == pytest.approx(0.146, abs=0.001)
+    assert held_out(longer) == pytest.approx(0.131, abs=0.001)

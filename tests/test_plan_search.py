@@ -268,16 +268,19 @@ def test_why_names_the_batch_its_step_figures_are_at(run_json):
 
 
 def test_a_cost_tie_with_a_disaggregated_plan_names_it(run_json):
-    """examples/chat-lognormal.yaml: dgx_b200's 15 x TP1 ties in cost with a disaggregated plan of 15 GPUs; the why
-    named it '6 x TP1' (its decode pool alone), which at $3.75 per GPU-hour is not a tie."""
+    """examples/chat-lognormal.yaml: dgx_b200's 15 x TP1 tied in cost with a disaggregated plan of 15 GPUs; the why
+    named it '6 x TP1' (its decode pool alone), which at $3.75 per GPU-hour is not a tie. The same scenario at 9
+    requests/s has dgx_h100's 10 GPUs tie with a disaggregated plan of TP2 pools (at its own load no plan ties since
+    the in-graph kernel cost was bounded at 3.5 us)."""
     import re
 
-    out = run_json("plan", "--scenario", "examples/chat-lognormal.yaml")
-    b200 = next(r for r in out["per_system"] if r["system"] == "dgx_b200")
-    assert b200["mode"] == "aggregated" and b200["total_gpus"] == 15
-    m = re.search(r"cost tie with disaggregated (\d+)P(\d+)D \(prefill TP1, decode TP1\)", b200["why"])
-    assert m is not None, b200["why"]
-    assert int(m.group(1)) + int(m.group(2)) == b200["total_gpus"]     # TP1 replicas: one GPU each
+    out = run_json("plan", "--scenario", "examples/chat-lognormal.yaml", "--rate", "9")
+    h100 = next(r for r in out["per_system"] if r["system"] == "dgx_h100")
+    assert h100["mode"] == "aggregated" and h100["total_gpus"] == 10
+    m = re.search(r"cost tie with disaggregated (\d+)P(\d+)D \(prefill TP(\d+), decode TP(\d+)\)", h100["why"])
+    assert m is not None, h100["why"]
+    prefill, decode, tp_p, tp_d = map(int, m.groups())
+    assert prefill * tp_p + decode * tp_d == h100["total_gpus"]     # the whole disaggregated plan, both pools
 
 
 def test_scenario_percentiles_take_what_the_command_line_takes(tmp_path, run_cli):

@@ -184,14 +184,17 @@ result is written back to the YAML with the command that produced it:
   the tokens back. It adds to TTFT and end-to-end latency (perf, the planner's TTFT, the simulator's per-request
   times), not to the GPU's steps or throughput. Fitted with the other constants (benchmarks/fit_oss_engines.py);
   0 for TensorRT-LLM, whose development rows are mostly offline trtllm-bench runs.
-- eager_launch_s: CPU time to launch one kernel without CUDA graphs, 5 us, paid in series with the GPU work; the
-  low end of the 5-20 us "launch time on the CPU side" of PyTorch kernels that Meta's Holistic Trace Analysis
-  documents (facebookresearch/HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst). Checked on
-  one H200 (tests/data/measured, benchmarks/probe_decode_steps.py; tests/test_measured_h200.py): over the measured
-  eager / CUDA-graph step ratios of three dense shapes (Llama-3.1-8B at contexts 1,024 and 8,192, Qwen3-32B; batch
-  2 and up) this additive law fits best at 5 us, and with one shape left out in turn it predicts the held-out
-  shape's ratios better (mean |error| 0.122) than a step lasting the longer of the GPU's work and the CPU's
-  launches, refitted the same way (0.146).
+- eager_launch_s: CPU time to launch one kernel without CUDA graphs, 3 us, paid in series with the GPU work, on top
+  of ``kernel_overhead_s`` in place of ``graph_kernel_overhead_s``. Measured on one H200 (tests/data/measured,
+  benchmarks/probe_decode_steps.py; tests/test_measured_h200.py): over the measured eager / CUDA-graph step ratios of
+  three dense shapes (Llama-3.1-8B at contexts 1,024 and 8,192, Qwen3-32B; batch 2 and up) this additive law fits
+  best at 3 us, and with one shape left out in turn it predicts the held-out shape's ratios better (mean |error|
+  0.122) than a step lasting the longer of the GPU's work and the CPU's launches, refitted the same way (0.131). It
+  was 5 us, where the law fitted best while a replayed kernel cost 5 us (graph_kernel_overhead_s, bounded at 3.5 us
+  since 2026-12-05): a kernel run eagerly costs the same 9.5-10 us more than one in a graph either way. Meta's
+  Holistic Trace Analysis documents 5-20 us of "launch time on the CPU side" for PyTorch kernels
+  (facebookresearch/HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst); part of it overlaps the
+  GPU work the earlier launches queued.
 
 Memory budgeting (memory.py):
 - memory_mode: 'total_fraction' (vLLM gpu_memory_utilization, SGLang mem_fraction_static: the engine may use
@@ -239,7 +242,7 @@ MAX_NUM_SEQS_RANGE = (1, 1_048_576)
 #: vLLM V0's --num-scheduler-steps (decode steps per scheduler call; 1 = every step, the V1 behaviour)
 NUM_SCHEDULER_STEPS_RANGE = (1, 1024)
 #: CPU launch time of one kernel without CUDA graphs (Engine.eager_launch_s; see the module docstring).
-EAGER_LAUNCH_S = 5e-6
+EAGER_LAUNCH_S = 3e-6
 
 
 @dataclass(frozen=True)
