@@ -17,9 +17,11 @@ A step's shape is described by token counts *per attention rank* (m) unless a na
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from ..arch import FFN
 from ..attention import Attention, ceil_div
@@ -112,6 +114,15 @@ def moe_flops_bytes(ffn: FFN, hidden: int, ep: int, moe_tp: int, tokens, weight_
     return flops, wbytes, abytes, pairs, active
 
 
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def normal_cdf(z: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Standard-normal CDF, elementwise (a zero spread gives z = +-inf or nan: 1, 0, and 1 for nan)."""
+    zz = np.nan_to_num(np.asarray(z, dtype=float), nan=40.0, posinf=40.0, neginf=-40.0)
+    return 0.5 * (1.0 + _ERF(zz / math.sqrt(2.0)).astype(float))
+
+
 @functools.lru_cache(maxsize=64)
 def expected_max_std_normal(n: int) -> float:
     """E[max of ``n`` independent standard normal variables]: the integral of x * n * phi(x) * Phi(x)^(n-1) over x,
@@ -119,10 +130,9 @@ def expected_max_std_normal(n: int) -> float:
     the order-statistics tables, e.g. Harter 1961, Biometrika 48, 151-165)."""
     if n <= 1:
         return 0.0
-    x = np.linspace(-12.0, 12.0, 48001)
+    x = np.linspace(-12.0, 12.0, 2401)   # the trapezoid rule on a Gaussian integrand: exact to 1e-15 at this step
     pdf = np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
-    cdf = np.concatenate([[0.0], np.cumsum((pdf[1:] + pdf[:-1]) * 0.5 * np.diff(x))])
-    return float(np.trapezoid(x * n * pdf * cdf ** (n - 1), x))
+    return float(np.trapezoid(x * n * pdf * normal_cdf(x) ** (n - 1), x))
 
 
 def ep_busiest_rank_experts(mean_active, local: float, ep: int):

@@ -68,6 +68,7 @@ import numpy as np
 
 from ..engines import front_end_s, mixed_batches, schedules_ahead
 from ..intervals import StepMargins
+from ..perfmodel.ops import normal_cdf
 from ..speculative import Drafting
 from .layout_candidates import sorted_unique
 from .queueing import mean_wait_s, ttft_cdf, ttft_quantile_s
@@ -142,10 +143,9 @@ def tpot_spread(batch: np.ndarray, decode_s: np.ndarray, extra_s: np.ndarray, ex
     approximation over n mean steps, where the simulated p90 request met two 1,000-token prefills (52 ms; now 51 ms)."""
     osl = wl.osl_mean_tokens
     n = np.maximum(wl.osl.tokens - 1.0, 1.0)
-    mean = decode_s + batch * extra_s / osl
-    b, d, e1, e2, mu = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (batch, decode_s, extra_s,
-                                                                                  extra_sq_s2, mean)))
-    m, w, n = _chunks_met(b, d, mu, n, wl.osl.weights, osl, first_window_s, chunk_steps)
+    b, d, e1, e2 = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (batch, decode_s, extra_s, extra_sq_s2)))
+    mean = d + b * e1 / osl
+    m, w, n = _chunks_met(b, d, mean, n, wl.osl.weights, osl, first_window_s, chunk_steps)
     req_mean = d + e1 * (w * m / n).sum(-1)
     sd = np.sqrt(e2 * (w * m / (n * n)).sum(-1))
     p_clean = (w * np.exp(-m)).sum(-1)
@@ -153,7 +153,7 @@ def tpot_spread(batch: np.ndarray, decode_s: np.ndarray, extra_s: np.ndarray, ex
     p_ok = np.ones(b.shape)
     if slo.tpot_s is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
-            p_ok = _normal_cdf((slo.tpot_s - req_mean) / sd)
+            p_ok = normal_cdf((slo.tpot_s - req_mean) / sd)
         p_ok = np.maximum(p_ok, np.where(d <= slo.tpot_s, p_clean, 0.0))
     small = (e1 > 0) & (e2 > 0) & (m.max(axis=-1) * e1 * e1 / np.maximum(e2, 1e-300) <= FEW_CHUNKS)
     if small.any():
@@ -646,15 +646,6 @@ def _ttft_quantiles(args: list[_QuantileArgs]) -> list[np.ndarray]:
                                np.concatenate([x[4] for x in a]), step, busy)
 
     return _joined(args, key, lambda a: a[1].size, lambda a: ttft_quantile_s(*a), together)
-
-
-_ERF = np.frompyfunc(math.erf, 1, 1)
-
-
-def _normal_cdf(z: np.ndarray) -> np.ndarray:
-    """Standard-normal CDF, elementwise (a zero spread gives z = +-inf or nan: 1, 0, and 1 for nan)."""
-    zz = np.nan_to_num(np.asarray(z, dtype=float), nan=40.0, posinf=40.0, neginf=-40.0)
-    return 0.5 * (1.0 + _ERF(zz / math.sqrt(2.0)).astype(float))
 
 
 @dataclass
