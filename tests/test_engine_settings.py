@@ -453,6 +453,38 @@ def test_tensorrt_llm_is_refused_on_other_vendors_and_left_out_of_their_plans(ru
                     "--concurrency", "8")["tpot_s"] > 0      # vLLM (the default) runs on ROCm
 
 
+def test_tensorrt_llm_refuses_mxfp4_experts_before_hopper_and_sglang_is_noted(run_cli, run_json):
+    """TensorRT-LLM's W4A16 MXFP4 MoE runs on SM90 and Blackwell only ("WFP4A16 MoE is unsupported on SM80",
+    tensorrt_llm/_torch/modules/fused_moe/quantization.py; GPUStack's gpt-oss-20b A100 page): gpt-oss in its mxfp4
+    checkpoint under trtllm on an A100 (compute capability 8.0) is an error naming --engine in perf, fit, simulate
+    and a plan of that system alone; a plan over A100 and H100 leaves the A100 out and says why. In bf16 the same
+    engine runs it there. SGLang runs it before Hopper on a path it logs as unoptimised: perf notes that, on an
+    A100 only."""
+    base = ("openai/gpt-oss-20b", "--engine", "trtllm")
+    refusal = "error: --engine: trtllm has no MoE kernel for mxfp4 experts on a100_sxm_80gb (compute capability 8.0"
+    load = ("--isl", "1000", "--osl", "200")
+    for args in (("perf", *base, "--system", "dgx_a100", *load, "--concurrency", "8"),
+                 ("fit", *base, "--system", "dgx_a100"),
+                 ("simulate", *base, "--system", "dgx_a100", *load, "--rate", "1"),
+                 ("plan", *base, "--system", "dgx_a100", *load, "--rate", "5")):
+        code, out, err = run_cli(*args)
+        assert code == 2 and err.startswith(refusal) and "Traceback" not in err, (args, err)
+    plan = run_json("plan", *base, *load, "--rate", "5", "--system", "dgx_a100", "--system", "dgx_h100")
+    assert [o["system"] for o in plan["per_system"]] == ["dgx_h100"]
+    assert any(n.startswith("dgx_a100 checkpoint: trtllm has no MoE kernel for mxfp4") for n in plan["not_fitting"])
+    assert run_json("perf", *base, "--system", "dgx_a100", *load, "--concurrency", "8", "--precision",
+                    "bf16")["tpot_s"] > 0
+    assert run_json("perf", *base, "--system", "dgx_h100", *load, "--concurrency", "8")["tpot_s"] > 0
+
+    def unoptimised(engine: str, system: str) -> list[str]:
+        out = run_json("perf", "openai/gpt-oss-20b", "--engine", engine, "--system", system, *load,
+                       "--concurrency", "8")
+        return [n for n in out["notes"] if "not fully optimised" in n]
+
+    assert len(unoptimised("sglang", "dgx_a100")) == 1
+    assert unoptimised("sglang", "dgx_h100") == [] and unoptimised("vllm", "dgx_a100") == []
+
+
 def test_vllm_refuses_fewer_batched_tokens_than_running_sequences(run_cli, run_json):
     """vLLM will not start with max_num_batched_tokens < max_num_seqs (vllm/config/scheduler.py
     SchedulerConfig._verify_args); its max_num_seqs default is 1024 on an H200 and 256 on an L40S."""

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from .arch import ModelArch, load_model
 from .errors import ParameterError
-from .precision import resolve_precision
+from .precision import experts_format, resolve_precision
 
 if TYPE_CHECKING:
     from .engines import Engine, EngineSettings
@@ -196,6 +196,7 @@ def build_replica(catalog: Catalog, model: str | ModelArch, system: str | System
     catalog.check_profile_gpu([sysm])
     prec = resolve_precision(m, precision, experts_precision, kv_dtype)
     eng = catalog.engine(engine, sysm)
+    eng.check_experts(experts_format(m, prec), sysm.gpu)
     layout = choose_layout(m, sysm, prec, eng, gpus, tp, pp, ep, dp, min_kv_tokens)
     if speculative is not None:
         eng = eng.for_speculative(layout.dp, speculative)

@@ -72,6 +72,18 @@ result is written back to the YAML with the command that produced it:
   and left out of a plan. TensorRT-LLM: NVIDIA only ("TensorRT LLM supports the full spectrum of NVIDIA GPU
   architectures", nvidia.github.io/TensorRT-LLM/supported-hardware.html). vLLM and SGLang: not restricted (both
   run on AMD ROCm; their other accelerator backends are not checked).
+- moe_expert_min_cc: routed-expert weight formats the engine's MoE kernels run only from an NVIDIA compute
+  capability up ({format: capability}); below it the engine refuses the model, and so does clusterfit
+  (``experts_refused``: perf, fit and simulate name the engine; a plan leaves the system out, saying why).
+  TensorRT-LLM, mxfp4 (gpt-oss's W4A16 MXFP4 experts) from 9.0: its PyTorch backend's WFP4A16 MoE method raises
+  "WFP4A16 MoE is unsupported on SM{version}" on any GPU but SM90, and the Blackwell MoE backends run mxfp4 on SM100
+  (tensorrt_llm/_torch/modules/fused_moe/quantization.py, WFP4A16FusedMoEMethod.create_weights; NVIDIA/TensorRT-LLM
+  issue 6717 on an L4, SM89; GPUStack's gpt-oss-20b A100 page, TensorRT-LLM v1.2.0rc1 on SM80).
+- moe_expert_unoptimised_below_cc: routed-expert weight formats the engine runs below an NVIDIA compute capability
+  through a path its own log calls unoptimised ({format: capability}); perf adds a note saying so and what was
+  measured there, the prediction stays the physics'. SGLang, mxfp4 below 9.0: its mxfp4 Marlin kernel "requires
+  Hopper/SM90 or above" (python/sglang/srt/layers/quantization/mxfp4.py), so pre-Hopper GPUs run the triton_kernels
+  MoE and SGLang logs "mxfp4 quantization is not fully optimized yet".
 - batched_tokens_cover_seqs: the engine refuses to start with max_num_batched_tokens below max_num_seqs, so such
   settings are an error (``check_settings``). vLLM: vllm/config/scheduler.py, SchedulerConfig._verify_args
   ("max_num_batched_tokens (...) must be greater than or equal to max_num_seqs (...)").
@@ -343,6 +355,10 @@ class Engine:
     draft_head: Any = None
     #: the accelerator vendors the engine runs on (hardware.GPU.vendor); empty: any in the catalog
     vendors: tuple[str, ...] = ()
+    #: routed-expert weight format -> the NVIDIA compute capability the engine's MoE kernels need (experts_refused)
+    moe_expert_min_cc: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
+    #: routed-expert weight format -> the compute capability below which the engine runs it unoptimised (a note)
+    moe_expert_unoptimised_below_cc: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
     #: the engine refuses max_num_batched_tokens below max_num_seqs (check_settings)
     batched_tokens_cover_seqs: bool = False
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
@@ -548,6 +564,29 @@ class Engine:
         """Why the engine cannot serve on ``system`` (a hardware.System) it does not run on."""
         return (f"{self.name} runs on {' / '.join(v.upper() for v in self.vendors)} GPUs only, not on {system.id}'s "
                 f"{system.gpu.name}")
+
+    def experts_refused(self, experts: str | None, gpu: Any) -> str | None:
+        """Why the engine cannot run routed experts in weight format ``experts`` (None: a dense model) on ``gpu`` (a
+        hardware.Gpu): its MoE kernels for that format need a later compute capability (``moe_expert_min_cc``)."""
+        need = self.moe_expert_min_cc.get(experts or "")
+        cc = getattr(gpu, "compute_capability", None)
+        if need is None or cc is None or cc >= need:
+            return None
+        return (f"{self.name} has no MoE kernel for {experts} experts on {gpu.id} (compute capability {cc:.1f}; it "
+                f"needs {need:.1f} or later): serve this model with another engine, or on a later GPU")
+
+    def check_experts(self, experts: str | None, gpu: Any) -> None:
+        """Refuse routed experts the engine has no MoE kernel for on ``gpu`` (``experts_refused``)."""
+        why = self.experts_refused(experts, gpu)
+        if why is not None:
+            raise ParameterError("engine", why)
+
+    def experts_unoptimised(self, experts: str | None, gpu: Any) -> bool:
+        """Whether the engine runs routed experts in format ``experts`` on ``gpu`` through a path it calls
+        unoptimised (``moe_expert_unoptimised_below_cc``)."""
+        below = self.moe_expert_unoptimised_below_cc.get(experts or "")
+        cc = getattr(gpu, "compute_capability", None)
+        return below is not None and cc is not None and cc < below
 
     def check_settings(self) -> None:
         """Refuse settings the engine itself refuses at start-up (``batched_tokens_cover_seqs``)."""

@@ -109,6 +109,11 @@ class Precision:
 QUANTISABLE = ("attention", "linear_attention", "indexer", "dense_mlp", "shared_experts", "routed_experts", "mtp")
 
 
+def experts_format(model: ModelArch, precision: Precision) -> str | None:
+    """The weight format of ``model``'s routed experts under ``precision`` (e.g. 'mxfp4'); None for a dense model."""
+    return precision.formats["routed_experts"].name if model.params.get("routed_experts") else None
+
+
 def resolve_precision(model: ModelArch, precision: str | None = None, experts_precision: str | None = None,
                       kv_dtype: str | None = None) -> Precision:
     """Weight formats per component: the checkpoint's own (``precision=None``), or ``precision`` applied to the

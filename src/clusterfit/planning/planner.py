@@ -734,6 +734,12 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
         engine = get_engine(req.engine, req.catalog.engines_file if req.catalog else None)
         if not any(engine.runs_on(s.gpu) for s in systems):
             raise ParameterError("engine", engine.not_on(systems[0]))
+        from ..precision import experts_format, resolve_precision
+
+        refused = [engine.experts_refused(experts_format(model, resolve_precision(model, p)), s.gpu)
+                   for s in systems for p in req.precisions]
+        if all(refused):   # no named system runs the model's experts under this engine (Engine.experts_refused)
+            raise ParameterError("engine", str(refused[0]))
     space = SearchSpace(systems, req.precisions, req.kv_dtypes, req.engine, req.max_nodes_per_replica,
                         req.disaggregated, req.max_batch, engines_file=req.catalog.engines_file if req.catalog else None,
                         catalog=req.catalog, confidence=req.confidence, speculative=req.speculative)

@@ -127,7 +127,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     """Compile and evaluate every candidate; returns them with their capacity curves."""
     from ..compose import compile_replica
     from ..deadline import check as check_deadline
-    from ..precision import resolve_precision
+    from ..precision import experts_format, resolve_precision
     from ..engines import get_engine
     from ..intervals import bands_for, step_margins
     from ..perfmodel.comm import links_for
@@ -156,6 +156,11 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
         for prec_name in space.precisions:
             for kv in space.kv_dtypes:
                 prec = resolve_precision(model, prec_name, kv_dtype=kv)
+                refused = eng.experts_refused(experts_format(model, prec), system.gpu)
+                if refused is not None:
+                    if f"{system.id} {prec.name}: {refused}" not in skipped:   # once, not once per KV dtype
+                        skipped.append(f"{system.id} {prec.name}: {refused}")
+                    continue
                 min_gpus = weights_lower_bound_gpus(model, system, prec, largest_fraction)
                 top = min(max_gpus, max(system.gpus_per_node, space.max_replica_factor * min_gpus))
                 layouts = candidate_layouts(model, system, top, min_gpus)
