@@ -779,3 +779,25 @@ def test_calibrate_rewrites_values_in_place_keeping_the_files_comments(acc):
     assert "# header" in out and "    # why this default" in out and "vendors: [nvidia]" in out
     assert "    memory_scale: 0.85\n" in out and "  vllm:\n    memory_scale: 0.9\n" in out
     assert "      blackwell:\n        compute_scale: 0.75\n" in out
+
+
+def test_version_spread_predicts_each_release_by_the_others():
+    """benchmarks/version_spread.py: one configuration measured by three releases (100, 125, 80 tokens/s) and one
+    measured once (left out), plus another engine's row of the same configuration (left out). Each value predicted
+    by each other value: |error| 25, 20, 20, 36, 25, 56.25% (median 25%); by the geometric mean of the three, 100:
+    0, 20, 25% (median 20%, signed median 0)."""
+    vs = _benchmark_module("version_spread.py", "version_spread")
+    mode, metric = "max throughput (offline, all requests queued at once)", "output_tokens_per_s_total"
+    rows = [dict(_row(k, mode, metric, v, "tokens/s", isl=128, osl=128), source_date=d)
+            for k, (v, d) in enumerate([(100, "v0.14"), (125, "v0.17"), (80, "v1.0")])]
+    rows.append(dict(_row(3, mode, metric, 90, "tokens/s", isl=128, osl=2048), source_date="v0.14"))
+    rows.append(dict(_row(4, mode, metric, 300, "tokens/s", isl=128, osl=128), source_date="v0.20",
+                     engine="vLLM v0.11.0"))
+    groups = vs.version_groups(rows, "trtllm")
+    assert len(groups) == 1 and len(next(iter(groups.values()))) == 3
+    out = vs.spread(groups)
+    assert out["configurations"] == 1 and out["rows"] == 3
+    assert out["other_version"]["n"] == 6 and out["other_version"]["median_ape"] == pytest.approx(25.0)
+    assert out["other_version"]["p90_ape"] == pytest.approx(46.125, abs=0.01)   # between 36 and 56.25
+    assert out["geometric_mean"]["median_ape"] == pytest.approx(20.0)
+    assert out["geometric_mean"]["median_signed_error"] == pytest.approx(0.0, abs=1e-9)
