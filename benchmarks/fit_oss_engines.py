@@ -6,11 +6,12 @@ source pages it never saw.
 
 What is fitted: the engine's seven global time constants (engine.yaml: step_overhead_s, seq_overhead_s,
 kernel_overhead_s, graph_kernel_overhead_s, compute_scale, memory_scale, request_latency_s), the same values for
-every model, GPU and source: no per-row, per-model, per-source or per-GPU-family factor (the vLLM / SGLang rows are too few per GPU
-family to fit one apart). The search is a coordinate descent over the physical grids in GRID (each pass tries every
-value of one constant with the others held, keeps the best, and stops when a pass changes nothing), because every
-evaluation replays ~100 benchmark runs through the simulator (benchmarks/accuracy.py predict_row) and a gradient
-through those discrete schedules is not smooth.
+every model, GPU and source: no per-row, per-model, per-source or per-GPU-family factor (the vLLM / SGLang rows are
+too few per GPU family to fit one apart). Runs of an expert path the engine itself calls unoptimised on their GPU
+(unoptimised_path) are predicted and reported but do not calibrate. The search is a coordinate descent over the
+physical grids in GRID (each pass tries every value of one constant with the others held, keeps the best, and stops
+when a pass changes nothing), because every evaluation replays ~100 benchmark runs through the simulator
+(benchmarks/accuracy.py predict_row) and a gradient through those discrete schedules is not smooth.
 
 The loss is the run-weighted mean soft-L1 of the log error (accuracy.F_SCALE, the TensorRT-LLM calibration's): every
 run (published_rows.run_key: the TTFT, TPOT, ITL and throughput one configuration printed) weighs 1 in total, so a
@@ -104,6 +105,22 @@ def within_grid(engine: str, params: dict) -> dict:
     (fit-oss-vllm-graph-bound.json; SGLang's full refit), where vLLM's folds had taken 5 us in 10 of 16, 2 us in 6."""
     grid = {**GRID, **ENGINE_GRID[engine]}
     return {k: (min(max(v, min(grid[k])), max(grid[k])) if k in grid else v) for k, v in params.items()}
+
+
+def unoptimised_path(row: dict, engine: str) -> bool:
+    """Whether the row ran the model's routed experts through a path the engine itself calls unoptimised on that GPU
+    (Engine.experts_unoptimised: SGLang's mxfp4 MoE before Hopper). Such runs measure a kernel the step model does
+    not describe (perf says so in a note), so they do not calibrate the engine's constants; the held-out reports
+    (oss_held_out.py, fit_intervals.py) still predict them."""
+    from clusterfit.compose import Catalog
+    from clusterfit.precision import experts_format
+
+    model = acc.model_for(row["model"])
+    system = acc.system_for(row["gpu"])
+    weights, kv = acc.precision_strings(row)
+    prec = acc.precision_for(model, weights, kv, engine)
+    eng = Catalog(acc.system_catalog()).engine(engine, system)
+    return eng.experts_unoptimised(experts_format(model, prec), system.gpu)
 
 
 def engine_rows(path: str, engine: str) -> list[dict]:
@@ -282,7 +299,11 @@ def main(argv: list[str] | None = None) -> int:
         shipped = {k: float(block[k]) for k in full_grid if block.get(k) is not None}
         before = summary(rows, ev.log_errors(shipped, rows))
         print(f"{args.engine}: {len(rows)} rows; shipped constants {shipped}: {before['run_weighted']}", flush=True)
-        full = fit(ev, rows, shipped, grid, log=lambda s: print(s, flush=True))
+        # the constants are fitted on the runs of optimised kernel paths; every run is predicted and reported
+        cal = [r for r in rows if not unoptimised_path(r, args.engine)]
+        if len(cal) < len(rows):
+            print(f"fitted on {len(cal)} rows: {len(rows) - len(cal)} ran an unoptimised expert path", flush=True)
+        full = fit(ev, cal, shipped, grid, log=lambda s: print(s, flush=True))
         after = summary(rows, ev.log_errors(full["params"], rows))
         print(f"fitted {full['params']}: {after['run_weighted']}", flush=True)
         cv = None
@@ -290,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             fold_of = page_folds(rows, args.folds)
             held_rows, held_z, per_fold = [], [], []
             for k in sorted(set(fold_of.values())):
-                train = [r for r in rows if fold_of[source_page(r)] != k]
+                train = [r for r in cal if fold_of[source_page(r)] != k]
                 test = [r for r in rows if fold_of[source_page(r)] == k]
                 fk = fit(ev, train, shipped, grid, log=lambda s: print(f"[fold {k}]{s}", flush=True))
                 z = ev.log_errors(fk["params"], test)
@@ -306,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"engine": args.engine, "csv": os.path.basename(args.csv), "grid": grid, "loss": "run-weighted soft-L1 "
            f"of log error, f_scale {acc.F_SCALE}", "shipped_constants": shipped, "before": before,
            "sharegpt_shape": args.sharegpt_shape, "fitted": full, "in_sample": after, "grouped_cv": cv,
+           "calibration_rows": len(cal), "not_calibrating": sorted(r["id"] for r in rows if r not in cal),
            "evaluations": ev.calls,
            "seconds": round(time.time() - t0, 1)}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
