@@ -109,7 +109,7 @@ def within_grid(engine: str, params: dict) -> dict:
 
 def unoptimised_path(row: dict, engine: str) -> bool:
     """Whether the row ran the model's routed experts through a path the engine itself calls unoptimised on that GPU
-    (Engine.experts_unoptimised: SGLang's mxfp4 MoE before Hopper). Such runs measure a kernel the step model does
+    (Engine.unoptimised_experts: SGLang's mxfp4 MoE before Hopper). Such runs measure a kernel the step model does
     not describe (perf says so in a note), so they do not calibrate the engine's constants; the held-out reports
     (oss_held_out.py, fit_intervals.py) still predict them."""
     from clusterfit.compose import Catalog
@@ -120,7 +120,7 @@ def unoptimised_path(row: dict, engine: str) -> bool:
     weights, kv = acc.precision_strings(row)
     prec = acc.precision_for(model, weights, kv, engine)
     eng = Catalog(acc.system_catalog()).engine(engine, system)
-    return eng.experts_unoptimised(experts_format(model, prec), system.gpu)
+    return eng.unoptimised_experts(experts_format(model, prec), system.gpu) is not None
 
 
 def engine_rows(path: str, engine: str) -> list[dict]:
@@ -300,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         before = summary(rows, ev.log_errors(shipped, rows))
         print(f"{args.engine}: {len(rows)} rows; shipped constants {shipped}: {before['run_weighted']}", flush=True)
         # the constants are fitted on the runs of optimised kernel paths; every run is predicted and reported
-        cal = [r for r in rows if not unoptimised_path(r, args.engine)]
+        not_calibrating = {r["id"] for r in rows if unoptimised_path(r, args.engine)}
+        cal = [r for r in rows if r["id"] not in not_calibrating]
         if len(cal) < len(rows):
             print(f"fitted on {len(cal)} rows: {len(rows) - len(cal)} ran an unoptimised expert path", flush=True)
         full = fit(ev, cal, shipped, grid, log=lambda s: print(s, flush=True))
@@ -327,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"engine": args.engine, "csv": os.path.basename(args.csv), "grid": grid, "loss": "run-weighted soft-L1 "
            f"of log error, f_scale {acc.F_SCALE}", "shipped_constants": shipped, "before": before,
            "sharegpt_shape": args.sharegpt_shape, "fitted": full, "in_sample": after, "grouped_cv": cv,
-           "calibration_rows": len(cal), "not_calibrating": sorted(r["id"] for r in rows if r not in cal),
+           "calibration_rows": len(cal), "not_calibrating": sorted(not_calibrating),
            "evaluations": ev.calls,
            "seconds": round(time.time() - t0, 1)}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")

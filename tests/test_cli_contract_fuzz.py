@@ -7,7 +7,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-#: valid values repeated and bad ones mixed in: 23 of the 60 derandomised invocations exit 0, 37 exit 2
+#: valid values repeated and bad ones mixed in: of the test's 60 derandomised invocations 29 exit 0 and 31 exit 2
+#: (counted by calling the test function with a counting run_cli under hypothesis 6.155.2; other versions draw others)
 MODELS = ["openai/gpt-oss-20b", "meta-llama/Llama-3.1-8B", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-30B-A3B",
           "Qwen/Qwen3.5-9B", "llama-3.1-70b", "mistralai/Mixtral-8x7B-v0.1"] * 3 + ["no-such/model"]
 SYSTEMS = ["h200", "h100", "dgx_a100", "l40s_8x", "dgx_b200", "gb200_nvl72", "mi300x"] * 3 + ["tpu_v6e_host", "nope"]

@@ -420,14 +420,13 @@ def _math_fallback_notes(precision: Precision, gpu: Gpu) -> list[str]:
 
 def _unoptimised_experts_notes(rep: CompiledReplica) -> list[str]:
     """A note where the engine runs the routed experts' format on this GPU through a path it calls unoptimised
-    (Engine.experts_unoptimised: SGLang's mxfp4 MoE before Hopper), with what was measured there."""
+    (Engine.unoptimised_experts: SGLang's mxfp4 MoE before Hopper), with what was measured there."""
     fmt = experts_format(rep.model, rep.precision)
-    if not rep.engine.experts_unoptimised(fmt, rep.system.gpu):
+    measured = rep.engine.unoptimised_experts(fmt, rep.system.gpu)
+    if measured is None:
         return []
     return [f"{rep.engine.name} runs {fmt} experts on {rep.system.gpu.id} through a MoE path it logs as not fully "
-            "optimised (no Marlin kernel for them before Hopper); this prediction assumes optimised kernels. Published "
-            "runs on one A100 (GPUStack performance lab, gpt-oss-20b / -120b, ShareGPT, 1,000 prompts at once) "
-            "measured 266 / 330 output tokens/s under SGLang against 4,620 / 2,276 under vLLM on the same pages"]
+            f"optimised; this prediction assumes optimised kernels. {measured}"]
 
 
 def _check_batch_fits(step: StepModel, batch: int, context: float, seq_len: float, capped: bool = False) -> None:

@@ -79,11 +79,12 @@ result is written back to the YAML with the command that produced it:
   "WFP4A16 MoE is unsupported on SM{version}" on any GPU but SM90, and the Blackwell MoE backends run mxfp4 on SM100
   (tensorrt_llm/_torch/modules/fused_moe/quantization.py, WFP4A16FusedMoEMethod.create_weights; NVIDIA/TensorRT-LLM
   issue 6717 on an L4, SM89; GPUStack's gpt-oss-20b A100 page, TensorRT-LLM v1.2.0rc1 on SM80).
-- moe_expert_unoptimised_below_cc: routed-expert weight formats the engine runs below an NVIDIA compute capability
-  through a path its own log calls unoptimised ({format: capability}); perf adds a note saying so and what was
-  measured there, the prediction stays the physics'. SGLang, mxfp4 below 9.0: its mxfp4 Marlin kernel "requires
-  Hopper/SM90 or above" (python/sglang/srt/layers/quantization/mxfp4.py), so pre-Hopper GPUs run the triton_kernels
-  MoE and SGLang logs "mxfp4 quantization is not fully optimized yet".
+- moe_expert_unoptimised: routed-expert weight formats the engine runs below an NVIDIA compute capability through a
+  path its own log calls unoptimised ({format: {below_cc: capability, measured: what was measured there, with its
+  source}}); perf adds a note with that evidence (``unoptimised_experts``), the prediction stays the physics'.
+  SGLang, mxfp4 below 9.0: its mxfp4 Marlin kernel "requires Hopper/SM90 or above"
+  (python/sglang/srt/layers/quantization/mxfp4.py), so pre-Hopper GPUs run the triton_kernels MoE and SGLang logs
+  "mxfp4 quantization is not fully optimized yet".
 - batched_tokens_cover_seqs: the engine refuses to start with max_num_batched_tokens below max_num_seqs, so such
   settings are an error (``check_settings``). vLLM: vllm/config/scheduler.py, SchedulerConfig._verify_args
   ("max_num_batched_tokens (...) must be greater than or equal to max_num_seqs (...)").
@@ -357,8 +358,8 @@ class Engine:
     vendors: tuple[str, ...] = ()
     #: routed-expert weight format -> the NVIDIA compute capability the engine's MoE kernels need (experts_refused)
     moe_expert_min_cc: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
-    #: routed-expert weight format -> the compute capability below which the engine runs it unoptimised (a note)
-    moe_expert_unoptimised_below_cc: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
+    #: routed-expert weight format -> {below_cc, measured}: where the engine runs it unoptimised (unoptimised_experts)
+    moe_expert_unoptimised: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
     #: the engine refuses max_num_batched_tokens below max_num_seqs (check_settings)
     batched_tokens_cover_seqs: bool = False
     small_device: dict[str, Any] | None = field(default=None, compare=False, hash=False)
@@ -569,11 +570,11 @@ class Engine:
         """Why the engine cannot run routed experts in weight format ``experts`` (None: a dense model) on ``gpu`` (a
         hardware.Gpu): its MoE kernels for that format need a later compute capability (``moe_expert_min_cc``)."""
         need = self.moe_expert_min_cc.get(experts or "")
-        cc = getattr(gpu, "compute_capability", None)
-        if need is None or cc is None or cc >= need:
+        if not _below_cc(gpu, need):
             return None
-        return (f"{self.name} has no MoE kernel for {experts} experts on {gpu.id} (compute capability {cc:.1f}; it "
-                f"needs {need:.1f} or later): serve this model with another engine, or on a later GPU")
+        return (f"{self.name} has no MoE kernel for {experts} experts on {gpu.id} (compute capability "
+                f"{gpu.compute_capability:.1f}; it needs {need:.1f} or later): serve this model with another engine, "
+                "or on a later GPU")
 
     def check_experts(self, experts: str | None, gpu: Any) -> None:
         """Refuse routed experts the engine has no MoE kernel for on ``gpu`` (``experts_refused``)."""
@@ -581,12 +582,11 @@ class Engine:
         if why is not None:
             raise ParameterError("engine", why)
 
-    def experts_unoptimised(self, experts: str | None, gpu: Any) -> bool:
-        """Whether the engine runs routed experts in format ``experts`` on ``gpu`` through a path it calls
-        unoptimised (``moe_expert_unoptimised_below_cc``)."""
-        below = self.moe_expert_unoptimised_below_cc.get(experts or "")
-        cc = getattr(gpu, "compute_capability", None)
-        return below is not None and cc is not None and cc < below
+    def unoptimised_experts(self, experts: str | None, gpu: Any) -> str | None:
+        """What was measured where the engine runs routed experts in format ``experts`` on ``gpu`` through a path it
+        calls unoptimised (``moe_expert_unoptimised``); None where it does not."""
+        entry = self.moe_expert_unoptimised.get(experts or "", {})
+        return str(entry["measured"]) if _below_cc(gpu, entry.get("below_cc")) else None
 
     def check_settings(self) -> None:
         """Refuse settings the engine itself refuses at start-up (``batched_tokens_cover_seqs``)."""
@@ -624,8 +624,14 @@ class Engine:
         """The prefill-attention efficiency multiplier of layers with attention sinks on ``gpu``:
         ``sink_attention_prefill_scale`` on an NVIDIA GPU before Hopper (compute capability < 9.0), 1 elsewhere
         (FlashAttention-3 and the Blackwell kernels run sinks; other vendors' GPUs have no capability)."""
-        cc = gpu.compute_capability
-        return self.sink_attention_prefill_scale if cc is not None and cc < 9.0 else 1.0
+        return self.sink_attention_prefill_scale if _below_cc(gpu, 9.0) else 1.0
+
+
+def _below_cc(gpu: Any, threshold: float | None) -> bool:
+    """Whether ``gpu`` (a hardware.Gpu) states an NVIDIA compute capability below ``threshold`` (None: no threshold;
+    a GPU without one, another vendor's, is never below)."""
+    cc = getattr(gpu, "compute_capability", None)
+    return threshold is not None and cc is not None and cc < threshold
 
 
 def sglang_mem_fraction_static(memory_mib: float, chunked_prefill_size: int, cuda_graph_max_bs: int, tp_size: int,

@@ -728,23 +728,15 @@ def plan_cluster(req: PlanQuestion, verify: bool = False, verify_requests: int |
         raise ClusterfitError(f"failover must be >= 0, got {req.failover}")
     model = load_model(req.model)
     systems = resolve_systems(req.systems, req.catalog)
-    if req.systems:   # systems the user named, none of which the engine runs on: an error, as perf and fit say
-        from ..engines import get_engine
-
-        engine = get_engine(req.engine, req.catalog.engines_file if req.catalog else None)
-        if not any(engine.runs_on(s.gpu) for s in systems):
-            raise ParameterError("engine", engine.not_on(systems[0]))
-        from ..precision import experts_format, resolve_precision
-
-        refused = [engine.experts_refused(experts_format(model, resolve_precision(model, p)), s.gpu)
-                   for s in systems for p in req.precisions]
-        if all(refused):   # no named system runs the model's experts under this engine (Engine.experts_refused)
-            raise ParameterError("engine", str(refused[0]))
     space = SearchSpace(systems, req.precisions, req.kv_dtypes, req.engine, req.max_nodes_per_replica,
                         req.disaggregated, req.max_batch, engines_file=req.catalog.engines_file if req.catalog else None,
                         catalog=req.catalog, confidence=req.confidence, speculative=req.speculative)
     wl, slo = req.workload, req.slo
     result = search(model, space, wl, slo)
+    if req.systems and len(result.refused) == len(systems):
+        # systems the user named, every one refused by the engine (another vendor's GPU, no MoE kernel for the
+        # experts): an error, as perf and fit say
+        raise ParameterError("engine", result.refused[systems[0].id])
     if req.capacity_mode:
         from .budget import plan_capacity
 

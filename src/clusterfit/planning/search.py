@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..layout import Layout
     from ..perfmodel.step import StepModel
     from ..precision import Precision
+    from ..engines import Engine
     from ..sim.config import SpeculativeSpec
     from ..speculative import Drafting
 
@@ -96,6 +97,27 @@ class SearchResult:
     candidates: list[Candidate]
     configurations_evaluated: int
     skipped: list[str] = field(default_factory=list)   # (system, precision): why nothing fits
+    #: system id -> why the engine refuses it outright (another vendor's GPU, or no MoE kernel for the experts under
+    #: any precision searched): plan_cluster makes it an error when every system the user named is refused
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+def _runnable_precisions(model: ModelArch, precisions: Sequence[str | None], eng: Engine, system: System,
+                         skipped: list[str]) -> tuple[list[str | None], str | None]:
+    """The precisions whose routed experts ``eng`` runs on ``system``'s GPU (Engine.experts_refused), each refused
+    one's reason appended to ``skipped``; and, when it refuses them all, the first reason (else None)."""
+    from ..precision import experts_format, resolve_precision
+
+    runnable, reasons = [], []
+    for name in precisions:
+        prec = resolve_precision(model, name)
+        why = eng.experts_refused(experts_format(model, prec), system.gpu)
+        if why is None:
+            runnable.append(name)
+        else:
+            reasons.append(why)
+            skipped.append(f"{system.id} {prec.name}: {why}")
+    return runnable, (reasons[0] if reasons and not runnable else None)
 
 
 def weights_lower_bound_gpus(model: ModelArch, system: System, precision: Precision, utilisation: float) -> int:
@@ -127,7 +149,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     """Compile and evaluate every candidate; returns them with their capacity curves."""
     from ..compose import compile_replica
     from ..deadline import check as check_deadline
-    from ..precision import experts_format, resolve_precision
+    from ..precision import resolve_precision
     from ..engines import get_engine
     from ..intervals import bands_for, step_margins
     from ..perfmodel.comm import links_for
@@ -139,9 +161,11 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     pending: list[_Found] = []
     evaluated = 0
     skipped: list[str] = []
+    refused: dict[str, str] = {}
     for system in space.systems:
         if not engine.runs_on(system.gpu):
-            skipped.append(engine.not_on(system))
+            refused[system.id] = engine.not_on(system)
+            skipped.append(refused[system.id])
             continue
         eng = (space.catalog.engine(space.engine, system) if space.catalog is not None
                else engine.for_gpu(system.gpu.id).for_device(system.gpu))
@@ -153,14 +177,12 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
         margins = (step_margins(bands_for(eng.name, system.gpu.id, model), space.confidence)
                    if space.confidence not in (None, 50) else None)
         max_gpus = max_replica_gpus(system, space.max_nodes_per_replica)
-        for prec_name in space.precisions:
+        runnable, why = _runnable_precisions(model, space.precisions, eng, system, skipped)
+        if why is not None:
+            refused[system.id] = why
+        for prec_name in runnable:
             for kv in space.kv_dtypes:
                 prec = resolve_precision(model, prec_name, kv_dtype=kv)
-                refused = eng.experts_refused(experts_format(model, prec), system.gpu)
-                if refused is not None:
-                    if f"{system.id} {prec.name}: {refused}" not in skipped:   # once, not once per KV dtype
-                        skipped.append(f"{system.id} {prec.name}: {refused}")
-                    continue
                 min_gpus = weights_lower_bound_gpus(model, system, prec, largest_fraction)
                 top = min(max_gpus, max(system.gpus_per_node, space.max_replica_factor * min_gpus))
                 layouts = candidate_layouts(model, system, top, min_gpus)
@@ -202,7 +224,7 @@ def search(model: ModelArch, space: SearchSpace, workload: Workload, slo: SLO) -
     for f, curve, prefill_capacity in zip(pending, finished, prefills):
         candidates.append(Candidate(f.system, f.precision, f.precision.name, f.precision.kv_dtype, f.layout, f.sm,
                                     curve, f.decode, prefill_capacity, drafting=drafting))
-    return SearchResult(candidates, evaluated, skipped)
+    return SearchResult(candidates, evaluated, skipped, refused)
 
 
 def _layout(tp: int, pp: int, ep: int, dp: int) -> Layout:
