@@ -517,11 +517,12 @@ ENGINES_PATH = None  # catalog/engines.yaml unless calibrating
 #: peak (0.752 x 1.3 = 0.98), graph_kernel_overhead_s <= 3.5 us: a minimal kernel measured 1.02 us inside a CUDA graph
 #: on an H200, and dense batch-1 decode graphs at most 3.5 us per GPU operation beyond streaming their weights at the
 #: H200's measured GEMV bandwidth, 3.98 TB/s (2.6-3.5 us over four shapes and builds: benchmarks/decode_steps_check.py,
-#: tests/data/measured); the model streams slower than that, so this is an upper bound on what a replayed kernel adds (catalog/engines.yaml has the
-#: grouped-CV figures before and after the bound, first at 5 us, then at 3.5 us). The host's time per step per running
-#: sequence (seq_overhead_s) is global only: each family's rows come from one TensorRT-LLM runtime (the PyTorch backend
-#: on Blackwell, GB200 and RTX PRO 6000, TensorRT engines on A100 and L40S), so a family's own value took up its tables'
-#: software versions (GB200 23.6 us, B200 10.5 us, Hopper 4.0 us; catalog/engines.yaml has the grouped-CV figures).
+#: tests/data/measured); the model streams slower than that, so this is an upper bound on what a replayed kernel adds
+#: (catalog/engines.yaml has the grouped-CV figures before and after the bound, first at 5 us, then at 3.5 us). The
+#: host's time per step per running sequence (seq_overhead_s) is global only: each family's rows come from one
+#: TensorRT-LLM runtime (the PyTorch backend on Blackwell, GB200 and RTX PRO 6000, TensorRT engines on A100 and L40S),
+#: so a family's own value took up its tables' software versions (GB200 23.6 us, B200 10.5 us, Hopper 4.0 us;
+#: catalog/engines.yaml has the grouped-CV figures).
 GLOBAL_PARAMS = {"step_overhead_s": (1.0, 0.1, 20.0, 1e-3), "compute_scale": (1.0, 0.3, 1.3, 1.0),
                  "memory_scale": (0.9, 0.3, 1.0, 1.0), "seq_overhead_s": (1.0, 0.0, 20.0, 1e-6),
                  "kernel_overhead_s": (2.0, 0.0, 30.0, 1e-6), "attention_scale": (0.9, 0.3, 1.0, 1.0),
