@@ -13,8 +13,9 @@ predictions could do on those configurations:
 - geometric_mean: each release's value predicted by the geometric mean of all releases' values of that
   configuration (the best single number in log terms);
 - clusterfit: the harness's prediction (accuracy.predict_row, fitted on all rows) of the same rows;
-- clusterfit_held_out (with --held-out, TensorRT-LLM only, ~4 min on 2 cores): the same rows predicted by the
-  leave-one-table-out refits of accuracy.grouped_cv (10 folds), as the README's accuracy table quotes it.
+- clusterfit_held_out (with --held-out, TensorRT-LLM only; ``seconds`` says how long the run took): the same rows
+  predicted by the leave-one-table-out refits of accuracy.grouped_cv (10 folds), as the README's accuracy table
+  quotes it.
 
 Models are keyed by the catalog model the harness resolves them to (accuracy.resolve_model: Llama-3-70B runs
 Llama-3.1-70B's shapes), so a renamed checkpoint of the same network counts as the same configuration. Ratios are
@@ -29,6 +30,7 @@ import datetime
 import itertools
 import json
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -56,7 +58,7 @@ def version_groups(rows: list[dict], engine: str) -> dict[tuple, dict[str, dict]
     return {k: v for k, v in groups.items() if len(v) > 1}
 
 
-def held_out_errors(path: str, engine: str, workers: int) -> dict[str, float]:
+def table_held_out_errors(path: str, engine: str, workers: int) -> dict[str, float]:
     """Row id -> held-out error % under leave-one-table-out grouped CV (accuracy.grouped_cv, 10 folds)."""
     cv = accuracy.grouped_cv(path, ("table",), engine, max_folds=10, workers=workers, keep_rows=True)
     return {i: e for i, (e, _) in cv["table"]["held_out_rows"].items()}
@@ -93,13 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--held-out", action="store_true", help="also clusterfit's leave-one-table-out errors")
     ap.add_argument("--workers", type=int, default=2, help="--held-out: refits run in this many processes")
     args = ap.parse_args(argv)
+    t0 = time.perf_counter()
     rows = list(csv.DictReader(open(args.csv, newline="")))
-    held = held_out_errors(args.csv, args.engine, args.workers) if args.held_out else None
+    held = table_held_out_errors(args.csv, args.engine, args.workers) if args.held_out else None
     commit, dirty = fit_intervals.model_commit()
     out = {"command": "python benchmarks/version_spread.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "date": datetime.date.today().isoformat(), "model_commit": commit + (" + uncommitted " + ", ".join(dirty)
                                                                                 if dirty else ""),
-           "csv": Path(args.csv).name, "engine": args.engine, **spread(version_groups(rows, args.engine), held)}
+           "csv": Path(args.csv).name, "engine": args.engine, **spread(version_groups(rows, args.engine), held),
+           "seconds": round(time.perf_counter() - t0, 1)}
     text = json.dumps(out, indent=1)
     print(text)
     if args.out:
