@@ -189,6 +189,8 @@ def _chunks_met(b: np.ndarray, d: np.ndarray, mu: np.ndarray, n: np.ndarray, wei
 #: one chunk step: 14 against 14.05; at 0.5, 1 against 1.41).
 FEW_CHUNKS = 10.0
 _KMAX = int(FEW_CHUNKS + 8.0 * FEW_CHUNKS ** 0.5) + 1
+_K = np.arange(_KMAX, dtype=float)
+_LOG_FACT = np.concatenate([[0.0], np.cumsum(np.log(_K[1:]))])   # log k! for k < _KMAX
 #: tpot_scaled_poisson evaluates the mixture CDF at every step value while classes^2 x _KMAX stays under this
 DIRECT_CELLS = 200_000
 
@@ -203,8 +205,7 @@ def tpot_scaled_poisson(m: np.ndarray, decode_s: np.ndarray, extra_s: np.ndarray
     same); TPOT = decode_s + c K / n, mixed over the output-length classes n with ``weights``. The quantile is the
     smallest such value whose mixture CDF reaches q: found among all of them (``direct``; by default while classes^2
     x steps <= DIRECT_CELLS) or by bisection (length histograms of many bins)."""
-    k = np.arange(_KMAX, dtype=float)
-    log_fact = np.concatenate([[0.0], np.cumsum(np.log(k[1:]))])
+    k, log_fact = _K, _LOG_FACT
     c = extra_sq_s2 / extra_s
     m = m * (extra_s * extra_s / extra_sq_s2)[:, None]                                              # (R, J)
     with np.errstate(divide="ignore"):
