@@ -6,8 +6,10 @@ each row predicted with the grouped-CV fold's constants that held its source pag
 
 Statistics are run-weighted (benchmarks/published_rows.weighted_summary), split by metric group (throughput, TTFT,
 TPOT / ITL, E2E; published_rows.metric_group) and, within each, by load regime (``by_load``: request rate, all at
-once, closed loop; published_rows.load_regime), on the model as it is now (the fit file's constants are replayed,
-not its stored figures).
+once, closed loop; published_rows.load_regime), with the throughput rows of runs without speculative decoding apart
+(``throughput_without_speculative``: accuracy.is_speculative), on the model as it is now (the fit file's constants
+are replayed, not its stored figures). The README's by-metric accuracy table quotes these files
+(tests/test_readme_accuracy_tables.py checks it against them).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import published_rows  # noqa: E402
+from accuracy import is_speculative  # noqa: E402
 from fit_oss_engines import (ENGINE_GRID, GRID, Evaluator, emit_report, engine_rows, held_out_errors,  # noqa: E402
                              within_grid)
 from published_rows import by_metric_and_load, metric_group, run_weights, weighted_summary  # noqa: E402
@@ -48,6 +51,20 @@ def by_group(rows: list[dict], errs: dict[str, float]) -> dict[str, dict]:
     return out
 
 
+def throughput_without_speculative(rows: list[dict], errs: dict[str, float], engine: str) -> dict:
+    """Run-weighted summary of the throughput rows of runs measured without speculative decoding."""
+    sel = [r for r in rows if r["id"] in errs and metric_group(r["metric"]) == "throughput"
+           and not is_speculative(r, engine)]
+    return weighted_summary([errs[r["id"]] for r in sel], run_weights(sel))
+
+
+def summaries(rows: list[dict], errs: dict[str, float], engine: str) -> dict:
+    """The report's three views of one set of errors: by metric group, by metric group and load, and the throughput
+    of the runs without speculative decoding."""
+    return {"by_metric": by_group(rows, errs), "by_load": by_metric_and_load(rows, errs),
+            "throughput_without_speculative": throughput_without_speculative(rows, errs, engine)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv")
@@ -66,10 +83,9 @@ def main(argv=None) -> int:
                              ("fitted_in_sample", within_grid(engine, res["fitted"]["params"]))):
             z = ev.log_errors(params, rows)
             errs = {r["id"]: float(np.expm1(v) * 100) for r, v in zip(rows, z)}
-            report[name] = {"params": params, "by_metric": by_group(rows, errs),
-                            "by_load": by_metric_and_load(rows, errs)}
+            report[name] = {"params": params, **summaries(rows, errs, engine)}
     held = held_out_errors(a.fit_file, a.csv, rows)
-    report["held_out_by_page"] = {"by_metric": by_group(rows, held), "by_load": by_metric_and_load(rows, held)}
+    report["held_out_by_page"] = summaries(rows, held, engine)
     emit_report(report, a.out)
     return 0
 
