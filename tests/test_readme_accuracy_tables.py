@@ -75,3 +75,24 @@ def test_readme_accuracy_per_engine_table_is_what_the_result_files_hold():
         assert in_sample == _triple(oss["run_weighted"]["by_engine"][engine.lower()]), engine
         by_metric = _results(f"fit-oss-{engine.lower()}-by-metric.json")
         assert held_out.startswith(_triple(by_metric["held_out_by_page"]["by_metric"]["all"]) + " ("), engine
+
+
+def test_readme_grouped_cv_table_is_what_accuracy_cv_json_holds():
+    """The headline TensorRT-LLM table (grouped cross-validation, `accuracy.py --cv`) against accuracy-cv.json; its
+    one row from an earlier run (leave one source file version out, marked 'not rerun') is not in that file."""
+    cv = _results("accuracy-cv.json")
+    where = {"fitted on all": cv["fitted_on_all"], "leave one table out": cv["table"]["held_out"],
+             "leave one model x GPU family out": cv["family"]["held_out"]}
+    checked = 0
+    for label, median, bias, p90 in _table("| rows (n) | median abs. error | bias (median signed) | p90 abs. error |"):
+        if "not rerun" in label:
+            continue
+        if label.startswith("footnote"):
+            s = cv["hash_split_2fold"]["held_out"]
+        else:
+            rows = "all" if label.startswith("all predicted rows") else "trtllm_throughput_rows"
+            s = where[label.split(", ", 1)[1].rsplit(" (", 1)[0]][rows]
+        assert label.endswith(f"({s['n']:,})"), label
+        assert f"{median} / {bias} / {p90}" == _triple(s), label
+        checked += 1
+    assert checked == 7
