@@ -801,3 +801,21 @@ def test_version_spread_predicts_each_release_by_the_others():
     assert out["other_version"]["p90_ape"] == pytest.approx(46.125, abs=0.01)   # between 36 and 56.25
     assert out["geometric_mean"]["median_ape"] == pytest.approx(20.0)
     assert out["geometric_mean"]["median_signed_error"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_per_family_fit_refuses_a_family_of_one_page(tmp_path, capsys):
+    """benchmarks/fit_oss_family.py: rows map to engines.gpu_family (hopper where it names none), and a family whose
+    calibrating rows come from one source page cannot be held out page by page: one error line, exit 2."""
+    fam = _benchmark_module("fit_oss_family.py", "fit_oss_family")
+    assert [fam.family_of({"gpu": g}) for g in ("A100-SXM4-80GB", "H200-SXM-141GB", "B200-SXM-180GB")] == \
+        ["a100", "hopper", "blackwell"]
+    path = tmp_path / "rows.csv"
+    rows = [{**_row(i, "max concurrency 1", "tpot_ms_mean", 9.0, "ms", isl=1024, osl=128), "engine": "vLLM v0.11.0",
+             "gpu": "A100-SXM4-80GB"} for i in range(2)]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    assert fam.main([str(path), "--engine", "vllm", "--family", "a100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --family: a100 has 1 vllm source page(s) with calibrating rows; leaving one out needs two"]
