@@ -206,6 +206,10 @@ class Evaluator:
             acc.use_engines(None)
         return np.array([known[r["id"]] for r in rows])
 
+    def percent_errors(self, params: dict, rows: list[dict]) -> dict[str, float]:
+        """Row id -> 100 x (predicted / measured - 1) under ``params`` (log_errors, as the reports print them)."""
+        return {r["id"]: float(np.expm1(z) * 100.0) for r, z in zip(rows, self.log_errors(params, rows), strict=True)}
+
 
 def loss(z: np.ndarray, w: np.ndarray) -> float:
     """Run-weighted mean soft-L1 of the log errors z."""
@@ -357,8 +361,7 @@ def held_out_errors(fit_file: str, csv_path: str, rows: list[dict] | None = None
         for fold in cv["per_fold"]:
             pages = set(fold["pages"])
             test = [r for r in rows if source_page(r) in pages]
-            for r, z in zip(test, ev.log_errors(within_grid(engine, fold["params"]), test)):
-                out[r["id"]] = float(np.expm1(z) * 100.0)
+            out.update(ev.percent_errors(within_grid(engine, fold["params"]), test))
     return out
 
 

@@ -22,27 +22,20 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from accuracy import hw_family  # noqa: E402
 from fit_oss_engines import (GRID, Evaluator, emit_report, engine_rows, fit, source_page,  # noqa: E402
                              unoptimised_path, within_grid)
 from oss_held_out import by_group  # noqa: E402
-
-from clusterfit.engines import gpu_family  # noqa: E402
 
 #: Constants a GPU family may set: the step model's, not the front end's per-request latency.
 FAMILY_GRID = {k: v for k, v in GRID.items() if k != "request_latency_s"}
 
 
 def family_of(row: dict) -> str:
-    """The GPU family of a row's GPU (engines.gpu_family; 'hopper' where it names none)."""
-    return gpu_family(row["gpu"]) or "hopper"
-
-
-def percent_errors(ev: Evaluator, params: dict, rows: list[dict]) -> dict[str, float]:
-    return {r["id"]: float(np.expm1(z) * 100.0) for r, z in zip(rows, ev.log_errors(params, rows), strict=True)}
+    """The GPU family whose constants a row's GPU uses (accuracy.hw_family: 'hopper' where engines names none)."""
+    return hw_family(row["gpu"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         folds = []
         for page in pages:
             f = fit(ev, [r for r in cal if source_page(r) != page], base, FAMILY_GRID, log=lambda *_: None)
-            held.update(percent_errors(ev, {**base, **f["params"]}, [r for r in cal if source_page(r) == page]))
+            held.update(ev.percent_errors({**base, **f["params"]}, [r for r in cal if source_page(r) == page]))
             folds.append({"page_left_out": page, "params": f["params"]})
-        in_sample = percent_errors(ev, {**base, **full["params"]}, cal)
+        in_sample = ev.percent_errors({**base, **full["params"]}, cal)
         report = {"engine": a.engine, "family": a.family, "rows": len(cal), "pages": pages,
-                  "global_constants": {"params": base, "by_metric": by_group(cal, percent_errors(ev, base, cal))},
+                  "global_constants": {"params": base, "by_metric": by_group(cal, ev.percent_errors(base, cal))},
                   "family_fit": {**full, "by_metric": by_group(cal, in_sample)},
                   "family_held_out_by_page": {"folds": folds, "by_metric": by_group(cal, held)},
                   "seconds": round(time.time() - t0, 1)}

@@ -21,8 +21,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import published_rows  # noqa: E402
@@ -81,9 +79,7 @@ def main(argv=None) -> int:
         ev = Evaluator(engine, tmp)
         for name, params in (("shipped_before_the_fit", {**DEFAULTS, **res["shipped_constants"]}),
                              ("fitted_in_sample", within_grid(engine, res["fitted"]["params"]))):
-            z = ev.log_errors(params, rows)
-            errs = {r["id"]: float(np.expm1(v) * 100) for r, v in zip(rows, z)}
-            report[name] = {"params": params, **summaries(rows, errs, engine)}
+            report[name] = {"params": params, **summaries(rows, ev.percent_errors(params, rows), engine)}
     held = held_out_errors(a.fit_file, a.csv, rows)
     report["held_out_by_page"] = summaries(rows, held, engine)
     emit_report(report, a.out)
