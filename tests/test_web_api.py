@@ -42,16 +42,13 @@ def client(base_url: str) -> Iterator[httpx.Client]:
 
 
 def test_fit_glm_equals_python_api(client: httpx.Client) -> None:
-    client.post("/api/fit", json=GLM)  # first call may load the model
-    t0 = time.perf_counter()
+    """Its speed is measured in benchmarks/api_speed.py (results/api_speed.json), not here."""
     resp = client.post("/api/fit", json=GLM)
-    elapsed = time.perf_counter() - t0
     assert resp.status_code == 200, resp.text
     expected = cf.fit(model=GLM["model"], precision="fp8", systems=GLM["systems"]).model_dump(mode="json")
     assert resp.json() == expected
     by_system = {r["system"]: r for r in resp.json()["results"]}
     assert by_system["dgx_h100"]["nodes"] == 2 and by_system["hgx_h200"]["nodes"] == 1
-    assert elapsed < 1.0, f"/api/fit took {elapsed:.3f} s"
 
 
 def test_lists_and_health(client: httpx.Client) -> None:
