@@ -140,7 +140,7 @@ PERF = ("perf", "meta-llama/Llama-3.1-8B", "--system", "h200", "--tp", "1", "--i
 
 
 def test_perf_prices_a_speculative_step_as_the_simulator_does(run_json):
-    """A speculative step = the verify pass (k draft tokens per sequence as extra tokens attending its context) x
+    """A speculative step = the verify pass (each sequence's token and its k drafts, StepModel.with_verify) x
     (1 + k x draft cost); it emits tokens_per_step tokens per sequence (perfmodel.serving.speculative_step_s)."""
     from clusterfit.compose import Catalog, build_replica
 
@@ -150,7 +150,10 @@ def test_perf_prices_a_speculative_step_as_the_simulator_does(run_json):
                    "--speculative-method", "eagle3", "--speculative-acceptance", "0.8")
     sm = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "h200", tp=1).step
     cost = draft_cost_fraction(load_model("meta-llama/Llama-3.1-8B"), "eagle3")
-    step = float(sm.step_s(8 * 3, 8 * 3 * 1024, 8, 8 * 1024)) * (1 + 3 * cost)
+    verify = float(sm.with_verify(3).decode_step_s(8, 1024))
+    # 32 tokens through the GEMMs, as a decode step of 32 sequences, but 8 sequences' KV read: between the two
+    assert float(sm.decode_step_s(8, 1024)) < verify < float(sm.decode_step_s(32, 1024))
+    step = verify * (1 + 3 * cost)
     per_step = 1 + 0.8 + 0.8 ** 2 + 0.8 ** 3
     assert out["speculative"] == pytest.approx({"method": "eagle3", "draft_tokens": 3, "acceptance": 0.8,
                                                 "tokens_per_step": per_step, "draft_cost": cost})
@@ -159,13 +162,41 @@ def test_perf_prices_a_speculative_step_as_the_simulator_does(run_json):
     assert out["output_tokens_per_s"] == pytest.approx(8 * per_step / step, rel=1e-9)
     assert out["tpot_s"] < plain["tpot_s"]
     # prefill is unchanged; under async scheduling the step already chosen ahead of the first token is speculative
-    ahead = float(sm.step_s(7 * 3, 7 * 3 * 1024, 7, 7 * 1024)) * (1 + 3 * cost) - float(sm.decode_step_s(7, 1024))
+    ahead = float(sm.with_verify(3).decode_step_s(7, 1024)) * (1 + 3 * cost) - float(sm.decode_step_s(7, 1024))
     assert out["ttft_s"] - plain["ttft_s"] == pytest.approx(ahead, rel=1e-6)
     # the breakdown is of that speculative step (it showed the plain step, 5.69 ms beside a 10.40 ms one at batch 1)
     assert out["breakdown"]["step_s"] == pytest.approx(step, rel=1e-9)
     assert sum(out["breakdown"]["by_kind_s"].values()) == pytest.approx(step, rel=1e-9)
     assert sum(out["breakdown"]["by_op_s"].values()) == pytest.approx(step, rel=1e-9)
     assert plain["breakdown"]["step_s"] == pytest.approx(plain["decode_step_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_verify_pass_reads_the_kv_once_and_replays_the_decode_graph(engine):
+    """StepModel.with_verify: a sequence's k drafts go through the GEMMs as tokens, but their attention reads the
+    sequence's KV cache once (the engines' verify kernels take query length k + 1), and a verify batch within the
+    CUDA-graph size replays a graph as a decode step does (SGLang's TARGET_VERIFY graphs, vLLM's uniform-decode graphs
+    whose sizes count tokens, TensorRT-LLM's decode graphs padded to max_draft_len + 1 tokens per request).
+    Hand check, Llama-3.1-8B bf16 on one H200 at batch 1 and a 32,768-token context: a decode step reads the 16.06 GB of
+    weights (3.35 ms at 4.8 TB/s) and the context's KV, 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131 kB per
+    token, 4.3 GB (0.9 ms); three more queries add 3 x 2 x 8.03e9 = 48 GFLOP of GEMMs (under 0.1 ms at half the 989
+    TFLOP/s dense bf16 peak) and 3 x 2.1 GFLOP of attention, and read nothing more: the verify pass is within 5% of the
+    decode step (it was 8.2x, with the drafts costed as prefill tokens outside a graph)."""
+    from clusterfit.compose import Catalog, build_replica
+
+    sm = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "h200", tp=1, engine=engine).step
+    v = sm.with_verify(3)
+    assert 1.0 < float(v.decode_step_s(1, 32768)) / float(sm.decode_step_s(1, 32768)) < 1.05
+
+    def per_kernel_s(model, b: int) -> float:
+        return model.step_breakdown(0.0, 0.0, b, b * 1024.0).by_op_s["kernel_overhead"]
+
+    graph = per_kernel_s(sm, 1)
+    assert per_kernel_s(v, 1) == graph
+    cap = sm.engine.cuda_graph_max_bs
+    last = cap // 4 if engine == "vllm" else cap   # vLLM: 512 tokens of 1 + 3 per sequence; the others: sequences
+    assert per_kernel_s(v, last) == graph and per_kernel_s(v, last + 1) > graph
+    assert (per_kernel_s(sm, last + 1) == graph) == (engine == "vllm")   # a plain decode batch: sequences = tokens
 
 
 def test_perf_under_sglang_speculative_decoding_runs_at_most_48(run_json):

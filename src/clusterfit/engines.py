@@ -102,6 +102,13 @@ result is written back to the YAML with the command that produced it:
   _set_cudagraph_sizes); SGLang ``--cuda-graph-max-bs``, 256 at TP < 4 and 512 at TP >= 4 on 80-160 GB GPUs
   (python/sglang/srt/server_args.py, the GPU-memory defaults); TensorRT-LLM ``cuda_graph_config.max_batch_size``,
   128 when not given (tensorrt_llm.llmapi DecodeCudaGraphConfig docs, 1.3).
+- cuda_graph_counts_tokens: whether ``cuda_graph_max_bs`` counts tokens rather than sequences, which matters under
+  speculative decoding, where a verifying sequence brings k + 1 tokens (perfmodel StepModel.with_verify). vLLM's
+  capture sizes are token counts (vllm/v1/cudagraph_dispatcher.py keys its decode graphs on
+  uniform_decode_query_len = 1 + num_speculative_tokens tokens per request; its default largest size is
+  min(max_num_seqs x uniform_decode_query_len x 2, 512) tokens): True. SGLang's ``--cuda-graph-max-bs`` counts
+  sequences, each captured with speculative_num_draft_tokens tokens (cuda_graph_runner.py, num_tokens_per_bs), and
+  TensorRT-LLM's ``cuda_graph_config.max_batch_size`` counts requests: False.
 - async_scheduling: the host prepares step n+1 while the GPU runs step n, so a step costs max(GPU, host) rather
   than GPU + host. vLLM ``--async-scheduling`` (default on since vllm-project/vllm#27614, v0.12; off in v0.11 and
   earlier unless passed), SGLang's overlap scheduler (default on since v0.4, lmsys.org/blog/2024-12-04-sglang-v0-4
@@ -331,6 +338,7 @@ class Engine:
     eager_launch_s: float = EAGER_LAUNCH_S
     graph_kernel_overhead_s: float | None = None
     cuda_graph_max_bs: int = 512
+    cuda_graph_counts_tokens: bool = False
     async_scheduling: bool = False
     mixed_batches: bool = True
     num_scheduler_steps: int = 1

@@ -158,21 +158,17 @@ def decode_breakdown(sm: StepModel, batch: float, context: float, drafting: Draf
     1 + k x the drafter's cost, as the step is, so ``step_s`` is the step and the parts add up to it."""
     if drafting is None:
         return sm.breakdown(0.0, 0.0, batch, batch * context)
-    extra = batch * drafting.draft_tokens
-    bd = sm.step_breakdown(extra, extra * context, batch, batch * context)
+    bd = sm.with_verify(drafting.draft_tokens).step_breakdown(0.0, 0.0, batch, batch * context)
     f = drafting.step_factor
     return {"step_s": bd.step_s * f, "by_op_s": {k: v * f for k, v in bd.by_op_s.items()},
             "by_kind_s": {k: v * f for k, v in bd.by_kind_s.items()}}
 
 
 def speculative_step_s(sm: StepModel, batch: ArrayLike, context: ArrayLike, drafting: Drafting) -> Num:
-    """One speculative decode step of ``batch`` sequences at ``context``: the verify pass (each sequence's k draft
-    tokens charged as extra tokens attending its context, beside its own decode token) times 1 + k x the drafter's
-    cost (clusterfit.speculative.Drafting; the simulator charges the same, sim.replica)."""
-    b = np.asarray(batch, float)
-    extra = b * drafting.draft_tokens
-    c = np.asarray(context, float)
-    return sm.step_s(extra, extra * c, b, b * c) * drafting.step_factor
+    """One speculative decode step of ``batch`` sequences at ``context``: the verify pass (each sequence's own decode
+    token and its k draft tokens, StepModel.with_verify) times 1 + k x the drafter's cost
+    (clusterfit.speculative.Drafting; the simulator charges the same, sim.replica)."""
+    return sm.with_verify(drafting.draft_tokens).decode_step_s(batch, context) * drafting.step_factor
 
 
 def predict(model: ModelArch | None, system: System | None, layout: Layout | None, precision: Precision | None,

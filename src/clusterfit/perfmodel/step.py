@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Union
 
@@ -314,6 +314,8 @@ class StepModel:
     max_num_seqs: the engine's cap on running sequences for the replica (per attention-DP rank x dp).
     sink_prefill_scale: multiplier on the prefill-attention efficiency of the attention groups with sinks
     (Engine.sink_prefill_scale on this GPU).
+    verify_tokens: speculative decoding (``with_verify``): draft tokens each decoding sequence verifies in every step,
+    0 without.
     """
 
     name: str
@@ -343,6 +345,24 @@ class StepModel:
     kv_state_bytes_per_seq: float = 0.0
     sink_prefill_scale: float = 1.0
     bench: TrtllmBenchEstimate | None = None
+    verify_tokens: float = 0.0
+
+    def with_verify(self, draft_tokens: float) -> StepModel:
+        """This step model under speculative decoding: in every step, each decoding sequence also verifies
+        ``draft_tokens`` draft tokens in the same forward pass (the target model's verify pass).
+
+        The verify tokens go through the GEMMs and the experts as tokens and are sampled (k + 1 logits rows per
+        sequence); their attention reads the sequence's KV cache once for its k + 1 queries, as a decode query does
+        (SGLang's TARGET_VERIFY and vLLM's uniform-decode batches run the decode-shaped attention kernels on
+        query length k + 1), so it costs the decode attention's bytes and k + 1 times its FLOPs. A step of verify
+        passes alone replays a CUDA graph as a decode step does: SGLang captures its decode graphs in
+        ForwardMode.TARGET_VERIFY with speculative_num_draft_tokens tokens per sequence
+        (python/sglang/srt/model_executor/cuda_graph_runner.py, CudaGraphRunner.__init__: capture_forward_mode,
+        num_tokens_per_bs), vLLM dispatches a batch whose every request has query length 1 + num_speculative_tokens
+        to its full decode graphs (vllm/v1/cudagraph_dispatcher.py, uniform_decode_query_len) and TensorRT-LLM pads
+        each request of a decode graph to max_draft_len + 1 tokens (tensorrt_llm/_torch/pyexecutor/
+        cuda_graph_runner.py, DecodingCUDAGraphRunner); see _graph_replayed for the capture limit."""
+        return replace(self, verify_tokens=float(draft_tokens))
 
     # ------------------------------------------------------------------------------------- evaluation
     @cached_property
@@ -398,6 +418,7 @@ class StepModel:
         d = decode_seqs / dp
         avg_ctx = np.where(decode_seqs > 0, decode_attended / np.maximum(decode_seqs, 1e-9), 0.0)
         p = prefill_tokens / dp
+        q = 1.0 + self.verify_tokens  # queries per decoding sequence (with_verify): one KV read, q x the FLOPs
         avg_pre = np.where(prefill_tokens > 0, prefill_attended / np.maximum(prefill_tokens, 1e-9), 0.0)
         pre_eff = c.attn_prefill_eff_max * eng.compute_scale / (1.0 + c.attn_prefill_w0 / np.maximum(p, 1.0))
         dec_peak = self.attn_peak_flops * c.attn_prefill_eff_max * eng.compute_scale
@@ -420,7 +441,8 @@ class StepModel:
                 att_ctx = np.minimum(att_ctx, a.topk)
                 att_pre = np.minimum(att_pre, a.topk)
             keys = d * att_ctx
-            t_dec = np.maximum(a.count * a.decode_bytes * keys / bw_attn, a.count * a.decode_flops * keys / dec_peak)
+            t_dec = np.maximum(a.count * a.decode_bytes * keys / bw_attn,
+                               a.count * a.decode_flops * keys * q / dec_peak)
             eff = pre_eff * self.sink_prefill_scale if a.sinks else pre_eff
             t_pre = a.count * a.prefill_flops * p * att_pre / (self.attn_peak_flops * eff)
             total = total + t_dec
@@ -432,7 +454,7 @@ class StepModel:
                 # decode queries score every cached index key of their own sequence (a batched GEMV: read
                 # the fp8 keys once); prefill tokens score their causal prefix at the prefill efficiency.
                 t_idx = np.maximum(a.count * a.index_bytes * d * full_ctx / bw_attn,
-                                   a.count * a.index_flops * d * full_ctx / dec_peak)
+                                   a.count * a.index_flops * d * full_ctx * q / dec_peak)
                 t_idx = t_idx + a.count * a.index_flops * p * avg_pre / (self.attn_peak_flops * pre_eff)
                 total = total + t_idx
                 if parts is not None:
@@ -539,10 +561,14 @@ class StepModel:
 
     def _graph_replayed(self, prefill_tokens: Num, decode_seqs: Num) -> npt.NDArray[np.bool_]:
         """Whether a step (one microbatch: replica-wide prefill tokens and decode sequences) replays a captured
-        CUDA graph: decode only, at most ``Engine.cuda_graph_max_bs`` sequences per attention rank, graphs on."""
+        CUDA graph: decode only (verify passes included, with_verify), at most ``Engine.cuda_graph_max_bs`` per
+        attention rank, graphs on. The limit counts sequences, or tokens (k + 1 per verifying sequence) where the
+        engine's capture sizes do (``Engine.cuda_graph_counts_tokens``: vLLM)."""
         if not self.engine.cuda_graphs:
             return np.zeros(np.broadcast_shapes(np.shape(prefill_tokens), np.shape(decode_seqs)), dtype=bool)
         d = np.asarray(decode_seqs, dtype=float) / self.dp
+        if self.engine.cuda_graph_counts_tokens:
+            d = d * (1.0 + self.verify_tokens)
         return (np.asarray(prefill_tokens, dtype=float) <= 0) & (d <= self.engine.cuda_graph_max_bs)
 
     def _step(self, prefill_tokens: ArrayLike, prefill_attended: ArrayLike, decode_seqs: ArrayLike,
@@ -553,7 +579,8 @@ class StepModel:
         Ad = np.asarray(decode_attended, dtype=float)
         mb = self.pp if microbatches is None else max(1, int(microbatches))
         running = _running_sequences(P, D)
-        tokens, logits = P + D, running   # tokens and sampled rows of one micro-batch
+        drafts = self.verify_tokens   # each decoding sequence's verify tokens (with_verify): tokens, sampled rows
+        tokens, logits = (P + D, running) if not drafts else (P + D * (1.0 + drafts), running + D * drafts)
         if mb == 1:   # the counts as they are (x / 1 is x)
             t = self._stage(tokens, logits, P, Ap, D, Ad, parts)
         else:

@@ -40,8 +40,9 @@ Aggregated serving (one replica does prefill and decode, chunked prefill as vLLM
   use) - the rule perf and the simulator use too - and B <= the engine's batch cap (max_num_seqs).
 
 Speculative decoding (``drafting``, clusterfit.speculative.Drafting; as the simulator runs it): every step carrying
-the decode batch verifies k draft tokens per sequence (k x B more tokens attending their contexts, taken from the
-step's budget) and costs 1 + k x the drafter's cost; each sequence gains tokens_per_step tokens a step, so
+the decode batch verifies k draft tokens per sequence (k x B more tokens, taken from the step's budget, each
+sequence's k + 1 queries reading its KV once: StepModel.with_verify) and costs 1 + k x the drafter's cost; each
+sequence gains tokens_per_step tokens a step, so
 TPOT(B) = d(B) / tokens_per_step + B * E[chunk steps - n d(B)] / E[output] with d(B) the speculative step.
 
 Disaggregated serving splits this: a prefill replica is the same M/G/1 server with the whole token
@@ -378,10 +379,6 @@ class _AggregatedSteps:
         A = np.concatenate([(bud * a * ones).ravel(), (own_tok * a * ones).ravel(), np.zeros(nB)])
         Dc = Bc * ones if mixed else 0.0 * ones   # the decodes riding the chunk steps (none without mixed batches)
         D = np.concatenate([Dc.ravel(), Dc.ravel(), B])
-        if k:
-            drafts = np.concatenate([(Dc * k).ravel()] * 2 + [B * k])
-            P = P + drafts
-            A = A + drafts * ctx
         return cls(B, P, A, D, D * ctx, budget, n_chunks, u, mixed)
 
     def pending(self, t: np.ndarray, sm, wl: Workload, slo: SLO, margins: StepMargins | None,
@@ -759,8 +756,14 @@ def pending_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: StepMa
     """aggregated_curve up to its TTFT quantiles: finish_curves finishes many together. ``kv_bound``:
     ``kv_batch_bound(sm, wl)`` when the caller has it already (the search computes it for the grid)."""
     steps = _AggregatedSteps.of(sm, wl, batch, drafting)
-    t = np.asarray(sm.step_s(steps.P, steps.A, steps.D, steps.keys))
+    t = np.asarray(_verifying(sm, drafting).step_s(steps.P, steps.A, steps.D, steps.keys))
     return steps.pending(t, sm, wl, slo, margins, drafting, kv_bound)
+
+
+def _verifying(sm, drafting: Drafting | None):
+    """The step model whose decoding sequences verify ``drafting``'s draft tokens in every step
+    (StepModel.with_verify), or ``sm`` without speculative decoding."""
+    return sm if drafting is None else sm.with_verify(drafting.draft_tokens)
 
 
 def pending_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, margins: StepMargins | None = None,
@@ -778,9 +781,9 @@ def pending_and_prefill(sm, wl: Workload, slo: SLO, batch: np.ndarray, kv_link, 
     steps = _AggregatedSteps.of(sm, wl, batch, drafting)
     n = steps.P.size
     zeros = np.zeros(P.size)
-    t = np.asarray(sm.step_s(np.concatenate([steps.P, P]), np.concatenate([steps.A, A]),
-                             np.concatenate([steps.D, zeros]),
-                             np.concatenate([steps.keys, zeros])))
+    t = np.asarray(_verifying(sm, drafting).step_s(np.concatenate([steps.P, P]), np.concatenate([steps.A, A]),
+                                                   np.concatenate([steps.D, zeros]),
+                                                   np.concatenate([steps.keys, zeros])))
     return (steps.pending(t[:n], sm, wl, slo, margins, drafting, kv_bound),
             _pending_prefill(t[n:], sm, wl, slo, kv_link, margins, u, n_chunks, chunk))
 

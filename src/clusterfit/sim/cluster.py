@@ -177,7 +177,11 @@ class Cluster:
             raise ClusterfitError("max_num_seqs must be >= 1")
         self.kv_capacity = kv
         self.max_num_batched_tokens = int(rspec.max_num_batched_tokens or _engine_batched_tokens(step_model) or 8192)
-        self.timer = StepTimer(step_model, self.max_num_batched_tokens, self.max_num_seqs, max_ctx,
+        # under speculative decoding every decoding sequence verifies its drafts in each step (StepModel.with_verify)
+        sp = rspec.speculative
+        stepper = (step_model.with_verify(sp.draft_tokens) if sp is not None and hasattr(step_model, "with_verify")
+                   else step_model)
+        self.timer = StepTimer(stepper, self.max_num_batched_tokens, self.max_num_seqs, max_ctx,
                                exact=config.exact_steps)
         self.gpus_per_replica = int(getattr(step_model, "gpus", 1) or 1)
         self.gpus_per_node = node_gpus(config, self.gpus_per_replica, gpus_per_node)
