@@ -290,6 +290,17 @@ def test_plan_takes_the_scenarios_speculative_decoding(tmp_path, run_json):
     assert more["speculative"]["tokens_per_step"] == pytest.approx(3.5)
 
 
+@pytest.mark.parametrize("command", ["perf", "simulate", "plan"])
+def test_the_longest_acceptance_length_is_every_draft_accepted(run_json, command):
+    """--speculative-acceptance-length K + 1 (its most: every draft accepted) is acceptance 1; the result's schema
+    took acceptance < 1 only, so a valid option ended in a pydantic traceback from perf, simulate and plan."""
+    base = {"perf": (*PERF, "--batch", "1", "--context", "1024"), "simulate": SIM, "plan": PLAN}[command]
+    out = run_json(*base, "--num-speculative-tokens", "3", "--speculative-method", "eagle3",
+                   "--speculative-acceptance-length", "4")
+    assert out["speculative"]["acceptance"] == pytest.approx(1.0, abs=1e-9)
+    assert out["speculative"]["tokens_per_step"] == pytest.approx(4.0, abs=1e-9)
+
+
 def test_sglang_plan_under_speculative_decoding_runs_at_most_48(run_json):
     out = run_json("plan", "meta-llama/Llama-3.1-8B", "--system", "hgx_h200", "--isl", "1024", "--osl", "256",
                    "--rate", "40", "--no-disagg", "--engine", "sglang", "--num-speculative-tokens", "2",

@@ -771,11 +771,12 @@ class StepSeconds(Schema):
 class SpeculativeOut(Schema):
     """The speculative decoding a prediction or plan ran with: draft tokens per step, the drafter, the per-draft-token
     acceptance, the mean tokens a step emits per sequence and the drafter's cost per draft token (a fraction of a
-    decode step); a plan file's block is checked as deploy reads it."""
+    decode step); a plan file's block is checked as deploy reads it. The acceptance is 1 where the acceptance length
+    given is its most, draft tokens + 1 (every draft accepted)."""
 
     method: SpeculativeMethod
     draft_tokens: int = Field(ge=1, le=MAX_DRAFT_TOKENS)
-    acceptance: float = Field(ge=0.0, lt=1.0)
+    acceptance: float = Field(ge=0.0, le=1.0)
     tokens_per_step: float = Field(ge=1.0, le=MAX_DRAFT_TOKENS + 1.0)
     draft_cost: float = Field(ge=0.0)
 
