@@ -8,7 +8,10 @@ Each rule below is a documented default change, never a fitted per-row factor:
 - vLLM: async scheduling became the default with vllm-project/vllm#27614 ("[Core] Enable async scheduling by
   default", October 2025), so releases up to v0.11.0 run synchronously unless the row passes
   ``--async-scheduling``; ``--num-scheduler-steps N`` (V0 multi-step scheduling, v0.6) runs N decode steps per
-  scheduler call, which hides the host work the same way and is read as async scheduling.
+  scheduler call, which hides the host work the same way and is read as async scheduling. With speculative
+  decoding the default came later, with vllm-project/vllm#31998 ("Enable async scheduling by default with spec
+  decoding", first in v0.14.0: deepjavalibrary/djl#3833), and never for CPU n-gram drafting ("disabled implicitly
+  for non-EAGLE/MTP types"): such rows run synchronously unless they pass ``--async-scheduling``.
 - SGLang: the overlap ("zero-overhead") batch scheduler is on by default since v0.4
   (lmsys.org/blog/2024-12-04-sglang-v0-4); v0.3 and earlier, or ``--disable-overlap-schedule``, run without it.
   From v0.4 the row states nothing (None): the engine's default, which SGLang itself turns off for hybrid
@@ -40,6 +43,8 @@ def async_scheduling_of(engine: str, engine_text: str, notes: str = "") -> bool 
         if "--no-async-scheduling" in low:
             return False
         v = _version(engine_text)
+        if "speculative" in low and ("ngram" in low or (v is not None and v < (0, 14, 0))):
+            return False
         return None if v is None else v > (0, 11, 0)
     if engine == "sglang":
         if "--disable-overlap-schedule" in low:

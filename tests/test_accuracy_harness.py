@@ -670,6 +670,19 @@ def test_oss2_excerpt_end_to_end(acc, oss2, tmp_path):
     assert pred["OSS2-1188"] > pred["OSS2-1189"] * 0.5 and pred["OSS2-1187"] > pred["OSS2-1186"]
 
 
+def test_vllm_speculative_rows_before_v0_14_ran_synchronously():
+    """benchmarks/engine_versions.py: vLLM enabled async scheduling by default from v0.12 (#27614), with speculative
+    decoding only from v0.14.0 (#31998) and never for CPU n-gram drafting; a row's --async-scheduling stays."""
+    av = _benchmark_module("engine_versions.py", "engine_versions_harness").async_scheduling_of
+    spec = '--speculative-config {"method": "mtp", "num_speculative_tokens": 1}'
+    assert av("vllm", "vLLM v0.13.0", spec) is False
+    assert av("vllm", "vLLM v0.14.0", spec) is True
+    assert av("vllm", "vLLM v0.13.0", "") is True
+    assert av("vllm", "vLLM v0.17.1", spec.replace("mtp", "ngram")) is False
+    assert av("vllm", "vLLM v0.13.0 --async-scheduling", spec) is True
+    assert av("vllm", "vLLM", spec) is None   # no version: the engine's own rule (Engine.for_speculative)
+
+
 # ------------------------------------------------------------------ benchmarks/fit_oss_engines.py (vLLM / SGLang fit)
 @pytest.fixture(scope="module")
 def fit_oss():

@@ -79,6 +79,16 @@ def test_sglang_caps_running_requests_under_speculative_decoding():
     assert eng["vllm"].for_speculative(dp=1) is eng["vllm"]
 
 
+def test_vllm_schedules_synchronously_under_ngram_drafting():
+    """vLLM turns async scheduling off for CPU n-gram drafting and keeps it for the EAGLE family and MTP
+    (vllm-project/vllm#31998: "disabled implicitly for non-EAGLE/MTP types"); what the user sets stays."""
+    vllm = load_engines()["vllm"]
+    assert vllm.async_scheduling
+    assert vllm.for_speculative(dp=1, method="eagle3").async_scheduling
+    assert not vllm.for_speculative(dp=1, method="ngram").async_scheduling
+    assert vllm.with_settings(async_scheduling=True).for_speculative(dp=1, method="ngram").async_scheduling
+
+
 def test_a_simulated_step_model_needs_the_draft_cost():
     from clusterfit.compose import Catalog, build_replica
     from clusterfit.sim.api import simulate

@@ -170,6 +170,12 @@ result is written back to the YAML with the command that produced it:
   ServerArgs._handle_speculative_decoding: "Max running requests is reset to 48 for speculative decoding", "Overlap
   scheduler is disabled because of using eagle speculative decoding"); its scheduler gives each attention-DP rank
   max_running_requests // dp_size. None: no change (vLLM keeps its defaults).
+- speculative_sync_methods: the drafters (speculative.METHODS) under which the engine turns its async scheduling off
+  unless the user sets it (``for_speculative``). vLLM enables async scheduling by default only for the EAGLE family
+  and MTP (vllm-project/vllm#31998, "Enable async scheduling by default with spec decoding": "It will still be
+  disabled implicitly for non-EAGLE/MTP types"; first in v0.14.0, deepjavalibrary/djl#3833), and logs "Async
+  scheduling not supported with ngram-based speculative decoding and will be disabled" for CPU n-gram lookup (the
+  auto-decision in vllm/config/vllm.py): ("ngram",).
 - mamba_states_per_running_request: states the pool keeps per running request (SGLang
   MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3, the radix cache's copies, with the default ``no_buffer``
   strategy; same file); used with ``mamba_full_memory_ratio`` only.
@@ -353,6 +359,7 @@ class Engine:
     mamba_states_per_running_request: int = 3
     speculative_max_num_seqs: int | None = None
     speculative_async_scheduling: bool | None = None
+    speculative_sync_methods: tuple[str, ...] = ()
     #: the checkpoint's MTP (NextN) layers are loaded as the drafter (speculative decoding with method mtp): their
     #: weights then take GPU memory (memory.fit, weight_bytes_per_gpu include_mtp); set by for_speculative, never in engines.yaml
     loads_mtp_layers: bool = False
@@ -457,18 +464,22 @@ class Engine:
 
     def for_speculative(self, dp: int = 1, method: str | None = None) -> "Engine":
         """This engine as it runs with speculative decoding on ``dp`` attention-DP ranks: ``speculative_max_num_seqs``
-        // dp running sequences per rank (a static cap) and ``speculative_async_scheduling``, each unless the user
-        set it; with ``method`` mtp the checkpoint's MTP layers loaded (``loads_mtp_layers``); ``draft_method``
-        records the drafter, whose attention layers share the KV cache (memory.draft_kv_layers). Returns the engine
-        before ``for_layout`` when it changes (to be resolved again, as with_settings)."""
+        // dp running sequences per rank (a static cap) and ``speculative_async_scheduling`` (async scheduling off
+        under a drafter of ``speculative_sync_methods``), each unless the user set it; with ``method`` mtp the
+        checkpoint's MTP layers loaded (``loads_mtp_layers``); ``draft_method`` records the drafter, whose attention
+        layers share the KV cache (memory.draft_kv_layers). Returns the engine before ``for_layout`` when it changes
+        (to be resolved again, as with_settings)."""
         changes: dict[str, Any] = {"loads_mtp_layers": True} if method == "mtp" else {}
         if method is not None:
             changes["draft_method"] = method
         if self.speculative_max_num_seqs is not None and "max_num_seqs" not in self.user_set:
             changes.update(max_num_seqs=max(1, int(self.speculative_max_num_seqs) // max(1, int(dp))),
                            batch_cap_rule="static")
-        if self.speculative_async_scheduling is not None and "async_scheduling" not in self.user_set:
-            changes["async_scheduling"] = bool(self.speculative_async_scheduling)
+        if "async_scheduling" not in self.user_set:
+            if self.speculative_async_scheduling is not None:
+                changes["async_scheduling"] = bool(self.speculative_async_scheduling)
+            if method in self.speculative_sync_methods:
+                changes["async_scheduling"] = False
         return self._changed(changes, by_user=False)
 
     def for_layout(self, gpu: Any, tp: int, pp: int = 1, dp: int = 1) -> "Engine":
@@ -728,8 +739,9 @@ def load_engines(path: str | None = None) -> dict[str, Engine]:
     for name, v in data["engines"].items():
         v = dict(v)
         v.pop("notes", None)
-        if "vendors" in v:
-            v["vendors"] = tuple(v["vendors"])
+        for key in ("vendors", "speculative_sync_methods"):
+            if key in v:
+                v[key] = tuple(v[key])
         out[name] = Engine(name=name, **v)
     return out
 
