@@ -189,6 +189,19 @@ def test_speculative_decoding_raises_tokens_per_step():
     assert 0.85 * tokens_per_step < ratio <= tokens_per_step * 1.01
 
 
+def test_speculative_decoding_needs_a_verifying_step_model():
+    """Under speculative decoding the step timer is built on step_model.with_verify(k) (sim.stepmodel.StepCosts); a
+    step model without it is refused with the setting named, not priced another way."""
+
+    class NoVerify(ConstantStep):
+        with_verify = None
+
+    reqs = _requests(5, 1.0, SampledLengthSpec(value=50), SampledLengthSpec(value=20))
+    cfg = SimulationConfig(replica={"speculative": {"draft_tokens": 2, "acceptance": 0.6, "draft_cost": 0.05}})
+    with pytest.raises(ClusterfitError, match="simulation.replica.speculative: the step model has no with_verify"):
+        run_simulation(reqs, NoVerify(0.01), cfg)
+
+
 def test_autoscaling_adds_replicas_under_load():
     reqs = _requests(6000, 100, SampledLengthSpec(value=1000), SampledLengthSpec(value=200))
     cfg = SimulationConfig(replicas=1, autoscale={"interval_s": 2, "up_outstanding": 20, "down_outstanding": 1,

@@ -338,8 +338,8 @@ def aggregated_curve(sm, wl: Workload, slo: SLO, batch: np.ndarray, margins: Ste
     pessimistic bound (module docstring), the point curve in ``point``.
 
     ``drafting``: speculative decoding (clusterfit.speculative.Drafting), as the simulator runs it (sim.replica):
-    every step that carries the decode batch also verifies its k draft tokens per sequence (extra tokens attending
-    each context, taking k x B of the step's token budget) and costs 1 + k x the drafter's cost; each sequence then
+    every step that carries the decode batch also verifies its k draft tokens per sequence (StepModel.with_verify,
+    taking k x B of the step's token budget) and costs 1 + k x the drafter's cost; each sequence then
     gains tokens_per_step tokens a step, so a pure decode step d(B) gives TPOT d(B) / tokens_per_step."""
     return finish_curves([pending_curve(sm, wl, slo, batch, margins, drafting)])[0]
 

@@ -179,8 +179,14 @@ class Cluster:
         self.max_num_batched_tokens = int(rspec.max_num_batched_tokens or _engine_batched_tokens(step_model) or 8192)
         # under speculative decoding every decoding sequence verifies its drafts in each step (StepModel.with_verify)
         sp = rspec.speculative
-        stepper = (step_model.with_verify(sp.draft_tokens) if sp is not None and hasattr(step_model, "with_verify")
-                   else step_model)
+        stepper = step_model
+        if sp is not None:
+            verifying = getattr(step_model, "with_verify", None)
+            if verifying is None:
+                raise ClusterfitError("simulation.replica.speculative: the step model has no with_verify (the verify "
+                                      "pass of speculative decoding); simulate clusterfit's StepModel "
+                                      "(clusterfit.simulate)")
+            stepper = verifying(sp.draft_tokens)
         self.timer = StepTimer(stepper, self.max_num_batched_tokens, self.max_num_seqs, max_ctx,
                                exact=config.exact_steps)
         self.gpus_per_replica = int(getattr(step_model, "gpus", 1) or 1)

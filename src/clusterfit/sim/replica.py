@@ -84,10 +84,6 @@ class Replica:
             self.tokens_per_step = drafting.tokens_per_step
             self.verify = drafting.draft_tokens
             self.draft_factor = drafting.step_factor
-        # draft tokens the step lookups add as extra tokens attending their sequence's context: none when the timer's
-        # step model verifies them itself (StepModel.with_verify, which the Cluster builds the timer on), all for a
-        # step model without with_verify (a test's stand-in)
-        self.extra_verify = 0 if getattr(getattr(timer, "model", None), "verify_tokens", 0) else self.verify
         self.alive = True
         self.accepting = True
         model = getattr(timer, "model", None)
@@ -378,9 +374,8 @@ class Replica:
                 p += c
             left -= c
             chunks.append(c)
-        if d:
-            extra = d * self.extra_verify
-            dt = self.timer.step_s(p + extra, pa + extra * (self.S / d), d + d1, self.S + a1)
+        if d:   # the timer's step model verifies the drafts of the d decoding sequences itself (Cluster._setup)
+            dt = self.timer.step_s(p, pa, d + d1, self.S + a1)
             if k:
                 dt *= self.draft_factor
         else:
@@ -462,11 +457,11 @@ class Replica:
         if timer.exact:
             if n > SEGMENT_CAP_STEPS:
                 n = SEGMENT_CAP_STEPS
-            times = timer.decode_steps_s(d, self.S, n, e, self.extra_verify) * self.draft_factor
+            times = timer.decode_steps_s(d, self.S, n, e) * self.draft_factor
             self.seg_cum = np.cumsum(times)
             self.seg_n = n
             return clock + self._seg_elapsed(n)
-        alpha, beta, n_lin = timer.decode_linear(d, self.S, e, self.extra_verify)
+        alpha, beta, n_lin = timer.decode_linear(d, self.S, e)
         if n_lin < n:
             n = n_lin
         if n > LINEAR_SEGMENT_CAP_STEPS:

@@ -45,6 +45,8 @@ class StepCosts(Protocol):
     Optional KV-admission members (clusterfit.perfmodel.StepModel has them; sim.replica uses them when present):
     ``dp`` (attention-DP ranks, each its own KV pool), ``kv_rank_budget_bytes`` (one rank's pool) and
     ``kv_reservation_bytes(prompt, output)`` (what one request reserves at admission under the engine's policy).
+    Speculative decoding needs ``with_verify(draft_tokens)``: the same model whose decoding sequences each verify that
+    many drafts per step (clusterfit's StepModel has it; sim.cluster refuses a model without it).
     """
 
     @property
@@ -192,16 +194,16 @@ class StepTimer:
             return self._with_host(t, prefill_tokens, decode_seqs)
         return t
 
-    def decode_linear(self, decode_seqs: int, decode_attended0: float, tokens_per_step: float = 1.0,
-                      verify_tokens: int = 0) -> tuple[float, float, int]:
+    def decode_linear(self, decode_seqs: int, decode_attended0: float,
+                      tokens_per_step: float = 1.0) -> tuple[float, float, int]:
         """Pure-decode step times as a line: step j (0-based) takes ``alpha + beta * j`` seconds for
         ``steps`` steps (>= 1), while the mean context stays inside one table cell (where the table's
         interpolation is linear, so this is exactly what :meth:`decode_steps_s` returns) and, under async
         scheduling, on one side of the host time (a step is max(GPU, host)). Not available with ``exact=True``."""
-        alpha, beta, steps = self._gpu_decode_linear(decode_seqs, decode_attended0, tokens_per_step, verify_tokens)
+        alpha, beta, steps = self._gpu_decode_linear(decode_seqs, decode_attended0, tokens_per_step)
         if self._host is None:
             return alpha, beta, steps
-        host = self._host_time(verify_tokens, decode_seqs)
+        host = self._host_time(0, decode_seqs)
         if not self._host[2]:
             return alpha + host, beta, steps
         if alpha >= host:  # the GPU line only grows (beta >= 0): it stays above the host
@@ -210,13 +212,13 @@ class StepTimer:
         cross = int((host - alpha) / beta) + 1 if beta > 0 else steps
         return host, 0.0, max(1, min(steps, cross))
 
-    def _gpu_decode_linear(self, decode_seqs: int, decode_attended0: float, tokens_per_step: float,
-                           verify_tokens: int) -> tuple[float, float, int]:
+    def _gpu_decode_linear(self, decode_seqs: int, decode_attended0: float,
+                           tokens_per_step: float) -> tuple[float, float, int]:
         """decode_linear of the tabled time alone (the GPU's, when the host time is kept apart)."""
         d = decode_seqs
         c0 = decode_attended0 / d
         cax = self._c_list
-        if self._d_exact and not verify_tokens:  # fast path: the batch is a table row
+        if self._d_exact:  # fast path: the batch is a table row
             f = self._F_list[0][d]
             row = self._Adec_list[d]
             last = len(cax) - 1
@@ -235,26 +237,14 @@ class StepTimer:
             steps = int((x1 - c0) / tokens_per_step) + 1
             return alpha, slope * tokens_per_step, steps if steps > 1 else 1
         idd, wd = self._d_index(d)
-        extra = d * verify_tokens
         F = self._F_list
-        if extra:
-            ip, wp = self._locate(self._p_list, float(extra))
-            f0 = F[ip][idd] + (F[ip][idd + 1] - F[ip][idd]) * wd
-            f1 = F[ip + 1][idd] + (F[ip + 1][idd + 1] - F[ip + 1][idd]) * wd
-            f = f0 + (f1 - f0) * wp
-        else:
-            f = F[0][idd] + (F[0][idd + 1] - F[0][idd]) * wd
+        f = F[0][idd] + (F[0][idd + 1] - F[0][idd]) * wd
         A = self._Adec_list
         lo, hi = A[idd], A[idd + 1]
         ic, wc = self._locate(cax, c0)
         x0, x1 = cax[ic], cax[ic + 1]
         y0 = lo[ic] + (hi[ic] - lo[ic]) * wd
         y1 = lo[ic + 1] + (hi[ic + 1] - lo[ic + 1]) * wd
-        if extra:  # the verify tokens attend their sequence's context as prefill tokens do (step_s's A_pre)
-            P = self._Apre_list
-            plo, phi = P[ip], P[ip + 1]
-            y0 += plo[ic] + (phi[ic] - plo[ic]) * wp
-            y1 += plo[ic + 1] + (phi[ic + 1] - plo[ic + 1]) * wp
         slope = (y1 - y0) / (x1 - x0)
         alpha = f + y0 + slope * (c0 - x0)
         beta = slope * tokens_per_step
@@ -265,29 +255,20 @@ class StepTimer:
         return alpha, beta, steps
 
     def decode_steps_s(self, decode_seqs: int, decode_attended0: float, steps: int,
-                       tokens_per_step: float = 1.0, verify_tokens: int = 0) -> np.ndarray:
+                       tokens_per_step: float = 1.0) -> np.ndarray:
         """Times of ``steps`` consecutive pure-decode steps, seconds (array of length ``steps``).
 
         The batch stays ``decode_seqs`` sequences; their summed context starts at ``decode_attended0``
-        and grows by ``decode_seqs * tokens_per_step`` per step. ``verify_tokens`` > 0 is speculative
-        decoding: each sequence also verifies that many draft tokens per step, charged as :meth:`step_s` charges
-        them in a mixed step and perf's speculative step does: extra tokens through the GEMMs, each attending its
-        sequence's context as a prefill token.
+        and grows by ``decode_seqs * tokens_per_step`` per step. Under speculative decoding the timer's model is the
+        verifying one (StepModel.with_verify, as the Cluster builds it), so its steps are verify passes.
         """
         ctx = decode_attended0 + decode_seqs * tokens_per_step * np.arange(steps)
-        extra = decode_seqs * verify_tokens
         if self.exact:
-            c = ctx / decode_seqs
-            return np.asarray(self.model.step_s(extra, extra * c, decode_seqs, ctx), dtype=float) * np.ones(steps)
+            return np.asarray(self.model.step_s(0.0, 0.0, decode_seqs, ctx), dtype=float) * np.ones(steps)
         idd, wd = self._d_index(decode_seqs)
-        ip, wp = self._locate(self._p_list, float(extra))
         F = self.F
-        f0 = F[ip, idd] + (F[ip, idd + 1] - F[ip, idd]) * wd
-        f1 = F[ip + 1, idd] + (F[ip + 1, idd + 1] - F[ip + 1, idd]) * wd
-        f = f0 + (f1 - f0) * wp
+        f = F[0, idd] + (F[0, idd + 1] - F[0, idd]) * wd
         row = self.A_dec[idd] + (self.A_dec[idd + 1] - self.A_dec[idd]) * wd
-        if extra:  # the verify tokens attend their sequence's context as prefill tokens do (step_s's A_pre)
-            row = row + self.A_pre[ip] + (self.A_pre[ip + 1] - self.A_pre[ip]) * wp
         c = ctx / decode_seqs
         a = np.interp(c, self.c_axis, row)
         if c[-1] > self.c_axis[-1]:  # extrapolate linearly past the grid
@@ -295,5 +276,5 @@ class StepTimer:
             slope = (row[-1] - row[-2]) / (self.c_axis[-1] - self.c_axis[-2])
             a[over] = row[-1] + slope * (c[over] - self.c_axis[-1])
         if self._host is not None:
-            return self._with_host(f + a, float(extra), decode_seqs)
+            return self._with_host(f + a, 0.0, decode_seqs)
         return f + a
