@@ -61,7 +61,6 @@ Percent errors are (predicted - measured) / measured x 100.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
 import sys
@@ -75,8 +74,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # the row reader beside this script
 from engine_versions import async_scheduling_of  # noqa: E402
 import published_rows  # noqa: E402
-from published_rows import (RunSpec, Skip, all_at_once, by_metric_and_load, metric_group, run_key,  # noqa: E402
-                            run_spec, run_weights, weighted_summary)
+from published_rows import (RunSpec, Skip, all_at_once, by_metric_and_load, metric_group, read_rows,  # noqa: E402
+                            run_key, run_spec, run_weights, weighted_summary)
 
 from clusterfit.arch import load_model, parse_config
 from clusterfit.errors import ClusterfitError
@@ -580,7 +579,7 @@ LOSS, F_SCALE = "soft_l1", 0.25
 
 def calibration_rows(path: str, engine: str = "trtllm") -> list[dict]:
     """The closed-form throughput rows of one engine that the calibration fits."""
-    return [r for r in csv.DictReader(open(path, newline="")) if r["metric"] in THROUGHPUT_METRICS
+    return [r for r in read_rows(path) if r["metric"] in THROUGHPUT_METRICS
             and engine_for(r["engine"]) == engine and not is_simulated(r)]
 
 
@@ -896,7 +895,7 @@ def grouped_cv(path: str, groupings: tuple[str, ...] = ("table", "family"), engi
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    rows = [r for r in csv.DictReader(open(path, newline=""))]
+    rows = read_rows(path)
     rows_by_id = {r["id"]: r for r in rows}
     cal = calibration_rows(path, engine)
     cal_ids = {r["id"] for r in cal}
@@ -1431,7 +1430,7 @@ def summarise(errs: list[float]) -> dict:
 def evaluate(path: str, simulated: bool | None = None):
     """Predict every row of the CSV; ``simulated`` True/False keeps only the rows that go through the
     simulator / the closed-form performance model (None: all rows)."""
-    rows = list(csv.DictReader(open(path, newline="")))
+    rows = read_rows(path)
     if simulated is not None:
         rows = [r for r in rows if is_simulated(r) == simulated]
     results, skipped = [], SkipCounts()

@@ -31,7 +31,6 @@ model), and rows whose regime cannot be told.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import datetime
 import json
@@ -215,7 +214,7 @@ def held_out_items(path: str, engine: str, max_folds: int | None, workers: int,
     from fit_oss_engines import held_out_errors
 
     cv = acc.grouped_cv(path, ("table",), engine=engine, max_folds=max_folds, workers=workers, keep_rows=True)
-    rows = {r["id"]: r for r in csv.DictReader(open(path, newline=""))}
+    rows = {r["id"]: r for r in acc.read_rows(path)}
     page_held = {}
     for fit_file in oss_fits:
         page_held.update({rid: v for rid, v in held_out_errors(fit_file, path).items() if rid in rows})

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import json
 import math
 import os
@@ -53,7 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import accuracy as acc  # noqa: E402
 import published_rows  # noqa: E402
-from published_rows import Skip, run_key, run_weights, weighted_summary  # noqa: E402
+from published_rows import Skip, read_rows, run_key, run_weights, weighted_summary  # noqa: E402
 
 from clusterfit.errors import ClusterfitError  # noqa: E402
 
@@ -128,7 +127,7 @@ def engine_rows(path: str, engine: str) -> list[dict]:
     reasons, in benchmarks/accuracy.py --json)."""
     acc.use_engines(None)
     out = []
-    for r in csv.DictReader(open(path, newline="")):
+    for r in read_rows(path):
         if acc.engine_for(r["engine"]) != engine:
             continue
         try:

@@ -35,6 +35,7 @@ page), the exponential helps SGLang (all runs 24.0% -> 23.0%, TPOT / ITL 32.4% -
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from collections.abc import Iterator
@@ -47,6 +48,12 @@ import numpy as np
 
 class Skip(Exception):
     """A row the harness does not predict; the message is the reason reported in `coverage`."""
+
+
+def read_rows(path: str) -> list[dict]:
+    """Every row of a published-measurements CSV, as dicts keyed by the header (the file closed after reading)."""
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 # ------------------------------------------------------------------------------------------------ runs

@@ -18,7 +18,6 @@ choice per held-out page and the pooled held-out figures (run-weighted, benchmar
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import accuracy as acc  # noqa: E402
 from fit_oss_engines import emit_report, source_page  # noqa: E402
-from published_rows import run_weights, weighted_summary  # noqa: E402
+from published_rows import read_rows, run_weights, weighted_summary  # noqa: E402
 
 from clusterfit.perfmodel import step as st  # noqa: E402
 from clusterfit.precision import weight_format  # noqa: E402
@@ -40,10 +39,9 @@ NO_W4A16 = ("B200", "B300", "GB200", "GB300", "MI3", "RTX")
 def w4a16_rows(paths: list[str]) -> list[dict]:
     rows = []
     for p in paths:
-        with open(p, newline="") as f:
-            rows += [r for r in csv.DictReader(f)
-                     if "gpt-oss" in r["model"] and not any(g in r["gpu"] for g in NO_W4A16)
-                     and acc.engine_for(r["engine"]) in ("trtllm", "vllm")]
+        rows += [r for r in read_rows(p)
+                 if "gpt-oss" in r["model"] and not any(g in r["gpu"] for g in NO_W4A16)
+                 and acc.engine_for(r["engine"]) in ("trtllm", "vllm")]
     return rows
 
 

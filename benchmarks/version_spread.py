@@ -25,7 +25,6 @@ APE in percent, summarised as median and 90th percentile (accuracy.summarise).
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import itertools
 import json
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="--held-out: refits run in this many processes")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    rows = list(csv.DictReader(open(args.csv, newline="")))
+    rows = accuracy.read_rows(args.csv)
     held = table_held_out_errors(args.csv, args.engine, args.workers) if args.held_out else None
     commit, dirty = fit_intervals.model_commit()
     out = {"command": "python benchmarks/version_spread.py " + " ".join(argv if argv is not None else sys.argv[1:]),
