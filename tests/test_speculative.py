@@ -187,11 +187,12 @@ def test_a_verify_pass_reads_the_kv_once_and_replays_the_decode_graph(engine):
     sequence's KV cache once (the engines' verify kernels take query length k + 1), and a verify batch within the
     CUDA-graph size replays a graph as a decode step does (SGLang's TARGET_VERIFY graphs, vLLM's uniform-decode graphs
     whose sizes count tokens, TensorRT-LLM's decode graphs padded to max_draft_len + 1 tokens per request).
-    Hand check, Llama-3.1-8B bf16 on one H200 at batch 1 and a 32,768-token context: a decode step reads the 16.06 GB of
-    weights (3.35 ms at 4.8 TB/s) and the context's KV, 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131 kB per
-    token, 4.3 GB (0.9 ms); three more queries add 3 x 2 x 8.03e9 = 48 GFLOP of GEMMs (under 0.1 ms at half the 989
-    TFLOP/s dense bf16 peak) and 3 x 2.1 GFLOP of attention, and read nothing more: the verify pass is within 5% of the
-    decode step (it was 8.2x, with the drafts costed as prefill tokens outside a graph)."""
+    Hand check, Llama-3.1-8B bf16 on one H200 at batch 1 and a 32,768-token context (GB = 1e9 bytes): a decode step
+    reads the 16.06 GB of weights (3.35 ms at 4.8 TB/s) and the context's KV, 32 layers x 8 KV heads x 128 x 2 (K, V) x
+    2 bytes = 131,072 bytes per token, 4.29 GB (0.89 ms); three more queries add 3 x 2 x 8.03e9 = 48 GFLOP of GEMMs and
+    3 x (4 x 32 query heads x 128 x 32,768 keys x 32 layers) = 52 GFLOP of attention, 0.2 ms at half the 989 TFLOP/s
+    dense bf16 peak, and read nothing more: the verify pass is within 5% of the decode step (it was 8.2x, with the
+    drafts costed as prefill tokens outside a graph)."""
     from clusterfit.compose import Catalog, build_replica
 
     sm = build_replica(Catalog.load(), "meta-llama/Llama-3.1-8B", "h200", tp=1, engine=engine).step

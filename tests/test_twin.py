@@ -383,8 +383,8 @@ def test_stopping_ends_open_streams_with_an_error_event():
 def test_light_load_timing_follows_the_step_model(twin):
     """One request alone: TTFT is one prefill step of the prompt and TPOT the mean decode step at batch 1, from the
     compiled replica's step model (perf's). The twin's own records (its clock, from the request's arrival) hold them
-    within 1%; the client, which also pays for sending the 32 KB prompt and for a busy host, sees the first token no
-    earlier and at most 10% plus 60 ms later, and TPOT within 10% plus 60 ms over its 63 gaps (medians of three).
+    within 1%; the client, which also pays for sending the 32,768-byte prompt and for a busy host, sees the first token
+    no earlier and at most 10% plus 60 ms later, and TPOT within 10% plus 60 ms over its 63 gaps (medians of three).
     Hand check: a decode step at batch 1 reads the 16.06 GB of bf16 weights, >= 16.06e9 / 4.8e12 B/s = 3.35 ms on
     an H200 (datasheet bandwidth)."""
     from clusterfit.compose import Catalog, build_replica
